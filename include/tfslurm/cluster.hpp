@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+/// \file
+/// The plan: for every rank of a step, its role (ps, worker, chief, evaluator), the address and
+/// port it serves on, and the GPUs it uses; plus the launcher's control endpoint.
+
+#include <tfslurm/tasks.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tfslurm {
+
+/// TensorFlow job names. Declared in alphabetical order, which is TensorFlow's job order.
+enum class Role { chief, evaluator, ps, worker };
+
+[[nodiscard]] std::string_view to_string(Role role) noexcept;
+
+/// Parse `chief`, `evaluator`, `ps` or `worker`. \throws Error (Errc::invalid_argument).
+[[nodiscard]] Role parse_role(std::string_view text, std::string_view subject);
+
+/// Parse an explicit per-rank role list: comma-separated roles, each optionally repeated with
+/// `*N`. Input: `ps*2,worker*3,chief`. Output: {ps, ps, worker, worker, worker, chief}.
+/// \throws Error (Errc::invalid_argument) naming `subject`.
+[[nodiscard]] std::vector<Role> parse_role_list(std::string_view text, std::string_view subject);
+
+/// Where parameter servers go when roles are given as counts.
+enum class PsPlacement {
+    first, ///< ranks 0..N-1 (tf4slurm's layout)
+    spread ///< the first task of each of the first N nodes (one ps per node)
+};
+
+/// Which cluster-spec semantics to follow.
+enum class Layout {
+    native,   ///< tfslurm: ranks where Slurm runs them, collision-free ports
+    tf_compat ///< exactly TensorFlow's SlurmClusterResolver (sorted hosts, port 8888 + local)
+};
+
+/// What peers use to reach a task.
+enum class AddressMode {
+    name, ///< the node name (after the host pattern)
+    ip    ///< the name resolved to an IPv4 address
+};
+
+/// Where the ports came from.
+enum class PortSource { reserved, derived, explicit_base };
+
+[[nodiscard]] std::string_view to_string(PsPlacement value) noexcept;
+[[nodiscard]] std::string_view to_string(Layout value) noexcept;
+[[nodiscard]] std::string_view to_string(AddressMode value) noexcept;
+[[nodiscard]] std::string_view to_string(PortSource value) noexcept;
+
+/// Role counts; every rank not given another role is a worker.
+struct RoleCounts {
+    std::uint32_t ps = 0;
+    bool chief = false;
+    bool evaluator = false;
+};
+
+/// Everything a user can choose about the plan.
+struct PlanOptions {
+    RoleCounts counts;
+    std::vector<Role> role_list; ///< non-empty: one role per rank, overrides `counts`
+    PsPlacement ps_placement = PsPlacement::first;
+    Layout layout = Layout::native;
+    std::optional<std::uint16_t> port_base; ///< overrides reserved/derived ports
+    AddressMode address = AddressMode::name;
+    std::string host_pattern;                 ///< e.g. `{host}-ib0`; empty = the node name
+    std::optional<std::uint32_t> gpus_per_task; ///< empty = split the visible GPUs
+    std::string rpc_layer;                      ///< e.g. `grpc`; empty = not written
+};
+
+/// Resolves a (patterned) host name to the address peers should use. Throws Error (Errc::io)
+/// when a name does not resolve.
+using AddressResolver = std::function<std::string(const std::string& name)>;
+
+/// The system resolver (getaddrinfo, first IPv4 address). Touches the OS.
+[[nodiscard]] AddressResolver system_address_resolver();
+
+/// One rank's part of the plan.
+struct RankPlan {
+    std::uint32_t rank = 0;
+    Role role = Role::worker;
+    std::uint32_t index = 0; ///< task index within its role
+    std::uint32_t node = 0;  ///< index into Plan::hosts
+    std::uint32_t local = 0; ///< local id on the node
+    std::string host;        ///< the Slurm node name
+    std::string address;     ///< what peers connect to
+    std::uint16_t port = 0;
+    std::vector<std::string> gpus; ///< CUDA_VISIBLE_DEVICES entries; empty = no GPU
+};
+
+/// The whole cluster.
+struct Plan {
+    std::vector<RankPlan> ranks; ///< indexed by rank
+    std::vector<std::string> hosts;
+    std::optional<std::uint64_t> job_id;
+    std::optional<std::uint64_t> step_id;
+    Layout layout = Layout::native;
+    PortSource port_source = PortSource::derived;
+    std::string control_address; ///< the launcher coordinator: rank 0's address
+    std::uint16_t control_port = 0;
+    std::string rpc_layer;
+    std::optional<std::uint32_t> self_rank; ///< the calling task's rank, when known
+    bool gpus_exact = true; ///< false when other nodes' GPUs are assumed equal to this one's
+
+    /// Ranks of `role`, ordered by task index.
+    [[nodiscard]] std::vector<std::uint32_t> members(Role role) const;
+    /// `address:port` of a rank.
+    [[nodiscard]] std::string endpoint(std::uint32_t rank) const;
+};
+
+/// First port of a job's derived window and the window's stride: the range 20000..31999 is
+/// cut into windows of `stride` ports (max tasks per node + 1 control port); job and step pick
+/// the window (16 steps per job), so concurrent jobs on one node get disjoint ports.
+/// Input: job 1234, step 0, stride 3. Output: 20000 + ((1234 * 16) mod 4000) * 3 = 31232.
+[[nodiscard]] std::uint16_t derive_port_base(std::uint64_t job_id,
+                                             std::uint64_t step_id,
+                                             std::uint32_t stride);
+
+/// Build the plan. `resolve` is used only with AddressMode::ip (default: the system resolver).
+/// \throws Error (Errc::invalid_argument) for impossible role/port/GPU requests,
+///         (Errc::io) when a name does not resolve.
+[[nodiscard]] Plan make_plan(const StepInfo& step,
+                             const Allocation& allocation,
+                             const PlanOptions& options,
+                             const AddressResolver& resolve = {});
+
+} // namespace tfslurm

@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+/// \file
+/// From a task's environment to a typed, validated snapshot of the step (StepInfo), and from
+/// that to where Slurm runs every rank (Allocation). Pure: nothing here reads the process
+/// environment.
+
+#include <tfslurm/env.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tfslurm {
+
+/// How Slurm distributes a step's tasks over its nodes (first field of `SLURM_DISTRIBUTION`).
+enum class Distribution { block, cyclic, plane, arbitrary };
+
+[[nodiscard]] std::string_view to_string(Distribution distribution) noexcept;
+
+/// Parse `block`, `cyclic`, `plane`, `plane=4`, `arbitrary`, `*`, and Slurm's compound forms
+/// such as `cyclic:block,pack` (only the node level, before `:`/`,`, matters here).
+/// A size given as `plane=N` is stored in `plane_size`.
+/// \throws Error (Errc::invalid_argument) naming `subject`.
+struct DistributionSpec {
+    Distribution kind = Distribution::block;
+    std::uint32_t plane_size = 0; ///< 0 = not given
+};
+[[nodiscard]] DistributionSpec parse_distribution(std::string_view text, std::string_view subject);
+
+/// Where one rank runs.
+struct TaskPlace {
+    std::uint32_t node = 0;  ///< index into Allocation::hosts (= SLURM_NODEID)
+    std::uint32_t local = 0; ///< rank among the node's tasks (= SLURM_LOCALID)
+};
+
+/// Every rank of a step placed on its node, as Slurm places them.
+struct Allocation {
+    std::vector<std::string> hosts;            ///< node names, nodelist order, never sorted
+    std::vector<std::uint32_t> tasks_per_node; ///< same length as hosts
+    Distribution distribution = Distribution::block;
+    std::uint32_t plane_size = 0;
+    std::vector<TaskPlace> places;                      ///< indexed by global rank
+    std::vector<std::vector<std::uint32_t>> node_ranks; ///< per node: its ranks (= SLURM_GTIDS)
+
+    [[nodiscard]] std::size_t ntasks() const noexcept { return places.size(); }
+    [[nodiscard]] std::uint32_t max_tasks_per_node() const noexcept;
+};
+
+/// Place `sum(tasks_per_node)` ranks on `hosts` like Slurm's task layout: block (node by node),
+/// cyclic (round robin over nodes with room left) or plane (round robin in blocks of
+/// `plane_size`).
+///
+/// Input: hosts {n1,n2,n3}, counts {2,1,1}, block. Output: ranks 0,1 on n1; 2 on n2; 3 on n3.
+/// Input: hosts {n1,n2,n3}, counts {2,2,2}, cyclic. Output: n1 = {0,3}, n2 = {1,4}, n3 = {2,5}.
+/// \throws Error (Errc::inconsistent_allocation) when sizes disagree or a node has no task,
+///         (Errc::invalid_argument) for arbitrary distribution or a plane size of 0.
+[[nodiscard]] Allocation place_tasks(std::vector<std::string> hosts,
+                                     std::vector<std::uint32_t> tasks_per_node,
+                                     Distribution distribution,
+                                     std::uint32_t plane_size = 0);
+
+/// Where the values came from: a step (srun task) or only the job (a batch script).
+enum class Scope { step, job, preview };
+
+/// What a task knows about itself (SLURM_PROCID, ...). Optional fields were not set.
+struct TaskIdentity {
+    std::uint32_t rank = 0;
+    std::optional<std::uint32_t> local_id;
+    std::optional<std::uint32_t> node_id;
+    std::optional<std::vector<std::uint32_t>> gtids;
+    std::optional<std::string> node_name; ///< SLURMD_NODENAME
+};
+
+/// GPU-related variables of this task, unparsed beyond splitting on commas.
+struct GpuEnv {
+    std::optional<std::vector<std::string>> visible; ///< CUDA_VISIBLE_DEVICES (may be empty)
+    std::optional<std::vector<std::string>> step_gpus; ///< SLURM_STEP_GPUS (global ids)
+    std::optional<std::vector<std::string>> job_gpus;  ///< SLURM_JOB_GPUS (global ids)
+    std::optional<std::uint32_t> gpus_on_node;         ///< SLURM_GPUS_ON_NODE
+};
+
+/// The typed, validated snapshot of a step (or of a job, inside a batch script).
+struct StepInfo {
+    Scope scope = Scope::step;
+    std::string nodelist;          ///< the raw nodelist text
+    std::string nodelist_variable; ///< which variable (or option) it came from
+    std::vector<std::string> hosts;
+    std::string tasks_variable;
+    std::vector<std::uint32_t> tasks_per_node;
+    std::uint32_t ntasks = 0;
+    DistributionSpec distribution;
+    std::optional<std::uint64_t> job_id;
+    std::optional<std::uint64_t> step_id;
+    std::vector<std::uint16_t> resv_ports; ///< SLURM_STEP_RESV_PORTS, empty when absent
+    std::optional<TaskIdentity> self;      ///< absent when not run as a task
+    GpuEnv gpus;
+};
+
+/// Read a task's Slurm variables: step variables first (`SLURM_STEP_NODELIST`,
+/// `SLURM_STEP_TASKS_PER_NODE`, `SLURM_STEP_NUM_TASKS`), job variables as the fallback
+/// (`SLURM_JOB_NODELIST`/`SLURM_NODELIST`, `SLURM_TASKS_PER_NODE`, `SLURM_NTASKS`), plus
+/// identity, distribution, reserved ports and GPU variables. Every value is validated.
+///
+/// Input: the environment of task 3 of `srun -N3 -n6`. Output: hosts {n1,n2,n3}, counts
+/// {2,2,2}, ntasks 6, self.rank 3, self.node_id 1, self.gtids {2,3}.
+/// \throws Error (Errc::missing_env) when no nodelist is set, or a parse error naming the
+///         variable.
+[[nodiscard]] StepInfo read_step(const Environment& env);
+
+/// Place the ranks of `step` and check the result against what the task knows of itself
+/// (SLURM_NODEID, SLURM_LOCALID, SLURM_GTIDS, SLURMD_NODENAME). A mismatch is an error that
+/// says which value disagrees: a wrong guess would mean a hung job.
+/// \throws Error (Errc::inconsistent_allocation).
+[[nodiscard]] Allocation resolve_allocation(const StepInfo& step);
+
+} // namespace tfslurm

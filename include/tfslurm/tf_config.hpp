@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+/// \file
+/// Outputs of a plan: TF_CONFIG, the tf4slurm server dictionary, torch-style variables,
+/// CUDA_VISIBLE_DEVICES; rendered as `export` lines, `KEY=VALUE` lines or JSON; and the plan
+/// itself as a table or JSON.
+
+#include <tfslurm/cluster.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace tfslurm {
+
+/// Linux MAX_ARG_STRLEN: one `NAME=value` environment string (with its NUL) must fit in it.
+inline constexpr std::size_t k_max_env_string = 131072;
+
+/// Compact TF_CONFIG of `rank`: `{"cluster":{...},"task":{"type":"worker","index":1}}`, plus
+/// `"rpc_layer"` when the plan has one. Jobs in alphabetical order; the evaluator is not part of
+/// the cluster (TensorFlow's convention) except in the tf-compat layout.
+[[nodiscard]] std::string tf_config_json(const Plan& plan, std::uint32_t rank);
+
+/// tf4slurm's server dictionary: `{"ps":[...],"worker":[...]}` (both always present, chief and
+/// evaluator only when used).
+[[nodiscard]] std::string server_dictionary_json(const Plan& plan);
+
+/// Which variables `task_environment` produces.
+struct OutputSelection {
+    bool tf_config = true; ///< TF_CONFIG
+    bool servers = true;   ///< TFSLURM_SERVERS, TFSLURM_TASK_TYPE, TFSLURM_TASK_INDEX
+    bool torch = true;     ///< MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, ...
+    bool gpus = true;      ///< CUDA_VISIBLE_DEVICES (only when the rank has GPUs)
+};
+
+/// Parse `all` or a comma list of `tf`, `servers`, `torch`, `gpus`.
+/// \throws Error (Errc::invalid_argument) naming `subject`.
+[[nodiscard]] OutputSelection parse_output_selection(std::string_view text,
+                                                     std::string_view subject);
+
+using EnvVars = std::vector<std::pair<std::string, std::string>>;
+
+/// The variables for `rank`, in a fixed order. Always includes TFSLURM_RANK, TFSLURM_ROLE and
+/// TFSLURM_CONTROL (`address:port` of the launcher coordinator).
+/// \throws Error (Errc::too_large) when a variable would not fit in one environment string.
+[[nodiscard]] EnvVars task_environment(const Plan& plan,
+                                       std::uint32_t rank,
+                                       const OutputSelection& selection);
+
+/// How to print variables.
+enum class EnvFormat {
+    export_lines, ///< `export NAME='value'` (safe to eval in sh/bash/zsh)
+    key_value,    ///< `NAME=value` raw lines
+    json          ///< one JSON object
+};
+
+/// Parse `export`, `env` or `json`. \throws Error (Errc::invalid_argument).
+[[nodiscard]] EnvFormat parse_env_format(std::string_view text, std::string_view subject);
+
+/// Render variables; every line (and the JSON) ends with a newline.
+[[nodiscard]] std::string render_env(const EnvVars& vars, EnvFormat format);
+
+/// POSIX shell single-quoting. Input: `it's`. Output: `'it'\''s'`.
+[[nodiscard]] std::string shell_quote(std::string_view value);
+
+/// A readable table of the plan: rank, role:index, host, address, port, GPUs.
+[[nodiscard]] std::string plan_table(const Plan& plan);
+
+/// The plan as pretty JSON (2-space indent), with a trailing newline.
+[[nodiscard]] std::string plan_json(const Plan& plan);
+
+} // namespace tfslurm

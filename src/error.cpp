@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: MIT
+#include <tfslurm/error.hpp>
+
+#include <fmt/format.h>
+
+#include <utility>
+
+namespace tfslurm {
+
+std::string_view to_string(Errc code) noexcept {
+    switch (code) {
+    case Errc::invalid_hostlist:
+        return "invalid_hostlist";
+    case Errc::invalid_tasks_per_node:
+        return "invalid_tasks_per_node";
+    case Errc::invalid_ports:
+        return "invalid_ports";
+    case Errc::missing_env:
+        return "missing_env";
+    case Errc::inconsistent_allocation:
+        return "inconsistent_allocation";
+    case Errc::invalid_argument:
+        return "invalid_argument";
+    case Errc::too_large:
+        return "too_large";
+    case Errc::spawn_failed:
+        return "spawn_failed";
+    case Errc::child_failed:
+        return "child_failed";
+    case Errc::aborted:
+        return "aborted";
+    case Errc::timeout:
+        return "timeout";
+    case Errc::protocol:
+        return "protocol";
+    case Errc::auth:
+        return "auth";
+    case Errc::io:
+        return "io";
+    }
+    return "unknown";
+}
+
+int exit_status(Errc code) noexcept {
+    // Keep in sync with EXIT STATUS in man/tfslurm.1.
+    switch (code) {
+    case Errc::invalid_argument:
+        return 2;
+    case Errc::missing_env:
+        return 3;
+    case Errc::invalid_hostlist:
+    case Errc::invalid_tasks_per_node:
+    case Errc::invalid_ports:
+        return 4;
+    case Errc::inconsistent_allocation:
+        return 5;
+    case Errc::too_large:
+        return 6;
+    case Errc::io:
+    case Errc::protocol:
+    case Errc::auth:
+        return 7;
+    case Errc::aborted:
+    case Errc::child_failed:
+        return 8;
+    case Errc::timeout:
+        return 124;
+    case Errc::spawn_failed:
+        return 127;
+    }
+    return 1;
+}
+
+Error::Error(Errc code, std::string message, std::string hint)
+    : std::runtime_error(std::move(message)), m_code(code), m_hint(std::move(hint)) {}
+
+std::string quote(std::string_view value) {
+    constexpr std::size_t k_max_quoted = 200;
+    std::string out;
+    out.reserve(std::min(value.size(), k_max_quoted) + 16);
+    out.push_back('"');
+    const std::size_t shown = std::min(value.size(), k_max_quoted);
+    for (std::size_t i = 0; i < shown; ++i) {
+        const auto c = static_cast<unsigned char>(value[i]);
+        switch (c) {
+        case '"':
+            out += "\\\"";
+            break;
+        case '\\':
+            out += "\\\\";
+            break;
+        case '\t':
+            out += "\\t";
+            break;
+        case '\n':
+            out += "\\n";
+            break;
+        case '\r':
+            out += "\\r";
+            break;
+        default:
+            if (c < 0x20 || c == 0x7f) {
+                out += fmt::format("\\x{:02x}", c);
+            } else {
+                out.push_back(static_cast<char>(c));
+            }
+        }
+    }
+    out.push_back('"');
+    if (shown < value.size()) {
+        out += fmt::format("... ({} bytes)", value.size());
+    }
+    return out;
+}
+
+namespace errors {
+namespace {
+std::string format_message(std::string_view subject, std::string_view problem, std::string_view input) {
+    return fmt::format("{}: {}: {}", subject, problem, quote(input));
+}
+} // namespace
+
+Error invalid_hostlist(std::string_view subject, std::string_view problem, std::string_view input) {
+    return {Errc::invalid_hostlist, format_message(subject, problem, input)};
+}
+
+Error invalid_counts(std::string_view subject, std::string_view problem, std::string_view input) {
+    return {Errc::invalid_tasks_per_node, format_message(subject, problem, input)};
+}
+
+Error invalid_ports(std::string_view subject, std::string_view problem, std::string_view input) {
+    return {Errc::invalid_ports, format_message(subject, problem, input)};
+}
+
+Error missing_env(std::string_view variable, std::string hint) {
+    return {Errc::missing_env, fmt::format("{}: not set", variable), std::move(hint)};
+}
+
+Error inconsistent_allocation(std::string_view subject,
+                              std::string_view problem,
+                              std::string_view input,
+                              std::string hint) {
+    return {Errc::inconsistent_allocation, format_message(subject, problem, input), std::move(hint)};
+}
+
+Error invalid_argument(std::string_view subject,
+                       std::string_view problem,
+                       std::string_view input,
+                       std::string hint) {
+    return {Errc::invalid_argument, format_message(subject, problem, input), std::move(hint)};
+}
+
+Error too_large(std::string_view subject, std::string_view problem, std::string hint) {
+    return {Errc::too_large, fmt::format("{}: {}", subject, problem), std::move(hint)};
+}
+
+Error make(Errc code, std::string_view subject, std::string_view problem, std::string hint) {
+    return {code, fmt::format("{}: {}", subject, problem), std::move(hint)};
+}
+
+} // namespace errors
+} // namespace tfslurm

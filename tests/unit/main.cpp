@@ -1,0 +1,4 @@
+// SPDX-License-Identifier: MIT
+// The one translation unit that provides Catch2's main().
+#define CATCH_CONFIG_MAIN
+#include <catch2/catch.hpp>
