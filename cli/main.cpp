@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "app.hpp"
 
-int main(int argc, char** argv) { return tfslurm::cli::run_main(argc, argv); }
+int main(int argc, char** argv) {
+    return tfslurm::cli::run_main(argc, argv);
+}

@@ -14,7 +14,9 @@ Environment::Environment(std::initializer_list<std::pair<const std::string, std:
 
 Environment::Environment(Map vars) : m_vars(std::move(vars)) {}
 
-Environment Environment::from_process() { return from_envp(environ); }
+Environment Environment::from_process() {
+    return from_envp(environ);
+}
 
 Environment Environment::from_envp(const char* const* envp) {
     Map vars;
@@ -41,7 +43,9 @@ std::optional<std::string_view> Environment::get(std::string_view name) const {
     return std::string_view{found->second};
 }
 
-bool Environment::contains(std::string_view name) const { return m_vars.find(name) != m_vars.end(); }
+bool Environment::contains(std::string_view name) const {
+    return m_vars.find(name) != m_vars.end();
+}
 
 void Environment::set(std::string name, std::string value) {
     m_vars.insert_or_assign(std::move(name), std::move(value));

@@ -115,7 +115,8 @@ std::string quote(std::string_view value) {
 
 namespace errors {
 namespace {
-std::string format_message(std::string_view subject, std::string_view problem, std::string_view input) {
+std::string
+format_message(std::string_view subject, std::string_view problem, std::string_view input) {
     return fmt::format("{}: {}: {}", subject, problem, quote(input));
 }
 } // namespace
@@ -140,7 +141,8 @@ Error inconsistent_allocation(std::string_view subject,
                               std::string_view problem,
                               std::string_view input,
                               std::string hint) {
-    return {Errc::inconsistent_allocation, format_message(subject, problem, input), std::move(hint)};
+    return {
+        Errc::inconsistent_allocation, format_message(subject, problem, input), std::move(hint)};
 }
 
 Error invalid_argument(std::string_view subject,

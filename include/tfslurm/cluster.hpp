@@ -70,10 +70,24 @@ struct PlanOptions {
     Layout layout = Layout::native;
     std::optional<std::uint16_t> port_base; ///< overrides reserved/derived ports
     AddressMode address = AddressMode::name;
-    std::string host_pattern;                 ///< e.g. `{host}-ib0`; empty = the node name
-    std::optional<std::uint32_t> gpus_per_task; ///< empty = split the visible GPUs
-    std::string rpc_layer;                      ///< e.g. `grpc`; empty = not written
+    std::string host_pattern;                      ///< e.g. `{host}-ib0`; empty = the node name
+    std::optional<std::uint32_t> gpus_per_task;    ///< empty = split the visible GPUs
+    std::optional<std::uint32_t> tf_gpus_per_node; ///< tf-compat only: TensorFlow's gpus_per_node
+    std::string rpc_layer;                         ///< e.g. `grpc`; empty = not written
 };
+
+/// Apply one `key=value` setting to `options`. The keys are the snake_case names shared by
+/// plugstack.conf arguments, the SPANK option, `TFSLURM_*` variables and (in kebab-case) the
+/// CLI: `ps`, `chief`, `evaluator` (value `1`/`0`/`yes`/`no`/`true`/`false`, empty = true),
+/// `roles`, `ps_placement` (`first`/`spread`), `layout` (`native`/`tf-compat`), `port_base`,
+/// `address` (`name`/`ip`), `host_pattern`, `gpus_per_task`, `gpus_per_node` (tf-compat only),
+/// `rpc_layer`.
+/// Input: key `ps`, value `2`. Output: options.counts.ps == 2.
+/// \throws Error (Errc::invalid_argument) naming `subject` for an unknown key or a bad value.
+void apply_plan_setting(PlanOptions& options,
+                        std::string_view key,
+                        std::string_view value,
+                        std::string_view subject);
 
 /// Resolves a (patterned) host name to the address peers should use. Throws Error (Errc::io)
 /// when a name does not resolve.
@@ -119,9 +133,8 @@ struct Plan {
 /// cut into windows of `stride` ports (max tasks per node + 1 control port); job and step pick
 /// the window (16 steps per job), so concurrent jobs on one node get disjoint ports.
 /// Input: job 1234, step 0, stride 3. Output: 20000 + ((1234 * 16) mod 4000) * 3 = 31232.
-[[nodiscard]] std::uint16_t derive_port_base(std::uint64_t job_id,
-                                             std::uint64_t step_id,
-                                             std::uint32_t stride);
+[[nodiscard]] std::uint16_t
+derive_port_base(std::uint64_t job_id, std::uint64_t step_id, std::uint32_t stride);
 
 /// Build the plan. `resolve` is used only with AddressMode::ip (default: the system resolver).
 /// \throws Error (Errc::invalid_argument) for impossible role/port/GPU requests,

@@ -64,19 +64,16 @@ class Error : public std::runtime_error {
 namespace errors {
 
 /// `<subject>: <problem>: "<input>"` as Errc::invalid_hostlist.
-[[nodiscard]] Error invalid_hostlist(std::string_view subject,
-                                     std::string_view problem,
-                                     std::string_view input);
+[[nodiscard]] Error
+invalid_hostlist(std::string_view subject, std::string_view problem, std::string_view input);
 
 /// `<subject>: <problem>: "<input>"` as Errc::invalid_tasks_per_node.
-[[nodiscard]] Error invalid_counts(std::string_view subject,
-                                   std::string_view problem,
-                                   std::string_view input);
+[[nodiscard]] Error
+invalid_counts(std::string_view subject, std::string_view problem, std::string_view input);
 
 /// `<subject>: <problem>: "<input>"` as Errc::invalid_ports.
-[[nodiscard]] Error invalid_ports(std::string_view subject,
-                                  std::string_view problem,
-                                  std::string_view input);
+[[nodiscard]] Error
+invalid_ports(std::string_view subject, std::string_view problem, std::string_view input);
 
 /// `<variable>: not set` as Errc::missing_env, with a hint such as `not inside an srun step?`.
 [[nodiscard]] Error missing_env(std::string_view variable, std::string hint);
@@ -97,7 +94,8 @@ namespace errors {
 [[nodiscard]] Error too_large(std::string_view subject, std::string_view problem, std::string hint);
 
 /// Free-form error of any code: `<subject>: <problem>`.
-[[nodiscard]] Error make(Errc code, std::string_view subject, std::string_view problem, std::string hint = {});
+[[nodiscard]] Error
+make(Errc code, std::string_view subject, std::string_view problem, std::string hint = {});
 
 } // namespace errors
 } // namespace tfslurm

@@ -77,7 +77,7 @@ struct TaskIdentity {
 
 /// GPU-related variables of this task, unparsed beyond splitting on commas.
 struct GpuEnv {
-    std::optional<std::vector<std::string>> visible; ///< CUDA_VISIBLE_DEVICES (may be empty)
+    std::optional<std::vector<std::string>> visible;   ///< CUDA_VISIBLE_DEVICES (may be empty)
     std::optional<std::vector<std::string>> step_gpus; ///< SLURM_STEP_GPUS (global ids)
     std::optional<std::vector<std::string>> job_gpus;  ///< SLURM_JOB_GPUS (global ids)
     std::optional<std::uint32_t> gpus_on_node;         ///< SLURM_GPUS_ON_NODE
@@ -110,6 +110,25 @@ struct StepInfo {
 /// \throws Error (Errc::missing_env) when no nodelist is set, or a parse error naming the
 ///         variable.
 [[nodiscard]] StepInfo read_step(const Environment& env);
+
+/// Values that describe a step without Slurm (`tfslurm plan --nodelist ...`): a preview.
+struct StepOverrides {
+    std::string nodelist;                ///< required
+    std::string tasks_per_node;          ///< counts string; a single number applies to every node;
+                                         ///< empty = 1 per node
+    std::optional<std::uint32_t> ntasks; ///< with an empty tasks_per_node: spread like srun -n
+    std::string distribution;            ///< empty = block
+    std::optional<std::uint64_t> job_id;
+    std::optional<std::uint64_t> step_id;
+    std::optional<std::uint32_t> rank; ///< "this" task, for `tfslurm env` previews
+    std::string resv_ports;
+    std::string gpus; ///< visible GPUs, like CUDA_VISIBLE_DEVICES
+};
+
+/// Build a StepInfo (Scope::preview) from explicit values; option names in messages are the
+/// CLI's (`--nodelist`, ...).
+/// \throws Error on invalid values.
+[[nodiscard]] StepInfo preview_step(const StepOverrides& overrides);
 
 /// Place the ranks of `step` and check the result against what the task knows of itself
 /// (SLURM_NODEID, SLURM_LOCALID, SLURM_GTIDS, SLURMD_NODENAME). A mismatch is an error that

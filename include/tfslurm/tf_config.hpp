@@ -47,9 +47,8 @@ using EnvVars = std::vector<std::pair<std::string, std::string>>;
 /// The variables for `rank`, in a fixed order. Always includes TFSLURM_RANK, TFSLURM_ROLE and
 /// TFSLURM_CONTROL (`address:port` of the launcher coordinator).
 /// \throws Error (Errc::too_large) when a variable would not fit in one environment string.
-[[nodiscard]] EnvVars task_environment(const Plan& plan,
-                                       std::uint32_t rank,
-                                       const OutputSelection& selection);
+[[nodiscard]] EnvVars
+task_environment(const Plan& plan, std::uint32_t rank, const OutputSelection& selection);
 
 /// How to print variables.
 enum class EnvFormat {

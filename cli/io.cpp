@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: MIT
+#include "io.hpp"
+
+#include <tfslurm/error.hpp>
+
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+
+namespace tfslurm::cli {
+
+std::string read_stdin() {
+    std::string data;
+    std::array<char, 65536> buffer{};
+    while (true) {
+        const auto got = ::read(STDIN_FILENO, buffer.data(), buffer.size());
+        if (got == 0) {
+            return data;
+        }
+        if (got < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            throw errors::make(Errc::io, "stdin", std::strerror(errno));
+        }
+        data.append(buffer.data(), static_cast<std::size_t>(got));
+    }
+}
+
+void write_stdout(std::string_view data) {
+    while (!data.empty()) {
+        const auto put = ::write(STDOUT_FILENO, data.data(), data.size());
+        if (put < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            throw errors::make(Errc::io, "stdout", std::strerror(errno));
+        }
+        data.remove_prefix(static_cast<std::size_t>(put));
+    }
+}
+
+} // namespace tfslurm::cli

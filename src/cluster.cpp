@@ -1,0 +1,740 @@
+// SPDX-License-Identifier: MIT
+#include "detail/text.hpp"
+
+#include <tfslurm/cluster.hpp>
+#include <tfslurm/error.hpp>
+#include <tfslurm/hostlist.hpp>
+#include <tfslurm/log.hpp>
+
+#include <fmt/format.h>
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <utility>
+
+namespace tfslurm {
+namespace {
+
+constexpr std::uint32_t k_derived_port_first = 20000;
+constexpr std::uint32_t k_derived_port_end = 32000; // below Linux's ephemeral range (32768)
+constexpr std::uint32_t k_steps_per_job = 16;
+constexpr std::uint16_t k_tf_compat_port_base = 8888;
+
+bool parse_bool(std::string_view value, std::string_view subject) {
+    if (value.empty() || value == "1" || value == "yes" || value == "true" || value == "on") {
+        return true;
+    }
+    if (value == "0" || value == "no" || value == "false" || value == "off") {
+        return false;
+    }
+    throw errors::invalid_argument(subject, "expected yes/no, true/false, on/off or 1/0", value);
+}
+
+template <typename T>
+T parse_number(std::string_view value, std::string_view subject, T low, T high) {
+    const auto parsed = detail::parse_decimal(value);
+    if (!parsed || *parsed < low || *parsed > high) {
+        throw errors::invalid_argument(
+            subject, fmt::format("expected an integer from {} to {}", low, high), value);
+    }
+    return static_cast<T>(*parsed);
+}
+
+/// `{host}` is the only placeholder; anything else in braces is a mistake worth reporting.
+std::string apply_pattern(std::string_view pattern, std::string_view host) {
+    if (pattern.empty()) {
+        return std::string{host};
+    }
+    std::string out;
+    std::size_t pos = 0;
+    while (pos < pattern.size()) {
+        const auto open = pattern.find('{', pos);
+        if (open == std::string_view::npos) {
+            out += pattern.substr(pos);
+            break;
+        }
+        out += pattern.substr(pos, open - pos);
+        out += host; // validated: every '{' starts "{host}"
+        pos = open + 6;
+    }
+    return out;
+}
+
+void validate_pattern(std::string_view pattern, std::string_view subject) {
+    std::size_t pos = 0;
+    while ((pos = pattern.find_first_of("{}", pos)) != std::string_view::npos) {
+        if (pattern.compare(pos, 6, "{host}") != 0) {
+            throw errors::invalid_argument(
+                subject,
+                fmt::format("unknown placeholder at offset {} (only {{host}} is known)", pos),
+                pattern);
+        }
+        pos += 6;
+    }
+}
+
+/// Ports as Slurm writes SLURM_STEP_RESV_PORTS: `12000-12003,12005`.
+std::string format_ports(const std::vector<std::uint16_t>& ports) {
+    std::string out;
+    for (std::size_t i = 0; i < ports.size();) {
+        std::size_t j = i;
+        while (j + 1 < ports.size() && ports[j + 1] == ports[j] + 1) {
+            ++j;
+        }
+        if (!out.empty()) {
+            out += ',';
+        }
+        out += j == i ? fmt::format("{}", ports[i]) : fmt::format("{}-{}", ports[i], ports[j]);
+        i = j + 1;
+    }
+    return out;
+}
+
+std::string join_roles(const std::vector<Role>& roles) {
+    std::vector<std::string> names;
+    names.reserve(roles.size());
+    for (const auto role : roles) {
+        names.emplace_back(to_string(role));
+    }
+    return detail::join(names, ",");
+}
+
+/// Roles per rank from counts: ps first (or spread one per node), then chief, workers,
+/// evaluator last.
+std::vector<Role>
+roles_from_counts(const RoleCounts& counts, PsPlacement placement, const Allocation& allocation) {
+    const auto ntasks = allocation.ntasks();
+    const std::uint64_t special =
+        std::uint64_t{counts.ps} + (counts.chief ? 1U : 0U) + (counts.evaluator ? 1U : 0U);
+    if (special > ntasks || (special == ntasks && !counts.chief)) {
+        throw errors::invalid_argument(
+            "roles",
+            fmt::format("{} ps{}{} leave no rank for a worker in a step of {} tasks",
+                        counts.ps,
+                        counts.chief ? " + chief" : "",
+                        counts.evaluator ? " + evaluator" : "",
+                        ntasks),
+            fmt::format("ps={},chief={},evaluator={}",
+                        counts.ps,
+                        counts.chief ? 1 : 0,
+                        counts.evaluator ? 1 : 0),
+            "use fewer parameter servers or more tasks (srun -n)");
+    }
+    std::vector<Role> roles(ntasks, Role::worker);
+    std::vector<bool> taken(ntasks, false);
+    if (placement == PsPlacement::first) {
+        for (std::uint32_t rank = 0; rank < counts.ps; ++rank) {
+            roles[rank] = Role::ps;
+            taken[rank] = true;
+        }
+    } else {
+        // One ps per node: the first task of each node, then the second, ...
+        std::uint32_t placed = 0;
+        for (std::uint32_t round = 0; placed < counts.ps; ++round) {
+            for (const auto& ranks : allocation.node_ranks) {
+                if (placed == counts.ps) {
+                    break;
+                }
+                if (round < ranks.size()) {
+                    roles[ranks[round]] = Role::ps;
+                    taken[ranks[round]] = true;
+                    ++placed;
+                }
+            }
+        }
+    }
+    std::vector<std::uint32_t> rest;
+    rest.reserve(ntasks);
+    for (std::uint32_t rank = 0; rank < ntasks; ++rank) {
+        if (!taken[rank]) {
+            rest.push_back(rank);
+        }
+    }
+    if (counts.chief) {
+        roles[rest.front()] = Role::chief;
+    }
+    if (counts.evaluator) {
+        roles[rest.back()] = Role::evaluator;
+    }
+    return roles;
+}
+
+struct PortLayout {
+    std::vector<std::uint16_t> by_local; ///< port of local task i
+    std::uint16_t control = 0;
+    PortSource source = PortSource::derived;
+};
+
+PortLayout
+layout_ports(const StepInfo& step, const Allocation& allocation, const PlanOptions& options) {
+    const auto per_node = allocation.max_tasks_per_node();
+    PortLayout ports;
+    ports.by_local.resize(per_node);
+    if (options.port_base) {
+        const auto base = std::uint32_t{*options.port_base};
+        if (base + per_node > 65535U) {
+            throw errors::invalid_argument(
+                "--port-base",
+                fmt::format("{} tasks per node and a control port do not fit below 65536",
+                            per_node),
+                std::to_string(base));
+        }
+        std::iota(ports.by_local.begin(), ports.by_local.end(), static_cast<std::uint16_t>(base));
+        ports.control = static_cast<std::uint16_t>(base + per_node);
+        ports.source = PortSource::explicit_base;
+        return ports;
+    }
+    const auto derived =
+        derive_port_base(step.job_id.value_or(0), step.step_id.value_or(0), per_node + 1);
+    if (!step.resv_ports.empty()) {
+        if (step.resv_ports.size() < per_node) {
+            throw errors::invalid_argument(
+                "SLURM_STEP_RESV_PORTS",
+                fmt::format(
+                    "reserves {} ports but a node runs {} tasks", step.resv_ports.size(), per_node),
+                format_ports(step.resv_ports),
+                fmt::format("use srun --resv-ports={} (one per task on a node, plus one for "
+                            "the launcher)",
+                            per_node + 1));
+        }
+        std::copy_n(step.resv_ports.begin(), per_node, ports.by_local.begin());
+        if (step.resv_ports.size() > per_node) {
+            ports.control = step.resv_ports[per_node];
+        } else {
+            ports.control = static_cast<std::uint16_t>(derived + per_node);
+            logger().debug("SLURM_STEP_RESV_PORTS has no spare port for the launcher: control "
+                           "port {} is derived from the job id",
+                           ports.control);
+        }
+        ports.source = PortSource::reserved;
+        return ports;
+    }
+    std::iota(ports.by_local.begin(), ports.by_local.end(), derived);
+    ports.control = static_cast<std::uint16_t>(derived + per_node);
+    ports.source = PortSource::derived;
+    return ports;
+}
+
+/// Split the GPUs visible to this task among a node's `local_tasks` tasks.
+std::vector<std::string> gpus_for(const std::vector<std::string>& visible,
+                                  std::uint32_t local,
+                                  std::uint32_t local_tasks,
+                                  std::optional<std::uint32_t> per_task) {
+    if (visible.empty()) {
+        return {};
+    }
+    const auto count = static_cast<std::uint32_t>(visible.size());
+    std::uint32_t share = 0;
+    if (per_task) {
+        share = *per_task;
+    } else if (count >= local_tasks) {
+        share = count / local_tasks;
+    } else {
+        // Fewer GPUs than tasks: tasks share them round robin (as Slurm does with gres=gpu:1).
+        return {visible[local % count]};
+    }
+    if (share == 0) {
+        return {};
+    }
+    const auto first = std::size_t{local} * share;
+    return {visible.begin() + static_cast<std::ptrdiff_t>(first),
+            visible.begin() + static_cast<std::ptrdiff_t>(first + share)};
+}
+
+void assign_gpus(Plan& plan,
+                 const StepInfo& step,
+                 const Allocation& allocation,
+                 const PlanOptions& options) {
+    if (!step.gpus.visible || step.gpus.visible->empty()) {
+        if (options.gpus_per_task && *options.gpus_per_task > 0) {
+            throw errors::invalid_argument(
+                "--gpus-per-task",
+                "no GPU is visible to this task (CUDA_VISIBLE_DEVICES is unset or empty)",
+                std::to_string(*options.gpus_per_task),
+                "request GPUs from Slurm (--gpus-per-node, --gres=gpu:N) or drop --gpus-per-task");
+        }
+        return;
+    }
+    const auto& visible = *step.gpus.visible;
+    // Slurm already bound GPUs per task (--gpus-per-task, --gpu-bind): the task sees fewer
+    // devices than the step has on the node. Then the visible list is this task's own.
+    const bool bound_per_task = step.gpus.gpus_on_node && visible.size() < *step.gpus.gpus_on_node;
+    plan.gpus_exact = step.scope == Scope::preview || allocation.hosts.size() == 1;
+    if (bound_per_task) {
+        plan.gpus_exact = false;
+        if (plan.self_rank) {
+            plan.ranks[*plan.self_rank].gpus = visible;
+        }
+        logger().debug("GPUs already bound per task by Slurm (CUDA_VISIBLE_DEVICES={}, "
+                       "SLURM_GPUS_ON_NODE={}): kept as they are",
+                       detail::join(visible, ","),
+                       *step.gpus.gpus_on_node);
+        return;
+    }
+    if (options.gpus_per_task) {
+        for (std::uint32_t node = 0; node < allocation.hosts.size(); ++node) {
+            const auto need =
+                std::uint64_t{*options.gpus_per_task} * allocation.tasks_per_node[node];
+            if (need > visible.size()) {
+                throw errors::invalid_argument(
+                    "--gpus-per-task",
+                    fmt::format("{} tasks on node {} need {} GPUs but {} are visible ({})",
+                                allocation.tasks_per_node[node],
+                                allocation.hosts[node],
+                                need,
+                                visible.size(),
+                                detail::join(visible, ",")),
+                    std::to_string(*options.gpus_per_task));
+            }
+        }
+    }
+    for (auto& rank : plan.ranks) {
+        rank.gpus = gpus_for(
+            visible, rank.local, allocation.tasks_per_node[rank.node], options.gpus_per_task);
+    }
+}
+
+void number_roles(Plan& plan) {
+    std::map<Role, std::uint32_t> next;
+    for (auto& rank : plan.ranks) {
+        rank.index = next[rank.role]++;
+    }
+}
+
+std::vector<std::string> resolve_addresses(const std::vector<std::string>& hosts,
+                                           const PlanOptions& options,
+                                           const AddressResolver& resolve) {
+    std::vector<std::string> addresses;
+    addresses.reserve(hosts.size());
+    std::map<std::string, std::string, std::less<>> cache;
+    for (const auto& host : hosts) {
+        auto name = apply_pattern(options.host_pattern, host);
+        if (options.address == AddressMode::ip) {
+            auto found = cache.find(name);
+            if (found == cache.end()) {
+                auto address = resolve ? resolve(name) : system_address_resolver()(name);
+                logger().debug("address of {}: {}", name, address);
+                found = cache.emplace(name, std::move(address)).first;
+            }
+            addresses.push_back(found->second);
+        } else {
+            addresses.push_back(std::move(name));
+        }
+    }
+    return addresses;
+}
+
+/// TensorFlow's SlurmClusterResolver, reproduced on purpose (tensorflow-resolver.md §2):
+/// hosts sorted by name (duplicates collapse), jobs in alphabetical order over the flat list
+/// of (host, local index), ports 8888 + local index, node-relative GPU numbers.
+Plan make_tf_compat_plan(const StepInfo& step,
+                         const Allocation& allocation,
+                         const PlanOptions& options,
+                         const AddressResolver& resolve) {
+    if (!options.role_list.empty()) {
+        throw errors::invalid_argument(
+            "--roles",
+            "the tf-compat layout takes role counts only (--ps, --chief, --evaluator)",
+            join_roles(options.role_list));
+    }
+    std::map<std::string, std::uint32_t> per_host; // sorted, duplicates collapse like a dict
+    for (std::size_t node = 0; node < allocation.hosts.size(); ++node) {
+        per_host[allocation.hosts[node]] = allocation.tasks_per_node[node];
+    }
+    std::uint32_t num_tasks = 0;
+    std::uint32_t max_per_host = 0;
+    for (const auto& [host, count] : per_host) {
+        num_tasks += count;
+        max_per_host = std::max(max_per_host, count);
+    }
+    const auto ntasks = static_cast<std::uint32_t>(allocation.ntasks());
+    const std::uint32_t special =
+        options.counts.ps + (options.counts.chief ? 1U : 0U) + (options.counts.evaluator ? 1U : 0U);
+    const std::uint32_t workers = ntasks > special ? ntasks - special : 0;
+    const std::uint32_t requested = special + workers;
+    if (requested != num_tasks) {
+        throw errors::invalid_argument(
+            "--layout tf-compat",
+            fmt::format("Requested {} tasks but only {} were assigned.", requested, num_tasks),
+            step.nodelist,
+            "the nodelist has duplicate hosts, which TensorFlow collapses");
+    }
+
+    // GPUs: TensorFlow counts CUDA_VISIBLE_DEVICES entries; an empty value counts as 1.
+    std::uint32_t gpus_per_node = 0;
+    if (options.tf_gpus_per_node) {
+        gpus_per_node = *options.tf_gpus_per_node;
+    } else if (step.gpus.visible) {
+        gpus_per_node =
+            std::max<std::uint32_t>(1, static_cast<std::uint32_t>(step.gpus.visible->size()));
+    }
+    const std::uint32_t gpus_per_task = options.gpus_per_task
+                                            ? *options.gpus_per_task
+                                            : (max_per_host ? gpus_per_node / max_per_host : 0);
+    if (std::uint64_t{max_per_host} * gpus_per_task > gpus_per_node) {
+        throw errors::invalid_argument("--layout tf-compat",
+                                       "Requested more GPUs per node than available.",
+                                       fmt::format("{} GPUs per task x {} tasks per node, {} GPUs",
+                                                   gpus_per_task,
+                                                   max_per_host,
+                                                   gpus_per_node));
+    }
+    const auto base = options.port_base.value_or(k_tf_compat_port_base);
+    if (std::uint32_t{base} + max_per_host > 65535U) {
+        throw errors::invalid_argument(
+            "--port-base", "the ports do not fit below 65536", std::to_string(base));
+    }
+
+    Plan plan;
+    plan.layout = Layout::tf_compat;
+    plan.job_id = step.job_id;
+    plan.step_id = step.step_id;
+    plan.rpc_layer = options.rpc_layer;
+    plan.port_source = PortSource::explicit_base;
+    plan.gpus_exact = false;
+    if (step.self) {
+        plan.self_rank = step.self->rank;
+    }
+    std::vector<std::string> sorted_hosts;
+    for (const auto& [host, count] : per_host) {
+        sorted_hosts.push_back(host);
+    }
+    const auto addresses = resolve_addresses(sorted_hosts, options, resolve);
+    plan.hosts = sorted_hosts;
+
+    // The flat (host, local) list; rank r takes position r, whatever Slurm's placement.
+    std::vector<Role> jobs;
+    jobs.reserve(ntasks);
+    jobs.insert(jobs.end(), options.counts.chief ? 1U : 0U, Role::chief);
+    jobs.insert(jobs.end(), options.counts.evaluator ? 1U : 0U, Role::evaluator);
+    jobs.insert(jobs.end(), options.counts.ps, Role::ps);
+    jobs.insert(jobs.end(), workers, Role::worker);
+    plan.ranks.reserve(ntasks);
+    std::uint32_t position = 0;
+    for (std::uint32_t node = 0; node < sorted_hosts.size(); ++node) {
+        const auto count = per_host[sorted_hosts[node]];
+        for (std::uint32_t local = 0; local < count; ++local, ++position) {
+            RankPlan rank;
+            rank.rank = position;
+            rank.role = jobs[position];
+            rank.node = node;
+            rank.local = local;
+            rank.host = sorted_hosts[node];
+            rank.address = addresses[node];
+            rank.port = static_cast<std::uint16_t>(base + local);
+            for (std::uint32_t gpu = 0; gpu < gpus_per_task; ++gpu) {
+                rank.gpus.push_back(std::to_string(local * gpus_per_task + gpu));
+            }
+            plan.ranks.push_back(std::move(rank));
+        }
+    }
+    number_roles(plan);
+    plan.control_address = plan.ranks.front().address;
+    plan.control_port = static_cast<std::uint16_t>(base + max_per_host);
+    for (const auto& rank : plan.ranks) {
+        const auto& place = allocation.places[rank.rank];
+        if (allocation.hosts[place.node] != rank.host || place.local != rank.local) {
+            logger().warn("tf-compat layout: rank {} is advertised as {}:{} but Slurm runs it on "
+                          "{} (local task {}); this is TensorFlow's behaviour, not tfslurm's",
+                          rank.rank,
+                          rank.host,
+                          rank.port,
+                          allocation.hosts[place.node],
+                          place.local);
+            break;
+        }
+    }
+    return plan;
+}
+
+} // namespace
+
+std::string_view to_string(Role role) noexcept {
+    switch (role) {
+    case Role::chief:
+        return "chief";
+    case Role::evaluator:
+        return "evaluator";
+    case Role::ps:
+        return "ps";
+    case Role::worker:
+        return "worker";
+    }
+    return "worker";
+}
+
+std::string_view to_string(PsPlacement value) noexcept {
+    return value == PsPlacement::first ? "first" : "spread";
+}
+
+std::string_view to_string(Layout value) noexcept {
+    return value == Layout::native ? "native" : "tf-compat";
+}
+
+std::string_view to_string(AddressMode value) noexcept {
+    return value == AddressMode::name ? "name" : "ip";
+}
+
+std::string_view to_string(PortSource value) noexcept {
+    switch (value) {
+    case PortSource::reserved:
+        return "reserved";
+    case PortSource::derived:
+        return "derived";
+    case PortSource::explicit_base:
+        return "explicit";
+    }
+    return "derived";
+}
+
+Role parse_role(std::string_view text, std::string_view subject) {
+    if (text == "chief") {
+        return Role::chief;
+    }
+    if (text == "evaluator") {
+        return Role::evaluator;
+    }
+    if (text == "ps") {
+        return Role::ps;
+    }
+    if (text == "worker") {
+        return Role::worker;
+    }
+    throw errors::invalid_argument(
+        subject, "expected a role: ps, worker, chief or evaluator", text);
+}
+
+std::vector<Role> parse_role_list(std::string_view text, std::string_view subject) {
+    std::vector<Role> roles;
+    for (const auto item : detail::split(text, ',')) {
+        const auto star = item.find('*');
+        const auto role = parse_role(item.substr(0, star), subject);
+        std::uint64_t repeat = 1;
+        if (star != std::string_view::npos) {
+            const auto count = detail::parse_decimal(item.substr(star + 1));
+            if (!count || *count == 0 || *count > k_max_expanded_hosts) {
+                throw errors::invalid_argument(
+                    subject,
+                    fmt::format("bad repetition in '{}' (expected ROLE*N with N from 1 to {})",
+                                item,
+                                k_max_expanded_hosts),
+                    text);
+            }
+            repeat = *count;
+        }
+        if (roles.size() + repeat > k_max_expanded_hosts) {
+            throw errors::invalid_argument(subject, "too many roles", text);
+        }
+        roles.insert(roles.end(), repeat, role);
+    }
+    return roles;
+}
+
+void apply_plan_setting(PlanOptions& options,
+                        std::string_view key,
+                        std::string_view value,
+                        std::string_view subject) {
+    if (key == "ps") {
+        options.counts.ps = parse_number<std::uint32_t>(value, subject, 0, k_max_expanded_hosts);
+    } else if (key == "chief") {
+        options.counts.chief = parse_bool(value, subject);
+    } else if (key == "evaluator") {
+        options.counts.evaluator = parse_bool(value, subject);
+    } else if (key == "roles") {
+        options.role_list = value.empty() ? std::vector<Role>{} : parse_role_list(value, subject);
+    } else if (key == "ps_placement") {
+        if (value == "first") {
+            options.ps_placement = PsPlacement::first;
+        } else if (value == "spread") {
+            options.ps_placement = PsPlacement::spread;
+        } else {
+            throw errors::invalid_argument(subject, "expected first or spread", value);
+        }
+    } else if (key == "layout") {
+        if (value == "native") {
+            options.layout = Layout::native;
+        } else if (value == "tf-compat" || value == "tf_compat") {
+            options.layout = Layout::tf_compat;
+        } else {
+            throw errors::invalid_argument(subject, "expected native or tf-compat", value);
+        }
+    } else if (key == "port_base") {
+        options.port_base = parse_number<std::uint16_t>(value, subject, 1, 65535);
+    } else if (key == "address") {
+        if (value == "name") {
+            options.address = AddressMode::name;
+        } else if (value == "ip") {
+            options.address = AddressMode::ip;
+        } else {
+            throw errors::invalid_argument(subject, "expected name or ip", value);
+        }
+    } else if (key == "host_pattern") {
+        validate_pattern(value, subject);
+        options.host_pattern = std::string{value};
+    } else if (key == "gpus_per_task") {
+        options.gpus_per_task = parse_number<std::uint32_t>(value, subject, 0, 1U << 16);
+    } else if (key == "gpus_per_node") {
+        options.tf_gpus_per_node = parse_number<std::uint32_t>(value, subject, 0, 1U << 16);
+    } else if (key == "rpc_layer") {
+        if (value.find_first_of("\"\\") != std::string_view::npos) {
+            throw errors::invalid_argument(subject, "expected a protocol name such as grpc", value);
+        }
+        options.rpc_layer = std::string{value};
+    } else {
+        throw errors::invalid_argument(
+            subject,
+            "unknown setting (known: ps, chief, evaluator, roles, ps_placement, layout, "
+            "port_base, address, host_pattern, gpus_per_task, gpus_per_node, rpc_layer)",
+            key);
+    }
+}
+
+AddressResolver system_address_resolver() {
+    return [](const std::string& name) {
+        addrinfo hints{};
+        hints.ai_family = AF_INET;
+        hints.ai_socktype = SOCK_STREAM;
+        addrinfo* found = nullptr;
+        const int rc = ::getaddrinfo(name.c_str(), nullptr, &hints, &found);
+        if (rc != 0 || found == nullptr) {
+            throw errors::make(Errc::io,
+                               "--address ip",
+                               fmt::format("cannot resolve {} to an IPv4 address ({})",
+                                           quote(name),
+                                           ::gai_strerror(rc)),
+                               "check the host pattern (--host-pattern) or use --address name");
+        }
+        std::array<char, INET_ADDRSTRLEN> text{};
+        const auto* address = reinterpret_cast<const sockaddr_in*>(found->ai_addr); // NOLINT
+        ::inet_ntop(AF_INET, &address->sin_addr, text.data(), text.size());
+        ::freeaddrinfo(found);
+        return std::string{text.data()};
+    };
+}
+
+std::vector<std::uint32_t> Plan::members(Role role) const {
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> found; // (index, rank)
+    for (const auto& rank : ranks) {
+        if (rank.role == role) {
+            found.emplace_back(rank.index, rank.rank);
+        }
+    }
+    std::sort(found.begin(), found.end());
+    std::vector<std::uint32_t> out;
+    out.reserve(found.size());
+    for (const auto& [index, rank] : found) {
+        out.push_back(rank);
+    }
+    return out;
+}
+
+std::string Plan::endpoint(std::uint32_t rank) const {
+    const auto& entry = ranks.at(rank);
+    return fmt::format("{}:{}", entry.address, entry.port);
+}
+
+std::uint16_t derive_port_base(std::uint64_t job_id, std::uint64_t step_id, std::uint32_t stride) {
+    const auto span = k_derived_port_end - k_derived_port_first;
+    if (stride == 0 || stride > span) {
+        throw errors::invalid_argument(
+            "ports",
+            fmt::format("{} ports per node do not fit in the derived range {}-{}",
+                        stride,
+                        k_derived_port_first,
+                        k_derived_port_end - 1),
+            std::to_string(stride),
+            "use srun --resv-ports or --port-base");
+    }
+    const std::uint64_t windows = span / stride;
+    // Consecutive job ids land 16 windows apart and the step picks one of those 16, so jobs
+    // sharing a node only collide when their ids differ by a multiple of the window count.
+    const std::uint64_t slot =
+        ((job_id % windows) * k_steps_per_job + step_id % k_steps_per_job) % windows;
+    return static_cast<std::uint16_t>(k_derived_port_first + slot * stride);
+}
+
+Plan make_plan(const StepInfo& step,
+               const Allocation& allocation,
+               const PlanOptions& options,
+               const AddressResolver& resolve) {
+    if (options.layout == Layout::tf_compat) {
+        return make_tf_compat_plan(step, allocation, options, resolve);
+    }
+    if (options.tf_gpus_per_node) {
+        throw errors::invalid_argument(
+            "--gpus-per-node",
+            "applies to --layout tf-compat only",
+            std::to_string(*options.tf_gpus_per_node),
+            "the native layout splits the GPUs Slurm makes visible (CUDA_VISIBLE_DEVICES)");
+    }
+    const auto ntasks = allocation.ntasks();
+    std::vector<Role> roles;
+    if (!options.role_list.empty()) {
+        if (options.role_list.size() != ntasks) {
+            throw errors::invalid_argument("--roles",
+                                           fmt::format("gives {} roles for a step of {} tasks",
+                                                       options.role_list.size(),
+                                                       ntasks),
+                                           join_roles(options.role_list),
+                                           "give exactly one role per task (ROLE*N repeats)");
+        }
+        const auto chiefs =
+            std::count(options.role_list.begin(), options.role_list.end(), Role::chief);
+        const auto evaluators =
+            std::count(options.role_list.begin(), options.role_list.end(), Role::evaluator);
+        if (chiefs > 1 || evaluators > 1) {
+            throw errors::invalid_argument(
+                "--roles", "at most one chief and one evaluator", join_roles(options.role_list));
+        }
+        roles = options.role_list;
+    } else {
+        roles = roles_from_counts(options.counts, options.ps_placement, allocation);
+    }
+
+    Plan plan;
+    plan.layout = Layout::native;
+    plan.hosts = allocation.hosts;
+    plan.job_id = step.job_id;
+    plan.step_id = step.step_id;
+    plan.rpc_layer = options.rpc_layer;
+    if (step.self) {
+        plan.self_rank = step.self->rank;
+    }
+    const auto ports = layout_ports(step, allocation, options);
+    plan.port_source = ports.source;
+    const auto addresses = resolve_addresses(allocation.hosts, options, resolve);
+
+    plan.ranks.resize(ntasks);
+    for (std::uint32_t r = 0; r < ntasks; ++r) {
+        const auto& place = allocation.places[r];
+        auto& rank = plan.ranks[r];
+        rank.rank = r;
+        rank.role = roles[r];
+        rank.node = place.node;
+        rank.local = place.local;
+        rank.host = allocation.hosts[place.node];
+        rank.address = addresses[place.node];
+        rank.port = ports.by_local[place.local];
+    }
+    number_roles(plan);
+    assign_gpus(plan, step, allocation, options);
+    plan.control_address = plan.ranks.front().address;
+    plan.control_port = ports.control;
+    logger().debug("plan: {} tasks on {} nodes, ports {} (control {}:{})",
+                   ntasks,
+                   allocation.hosts.size(),
+                   to_string(plan.port_source),
+                   plan.control_address,
+                   plan.control_port);
+    return plan;
+}
+
+} // namespace tfslurm

@@ -1,0 +1,346 @@
+// SPDX-License-Identifier: MIT
+#include "detail/text.hpp"
+
+#include <tfslurm/error.hpp>
+#include <tfslurm/hostlist.hpp>
+#include <tfslurm/tf_config.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+
+namespace tfslurm {
+namespace {
+
+using OrderedJson = nlohmann::ordered_json;
+
+constexpr std::array<Role, 4> k_roles{Role::chief, Role::evaluator, Role::ps, Role::worker};
+
+/// Append `"address:port"` strings of `role`'s members to a JSON array being written by hand.
+/// Hand-written because TF_CONFIG is built for every task and can hold 100k entries: a JSON
+/// DOM would cost far more than the string. Addresses and ports never need escaping: both are
+/// validated (host names cannot contain quotes; see escape_json for the general case).
+void append_escaped(std::string& out, std::string_view text) {
+    for (const char c : text) {
+        switch (c) {
+        case '"':
+            out += "\\\"";
+            break;
+        case '\\':
+            out += "\\\\";
+            break;
+        default:
+            if (static_cast<unsigned char>(c) < 0x20) {
+                out +=
+                    fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
+            } else {
+                out.push_back(c);
+            }
+        }
+    }
+}
+
+void append_members(std::string& out, const Plan& plan, const std::vector<std::uint32_t>& members) {
+    out.push_back('[');
+    bool first = true;
+    for (const auto rank : members) {
+        if (!first) {
+            out.push_back(',');
+        }
+        first = false;
+        out.push_back('"');
+        append_escaped(out, plan.ranks[rank].address);
+        out.push_back(':');
+        out += std::to_string(plan.ranks[rank].port);
+        out.push_back('"');
+    }
+    out.push_back(']');
+}
+
+void check_size(std::string_view name, std::string_view value, const Plan& plan) {
+    const auto size = name.size() + 1 + value.size() + 1;
+    if (size > k_max_env_string) {
+        throw errors::too_large(
+            name,
+            fmt::format("{} bytes for {} tasks do not fit in one environment variable (Linux "
+                        "allows {} bytes per NAME=value string)",
+                        size,
+                        plan.ranks.size(),
+                        k_max_env_string),
+            "use fewer tasks per job or shorter addresses (--address ip), or build the "
+            "cluster spec from 'tfslurm plan --json' instead of TF_CONFIG");
+    }
+}
+
+std::string gpu_text(const std::vector<std::string>& gpus) {
+    return gpus.empty() ? std::string{"-"} : detail::join(gpus, ",");
+}
+
+} // namespace
+
+std::string tf_config_json(const Plan& plan, std::uint32_t rank) {
+    const auto& self = plan.ranks.at(rank);
+    std::string out;
+    out.reserve(plan.ranks.size() * 24 + 64);
+    out += R"({"cluster":{)";
+    bool first = true;
+    for (const auto role : k_roles) {
+        // TensorFlow's convention: the evaluator is a side task outside the cluster spec.
+        if (role == Role::evaluator && plan.layout == Layout::native) {
+            continue;
+        }
+        const auto members = plan.members(role);
+        if (members.empty()) {
+            continue;
+        }
+        if (!first) {
+            out.push_back(',');
+        }
+        first = false;
+        out.push_back('"');
+        out += to_string(role);
+        out += "\":";
+        append_members(out, plan, members);
+    }
+    out += R"(},"task":{"type":")";
+    out += to_string(self.role);
+    out += R"(","index":)";
+    out += std::to_string(self.index);
+    out.push_back('}');
+    if (!plan.rpc_layer.empty()) {
+        out += R"(,"rpc_layer":")";
+        append_escaped(out, plan.rpc_layer);
+        out.push_back('"');
+    }
+    out.push_back('}');
+    return out;
+}
+
+std::string server_dictionary_json(const Plan& plan) {
+    std::string out;
+    out.reserve(plan.ranks.size() * 24 + 32);
+    out.push_back('{');
+    bool first = true;
+    for (const auto role : k_roles) {
+        const auto members = plan.members(role);
+        // tf4slurm always has both "ps" and "worker"; chief/evaluator only when used.
+        if (members.empty() && (role == Role::chief || role == Role::evaluator)) {
+            continue;
+        }
+        if (!first) {
+            out.push_back(',');
+        }
+        first = false;
+        out.push_back('"');
+        out += to_string(role);
+        out += "\":";
+        append_members(out, plan, members);
+    }
+    out.push_back('}');
+    return out;
+}
+
+OutputSelection parse_output_selection(std::string_view text, std::string_view subject) {
+    if (text == "all") {
+        return {};
+    }
+    OutputSelection selection{false, false, false, false};
+    for (const auto item : detail::split(text, ',')) {
+        if (item == "tf") {
+            selection.tf_config = true;
+        } else if (item == "servers") {
+            selection.servers = true;
+        } else if (item == "torch") {
+            selection.torch = true;
+        } else if (item == "gpus") {
+            selection.gpus = true;
+        } else {
+            throw errors::invalid_argument(
+                subject, "expected all, or a comma list of tf, servers, torch, gpus", text);
+        }
+    }
+    return selection;
+}
+
+EnvVars task_environment(const Plan& plan, std::uint32_t rank, const OutputSelection& selection) {
+    const auto& self = plan.ranks.at(rank);
+    EnvVars vars;
+    if (selection.tf_config) {
+        vars.emplace_back("TF_CONFIG", tf_config_json(plan, rank));
+    }
+    if (selection.servers) {
+        vars.emplace_back("TFSLURM_SERVERS", server_dictionary_json(plan));
+        vars.emplace_back("TFSLURM_TASK_TYPE", std::string{to_string(self.role)});
+        vars.emplace_back("TFSLURM_TASK_INDEX", std::to_string(self.index));
+    }
+    if (selection.torch) {
+        const auto& master = plan.ranks.front();
+        std::uint32_t local_world = 0;
+        for (const auto& other : plan.ranks) {
+            local_world += other.node == self.node ? 1U : 0U;
+        }
+        vars.emplace_back("MASTER_ADDR", master.address);
+        vars.emplace_back("MASTER_PORT", std::to_string(master.port));
+        vars.emplace_back("RANK", std::to_string(self.rank));
+        vars.emplace_back("WORLD_SIZE", std::to_string(plan.ranks.size()));
+        vars.emplace_back("LOCAL_RANK", std::to_string(self.local));
+        vars.emplace_back("LOCAL_WORLD_SIZE", std::to_string(local_world));
+        vars.emplace_back("NODE_RANK", std::to_string(self.node));
+    }
+    if (selection.gpus && !self.gpus.empty()) {
+        vars.emplace_back("CUDA_VISIBLE_DEVICES", detail::join(self.gpus, ","));
+    }
+    vars.emplace_back("TFSLURM_RANK", std::to_string(self.rank));
+    vars.emplace_back("TFSLURM_ROLE", std::string{to_string(self.role)});
+    vars.emplace_back("TFSLURM_CONTROL",
+                      fmt::format("{}:{}", plan.control_address, plan.control_port));
+    for (const auto& [name, value] : vars) {
+        check_size(name, value, plan);
+    }
+    return vars;
+}
+
+EnvFormat parse_env_format(std::string_view text, std::string_view subject) {
+    if (text == "export") {
+        return EnvFormat::export_lines;
+    }
+    if (text == "env") {
+        return EnvFormat::key_value;
+    }
+    if (text == "json") {
+        return EnvFormat::json;
+    }
+    throw errors::invalid_argument(subject, "expected export, env or json", text);
+}
+
+std::string shell_quote(std::string_view value) {
+    std::string out;
+    out.reserve(value.size() + 2);
+    out.push_back('\'');
+    for (const char c : value) {
+        if (c == '\'') {
+            out += R"('\'')";
+        } else {
+            out.push_back(c);
+        }
+    }
+    out.push_back('\'');
+    return out;
+}
+
+std::string render_env(const EnvVars& vars, EnvFormat format) {
+    std::string out;
+    switch (format) {
+    case EnvFormat::export_lines:
+        for (const auto& [name, value] : vars) {
+            out += fmt::format("export {}={}\n", name, shell_quote(value));
+        }
+        break;
+    case EnvFormat::key_value:
+        for (const auto& [name, value] : vars) {
+            out += fmt::format("{}={}\n", name, value);
+        }
+        break;
+    case EnvFormat::json: {
+        OrderedJson object = OrderedJson::object();
+        for (const auto& [name, value] : vars) {
+            object[name] = value;
+        }
+        out = object.dump(2) + "\n";
+        break;
+    }
+    }
+    return out;
+}
+
+std::string plan_table(const Plan& plan) {
+    std::vector<std::array<std::string, 6>> rows;
+    rows.reserve(plan.ranks.size() + 1);
+    rows.push_back({"RANK", "ROLE", "HOST", "ADDRESS", "PORT", "GPUS"});
+    for (const auto& rank : plan.ranks) {
+        rows.push_back({std::to_string(rank.rank),
+                        fmt::format("{}:{}", to_string(rank.role), rank.index),
+                        rank.host,
+                        rank.address,
+                        std::to_string(rank.port),
+                        gpu_text(rank.gpus)});
+    }
+    std::array<std::size_t, 6> width{};
+    for (const auto& row : rows) {
+        for (std::size_t i = 0; i < row.size(); ++i) {
+            width[i] = std::max(width[i], row[i].size());
+        }
+    }
+    std::string out;
+    out += fmt::format("# job {}, step {}: {} tasks on {} nodes ({}), {} layout\n",
+                       plan.job_id ? std::to_string(*plan.job_id) : "-",
+                       plan.step_id ? std::to_string(*plan.step_id) : "-",
+                       plan.ranks.size(),
+                       plan.hosts.size(),
+                       compress_hostlist(plan.hosts),
+                       to_string(plan.layout));
+    out += fmt::format("# ports: {}; launcher control endpoint {}:{}\n",
+                       to_string(plan.port_source),
+                       plan.control_address,
+                       plan.control_port);
+    if (!plan.gpus_exact) {
+        out += "# GPUs of other nodes are assumed to match this node's\n";
+    }
+    for (const auto& row : rows) {
+        std::string line;
+        for (std::size_t i = 0; i < row.size(); ++i) {
+            if (i + 1 == row.size()) {
+                line += row[i];
+            } else {
+                line += row[i];
+                line.append(width[i] - row[i].size() + 2, ' ');
+            }
+        }
+        out += line;
+        out.push_back('\n');
+    }
+    return out;
+}
+
+std::string plan_json(const Plan& plan) {
+    OrderedJson root = OrderedJson::object();
+    root["job_id"] = plan.job_id ? OrderedJson(*plan.job_id) : OrderedJson(nullptr);
+    root["step_id"] = plan.step_id ? OrderedJson(*plan.step_id) : OrderedJson(nullptr);
+    root["layout"] = to_string(plan.layout);
+    root["hosts"] = plan.hosts;
+    root["port_source"] = to_string(plan.port_source);
+    root["control"] = {{"address", plan.control_address}, {"port", plan.control_port}};
+    root["rpc_layer"] = plan.rpc_layer.empty() ? OrderedJson(nullptr) : OrderedJson(plan.rpc_layer);
+    root["self_rank"] = plan.self_rank ? OrderedJson(*plan.self_rank) : OrderedJson(nullptr);
+    root["gpus_exact"] = plan.gpus_exact;
+    OrderedJson cluster = OrderedJson::object();
+    for (const auto role : k_roles) {
+        const auto members = plan.members(role);
+        if (members.empty()) {
+            continue;
+        }
+        auto& list = cluster[std::string{to_string(role)}] = OrderedJson::array();
+        for (const auto rank : members) {
+            list.push_back(plan.endpoint(rank));
+        }
+    }
+    root["cluster"] = std::move(cluster);
+    OrderedJson ranks = OrderedJson::array();
+    for (const auto& rank : plan.ranks) {
+        ranks.push_back({{"rank", rank.rank},
+                         {"role", to_string(rank.role)},
+                         {"index", rank.index},
+                         {"host", rank.host},
+                         {"node", rank.node},
+                         {"local", rank.local},
+                         {"address", rank.address},
+                         {"port", rank.port},
+                         {"gpus", rank.gpus}});
+    }
+    root["ranks"] = std::move(ranks);
+    return root.dump(2) + "\n";
+}
+
+} // namespace tfslurm
