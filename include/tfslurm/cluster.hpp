@@ -131,7 +131,9 @@ struct Plan {
 
 /// First port of a job's derived window and the window's stride: the range 20000..31999 is
 /// cut into windows of `stride` ports (max tasks per node + 1 control port); job and step pick
-/// the window (16 steps per job), so concurrent jobs on one node get disjoint ports.
+/// the window (16 steps per job), so concurrent jobs on one node get disjoint ports when their
+/// ids differ by less than windows/16 (any steps below 16), or by less than the number of
+/// windows (step 0 only). Beyond that, use `srun --resv-ports` (Slurm guarantees those).
 /// Input: job 1234, step 0, stride 3. Output: 20000 + ((1234 * 16) mod 4000) * 3 = 31232.
 [[nodiscard]] std::uint16_t
 derive_port_base(std::uint64_t job_id, std::uint64_t step_id, std::uint32_t stride);

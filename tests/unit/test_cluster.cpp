@@ -1,0 +1,460 @@
+// SPDX-License-Identifier: MIT
+#include "fixtures.hpp"
+
+#include <tfslurm/cluster.hpp>
+#include <tfslurm/error.hpp>
+#include <tfslurm/hostlist.hpp>
+#include <tfslurm/tasks.hpp>
+#include <tfslurm/tf_config.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+using tfslurm::Environment;
+using tfslurm::Errc;
+using tfslurm::Error;
+using tfslurm::PlanOptions;
+using tfslurm::Role;
+
+namespace {
+
+struct Built {
+    tfslurm::StepInfo step;
+    tfslurm::Allocation allocation;
+    tfslurm::Plan plan;
+};
+
+Built build(const Environment& env, const PlanOptions& options = {}) {
+    Built built;
+    built.step = tfslurm::read_step(env);
+    built.allocation = tfslurm::resolve_allocation(built.step);
+    built.plan = tfslurm::make_plan(built.step, built.allocation, options);
+    return built;
+}
+
+Built preview(const std::string& nodelist,
+              const std::string& tasks,
+              const PlanOptions& options = {},
+              std::uint64_t job = 1234) {
+    tfslurm::StepOverrides overrides;
+    overrides.nodelist = nodelist;
+    overrides.tasks_per_node = tasks;
+    overrides.job_id = job;
+    overrides.step_id = 0;
+    Built built;
+    built.step = tfslurm::preview_step(overrides);
+    built.allocation = tfslurm::resolve_allocation(built.step);
+    built.plan = tfslurm::make_plan(built.step, built.allocation, options);
+    return built;
+}
+
+std::string roles_of(const tfslurm::Plan& plan) {
+    std::string out;
+    for (const auto& rank : plan.ranks) {
+        out += (out.empty() ? "" : " ") + std::string{tfslurm::to_string(rank.role)} + ":" +
+               std::to_string(rank.index);
+    }
+    return out;
+}
+
+std::string gpus_of(const tfslurm::RankPlan& rank) {
+    std::string out;
+    for (const auto& gpu : rank.gpus) {
+        out += (out.empty() ? "" : ",") + gpu;
+    }
+    return out;
+}
+
+template <typename F> void require_error(F&& f, Errc code, const std::string& message) {
+    try {
+        f();
+        FAIL("no exception");
+    } catch (const Error& e) {
+        CHECK(e.code() == code);
+        CHECK(std::string{e.what()} == message);
+    }
+}
+
+PlanOptions with(std::initializer_list<std::pair<const char*, const char*>> settings) {
+    PlanOptions options;
+    for (const auto& [key, value] : settings) {
+        tfslurm::apply_plan_setting(options, key, value, key);
+    }
+    return options;
+}
+
+} // namespace
+
+TEST_CASE("cluster: roles from counts, ps first or spread", "[cluster]") {
+    CHECK(roles_of(preview("n[1-3]", "2").plan) ==
+          "worker:0 worker:1 worker:2 worker:3 worker:4 worker:5");
+    CHECK(roles_of(preview("n[1-3]", "2", with({{"ps", "2"}})).plan) ==
+          "ps:0 ps:1 worker:0 worker:1 worker:2 worker:3");
+    CHECK(roles_of(preview("n[1-3]", "2", with({{"ps", "2"}, {"ps_placement", "spread"}})).plan) ==
+          "ps:0 worker:0 ps:1 worker:1 worker:2 worker:3");
+    CHECK(roles_of(preview("n[1-3]", "2", with({{"ps", "1"}, {"chief", "yes"}, {"evaluator", "1"}}))
+                       .plan) == "ps:0 chief:0 worker:0 worker:1 worker:2 evaluator:0");
+    // More ps than nodes: spread wraps to the second task of each node.
+    CHECK(roles_of(preview("n[1-2]", "3", with({{"ps", "3"}, {"ps_placement", "spread"}})).plan) ==
+          "ps:0 ps:1 worker:0 ps:2 worker:1 worker:2");
+    CHECK(roles_of(preview("n[1-2]", "2", with({{"roles", "ps,worker*2,chief"}})).plan) ==
+          "ps:0 worker:0 worker:1 chief:0");
+}
+
+TEST_CASE("cluster: impossible role requests are errors", "[cluster]") {
+    require_error(
+        [] {
+            (void)preview("n[1-2]", "1", with({{"ps", "2"}}));
+        },
+        Errc::invalid_argument,
+        "roles: 2 ps leave no rank for a worker in a step of 2 tasks: "
+        "\"ps=2,chief=0,evaluator=0\"");
+    require_error(
+        [] {
+            (void)preview("n[1-2]", "1", with({{"roles", "ps*3"}}));
+        },
+        Errc::invalid_argument,
+        "--roles: gives 3 roles for a step of 2 tasks: \"ps,ps,ps\"");
+    require_error(
+        [] {
+            (void)preview("n[1-2]", "1", with({{"roles", "chief,chief"}}));
+        },
+        Errc::invalid_argument,
+        "--roles: at most one chief and one evaluator: \"chief,chief\"");
+    require_error(
+        [] {
+            (void)with({{"roles", "ps,master"}});
+        },
+        Errc::invalid_argument,
+        "roles: expected a role: ps, worker, chief or evaluator: \"master\"");
+    require_error(
+        [] {
+            (void)with({{"roles", "ps*0"}});
+        },
+        Errc::invalid_argument,
+        "roles: bad repetition in 'ps*0' (expected ROLE*N with N from 1 to 4194304): "
+        "\"ps*0\"");
+    require_error(
+        [] {
+            (void)with({{"colour", "red"}});
+        },
+        Errc::invalid_argument,
+        "colour: unknown setting (known: ps, chief, evaluator, roles, ps_placement, "
+        "layout, port_base, address, host_pattern, gpus_per_task, gpus_per_node, "
+        "rpc_layer): \"colour\"");
+    require_error(
+        [] {
+            (void)with({{"chief", "maybe"}});
+        },
+        Errc::invalid_argument,
+        "chief: expected yes/no, true/false, on/off or 1/0: \"maybe\"");
+}
+
+TEST_CASE("cluster: derived ports keep concurrent jobs apart", "[cluster]") {
+    CHECK(tfslurm::derive_port_base(1234, 0, 3) == 31232);
+    CHECK(tfslurm::derive_port_base(0, 0, 3) == 20000);
+    // 8 tasks per node: windows of 9 ports, 1333 windows in 20000..31999. Any 83 consecutive
+    // jobs with steps 0..15 get disjoint windows, and so do any 1333 consecutive jobs' step 0.
+    std::set<std::uint16_t> bases;
+    for (std::uint64_t job = 5000; job < 5083; ++job) {
+        for (std::uint64_t step = 0; step < 16; ++step) {
+            const auto base = tfslurm::derive_port_base(job, step, 9);
+            CHECK(base >= 20000);
+            CHECK(base + 9 <= 32000);
+            CHECK(bases.insert(base).second);
+        }
+    }
+    bases.clear();
+    for (std::uint64_t job = 5000; job < 5000 + 1333; ++job) {
+        CHECK(bases.insert(tfslurm::derive_port_base(job, 0, 9)).second);
+    }
+    const auto built = preview("n[1-3]", "2", {}, 1234);
+    CHECK(built.plan.port_source == tfslurm::PortSource::derived);
+    CHECK(built.plan.endpoint(0) == "n1:31232");
+    CHECK(built.plan.endpoint(1) == "n1:31233");
+    CHECK(built.plan.endpoint(2) == "n2:31232");
+    CHECK(built.plan.control_address == "n1");
+    CHECK(built.plan.control_port == 31234);
+}
+
+TEST_CASE("cluster: reserved and explicit ports", "[cluster]") {
+    auto env = tfslurm::test::load_env_dump("slurm-env/srun-N3-n6-SLURM-env-task3.txt");
+    env.set("SLURM_STEP_RESV_PORTS", "12000,12005-12006");
+    auto built = build(env);
+    CHECK(built.plan.port_source == tfslurm::PortSource::reserved);
+    CHECK(built.plan.endpoint(0) == "n1:12000");
+    CHECK(built.plan.endpoint(1) == "n1:12005");
+    CHECK(built.plan.control_port == 12006);
+
+    env.set("SLURM_STEP_RESV_PORTS", "12000");
+    require_error([&] { (void)build(env); },
+                  Errc::invalid_argument,
+                  "SLURM_STEP_RESV_PORTS: reserves 1 ports but a node runs 2 tasks: \"12000\"");
+
+    built = build(env, with({{"port_base", "40000"}}));
+    CHECK(built.plan.port_source == tfslurm::PortSource::explicit_base);
+    CHECK(built.plan.endpoint(5) == "n3:40001");
+    CHECK(built.plan.control_port == 40002);
+    require_error(
+        [&] {
+            (void)build(env, with({{"port_base", "65535"}}));
+        },
+        Errc::invalid_argument,
+        "--port-base: 2 tasks per node and a control port do not fit below 65536: "
+        "\"65535\"");
+    require_error(
+        [] {
+            (void)with({{"port_base", "0"}});
+        },
+        Errc::invalid_argument,
+        "port_base: expected an integer from 1 to 65535: \"0\"");
+}
+
+TEST_CASE("cluster: addresses from a host pattern and a resolver", "[cluster]") {
+    auto options = with({{"host_pattern", "{host}-ib0"}});
+    auto built = preview("n[1-2]", "1", options);
+    CHECK(built.plan.endpoint(1).rfind("n2-ib0:", 0) == 0);
+    CHECK(built.plan.ranks[1].host == "n2");
+
+    options.address = tfslurm::AddressMode::ip;
+    tfslurm::StepOverrides overrides;
+    overrides.nodelist = "n[1-2]";
+    overrides.job_id = 1;
+    const auto step = tfslurm::preview_step(overrides);
+    const auto allocation = tfslurm::resolve_allocation(step);
+    std::vector<std::string> asked;
+    const auto plan = tfslurm::make_plan(step, allocation, options, [&](const std::string& name) {
+        asked.push_back(name);
+        return name == "n1-ib0" ? std::string{"10.1.0.1"} : std::string{"10.1.0.2"};
+    });
+    CHECK(asked == std::vector<std::string>{"n1-ib0", "n2-ib0"});
+    CHECK(plan.ranks[0].address == "10.1.0.1");
+    CHECK(plan.ranks[1].address == "10.1.0.2");
+    CHECK(plan.control_address == "10.1.0.1");
+
+    require_error(
+        [] {
+            (void)with({{"host_pattern", "{node}-ib0"}});
+        },
+        Errc::invalid_argument,
+        "host_pattern: unknown placeholder at offset 0 (only {host} is known): "
+        "\"{node}-ib0\"");
+}
+
+TEST_CASE("cluster: the system resolver resolves localhost and reports failures", "[cluster]") {
+    const auto resolve = tfslurm::system_address_resolver();
+    CHECK(resolve("localhost") == "127.0.0.1");
+    try {
+        (void)resolve("no-such-host.invalid");
+        FAIL("no exception");
+    } catch (const Error& e) {
+        CHECK(e.code() == Errc::io);
+        CHECK(std::string{e.what()}.rfind(
+                  "--address ip: cannot resolve \"no-such-host.invalid\" to an IPv4 address (",
+                  0) == 0);
+    }
+}
+
+TEST_CASE("cluster: GPUs come from the visible set of every real GRES request", "[cluster]") {
+    // Layout of each request (the GRES dump lists only the GPU variables), and the GPUs each
+    // rank must get: the visible devices split among the node's tasks, or kept when Slurm
+    // already bound them per task.
+    struct Case {
+        std::string nodelist;
+        std::string tasks;
+        std::vector<std::string> expected; ///< by rank, "" = no GPU
+    };
+    const std::map<std::string, Case> cases{
+        {"srun -N3 -n6", {"n[1-3]", "2(x3)", {"", "", "", "", "", ""}}},
+        {"srun -N3 -n6 --gpus-per-node=2", {"n[1-3]", "2(x3)", {"0", "1", "0", "1", "0", "1"}}},
+        {"srun -N3 -n6 --gres=gpu:2", {"n[1-3]", "2(x3)", {"0", "1", "0", "1", "0", "1"}}},
+        {"srun -N3 -n6 --gres=gpu:4",
+         {"n[1-3]", "2(x3)", {"0,1", "2,3", "0,1", "2,3", "0,1", "2,3"}}},
+        {"srun -N2 -n4 --gpus=4", {"n[1-2]", "2(x2)", {"0", "1", "0", "0"}}},
+        {"srun -N3 -n6 --gpus-per-task=1", {"n[1-3]", "2(x3)", {"0", "1", "0", "1", "0", "1"}}},
+        {"srun -N3 -n6 --gpus-per-task=2",
+         {"n[1-3]", "2(x3)", {"0,1", "2,3", "0,1", "2,3", "0,1", "2,3"}}},
+        {"srun -N3 -n6 --gpus-per-node=2 --gpu-bind=single:1",
+         {"n[1-3]", "2(x3)", {"0", "1", "0", "1", "0", "1"}}},
+        {"srun -N3 -n6 --gpus-per-node=2 --gpus-per-task=1",
+         {"n[1-3]", "2(x3)", {"0", "1", "0", "1", "0", "1"}}},
+        {"srun -N1 -n2 --gres=gpu:1", {"n1", "2", {"0", "0"}}},
+        {"srun -N1 -n1 --gpus-per-node=3", {"n1", "1", {"0,1,2"}}},
+    };
+    const auto sections = tfslurm::test::load_sections("slurm-env/gres-variants.txt");
+    REQUIRE(sections.size() == cases.size());
+    for (const auto& section : sections) {
+        INFO(section.title);
+        const auto& expected = cases.at(section.title);
+        for (auto [rank, env] : section.tasks) {
+            INFO("rank " << rank);
+            env.set("SLURM_STEP_NODELIST", expected.nodelist);
+            env.set("SLURM_STEP_TASKS_PER_NODE", expected.tasks);
+            env.set("SLURM_PROCID", std::to_string(rank));
+            const auto built = build(env);
+            const auto& self = built.plan.ranks.at(static_cast<std::size_t>(rank));
+            CHECK(gpus_of(self) == expected.expected.at(static_cast<std::size_t>(rank)));
+            const auto vars = tfslurm::task_environment(built.plan, self.rank, {});
+            const bool has_cvd = std::any_of(vars.begin(), vars.end(), [](const auto& var) {
+                return var.first == "CUDA_VISIBLE_DEVICES";
+            });
+            CHECK(has_cvd == !self.gpus.empty());
+        }
+    }
+}
+
+TEST_CASE("cluster: --gpus-per-task and zero GPUs", "[cluster]") {
+    auto env = tfslurm::test::load_env_dump("slurm-env/srun-N3-n6-gpus-per-node2-env-task3.txt");
+    CHECK(gpus_of(build(env).plan.ranks[3]) == "1");
+    require_error(
+        [&] {
+            (void)build(env, with({{"gpus_per_task", "2"}}));
+        },
+        Errc::invalid_argument,
+        "--gpus-per-task: 2 tasks on node n1 need 4 GPUs but 2 are visible (0,1): \"2\"");
+    CHECK(gpus_of(build(env, with({{"gpus_per_task", "0"}})).plan.ranks[3]).empty());
+    env.unset("CUDA_VISIBLE_DEVICES");
+    CHECK(gpus_of(build(env).plan.ranks[3]).empty()); // CPU-only: normal, not an error
+    require_error(
+        [&] {
+            (void)build(env, with({{"gpus_per_task", "1"}}));
+        },
+        Errc::invalid_argument,
+        "--gpus-per-task: no GPU is visible to this task (CUDA_VISIBLE_DEVICES is unset "
+        "or empty): \"1\"");
+}
+
+namespace {
+
+/// The V4 test environment of TensorFlow's resolver tests (tensorflow-resolver.md).
+Built tf_case(const std::string& nodelist,
+              std::vector<std::uint32_t> tasks,
+              std::uint32_t procid,
+              const PlanOptions& options,
+              std::optional<std::vector<std::string>> visible = std::nullopt) {
+    Built built;
+    built.step.scope = tfslurm::Scope::step;
+    built.step.nodelist = nodelist;
+    built.step.nodelist_variable = "SLURM_STEP_NODELIST";
+    built.step.hosts = tfslurm::expand_hostlist(nodelist);
+    built.step.tasks_variable = "SLURM_STEP_TASKS_PER_NODE";
+    built.step.tasks_per_node = std::move(tasks);
+    built.step.ntasks = 0;
+    for (const auto count : built.step.tasks_per_node) {
+        built.step.ntasks += count;
+    }
+    built.step.self = tfslurm::TaskIdentity{procid, {}, {}, {}, {}};
+    built.step.gpus.visible = std::move(visible);
+    built.allocation = tfslurm::resolve_allocation(built.step);
+    built.plan = tfslurm::make_plan(built.step, built.allocation, options);
+    return built;
+}
+
+} // namespace
+
+TEST_CASE("cluster: tf-compat reproduces TensorFlow's SlurmClusterResolver (V4, V14)",
+          "[cluster]") {
+    const std::string hosts = "t02n13,t02n41,t02n43";
+    SECTION("TFR1") {
+        const auto built = tf_case(
+            hosts, {1, 1, 1}, 0, with({{"layout", "tf-compat"}}), std::vector<std::string>{"0"});
+        CHECK(
+            tfslurm::tf_config_json(built.plan, 0) ==
+            R"({"cluster":{"worker":["t02n13:8888","t02n41:8888","t02n43:8888"]},"task":{"type":"worker","index":0}})");
+        CHECK(gpus_of(built.plan.ranks[0]) == "0");
+    }
+    SECTION("TFR2/TFR4") {
+        const auto built = tf_case(hosts,
+                                   {1, 1, 1},
+                                   0,
+                                   with({{"layout", "tf-compat"},
+                                         {"ps", "1"},
+                                         {"gpus_per_node", "1"},
+                                         {"gpus_per_task", "1"}}));
+        CHECK(
+            tfslurm::tf_config_json(built.plan, 0) ==
+            R"({"cluster":{"ps":["t02n13:8888"],"worker":["t02n41:8888","t02n43:8888"]},"task":{"type":"ps","index":0}})");
+    }
+    SECTION("TFR5") {
+        const auto built = tf_case(hosts,
+                                   {2, 2, 1},
+                                   1,
+                                   with({{"layout", "tf-compat"},
+                                         {"ps", "1"},
+                                         {"gpus_per_node", "2"},
+                                         {"gpus_per_task", "1"}}),
+                                   std::vector<std::string>{});
+        CHECK(
+            tfslurm::tf_config_json(built.plan, 1) ==
+            R"({"cluster":{"ps":["t02n13:8888"],"worker":["t02n13:8889","t02n41:8888","t02n41:8889","t02n43:8888"]},"task":{"type":"worker","index":0}})");
+        CHECK(gpus_of(built.plan.ranks[1]) == "1");
+    }
+    SECTION("TFR6") {
+        const auto built = tf_case(hosts,
+                                   {2, 2, 1},
+                                   1,
+                                   with({{"layout", "tf-compat"},
+                                         {"ps", "1"},
+                                         {"gpus_per_node", "4"},
+                                         {"gpus_per_task", "2"}}));
+        CHECK(gpus_of(built.plan.ranks[1]) == "2,3");
+    }
+    SECTION("TFX1: hosts sorted by name, unlike Slurm") {
+        const auto built = tf_case(
+            "n[9-10]", {1, 1}, 0, with({{"layout", "tf-compat"}}), std::vector<std::string>{"0"});
+        CHECK(
+            tfslurm::tf_config_json(built.plan, 0) ==
+            R"({"cluster":{"worker":["n10:8888","n9:8888"]},"task":{"type":"worker","index":0}})");
+        // tfslurm's own layout puts rank 0 where Slurm runs it.
+        const auto native = tf_case("n[9-10]", {1, 1}, 0, with({{"port_base", "8888"}}));
+        CHECK(
+            tfslurm::tf_config_json(native.plan, 0) ==
+            R"({"cluster":{"worker":["n9:8888","n10:8888"]},"task":{"type":"worker","index":0}})");
+    }
+    SECTION("TFX2: jobs in alphabetical order") {
+        const auto built = tf_case("n1",
+                                   {4},
+                                   3,
+                                   with({{"layout", "tf-compat"}, {"chief", "1"}, {"ps", "1"}}),
+                                   std::vector<std::string>{"0", "1", "2", "3"});
+        CHECK(
+            tfslurm::tf_config_json(built.plan, 3) ==
+            R"({"cluster":{"chief":["n1:8888"],"ps":["n1:8889"],"worker":["n1:8890","n1:8891"]},"task":{"type":"worker","index":1}})");
+        CHECK(gpus_of(built.plan.ranks[3]) == "3");
+    }
+    SECTION("TFX3/TFX4: zero GPUs per task do not crash") {
+        const auto none =
+            tf_case("n1", {2}, 0, with({{"layout", "tf-compat"}, {"gpus_per_node", "0"}}));
+        CHECK(none.plan.ranks[0].gpus.empty());
+        const auto one =
+            tf_case("n1", {2}, 1, with({{"layout", "tf-compat"}}), std::vector<std::string>{"0"});
+        CHECK(one.plan.ranks[1].gpus.empty());
+    }
+    SECTION("TFX7 and TFX8: TensorFlow's errors") {
+        require_error(
+            [] {
+                (void)tf_case("n1",
+                              {4},
+                              0,
+                              with({{"layout", "tf-compat"}, {"gpus_per_task", "1"}}),
+                              std::vector<std::string>{"0", "1"});
+            },
+            Errc::invalid_argument,
+            "--layout tf-compat: Requested more GPUs per node than available.: \"1 GPUs per task x "
+            "4 tasks per node, 2 GPUs\"");
+        require_error(
+            [] {
+                (void)tf_case("n1,n1",
+                              {1, 1},
+                              0,
+                              with({{"layout", "tf-compat"}}),
+                              std::vector<std::string>{"0"});
+            },
+            Errc::invalid_argument,
+            "--layout tf-compat: Requested 2 tasks but only 1 were assigned.: \"n1,n1\"");
+    }
+}

@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: MIT
+#include "fixtures.hpp"
+
+#include <tfslurm/cluster.hpp>
+#include <tfslurm/error.hpp>
+#include <tfslurm/tasks.hpp>
+#include <tfslurm/tf_config.hpp>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+using tfslurm::Errc;
+using tfslurm::Error;
+using tfslurm::PlanOptions;
+
+namespace {
+
+tfslurm::Plan preview_plan(const std::string& nodelist,
+                           const std::string& tasks,
+                           const PlanOptions& options,
+                           const std::string& ports = "",
+                           std::optional<std::uint32_t> rank = std::nullopt) {
+    tfslurm::StepOverrides overrides;
+    overrides.nodelist = nodelist;
+    overrides.tasks_per_node = tasks;
+    overrides.resv_ports = ports;
+    overrides.job_id = 77;
+    overrides.step_id = 1;
+    overrides.rank = rank;
+    const auto step = tfslurm::preview_step(overrides);
+    return tfslurm::make_plan(step, tfslurm::resolve_allocation(step), options);
+}
+
+PlanOptions roles(const std::string& list) {
+    PlanOptions options;
+    tfslurm::apply_plan_setting(options, "roles", list, "--roles");
+    return options;
+}
+
+std::string value_of(const tfslurm::EnvVars& vars, const std::string& name) {
+    for (const auto& [key, value] : vars) {
+        if (key == name) {
+            return value;
+        }
+    }
+    return "<unset>";
+}
+
+} // namespace
+
+TEST_CASE("tf_config: tf4slurm server dictionaries (V12), uneven layouts fixed", "[tf_config]") {
+    const std::string ips = "10.0.0.1,10.0.0.2";
+    SECTION("TF4-a: ps, worker, worker, worker") {
+        const auto plan = preview_plan(ips, "2", roles("ps,worker*3"), "12000-12001");
+        CHECK(
+            tfslurm::server_dictionary_json(plan) ==
+            R"({"ps":["10.0.0.1:12000"],"worker":["10.0.0.1:12001","10.0.0.2:12000","10.0.0.2:12001"]})");
+        CHECK(plan.ranks[3].index == 2);
+    }
+    SECTION("TF4-c: ps interleaved") {
+        const auto plan = preview_plan(ips, "2", roles("ps,worker,ps,worker"), "12000-12001");
+        CHECK(
+            tfslurm::server_dictionary_json(plan) ==
+            R"({"ps":["10.0.0.1:12000","10.0.0.2:12000"],"worker":["10.0.0.1:12001","10.0.0.2:12001"]})");
+    }
+    SECTION("TF4-b: 1,2 layout, where tf4slurm crashed") {
+        const auto plan = preview_plan(ips, "1,2", roles("ps,worker,worker"), "12000-12001");
+        CHECK(tfslurm::server_dictionary_json(plan) ==
+              R"({"ps":["10.0.0.1:12000"],"worker":["10.0.0.2:12000","10.0.0.2:12001"]})");
+    }
+    SECTION("TF4-d: non-contiguous reserved ports") {
+        const auto plan = preview_plan(ips, "2", roles("ps,worker*3"), "12000,12005");
+        CHECK(
+            tfslurm::server_dictionary_json(plan) ==
+            R"({"ps":["10.0.0.1:12000"],"worker":["10.0.0.1:12005","10.0.0.2:12000","10.0.0.2:12005"]})");
+    }
+    SECTION("no ps: both keys are still there") {
+        const auto plan = preview_plan(ips, "1", {}, "12000-12001");
+        CHECK(tfslurm::server_dictionary_json(plan) ==
+              R"({"ps":[],"worker":["10.0.0.1:12000","10.0.0.2:12000"]})");
+    }
+}
+
+TEST_CASE("tf_config: TF_CONFIG of every role; the evaluator is outside the cluster",
+          "[tf_config]") {
+    PlanOptions options;
+    tfslurm::apply_plan_setting(options, "ps", "1", "--ps");
+    tfslurm::apply_plan_setting(options, "chief", "1", "--chief");
+    tfslurm::apply_plan_setting(options, "evaluator", "1", "--evaluator");
+    tfslurm::apply_plan_setting(options, "port_base", "2222", "--port-base");
+    tfslurm::apply_plan_setting(options, "rpc_layer", "grpc", "--rpc-layer");
+    const auto plan = preview_plan("a,b", "2", options);
+    const std::string cluster =
+        R"({"cluster":{"chief":["a:2223"],"ps":["a:2222"],"worker":["b:2222"]},)";
+    CHECK(tfslurm::tf_config_json(plan, 0) ==
+          cluster + R"("task":{"type":"ps","index":0},"rpc_layer":"grpc"})");
+    CHECK(tfslurm::tf_config_json(plan, 1) ==
+          cluster + R"("task":{"type":"chief","index":0},"rpc_layer":"grpc"})");
+    CHECK(tfslurm::tf_config_json(plan, 2) ==
+          cluster + R"("task":{"type":"worker","index":0},"rpc_layer":"grpc"})");
+    CHECK(tfslurm::tf_config_json(plan, 3) ==
+          cluster + R"("task":{"type":"evaluator","index":0},"rpc_layer":"grpc"})");
+    // Valid JSON that TensorFlow's TFConfigClusterResolver reads.
+    const auto parsed = nlohmann::json::parse(tfslurm::tf_config_json(plan, 2));
+    CHECK(parsed["cluster"]["worker"][0] == "b:2222");
+}
+
+TEST_CASE("tf_config: task_environment of a real task", "[tf_config]") {
+    const auto env =
+        tfslurm::test::load_env_dump("slurm-env/srun-N3-n6-gpus-per-node2-env-task3.txt");
+    const auto step = tfslurm::read_step(env);
+    PlanOptions options;
+    tfslurm::apply_plan_setting(options, "ps", "1", "--ps");
+    const auto plan = tfslurm::make_plan(step, tfslurm::resolve_allocation(step), options);
+    const auto vars = tfslurm::task_environment(plan, 3, {});
+    std::vector<std::string> names;
+    for (const auto& [name, value] : vars) {
+        names.push_back(name);
+    }
+    CHECK(names == std::vector<std::string>{"TF_CONFIG",
+                                            "TFSLURM_SERVERS",
+                                            "TFSLURM_TASK_TYPE",
+                                            "TFSLURM_TASK_INDEX",
+                                            "MASTER_ADDR",
+                                            "MASTER_PORT",
+                                            "RANK",
+                                            "WORLD_SIZE",
+                                            "LOCAL_RANK",
+                                            "LOCAL_WORLD_SIZE",
+                                            "NODE_RANK",
+                                            "CUDA_VISIBLE_DEVICES",
+                                            "TFSLURM_RANK",
+                                            "TFSLURM_ROLE",
+                                            "TFSLURM_CONTROL"});
+    const auto base = tfslurm::derive_port_base(*step.job_id, *step.step_id, 3);
+    CHECK(
+        value_of(vars, "TF_CONFIG") ==
+        fmt::format(
+            R"({{"cluster":{{"ps":["n1:{0}"],"worker":["n1:{1}","n2:{0}","n2:{1}","n3:{0}","n3:{1}"]}},"task":{{"type":"worker","index":2}}}})",
+            base,
+            base + 1));
+    CHECK(value_of(vars, "MASTER_ADDR") == "n1");
+    CHECK(value_of(vars, "MASTER_PORT") == std::to_string(base));
+    CHECK(value_of(vars, "RANK") == "3");
+    CHECK(value_of(vars, "WORLD_SIZE") == "6");
+    CHECK(value_of(vars, "LOCAL_RANK") == "1");
+    CHECK(value_of(vars, "LOCAL_WORLD_SIZE") == "2");
+    CHECK(value_of(vars, "NODE_RANK") == "1");
+    CHECK(value_of(vars, "CUDA_VISIBLE_DEVICES") == "1");
+    CHECK(value_of(vars, "TFSLURM_TASK_TYPE") == "worker");
+    CHECK(value_of(vars, "TFSLURM_TASK_INDEX") == "2");
+    CHECK(value_of(vars, "TFSLURM_CONTROL") == fmt::format("n1:{}", base + 2));
+
+    const auto only_torch =
+        tfslurm::task_environment(plan, 3, tfslurm::parse_output_selection("torch", "--only"));
+    CHECK(only_torch.size() == 10);
+    CHECK(value_of(only_torch, "TF_CONFIG") == "<unset>");
+}
+
+TEST_CASE("tf_config: export lines survive eval in a real shell", "[tf_config]") {
+    const std::vector<std::string> nasty{"plain",
+                                         "it's",
+                                         "a 'b' \"c\"",
+                                         "$(touch /x)",
+                                         "`id`; $HOME",
+                                         "back\\slash\nnewline",
+                                         "",
+                                         "*?[a]~"};
+    tfslurm::EnvVars vars;
+    for (std::size_t i = 0; i < nasty.size(); ++i) {
+        vars.emplace_back("V" + std::to_string(i), nasty[i]);
+    }
+    char path[] = "/tmp/tfslurm-test-export-XXXXXX";
+    const int fd = ::mkstemp(path);
+    REQUIRE(fd >= 0);
+    ::close(fd);
+    {
+        std::ofstream out{path};
+        out << tfslurm::render_env(vars, tfslurm::EnvFormat::export_lines);
+        for (std::size_t i = 0; i < nasty.size(); ++i) {
+            out << "printf '%s\\0' \"$V" << i << "\"\n";
+        }
+    }
+    const std::string command = std::string{"/bin/sh "} + path;
+    FILE* pipe = ::popen(command.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    std::string output;
+    char buffer[256];
+    std::size_t got = 0;
+    while ((got = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) {
+        output.append(buffer, got);
+    }
+    CHECK(::pclose(pipe) == 0);
+    ::unlink(path);
+    std::string expected;
+    for (const auto& value : nasty) {
+        expected += value;
+        expected.push_back('\0');
+    }
+    CHECK(output == expected);
+    CHECK(tfslurm::shell_quote("it's") == R"('it'\''s')");
+}
+
+TEST_CASE("tf_config: env and json formats", "[tf_config]") {
+    const tfslurm::EnvVars vars{{"A", "1"}, {"TF_CONFIG", R"({"x":"y"})"}};
+    CHECK(tfslurm::render_env(vars, tfslurm::EnvFormat::key_value) ==
+          "A=1\nTF_CONFIG={\"x\":\"y\"}\n");
+    CHECK(tfslurm::render_env(vars, tfslurm::EnvFormat::json) ==
+          "{\n  \"A\": \"1\",\n  \"TF_CONFIG\": \"{\\\"x\\\":\\\"y\\\"}\"\n}\n");
+    CHECK(tfslurm::parse_env_format("export", "--format") == tfslurm::EnvFormat::export_lines);
+    try {
+        (void)tfslurm::parse_env_format("yaml", "--format");
+        FAIL("no exception");
+    } catch (const Error& e) {
+        CHECK(e.code() == Errc::invalid_argument);
+        CHECK(std::string{e.what()} == "--format: expected export, env or json: \"yaml\"");
+    }
+    try {
+        (void)tfslurm::parse_output_selection("tf,pytorch", "--only");
+        FAIL("no exception");
+    } catch (const Error& e) {
+        CHECK(std::string{e.what()} ==
+              "--only: expected all, or a comma list of tf, servers, torch, gpus: \"tf,pytorch\"");
+    }
+}
+
+TEST_CASE("tf_config: a TF_CONFIG too large for the environment is a clear error", "[tf_config]") {
+    const auto plan = preview_plan("a-rather-long-node-name-[00001-04000]", "2", {}, "", 0U);
+    CHECK(tfslurm::tf_config_json(plan, 0).size() > tfslurm::k_max_env_string);
+    try {
+        (void)tfslurm::task_environment(plan, 0, {});
+        FAIL("no exception");
+    } catch (const Error& e) {
+        CHECK(e.code() == Errc::too_large);
+        const std::string message = e.what();
+        CHECK(message.rfind("TF_CONFIG: ", 0) == 0);
+        CHECK(message.find(" bytes for 8000 tasks do not fit in one environment variable (Linux "
+                           "allows 131072 bytes per NAME=value string)") != std::string::npos);
+        CHECK(e.hint().find("tfslurm plan --json") != std::string::npos);
+    }
+}
+
+TEST_CASE("tf_config: plan table and JSON", "[tf_config]") {
+    PlanOptions options;
+    tfslurm::apply_plan_setting(options, "ps", "1", "--ps");
+    tfslurm::StepOverrides overrides;
+    overrides.nodelist = "n[1-2]";
+    overrides.tasks_per_node = "2,1";
+    overrides.job_id = 1234;
+    overrides.step_id = 0;
+    overrides.gpus = "0,1";
+    const auto step = tfslurm::preview_step(overrides);
+    const auto plan = tfslurm::make_plan(step, tfslurm::resolve_allocation(step), options);
+    CHECK(tfslurm::plan_table(plan) ==
+          "# job 1234, step 0: 3 tasks on 2 nodes (n[1-2]), native layout\n"
+          "# ports: derived; launcher control endpoint n1:31234\n"
+          "RANK  ROLE      HOST  ADDRESS  PORT   GPUS\n"
+          "0     ps:0      n1    n1       31232  0\n"
+          "1     worker:0  n1    n1       31233  1\n"
+          "2     worker:1  n2    n2       31232  0,1\n");
+    const auto json = nlohmann::json::parse(tfslurm::plan_json(plan));
+    CHECK(json["job_id"] == 1234);
+    CHECK(json["cluster"]["ps"] == nlohmann::json::array({"n1:31232"}));
+    CHECK(json["cluster"]["worker"] == nlohmann::json::array({"n1:31233", "n2:31232"}));
+    CHECK(json["control"]["port"] == 31234);
+    CHECK(json["ranks"][2]["gpus"] == nlohmann::json::array({"0", "1"}));
+    CHECK(json["self_rank"].is_null());
+}
