@@ -121,10 +121,10 @@ ResolvedPlan resolve_plan(const PlanArgs& args, const Environment& env) {
         resolved.step = preview_step(args.preview);
     } else {
         if (preview_requested(args.preview)) {
-            throw errors::invalid_argument(
+            throw errors::make(
+                Errc::invalid_argument,
                 "preview options",
                 "need --nodelist",
-                "",
                 "give --nodelist to describe an allocation, or run inside Slurm without them");
         }
         resolved.step = read_step(env);

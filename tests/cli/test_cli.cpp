@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: MIT
+#include "process.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+using tfslurm::test::Result;
+
+namespace {
+
+Result tfslurm_cli(std::vector<std::string> args,
+                   const std::vector<std::string>& env = {},
+                   const std::string& input = {}) {
+    args.insert(args.begin(), TFSLURM_CLI_PATH);
+    return tfslurm::test::run(args, env, input);
+}
+
+/// `NAME=value` lines of a captured task environment (optionally one `srun -l` label).
+std::vector<std::string> task_env(const std::string& file, const std::string& label = "") {
+    std::ifstream in{std::string{TFSLURM_TEST_DATA_DIR} + "/slurm-env/" + file};
+    std::vector<std::string> vars;
+    for (std::string line; std::getline(in, line);) {
+        if (!label.empty()) {
+            if (line.rfind(label + ": ", 0) != 0) {
+                continue;
+            }
+            line = line.substr(label.size() + 2);
+        }
+        if (line.find('=') != std::string::npos && line.rfind("SLURM", 0) == 0) {
+            vars.push_back(line);
+        }
+    }
+    return vars;
+}
+
+} // namespace
+
+TEST_CASE("cli: hostnames expands like scontrol show hostnames", "[cli]") {
+    auto r = tfslurm_cli({"hostnames", "n[01-03],x[1-2]-y[1-2]"});
+    CHECK(r.status == 0);
+    CHECK(r.out == "n01\nn02\nn03\nx1-y1\nx1-y2\nx2-y1\nx2-y2\n");
+    CHECK(r.err.empty());
+
+    r = tfslurm_cli({"hostnames", "-"}, {}, "n[1-2]\nm3\n");
+    CHECK(r.out == "n1\nn2\nm3\n");
+
+    r = tfslurm_cli({"hostnames"}, {"SLURM_NODELIST=n[1-2]", "SLURM_JOB_NODELIST=m1"});
+    CHECK(r.out == "m1\n");
+    r = tfslurm_cli(
+        {"hostnames"},
+        {"SLURM_NODELIST=n[1-2]", "SLURM_JOB_NODELIST=m1", "SLURM_STEP_NODELIST=s[7-8]"});
+    CHECK(r.out == "s7\ns8\n");
+}
+
+TEST_CASE("cli: hostnames errors name the input and exit with documented statuses", "[cli]") {
+    auto r = tfslurm_cli({"hostnames", "n[3-1]"});
+    CHECK(r.status == 4);
+    CHECK(r.out.empty());
+    CHECK(r.err == "tfslurm: error: LIST: invalid range '3-1' at offset 2 (low bound above high "
+                   "bound): \"n[3-1]\"\n");
+
+    r = tfslurm_cli({"hostnames"}, {"SLURM_JOB_NODELIST=n[1-"});
+    CHECK(r.status == 4);
+    CHECK(r.err == "tfslurm: error: SLURM_JOB_NODELIST: unterminated '[' at offset 1: \"n[1-\"\n");
+
+    r = tfslurm_cli({"hostnames"});
+    CHECK(r.status == 3);
+    CHECK(r.err == "tfslurm: error: SLURM_STEP_NODELIST: not set\n"
+                   "tfslurm: hint: not inside Slurm? give the list: tfslurm hostnames 'n[1-3]'\n");
+}
+
+TEST_CASE("cli: hostlist compresses arguments or standard input", "[cli]") {
+    auto r = tfslurm_cli({"hostlist", "n1", "n2", "n3", "n5", "m[1-2]"});
+    CHECK(r.status == 0);
+    CHECK(r.out == "n[1-3,5],m[1-2]\n");
+    r = tfslurm_cli({"hostlist"}, {}, "n3 n1\nn2\tn1\n");
+    CHECK(r.out == "n[3,1-2,1]\n");
+}
+
+TEST_CASE("cli: env prints a real task's settings as export lines", "[cli]") {
+    const auto env = task_env("srun-N3-n6-SLURM-env-task3.txt");
+    auto r = tfslurm_cli({"env", "--ps", "1"}, env);
+    CHECK(r.status == 0);
+    CHECK(r.err.empty());
+    CHECK(r.out ==
+          "export TF_CONFIG='{\"cluster\":{\"ps\":[\"n1:20240\"],\"worker\":[\"n1:20241\","
+          "\"n2:20240\",\"n2:20241\",\"n3:20240\",\"n3:20241\"]},\"task\":{\"type\":\"worker\","
+          "\"index\":2}}'\n"
+          "export TFSLURM_SERVERS='{\"ps\":[\"n1:20240\"],\"worker\":[\"n1:20241\",\"n2:20240\","
+          "\"n2:20241\",\"n3:20240\",\"n3:20241\"]}'\n"
+          "export TFSLURM_TASK_TYPE='worker'\n"
+          "export TFSLURM_TASK_INDEX='2'\n"
+          "export MASTER_ADDR='n1'\n"
+          "export MASTER_PORT='20240'\n"
+          "export RANK='3'\n"
+          "export WORLD_SIZE='6'\n"
+          "export LOCAL_RANK='1'\n"
+          "export LOCAL_WORLD_SIZE='2'\n"
+          "export NODE_RANK='1'\n"
+          "export TFSLURM_RANK='3'\n"
+          "export TFSLURM_ROLE='worker'\n"
+          "export TFSLURM_CONTROL='n1:20242'\n");
+
+    r = tfslurm_cli({"env", "--format", "json", "--only", "tf"}, env);
+    CHECK(r.status == 0);
+    CHECK(r.out ==
+          "{\n  \"TF_CONFIG\": \"{\\\"cluster\\\":{\\\"worker\\\":[\\\"n1:20240\\\","
+          "\\\"n1:20241\\\",\\\"n2:20240\\\",\\\"n2:20241\\\",\\\"n3:20240\\\","
+          "\\\"n3:20241\\\"]},\\\"task\\\":{\\\"type\\\":\\\"worker\\\",\\\"index\\\":3}}\",\n"
+          "  \"TFSLURM_RANK\": \"3\",\n  \"TFSLURM_ROLE\": \"worker\",\n"
+          "  \"TFSLURM_CONTROL\": \"n1:20242\"\n}\n");
+
+    // Settings also come from TFSLURM_* variables; options win over them.
+    auto with_env = env;
+    with_env.emplace_back("TFSLURM_PS=2");
+    r = tfslurm_cli({"env", "--format", "env", "--only", "servers"}, with_env);
+    CHECK(r.out.rfind("TFSLURM_SERVERS={\"ps\":[\"n1:20240\",\"n1:20241\"],", 0) == 0);
+    r = tfslurm_cli({"env", "--ps", "0", "--format", "env", "--only", "servers"}, with_env);
+    CHECK(r.out.rfind("TFSLURM_SERVERS={\"ps\":[],", 0) == 0);
+    with_env.back() = "TFSLURM_PS=many";
+    r = tfslurm_cli({"env"}, with_env);
+    CHECK(r.status == 2);
+    CHECK(r.err == "tfslurm: error: TFSLURM_PS: expected an integer from 0 to 4194304: \"many\"\n");
+}
+
+TEST_CASE("cli: env in a batch script describes rank 0 of the job", "[cli]") {
+    auto env = task_env("sbatch-N3-ntpn2-gpn2-output.txt");
+    auto r = tfslurm_cli({"env", "--format", "env", "--only", "torch,gpus"}, env);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("RANK=0\nWORLD_SIZE=6\nLOCAL_RANK=0\nLOCAL_WORLD_SIZE=2\nNODE_RANK=0\n") !=
+          std::string::npos);
+}
+
+TEST_CASE("cli: inconsistent environments fail loudly", "[cli]") {
+    auto env = task_env("srun-N3-n6-SLURM-env-task3.txt");
+    env.emplace_back("SLURM_DISTRIBUTION=cyclic");
+    auto r = tfslurm_cli({"env"}, env);
+    CHECK(r.status == 5);
+    CHECK(r.err.rfind("tfslurm: error: SLURM_NODEID: disagrees with the computed placement: cyclic "
+                      "distribution of SLURM_STEP_TASKS_PER_NODE=2(x3) over "
+                      "SLURM_STEP_NODELIST=n[1-3] puts rank 3 on node 0 (n1) as local task 1: "
+                      "\"1\"\ntfslurm: hint: ",
+                      0) == 0);
+}
+
+TEST_CASE("cli: plan previews a layout without Slurm", "[cli]") {
+    auto r = tfslurm_cli({"plan",
+                          "--nodelist",
+                          "n[1-2]",
+                          "--tasks-per-node",
+                          "2,1",
+                          "--ps",
+                          "1",
+                          "--job-id",
+                          "1234",
+                          "--step-id",
+                          "0"});
+    CHECK(r.status == 0);
+    CHECK(r.out == "# job 1234, step 0: 3 tasks on 2 nodes (n[1-2]), native layout\n"
+                   "# ports: derived; launcher control endpoint n1:31234\n"
+                   "RANK  ROLE      HOST  ADDRESS  PORT   GPUS\n"
+                   "0     ps:0      n1    n1       31232  -\n"
+                   "1     worker:0  n1    n1       31233  -\n"
+                   "2     worker:1  n2    n2       31232  -\n");
+    r = tfslurm_cli({"plan", "--nodelist", "n[1-2]", "--json"});
+    CHECK(r.status == 0);
+    CHECK(r.out.find(
+              "\"cluster\": {\n    \"worker\": [\n      \"n1:20000\",\n      \"n2:20000\"\n") !=
+          std::string::npos);
+}
+
+TEST_CASE("cli: usage errors exit 2 with the option named", "[cli]") {
+    auto r = tfslurm_cli({"plan", "--nodelist", "n1", "--ps", "x"});
+    CHECK(r.status == 2);
+    CHECK(r.err == "tfslurm: error: --ps: expected an integer from 0 to 4194304: \"x\"\n");
+    r = tfslurm_cli({"plan", "--tasks-per-node", "2"});
+    CHECK(r.status == 2);
+    CHECK(r.err == "tfslurm: error: preview options: need --nodelist\ntfslurm: hint: give "
+                   "--nodelist to describe an allocation, or run inside Slurm without them\n");
+    r = tfslurm_cli({"env", "--nodelist", "n[1-2]"});
+    CHECK(r.status == 3);
+    CHECK(r.err.rfind("tfslurm: error: SLURM_PROCID: not set\n", 0) == 0);
+    r = tfslurm_cli({"plan", "--nodelist", "n[1-2]", "--layout", "sorted"});
+    CHECK(r.status == 2);
+    CHECK(r.err == "tfslurm: error: --layout: expected native or tf-compat: \"sorted\"\n");
+    r = tfslurm_cli({});
+    CHECK(r.status == 2);
+    CHECK(r.err.find("A subcommand is required") != std::string::npos);
+    r = tfslurm_cli({"plan", "--bogus"});
+    CHECK(r.status == 2);
+    r = tfslurm_cli({"--version"});
+    CHECK(r.status == 0);
+    CHECK(r.out == "0.1.0\n");
+    r = tfslurm_cli({"env", "--help"});
+    CHECK(r.status == 0);
+    CHECK(r.out.find("--format") != std::string::npos);
+}
+
+TEST_CASE("cli: a TF_CONFIG larger than the environment allows", "[cli]") {
+    auto r = tfslurm_cli({"env",
+                          "--nodelist",
+                          "a-rather-long-node-name-[00001-04000]",
+                          "--tasks-per-node",
+                          "2",
+                          "--rank",
+                          "0"});
+    CHECK(r.status == 6);
+    CHECK(r.err.find("tfslurm: error: TF_CONFIG: ") == 0);
+    CHECK(r.out.empty());
+}
