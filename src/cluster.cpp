@@ -404,6 +404,7 @@ Plan make_tf_compat_plan(const StepInfo& step,
         plan.self_rank = step.self->rank;
     }
     std::vector<std::string> sorted_hosts;
+    sorted_hosts.reserve(per_host.size());
     for (const auto& [host, count] : per_host) {
         sorted_hosts.push_back(host);
     }

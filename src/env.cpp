@@ -2,6 +2,7 @@
 #include <tfslurm/env.hpp>
 
 #include <cstring>
+#include <utility>
 
 extern "C" {
 extern char** environ; // NOLINT(readability-identifier-naming): POSIX name
@@ -62,7 +63,10 @@ std::vector<std::string> Environment::to_strings() const {
     std::vector<std::string> out;
     out.reserve(m_vars.size());
     for (const auto& [name, value] : m_vars) {
-        out.push_back(name + '=' + value);
+        std::string entry;
+        entry.reserve(name.size() + 1 + value.size());
+        entry.append(name).append(1, '=').append(value);
+        out.push_back(std::move(entry));
     }
     return out;
 }

@@ -71,8 +71,8 @@ int exit_status(Errc code) noexcept {
     return 1;
 }
 
-Error::Error(Errc code, std::string message, std::string hint)
-    : std::runtime_error(std::move(message)), m_code(code), m_hint(std::move(hint)) {}
+Error::Error(Errc code, const std::string& message, std::string hint)
+    : std::runtime_error(message), m_code(code), m_hint(std::move(hint)) {}
 
 std::string quote(std::string_view value) {
     constexpr std::size_t k_max_quoted = 200;

@@ -45,7 +45,7 @@ class Error : public std::runtime_error {
     /// \param code coarse category
     /// \param message the full `<subject>: <problem>: "<input>"` text
     /// \param hint optional advice, empty when there is none
-    Error(Errc code, std::string message, std::string hint = {});
+    Error(Errc code, const std::string& message, std::string hint = {});
 
     [[nodiscard]] Errc code() const noexcept { return m_code; }
     [[nodiscard]] const std::string& hint() const noexcept { return m_hint; }
