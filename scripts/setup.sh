@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Install the Debian 12 packages that tfslurm's build, tests and test cluster need.
+#
+#   scripts/setup.sh                  everything (build, lint, unit and end-to-end tests)
+#   scripts/setup.sh --cluster-only   only what scripts/test-cluster needs (Slurm, munge, tools)
+#   scripts/setup.sh --check          list missing packages, install nothing (exit 1 if any)
+#
+# Idempotent: when every package is installed it returns at once without touching apt.
+# Never starts daemons: the packages' maintainer scripts are blocked by a temporary
+# /usr/sbin/policy-rc.d (exit 101) when the machine has none.
+set -euo pipefail
+
+readonly prog=setup.sh
+readonly k_policy=/usr/sbin/policy-rc.d
+
+# Build, lint and unit tests.
+readonly -a k_build_packages=(
+    build-essential cmake g++ clang libclang-rt-14-dev clang-format clang-tidy
+    libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libboost-dev catch2
+    shellcheck python3 ca-certificates psmisc
+)
+# The test cluster (scripts/test-cluster) and its smoke test (gcc builds a SPANK plugin and a
+# PMI2 program; python3 runs the cross-node TCP check).
+readonly -a k_cluster_packages=(
+    munge libmunge-dev slurm-client slurmctld slurmd slurm-wlm-basic-plugins
+    libslurm-dev libpmi2-0-dev iproute2 util-linux procps coreutils gcc libc6-dev python3
+)
+
+log() { printf '%s: %s\n' "$prog" "$*" >&2; }
+die() {
+    printf '%s: error: %s\n' "$prog" "$*" >&2
+    exit 1
+}
+
+usage() {
+    cat <<'EOF'
+usage: scripts/setup.sh [--cluster-only] [--check] [--help]
+
+Installs (apt-get, --no-install-recommends) the Debian 12 packages needed to build tfslurm and
+run its tests, including the Slurm 22.05 test cluster. Needs root. Daemons are not started.
+
+  --cluster-only   only the packages scripts/test-cluster needs
+  --check          print the missing packages and exit 1 if there are any; install nothing
+  --help           this text
+EOF
+}
+
+# is_installed PACKAGE: true when dpkg reports the package fully installed.
+is_installed() {
+    local status
+    status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$1" 2>/dev/null) || return 1
+    [[ $status == ii* ]]
+}
+
+# have_candidates PACKAGE...: true when apt knows an installable version of each package.
+have_candidates() {
+    local pkg candidate
+    for pkg in "$@"; do
+        candidate=$(apt-cache policy "$pkg" 2>/dev/null | awk '/Candidate:/ { print $2 }')
+        [[ -n $candidate && $candidate != "(none)" ]] || return 1
+    done
+}
+
+main() {
+    local cluster_only=0 check_only=0 arg
+    for arg in "$@"; do
+        case $arg in
+        --cluster-only) cluster_only=1 ;;
+        --check) check_only=1 ;;
+        -h | --help | help)
+            usage
+            return 0
+            ;;
+        *)
+            usage >&2
+            die "unknown argument: \"$arg\""
+            ;;
+        esac
+    done
+
+    command -v dpkg-query >/dev/null || die "dpkg-query not found: this script supports Debian 12 only"
+
+    local -a wanted=("${k_cluster_packages[@]}")
+    ((cluster_only)) || wanted+=("${k_build_packages[@]}")
+    # Remove duplicates, keep order.
+    local -A seen=()
+    local -a missing=()
+    local pkg
+    for pkg in "${wanted[@]}"; do
+        [[ -n ${seen[$pkg]:-} ]] && continue
+        seen[$pkg]=1
+        is_installed "$pkg" || missing+=("$pkg")
+    done
+
+    if ((${#missing[@]} == 0)); then
+        log "all ${#seen[@]} packages already installed"
+        return 0
+    fi
+    if ((check_only)); then
+        printf '%s\n' "${missing[@]}"
+        log "${#missing[@]} package(s) missing; run scripts/setup.sh as root to install them"
+        return 1
+    fi
+
+    (($(id -u) == 0)) || die "installing ${missing[*]} needs root: run 'sudo scripts/setup.sh'"
+
+    export DEBIAN_FRONTEND=noninteractive
+    # Block daemon starts by the maintainer scripts (invoke-rc.d / deb-systemd-invoke honour
+    # policy-rc.d). Only a policy file that we created is removed again.
+    if [[ ! -e $k_policy ]]; then
+        trap 'rm -f -- "$k_policy"' EXIT
+        trap 'exit 130' INT TERM
+        printf '#!/bin/sh\n# temporary, created by tfslurm scripts/setup.sh\nexit 101\n' >"$k_policy"
+        chmod 755 "$k_policy"
+    fi
+
+    local -a apt_opts=(-y -q --no-install-recommends -o DPkg::Lock::Timeout=300
+        -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold)
+
+    log "installing ${#missing[@]} package(s): ${missing[*]}"
+    # Skip 'apt-get update' when the package lists already know every package; if the install
+    # then fails (stale lists), update and try once more.
+    if ! have_candidates "${missing[@]}"; then
+        log "apt-get update"
+        apt-get update -q </dev/null
+    elif apt-get install "${apt_opts[@]}" "${missing[@]}" </dev/null; then
+        log "installed: ${missing[*]}"
+        return 0
+    else
+        log "install failed with the current package lists; running apt-get update and retrying"
+        apt-get update -q </dev/null
+    fi
+    apt-get install "${apt_opts[@]}" "${missing[@]}" </dev/null ||
+        die "apt-get install failed for: ${missing[*]} (see the apt output above)"
+    log "installed: ${missing[*]}"
+}
+
+main "$@"

@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Helpers for the end-to-end tests (tests/e2e/test_*.sh). Source it first thing:
+#
+#   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+#
+# On load it exports SLURM_CONF of the running test cluster (scripts/test-cluster, see
+# docs/test-cluster.md) and its settings as TC_* variables (TC_NODES, TC_CPUS, TC_GPUS,
+# TC_NODE_NAMES="n1 n2 n3", TC_NODELIST="n[1-3]", TC_DIR, ...), creates E2E_TMPDIR (removed on
+# exit) and fails the test at once if the cluster is not up.
+#
+# Environment from CTest: TFSLURM_BIN (the tfslurm executable), TFSLURM_SOURCE_DIR,
+# TFSLURM_BUILD_DIR, TFSLURM_TC (scripts/test-cluster). Set TFSLURM_E2E_KEEP_TMP=1 to keep
+# E2E_TMPDIR for debugging.
+#
+# Rules (docs/test-cluster.md): bound every srun/sbatch/salloc and every wait (run_bounded,
+# sbatch_wait); pin layouts with --ntasks-per-node; leave nothing behind (no_leftovers).
+# fail/assert_* exit the test when called from the test's main shell; inside $(...) they only
+# end that subshell.
+set -euo pipefail
+
+e2e_lib_dir=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+: "${TFSLURM_SOURCE_DIR:=$(cd -- "$e2e_lib_dir/../.." && pwd)}"
+: "${TFSLURM_TC:=$TFSLURM_SOURCE_DIR/scripts/test-cluster}"
+: "${TFSLURM_BUILD_DIR:=}"
+: "${TFSLURM_BIN:=}"
+export TFSLURM_SOURCE_DIR TFSLURM_TC TFSLURM_BUILD_DIR TFSLURM_BIN
+E2E_NAME=$(basename -- "$0" .sh)
+
+# e2e_log MESSAGE: a progress line on stderr.
+e2e_log() { printf '%s: %s\n' "$E2E_NAME" "$*" >&2; }
+
+# fail MESSAGE: report a failure and end the test (exit 1).
+fail() {
+    printf '%s: FAIL: %s\n' "$E2E_NAME" "$*" >&2
+    if [[ -n ${TC_DIR:-} ]]; then
+        printf '%s: cluster logs: %s/log/ (scripts/test-cluster logs)\n' "$E2E_NAME" "$TC_DIR" >&2
+    fi
+    exit 1
+}
+
+# --- cluster ---------------------------------------------------------------------------------
+
+if ! e2e_env_out=$(bash "$TFSLURM_TC" env 2>&1); then
+    fail "the test cluster is not available: ${e2e_env_out#test-cluster: error: }"
+fi
+eval "$e2e_env_out"
+eval "$(bash "$TFSLURM_TC" settings)"
+export SLURM_CONF
+# shellcheck disable=SC2206 # TC_NODE_NAMES is a space-separated list of simple names
+TC_NODE_ARRAY=($TC_NODE_NAMES)
+unset e2e_env_out
+
+# --- temporary files and cleanup ---------------------------------------------------------------
+
+E2E_TMPDIR=$(mktemp -d "${TMPDIR:-/tmp}/tfslurm-e2e-$E2E_NAME.XXXXXX")
+chmod 755 "$E2E_TMPDIR"
+e2e_exit_hooks=()
+
+# on_exit COMMAND: run COMMAND (eval'd) when the test exits, before E2E_TMPDIR is removed.
+on_exit() { e2e_exit_hooks+=("$1"); }
+
+e2e_cleanup() {
+    local rc=$? hook
+    for hook in "${e2e_exit_hooks[@]}"; do
+        eval "$hook" || true
+    done
+    if [[ ${TFSLURM_E2E_KEEP_TMP:-0} == 1 ]]; then
+        e2e_log "kept $E2E_TMPDIR"
+    else
+        rm -rf -- "$E2E_TMPDIR"
+    fi
+    return "$rc"
+}
+trap e2e_cleanup EXIT
+
+# make_tmpdir: print the path of a new directory inside E2E_TMPDIR (removed on exit; visible
+# on every node, which share this machine's file system).
+make_tmpdir() { mktemp -d "$E2E_TMPDIR/d.XXXXXX"; }
+
+# --- bounded commands --------------------------------------------------------------------------
+
+# run_bounded SECONDS CMD...: run CMD, killing it after SECONDS (SIGTERM, SIGKILL 5 s later).
+# Returns CMD's status, or 124 with a clear message on a timeout.
+run_bounded() {
+    local secs=$1 rc=0 start=$SECONDS
+    shift
+    timeout -k 5 "$secs" "$@" || rc=$?
+    if ((rc == 124 || (rc == 137 && SECONDS - start >= secs))); then
+        e2e_log "TIMEOUT: no result after ${secs} s: $*"
+        return 124
+    fi
+    return "$rc"
+}
+
+# sbatch_submit ARGS...: submit a batch job (bounded) and print its id.
+sbatch_submit() {
+    local out
+    out=$(timeout -k 5 30 sbatch --parsable "$@" 2>&1) || fail "sbatch $* failed: $out"
+    out=${out%%;*}
+    [[ $out =~ ^[0-9]+$ ]] || fail "sbatch $* printed no job id: $out"
+    printf '%s\n' "$out"
+}
+
+# sbatch_wait JOBID SECONDS: poll scontrol until the job ends and return its exit code
+# (128 + signal if it was signalled; 1 if it ended abnormally without either). On a timeout the
+# job is cancelled and the status is 124; 125 if its record vanished before it was seen ending.
+# E2E_JOB_STATE holds the last state seen (COMPLETED, FAILED, CANCELLED, TIMEOUT, ...).
+sbatch_wait() {
+    local jid=$1 secs=$2 info code sig i
+    E2E_JOB_STATE=
+    for ((i = 0; i < secs * 5; i++)); do
+        if info=$(timeout 10 scontrol show job -o "$jid" 2>&1); then
+            [[ $info =~ (^|[[:space:]])JobState=([A-Z_]+) ]] && E2E_JOB_STATE=${BASH_REMATCH[2]}
+        elif [[ $info == *"Invalid job id"* ]]; then
+            e2e_log "job $jid: record gone before its end was seen"
+            return 125
+        fi
+        case $E2E_JOB_STATE in
+        PENDING | RUNNING | CONFIGURING | COMPLETING | SUSPENDED | REQUEUED | REQUEUE_HOLD | REQUEUE_FED | RESIZING | SIGNALING | STAGE_OUT | '') ;;
+        *)
+            [[ $info =~ (^|[[:space:]])ExitCode=([0-9]+):([0-9]+) ]] || return 1
+            code=${BASH_REMATCH[2]}
+            sig=${BASH_REMATCH[3]}
+            ((sig == 0)) || return $((128 + sig))
+            [[ $E2E_JOB_STATE == COMPLETED || $code != 0 ]] || return 1
+            return "$code"
+            ;;
+        esac
+        sleep 0.2
+    done
+    e2e_log "TIMEOUT: job $jid still ${E2E_JOB_STATE:-unknown} after ${secs} s; cancelling it"
+    timeout 10 scancel "$jid" 2>/dev/null || true
+    return 124
+}
+
+# --- assertions --------------------------------------------------------------------------------
+
+# assert_eq EXPECTED ACTUAL MESSAGE
+assert_eq() {
+    [[ $1 == "$2" ]] && return 0
+    fail "${3:-values differ}"$'\n'"  expected: $1"$'\n'"  actual:   $2"
+}
+
+# assert_contains HAYSTACK NEEDLE MESSAGE
+assert_contains() {
+    [[ $1 == *"$2"* ]] && return 0
+    fail "${3:-text not found}"$'\n'"  expected to contain: $2"$'\n'"  actual: $1"
+}
+
+# assert_status EXPECTED CMD...: run CMD and check its exit status. Its stdout and stderr
+# (combined) are left in E2E_OUTPUT and shown on failure. Bound CMD yourself, e.g.
+#   assert_status 0 run_bounded 60 srun -N3 -n6 true
+assert_status() {
+    local want=$1 rc=0
+    shift
+    E2E_OUTPUT=$("$@" 2>&1) || rc=$?
+    ((rc == want)) && return 0
+    fail "exit status $rc, expected $want: $*"$'\n'"  | ${E2E_OUTPUT//$'\n'/$'\n'  | }"
+}
+
+# require_tfslurm: TFSLURM_BIN must name the tfslurm executable (set by CTest).
+require_tfslurm() {
+    [[ -n $TFSLURM_BIN && -x $TFSLURM_BIN ]] ||
+        fail "TFSLURM_BIN is not an executable (\"$TFSLURM_BIN\"); run the test through ctest"
+}
+
+# no_leftovers [SECONDS]: within SECONDS (default 15), no task or step processes may remain in
+# any node namespace (only slurmd) and no job may be left in the queue.
+# shellcheck disable=SC2120 # SECONDS is optional
+no_leftovers() {
+    local secs=${1:-15} i node ns pid slurmd_pid line state jobs
+    local -a left=()
+    for ((i = 0; i <= secs * 5; i++)); do
+        left=()
+        for node in "${TC_NODE_ARRAY[@]}"; do
+            ns=$TC_NS_PREFIX$node
+            slurmd_pid=$(cat "$TC_DIR/pid/slurmd-$node.pid" 2>/dev/null || true)
+            while read -r pid; do
+                [[ -n $pid && $pid != "$slurmd_pid" ]] || continue
+                line=$(cat "/proc/$pid/stat" 2>/dev/null) || continue
+                state=${line##*) }
+                [[ ${state%% *} != Z ]] || continue
+                left+=("$node:$pid($(cat "/proc/$pid/comm" 2>/dev/null))")
+            done < <(ip netns pids "$ns" 2>/dev/null || true)
+        done
+        jobs=$(timeout 10 squeue -h -o '%A:%T' 2>/dev/null | tr '\n' ' ' || true)
+        ((${#left[@]} == 0)) && [[ -z ${jobs// /} ]] && return 0
+        sleep 0.2
+    done
+    fail "leftovers after ${secs} s: processes ${left[*]:-none}; jobs ${jobs:-none}"
+}
