@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: MIT
+// Part of spank_tfslurm.so; see plugins/spank/LICENSE-NOTE.md for the licence of the built plugin.
+#pragma once
+
+/// \file
+/// The Slurm-free half of the SPANK plugin: parsing of plugstack.conf arguments, of the
+/// `--tfslurm[=SPEC]` value and of `TFSLURM_*` variables into one layered set of settings, and
+/// the per-task computation of the variables to set. Everything here is pure (explicit inputs,
+/// values returned, tfslurm::Error on bad input) so that it is unit-tested without Slurm; the
+/// hooks in spank_tfslurm.cpp only move data between Slurm and these functions.
+///
+/// Resolution itself is libtfslurm's (read_step, resolve_allocation, make_plan,
+/// task_environment): the plugin maps its settings onto the same apply_plan_setting() keys as
+/// the `tfslurm` CLI and has no second implementation.
+
+#include <tfslurm/cluster.hpp>
+#include <tfslurm/env.hpp>
+#include <tfslurm/tf_config.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tfslurm::spank {
+
+/// The subject of every message about the `--tfslurm` value.
+inline constexpr std::string_view k_option_subject = "--tfslurm";
+/// The subject of every message about plugstack.conf arguments.
+inline constexpr std::string_view k_plugstack_subject = "plugstack.conf";
+
+/// One validated `key=value` setting. `key` is canonical: an apply_plan_setting() key or
+/// `only`; `value` is what apply_plan_setting()/parse_output_selection() take (list separators
+/// already turned into commas); `subject` names where it came from, for later messages.
+struct Setting {
+    std::string key;
+    std::string value;
+    std::string subject;
+
+    friend bool operator==(const Setting& a, const Setting& b) {
+        return a.key == b.key && a.value == b.value && a.subject == b.subject;
+    }
+};
+
+/// When the plugin acts in a step without `--tfslurm`.
+enum class Activation {
+    option, ///< only in steps that asked for it with --tfslurm (default)
+    always  ///< in every step, best effort (problems are logged, the task still starts)
+};
+
+/// The site defaults from the plugin's plugstack.conf arguments.
+struct SiteConfig {
+    Activation activation = Activation::option;
+    std::vector<Setting> settings; ///< in argument order
+};
+
+/// Parse plugstack.conf arguments: whitespace-separated `key=value` words. Keys are the
+/// snake_case plan keys (`ps`, `chief`, `evaluator`, `roles`, `ps_placement`, `layout`,
+/// `port_base`, `address`, `host_pattern`, `gpus_per_task`, `gpus_per_node`, `rpc_layer`),
+/// `only` (output selection) and `enabled` (`option` or `always`). Lists (`roles`, `only`) use
+/// `,` or `+`. Every value is validated here.
+///
+/// Input: {"ps=1", "only=tf,servers", "enabled=always"}.
+/// Output: activation always, settings {ps=1, only=tf,servers}.
+/// \throws Error (Errc::invalid_argument) for a word without `=`, an unknown or repeated key,
+///         or a bad value; subjects are `plugstack.conf` and `plugstack.conf <key>`.
+[[nodiscard]] SiteConfig parse_plugstack_args(const std::vector<std::string>& args);
+
+/// A parsed `--tfslurm` value.
+struct OptionSpec {
+    bool off = false;              ///< `--tfslurm=off`: do nothing in this step
+    std::vector<Setting> settings; ///< in the order given
+};
+
+/// Parse the value of `--tfslurm[=SPEC]`. SPEC is empty (the defaults), `off`, or a
+/// comma-separated list of `key[=value]` items: the plan keys and `only` (`-` may replace `_`
+/// in keys). A bare boolean key (`chief`, `evaluator`) means `=1`. Inside values of the list
+/// keys `roles` and `only`, `+` or `:` stands for the comma that separates settings.
+///
+/// Input: `ps=2,chief,roles=ps+worker*3`.
+/// Output: settings {ps=2, chief=1, roles=ps,worker*3}.
+/// \throws Error (Errc::invalid_argument): subject `--tfslurm` for the structure (empty item,
+///         unknown or repeated key, missing value), `--tfslurm <key>` for a bad value.
+[[nodiscard]] OptionSpec parse_option_spec(std::string_view spec);
+
+/// `TFSLURM_<KEY>` variables of the plan keys and `TFSLURM_ONLY`, as the CLI reads them (unset
+/// or empty = not given), validated. Subject: the variable name.
+/// Input: env {TFSLURM_PS=2}. Output: {ps=2 (subject TFSLURM_PS)}.
+/// \throws Error (Errc::invalid_argument) for a bad value.
+[[nodiscard]] std::vector<Setting> environment_settings(const Environment& env);
+
+/// Everything the plugin needs to describe one task.
+struct TaskSettings {
+    PlanOptions plan;
+    OutputSelection outputs;
+};
+
+/// Layer the settings, lowest precedence first: defaults < plugstack.conf < `TFSLURM_*`
+/// environment < `--tfslurm`. Each key is replaced as a whole by a higher layer (as in the CLI,
+/// a non-empty `roles` from any layer overrides the `ps`/`chief`/`evaluator` counts; an empty
+/// `roles=` clears it).
+/// \throws Error only for values that bypassed the parsers above.
+[[nodiscard]] TaskSettings resolve_settings(const SiteConfig& site,
+                                            const std::vector<Setting>& environment,
+                                            const OptionSpec& option);
+
+/// The variables to set in one task: read the step from the task's environment, place the
+/// ranks, build the plan with `settings`, and render `rank`'s variables. `rank` defaults to the
+/// task's SLURM_PROCID. Uses the system resolver for `address=ip`.
+/// Input: the environment of task 3 of `srun -N3 -n6`, ps=1.
+/// Output: TF_CONFIG with `"task":{"type":"worker","index":2}`, TFSLURM_RANK=3, ...
+/// \throws Error from libtfslurm (missing or inconsistent variables, impossible plans).
+[[nodiscard]] EnvVars task_variables(const TaskSettings& settings,
+                                     const Environment& task_env,
+                                     std::optional<std::uint32_t> rank = std::nullopt);
+
+/// The one line the plugin logs for an error: the message, plus ` (<hint>)` when there is a
+/// hint. Input: Error("--tfslurm ps: ...", hint "h"). Output: `--tfslurm ps: ... (h)`.
+[[nodiscard]] std::string describe(const std::exception& error);
+
+} // namespace tfslurm::spank

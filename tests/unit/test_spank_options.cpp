@@ -1,0 +1,383 @@
+// SPDX-License-Identifier: MIT
+// Unit tests of the SPANK plugin's pure half (plugins/spank/options.cpp): plugstack.conf
+// arguments, the --tfslurm value, TFSLURM_* variables, precedence and the per-task variables.
+#include "fixtures.hpp"
+#include "options.hpp"
+
+#include <tfslurm/error.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using tfslurm::Environment;
+using tfslurm::Errc;
+using tfslurm::Error;
+using tfslurm::spank::Activation;
+using tfslurm::spank::OptionSpec;
+using tfslurm::spank::Setting;
+using tfslurm::spank::SiteConfig;
+
+template <typename F> void require_error(F&& f, Errc code, const std::string& message) {
+    try {
+        f();
+        FAIL("no exception");
+    } catch (const Error& e) {
+        CHECK(e.code() == code);
+        CHECK(std::string{e.what()} == message);
+    }
+}
+
+std::string value_of(const tfslurm::EnvVars& vars, const std::string& name) {
+    for (const auto& [key, value] : vars) {
+        if (key == name) {
+            return value;
+        }
+    }
+    return "<unset>";
+}
+
+std::vector<std::string> names_of(const tfslurm::EnvVars& vars) {
+    std::vector<std::string> names;
+    for (const auto& var : vars) {
+        names.push_back(var.first);
+    }
+    return names;
+}
+
+const std::string k_known =
+    "ps, chief, evaluator, roles, ps_placement, layout, port_base, address, host_pattern, "
+    "gpus_per_task, gpus_per_node, rpc_layer, only";
+
+} // namespace
+
+TEST_CASE("parse_option_spec: accepted forms", "[spank]") {
+    using tfslurm::spank::parse_option_spec;
+
+    SECTION("bare --tfslurm: the defaults") {
+        const auto spec = parse_option_spec("");
+        CHECK_FALSE(spec.off);
+        CHECK(spec.settings.empty());
+    }
+    SECTION("off") {
+        const auto spec = parse_option_spec("off");
+        CHECK(spec.off);
+        CHECK(spec.settings.empty());
+    }
+    SECTION("one setting per form") {
+        const auto [input, key, value] = GENERATE(table<std::string, std::string, std::string>({
+            {"ps=2", "ps", "2"},
+            {"ps=0", "ps", "0"},
+            {"chief", "chief", "1"},
+            {"chief=0", "chief", "0"},
+            {"chief=no", "chief", "no"},
+            {"chief=", "chief", ""},
+            {"evaluator", "evaluator", "1"},
+            {"roles=ps+worker*3", "roles", "ps,worker*3"},
+            {"roles=ps:worker:chief", "roles", "ps,worker,chief"},
+            {"roles=worker", "roles", "worker"},
+            {"roles=", "roles", ""},
+            {"ps_placement=spread", "ps_placement", "spread"},
+            {"ps-placement=first", "ps_placement", "first"},
+            {"layout=tf-compat", "layout", "tf-compat"},
+            {"layout=native", "layout", "native"},
+            {"port_base=20000", "port_base", "20000"},
+            {"port-base=65535", "port_base", "65535"},
+            {"address=ip", "address", "ip"},
+            {"host_pattern={host}-ib0", "host_pattern", "{host}-ib0"},
+            {"gpus_per_task=1", "gpus_per_task", "1"},
+            {"gpus_per_node=4", "gpus_per_node", "4"},
+            {"rpc_layer=grpc", "rpc_layer", "grpc"},
+            {"rpc_layer=grpc+verbs", "rpc_layer", "grpc+verbs"},
+            {"only=tf", "only", "tf"},
+            {"only=tf+torch", "only", "tf,torch"},
+            {"only=servers:gpus", "only", "servers,gpus"},
+            {"only=all", "only", "all"},
+        }));
+        CAPTURE(input);
+        const auto spec = parse_option_spec(input);
+        CHECK_FALSE(spec.off);
+        REQUIRE(spec.settings.size() == 1);
+        CHECK(spec.settings[0] == Setting{key, value, "--tfslurm " + key});
+    }
+    SECTION("several settings keep their order") {
+        const auto spec = parse_option_spec("ps=2,chief,roles=ps+worker*3,only=tf+servers");
+        const std::vector<Setting> expected{
+            {"ps", "2", "--tfslurm ps"},
+            {"chief", "1", "--tfslurm chief"},
+            {"roles", "ps,worker*3", "--tfslurm roles"},
+            {"only", "tf,servers", "--tfslurm only"},
+        };
+        CHECK(spec.settings == expected);
+    }
+}
+
+TEST_CASE("parse_option_spec: rejections", "[spank]") {
+    using tfslurm::spank::parse_option_spec;
+    const auto row = GENERATE_REF(table<std::string, std::string>({
+        {"ps=x", R"(--tfslurm ps: expected an integer from 0 to 4194304: "x")"},
+        {"ps=-1", R"(--tfslurm ps: expected an integer from 0 to 4194304: "-1")"},
+        {"ps=", R"(--tfslurm ps: expected an integer from 0 to 4194304: "")"},
+        {"ps", R"(--tfslurm: setting needs a value (write ps=...): "ps")"},
+        {"roles", R"(--tfslurm: setting needs a value (write roles=...): "roles")"},
+        {"foo=1", "--tfslurm: unknown setting (known: " + k_known + "): \"foo\""},
+        {"ps=1,foo", "--tfslurm: unknown setting (known: " + k_known + "): \"foo\""},
+        {"PS=1", "--tfslurm: unknown setting (known: " + k_known + "): \"PS\""},
+        {" ps=1", "--tfslurm: unknown setting (known: " + k_known + "): \" ps\""},
+        {"=1", "--tfslurm: unknown setting (known: " + k_known + "): \"\""},
+        {"enabled=always", "--tfslurm: unknown setting (known: " + k_known + "): \"enabled\""},
+        {"ps=1,,chief", R"(--tfslurm: empty setting at offset 5: "ps=1,,chief")"},
+        {"ps=1,", R"(--tfslurm: empty setting at offset 5: "ps=1,")"},
+        {",ps=1", R"(--tfslurm: empty setting at offset 0: ",ps=1")"},
+        {",", R"(--tfslurm: empty setting at offset 0: ",")"},
+        {"ps=1,ps=2", R"(--tfslurm: setting given twice: "ps")"},
+        {"ps_placement=first,ps-placement=spread",
+         R"(--tfslurm: setting given twice: "ps_placement")"},
+        {"off,ps=1", R"(--tfslurm: off cannot be combined with settings: "off,ps=1")"},
+        {"ps=1,off", R"(--tfslurm: off cannot be combined with settings: "ps=1,off")"},
+        {"chief=maybe", R"(--tfslurm chief: expected yes/no, true/false, on/off or 1/0: "maybe")"},
+        {"roles=ps+boss",
+         R"(--tfslurm roles: expected a role: ps, worker, chief or evaluator: "boss")"},
+        {"roles=ps,worker", "--tfslurm: unknown setting (known: " + k_known + "): \"worker\""},
+        {"roles=worker*0",
+         R"(--tfslurm roles: bad repetition in 'worker*0' (expected ROLE*N with N from 1 to 4194304): "worker*0")"},
+        {"roles=ps++worker",
+         R"(--tfslurm roles: expected a role: ps, worker, chief or evaluator: "")"},
+        {"only=tf+bogus",
+         R"(--tfslurm only: expected all, or a comma list of tf, servers, torch, gpus: "bogus")"},
+        {"only=all+tf",
+         R"(--tfslurm only: expected all, or a comma list of tf, servers, torch, gpus: "all,tf")"},
+        {"ps_placement=last", R"(--tfslurm ps_placement: expected first or spread: "last")"},
+        {"layout=tf", R"(--tfslurm layout: expected native or tf-compat: "tf")"},
+        {"port_base=0", R"(--tfslurm port_base: expected an integer from 1 to 65535: "0")"},
+        {"port_base=70000", R"(--tfslurm port_base: expected an integer from 1 to 65535: "70000")"},
+        {"address=dns", R"(--tfslurm address: expected name or ip: "dns")"},
+        {"host_pattern={name}",
+         R"(--tfslurm host_pattern: unknown placeholder at offset 0 (only {host} is known): "{name}")"},
+        {"gpus_per_task=x", R"(--tfslurm gpus_per_task: expected an integer from 0 to 65536: "x")"},
+        {"rpc_layer=a\"b", R"(--tfslurm rpc_layer: expected a protocol name such as grpc: "a\"b")"},
+    }));
+    // Named copies: C++17 lambdas cannot capture structured bindings.
+    const std::string input = std::get<0>(row);
+    CAPTURE(input);
+    require_error(
+        [&] { (void)parse_option_spec(input); }, Errc::invalid_argument, std::get<1>(row));
+}
+
+TEST_CASE("parse_option_spec: structural errors carry a hint", "[spank]") {
+    try {
+        (void)tfslurm::spank::parse_option_spec("ps=1,,chief");
+        FAIL("no exception");
+    } catch (const Error& e) {
+        CHECK(e.hint() ==
+              "separate settings with one comma; inside roles= and only= use + between items");
+        CHECK(tfslurm::spank::describe(e) ==
+              "--tfslurm: empty setting at offset 5: \"ps=1,,chief\" (separate settings with one "
+              "comma; inside roles= and only= use + between items)");
+    }
+}
+
+TEST_CASE("parse_plugstack_args: accepted forms", "[spank]") {
+    using tfslurm::spank::parse_plugstack_args;
+
+    SECTION("no arguments: only with --tfslurm, library defaults") {
+        const auto site = parse_plugstack_args({});
+        CHECK(site.activation == Activation::option);
+        CHECK(site.settings.empty());
+    }
+    SECTION("every kind of argument") {
+        const auto site = parse_plugstack_args({"ps=1",
+                                                "only=tf,servers",
+                                                "roles=ps+worker*2",
+                                                "rpc_layer=grpc+verbs",
+                                                "host_pattern={host}-ib0",
+                                                "enabled=always"});
+        CHECK(site.activation == Activation::always);
+        const std::vector<Setting> expected{
+            {"ps", "1", "plugstack.conf ps"},
+            {"only", "tf,servers", "plugstack.conf only"},
+            {"roles", "ps,worker*2", "plugstack.conf roles"},
+            {"rpc_layer", "grpc+verbs", "plugstack.conf rpc_layer"},
+            {"host_pattern", "{host}-ib0", "plugstack.conf host_pattern"},
+        };
+        CHECK(site.settings == expected);
+    }
+    SECTION("enabled=option is the default, spelled out") {
+        CHECK(parse_plugstack_args({"enabled=option"}).activation == Activation::option);
+    }
+}
+
+TEST_CASE("parse_plugstack_args: rejections", "[spank]") {
+    using tfslurm::spank::parse_plugstack_args;
+    const auto row = GENERATE_REF(table<std::vector<std::string>, std::string>({
+        {{"ps"}, R"(plugstack.conf: expected key=value: "ps")"},
+        {{"=1"}, R"(plugstack.conf: expected key=value: "=1")"},
+        {{"bogus=1"},
+         "plugstack.conf: unknown setting (known: " + k_known + ", enabled): \"bogus\""},
+        {{"ps-placement=first"},
+         "plugstack.conf: unknown setting (known: " + k_known + ", enabled): \"ps-placement\""},
+        {{"enabled=sometimes"},
+         R"(plugstack.conf enabled: expected option or always: "sometimes")"},
+        {{"enabled=always", "enabled=option"}, R"(plugstack.conf: setting given twice: "enabled")"},
+        {{"ps=1", "ps=2"}, R"(plugstack.conf: setting given twice: "ps")"},
+        {{"ps=x"}, R"(plugstack.conf ps: expected an integer from 0 to 4194304: "x")"},
+        {{"roles=ps,boss"},
+         R"(plugstack.conf roles: expected a role: ps, worker, chief or evaluator: "boss")"},
+        {{"only=tf,nope"},
+         R"(plugstack.conf only: expected all, or a comma list of tf, servers, torch, gpus: "nope")"},
+        {{"layout=compat"}, R"(plugstack.conf layout: expected native or tf-compat: "compat")"},
+    }));
+    const std::vector<std::string> args = std::get<0>(row);
+    CAPTURE(args);
+    require_error(
+        [&] { (void)parse_plugstack_args(args); }, Errc::invalid_argument, std::get<1>(row));
+}
+
+TEST_CASE("environment_settings: TFSLURM_* variables as the CLI reads them", "[spank]") {
+    using tfslurm::spank::environment_settings;
+
+    SECTION("set variables become settings, in key order; empty and unrelated ones are ignored") {
+        const Environment env{{"TFSLURM_ONLY", "tf,torch"},
+                              {"TFSLURM_PS", "2"},
+                              {"TFSLURM_CHIEF", ""},
+                              {"TFSLURM_RANK", "3"},
+                              {"TFSLURM_LAYOUT", "tf-compat"},
+                              {"SLURM_PROCID", "3"}};
+        const std::vector<Setting> expected{
+            {"ps", "2", "TFSLURM_PS"},
+            {"layout", "tf-compat", "TFSLURM_LAYOUT"},
+            {"only", "tf,torch", "TFSLURM_ONLY"},
+        };
+        CHECK(environment_settings(env) == expected);
+    }
+    SECTION("no variables") {
+        CHECK(environment_settings(Environment{}).empty());
+    }
+    SECTION("a bad value names the variable") {
+        const auto [name, value, message] = GENERATE(table<std::string, std::string, std::string>({
+            {"TFSLURM_PS", "x", R"(TFSLURM_PS: expected an integer from 0 to 4194304: "x")"},
+            {"TFSLURM_ONLY",
+             "tf+torch",
+             R"(TFSLURM_ONLY: expected all, or a comma list of tf, servers, torch, gpus: "tf+torch")"},
+            {"TFSLURM_ADDRESS", "dns", R"(TFSLURM_ADDRESS: expected name or ip: "dns")"},
+        }));
+        const Environment env{{name, value}};
+        require_error([&] { (void)environment_settings(env); }, Errc::invalid_argument, message);
+    }
+}
+
+TEST_CASE("resolve_settings: option > TFSLURM_* > plugstack.conf > defaults", "[spank]") {
+    using tfslurm::spank::environment_settings;
+    using tfslurm::spank::parse_option_spec;
+    using tfslurm::spank::parse_plugstack_args;
+    using tfslurm::spank::resolve_settings;
+
+    const auto site = parse_plugstack_args({"ps=1", "only=tf", "layout=tf-compat"});
+    const auto env = environment_settings(Environment{{"TFSLURM_PS", "2"}});
+    const auto option = parse_option_spec("ps=3,only=torch+gpus");
+
+    SECTION("defaults") {
+        const auto resolved = resolve_settings(SiteConfig{}, {}, OptionSpec{});
+        CHECK(resolved.plan.counts.ps == 0);
+        CHECK(resolved.plan.layout == tfslurm::Layout::native);
+        CHECK(resolved.outputs.tf_config);
+        CHECK(resolved.outputs.servers);
+        CHECK(resolved.outputs.torch);
+        CHECK(resolved.outputs.gpus);
+    }
+    SECTION("plugstack.conf over defaults") {
+        const auto resolved = resolve_settings(site, {}, OptionSpec{});
+        CHECK(resolved.plan.counts.ps == 1);
+        CHECK(resolved.plan.layout == tfslurm::Layout::tf_compat);
+        CHECK(resolved.outputs.tf_config);
+        CHECK_FALSE(resolved.outputs.torch);
+    }
+    SECTION("environment over plugstack.conf") {
+        const auto resolved = resolve_settings(site, env, OptionSpec{});
+        CHECK(resolved.plan.counts.ps == 2);
+        CHECK(resolved.plan.layout == tfslurm::Layout::tf_compat);
+    }
+    SECTION("option over environment; keys it does not set come from below") {
+        const auto resolved = resolve_settings(site, env, option);
+        CHECK(resolved.plan.counts.ps == 3);
+        CHECK(resolved.plan.layout == tfslurm::Layout::tf_compat);
+        CHECK_FALSE(resolved.outputs.tf_config);
+        CHECK_FALSE(resolved.outputs.servers);
+        CHECK(resolved.outputs.torch);
+        CHECK(resolved.outputs.gpus);
+    }
+    SECTION("a bare --tfslurm keeps the lower layers") {
+        const auto resolved = resolve_settings(site, env, parse_option_spec(""));
+        CHECK(resolved.plan.counts.ps == 2);
+    }
+    SECTION("roles=: a list from any layer, cleared by an empty value above") {
+        const auto with_roles = parse_plugstack_args({"roles=ps,worker"});
+        CHECK(resolve_settings(with_roles, {}, OptionSpec{}).plan.role_list.size() == 2);
+        CHECK(resolve_settings(with_roles, {}, parse_option_spec("roles=")).plan.role_list.empty());
+    }
+}
+
+TEST_CASE("task_variables: the variables of one task of a real step", "[spank]") {
+    using tfslurm::spank::parse_option_spec;
+    using tfslurm::spank::resolve_settings;
+    using tfslurm::spank::task_variables;
+
+    // Task 3 of `srun -N3 -n6` (job 5, step 0): rank 3 runs on n2.
+    const auto env = tfslurm::test::load_env_dump("slurm-env/srun-N3-n6-SLURM-env-task3.txt");
+
+    SECTION("ps=1: rank 3 is worker 2; every output by default") {
+        const auto settings = resolve_settings(SiteConfig{}, {}, parse_option_spec("ps=1"));
+        const auto vars = task_variables(settings, env);
+        const auto tf_config = value_of(vars, "TF_CONFIG");
+        CHECK(tf_config.find(R"("task":{"type":"worker","index":2})") != std::string::npos);
+        CHECK(tf_config.find(R"("ps":["n1:)") != std::string::npos);
+        CHECK(value_of(vars, "TFSLURM_RANK") == "3");
+        CHECK(value_of(vars, "TFSLURM_ROLE") == "worker");
+        CHECK(value_of(vars, "TFSLURM_TASK_TYPE") == "worker");
+        CHECK(value_of(vars, "TFSLURM_TASK_INDEX") == "2");
+        CHECK(value_of(vars, "RANK") == "3");
+        CHECK(value_of(vars, "WORLD_SIZE") == "6");
+        CHECK(value_of(vars, "MASTER_ADDR") == "n1");
+    }
+    SECTION("the rank Slurm gives wins over nothing; a rank outside the step is an error") {
+        const auto settings = resolve_settings(SiteConfig{}, {}, OptionSpec{});
+        CHECK(value_of(task_variables(settings, env, 3U), "TFSLURM_RANK") == "3");
+        require_error([&] { (void)task_variables(settings, env, 6U); },
+                      Errc::inconsistent_allocation,
+                      R"(SLURM_PROCID: rank outside the step's 6 tasks: "6")");
+    }
+    SECTION("only=tf: TF_CONFIG and the variables task_environment always writes") {
+        const auto settings = resolve_settings(SiteConfig{}, {}, parse_option_spec("only=tf"));
+        const auto names = names_of(task_variables(settings, env));
+        CHECK(std::find(names.begin(), names.end(), "TF_CONFIG") != names.end());
+        CHECK(std::find(names.begin(), names.end(), "MASTER_ADDR") == names.end());
+        CHECK(std::find(names.begin(), names.end(), "TFSLURM_SERVERS") == names.end());
+    }
+    SECTION("an impossible plan is the library's error") {
+        const auto settings = resolve_settings(SiteConfig{}, {}, parse_option_spec("ps=7"));
+        CHECK_THROWS_AS(task_variables(settings, env), Error);
+    }
+    SECTION("outside a step: the library's missing_env error") {
+        const auto settings = resolve_settings(SiteConfig{}, {}, OptionSpec{});
+        try {
+            (void)task_variables(settings, Environment{{"SLURM_PROCID", "0"}});
+            FAIL("no exception");
+        } catch (const Error& e) {
+            CHECK(e.code() == Errc::missing_env);
+        }
+    }
+}
+
+TEST_CASE("describe: one line with the hint in parentheses", "[spank]") {
+    using tfslurm::spank::describe;
+    CHECK(describe(Error{Errc::invalid_argument, "a: b: \"c\"", "do d"}) == "a: b: \"c\" (do d)");
+    CHECK(describe(Error{Errc::invalid_argument, "a: b: \"c\""}) == "a: b: \"c\"");
+    CHECK(describe(std::runtime_error{"plain"}) == "plain");
+}
