@@ -15,9 +15,12 @@ fi
 
 scripts/build.sh
 
-cleanup() {
-    scripts/test-cluster down >/dev/null 2>&1 || true
-}
+# Take the test cluster down afterwards unless it was already up (started by hand).
+if scripts/test-cluster status >/dev/null 2>&1; then
+    cleanup() { :; }
+else
+    cleanup() { scripts/test-cluster down >/dev/null 2>&1 || true; }
+fi
 trap cleanup EXIT INT TERM
 
 status=0
