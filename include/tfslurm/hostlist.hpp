@@ -19,7 +19,8 @@ namespace tfslurm {
 inline constexpr std::uint64_t k_max_range_hosts = 65536;
 
 /// tfslurm's own cap on the total number of hosts one list may expand to (Slurm has none and
-/// runs out of memory instead). `n[1-1000][1-1000]` (1,000,000 hosts) is accepted.
+/// runs out of memory instead). `n[1-1000][1-1000]` (1,000,000 hosts) is accepted. The host
+/// names of one expansion are also capped at 256 MiB in total.
 inline constexpr std::size_t k_max_expanded_hosts = std::size_t{1} << 22;
 
 /// Expand a hostlist exactly as `scontrol show hostnames` does (Slurm >= 23.02.5 semantics:

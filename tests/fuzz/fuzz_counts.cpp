@@ -1,0 +1,15 @@
+// SPDX-License-Identifier: MIT
+// libFuzzer target for expand_counts() and compress_counts(); see fuzz_checks.hpp for what is
+// checked.
+#include "fuzz_checks.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+// NOLINTNEXTLINE(readability-identifier-naming): the name libFuzzer calls
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    const std::string_view input(reinterpret_cast<const char*>(data), size);
+    tfslurm::fuzz::require(tfslurm::fuzz::check_counts(input), input);
+    return 0;
+}
