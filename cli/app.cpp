@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "app.hpp"
 
+#include "cmd_run.hpp"
 #include "commands.hpp"
 #include "logging.hpp"
 
@@ -35,6 +36,7 @@ int run_main(int argc, char** argv) {
     setup_hostlist(app, status);
     setup_plan(app, status);
     setup_env(app, status);
+    setup_run(app, status);
 
     try {
         app.parse(argc, argv);

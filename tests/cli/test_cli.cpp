@@ -3,7 +3,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <cctype>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -210,4 +212,41 @@ TEST_CASE("cli: a TF_CONFIG larger than the environment allows", "[cli]") {
     CHECK(r.status == 6);
     CHECK(r.err.find("tfslurm: error: TF_CONFIG: ") == 0);
     CHECK(r.out.empty());
+}
+
+TEST_CASE("cli: the man page documents every option of every command", "[cli]") {
+    std::ifstream in{std::string{TFSLURM_SOURCE_DIR} + "/man/tfslurm.1"};
+    const std::string man{std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+    REQUIRE(!man.empty());
+    for (const std::string sub : {"", "hostnames", "hostlist", "plan", "env", "run"}) {
+        INFO("tfslurm " << sub << " --help");
+        std::vector<std::string> args;
+        if (!sub.empty()) {
+            args.push_back(sub);
+            // Every command is named in the man page.
+            CHECK(man.find(".B " + sub) != std::string::npos);
+        }
+        args.emplace_back("--help");
+        const auto r = tfslurm_cli(args);
+        REQUIRE(r.status == 0);
+        // Every "--long-option" in the help text, as roff writes it ("\-\-long\-option").
+        for (std::size_t pos = r.out.find("--"); pos != std::string::npos;
+             pos = r.out.find("--", pos + 2)) {
+            std::size_t end = pos + 2;
+            while (end < r.out.size() && (std::isalnum(static_cast<unsigned char>(r.out[end])) != 0 ||
+                                          r.out[end] == '-')) {
+                ++end;
+            }
+            const auto option = r.out.substr(pos, end - pos);
+            if (option.size() <= 2) {
+                continue; // the "--" separator of `run`
+            }
+            std::string roff;
+            for (const char c : option) {
+                roff += c == '-' ? std::string{"\\-"} : std::string(1, c);
+            }
+            INFO(option);
+            CHECK(man.find(roff) != std::string::npos);
+        }
+    }
 }

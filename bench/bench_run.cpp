@@ -1,0 +1,572 @@
+// SPDX-License-Identifier: MIT
+// bench_run: how fast `tfslurm run` ends a step, what a launcher costs, and how many launchers
+// one coordinator takes. A benchmark that prints figures, not a test: nothing here asserts speed.
+//
+//   bench_run [--cli PATH] [--runs N] [--tasks N] [--fanin N]
+//
+// 1. completion: --local 16 (4 ps, 12 workers): time from the last worker's exit to the last
+//    ps receiving SIGTERM, and to the whole job having exited (median and max over --runs).
+// 2. failure: the same job where one worker exits 1: time from that exit to the job's end.
+// 3. overhead: `tfslurm run --local N -- true` against N plain `true` started together.
+// 4. fan-in: one coordinator (its own process) and N simulated launchers (another process,
+//    in-process clients over loopback) registering, reporting exit 0 and being stopped:
+//    wall time and the coordinator's peak memory.
+//
+// The trainers of 1 and 2 are this program itself (`bench_run --trainer DIR`).
+#include <tfslurm/error.hpp>
+#include <tfslurm/protocol.hpp>
+#include <tfslurm/spawn.hpp>
+#include <tfslurm/watchdog.hpp>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <climits>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace tfslurm;
+namespace asio = boost::asio;
+using Tcp = asio::ip::tcp;
+
+extern char** environ;
+
+namespace {
+
+/// CLOCK_MONOTONIC is system-wide: timestamps from different processes compare.
+double now_ms() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+void write_time(const std::string& path) {
+    std::ofstream(path) << fmt::format("{:.6f}\n", now_ms());
+}
+
+double read_time(const std::string& path) {
+    std::ifstream in(path);
+    double value = 0;
+    in >> value;
+    return value;
+}
+
+std::string self_exe() {
+    std::string path(PATH_MAX, '\0');
+    const ssize_t n = ::readlink("/proc/self/exe", path.data(), path.size());
+    path.resize(n > 0 ? static_cast<std::size_t>(n) : 0U);
+    return path;
+}
+
+// --- trainer mode ------------------------------------------------------------------------------
+
+int trainer(const std::string& dir) {
+    const char* role = std::getenv("TFSLURM_ROLE");
+    const char* rank = std::getenv("TFSLURM_RANK");
+    const std::string me = rank != nullptr ? rank : "?";
+    if (role != nullptr && std::string(role) == "ps") {
+        sigset_t set;
+        ::sigemptyset(&set);
+        ::sigaddset(&set, SIGTERM);
+        ::sigprocmask(SIG_BLOCK, &set, nullptr);
+        int signo = 0;
+        ::sigwait(&set, &signo);
+        write_time(dir + "/ps." + me);
+        return 0;
+    }
+    const char* fail = std::getenv("BENCH_FAIL_RANK");
+    const bool failing = fail != nullptr && me == fail;
+    // Let every task start before the first exit, like a real (short) training.
+    ::usleep(failing || fail == nullptr ? 300000 : 100000000);
+    write_time(dir + "/worker." + me);
+    return failing ? 1 : 0;
+}
+
+// --- helpers -----------------------------------------------------------------------------------
+
+struct Stats {
+    double median = 0;
+    double max = 0;
+};
+
+Stats stats(std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    if (values.empty()) {
+        return {};
+    }
+    return {values[values.size() / 2], values.back()};
+}
+
+std::vector<std::string> base_env() {
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+        const std::string entry = *e;
+        if (entry.rfind("SLURM_", 0) != 0 && entry.rfind("TFSLURM_", 0) != 0) {
+            env.push_back(entry);
+        }
+    }
+    env.emplace_back("TFSLURM_LOG_LEVEL=error");
+    return env;
+}
+
+/// Run argv to completion; returns its shell status.
+int run(const std::vector<std::string>& argv, std::vector<std::string> env = base_env()) {
+    SpawnRequest request;
+    request.argv = argv;
+    request.env = std::move(env);
+    request.group = ProcessGroup::inherit;
+    const pid_t pid = spawn_process(request);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return ExitStatus::from_wait_status(status).shell_status();
+}
+
+std::string make_dir() {
+    char pattern[] = "/tmp/tfslurm-bench-XXXXXX";
+    if (::mkdtemp(pattern) == nullptr) {
+        throw std::runtime_error("mkdtemp failed");
+    }
+    return pattern;
+}
+
+void remove_dir(const std::string& dir) {
+    run({"rm", "-rf", dir});
+}
+
+// --- 1 and 2: local jobs -----------------------------------------------------------------------
+
+void completion(const std::string& cli, int runs, int tasks) {
+    const int ps = std::max(1, tasks / 4);
+    std::vector<double> to_ps;
+    std::vector<double> to_end;
+    for (int i = 0; i < runs; ++i) {
+        const std::string dir = make_dir();
+        const int status = run({cli,
+                                "run",
+                                "--local",
+                                std::to_string(tasks),
+                                "--job-id",
+                                std::to_string(770000 + i),
+                                "--ps",
+                                std::to_string(ps),
+                                "--heartbeat",
+                                "0.5",
+                                "--",
+                                self_exe(),
+                                "--trainer",
+                                dir});
+        const double end = now_ms();
+        double last_worker = 0;
+        double last_ps = 0;
+        for (int rank = 0; rank < tasks; ++rank) {
+            if (rank < ps) {
+                last_ps = std::max(last_ps, read_time(dir + "/ps." + std::to_string(rank)));
+            } else {
+                last_worker =
+                    std::max(last_worker, read_time(dir + "/worker." + std::to_string(rank)));
+            }
+        }
+        remove_dir(dir);
+        if (status != 0 || last_worker == 0 || last_ps == 0) {
+            fmt::print("  run {}: status {}, incomplete timestamps: skipped\n", i, status);
+            continue;
+        }
+        to_ps.push_back(last_ps - last_worker);
+        to_end.push_back(end - last_worker);
+    }
+    const auto a = stats(to_ps);
+    const auto b = stats(to_end);
+    fmt::print(
+        "completion ({} tasks: {} ps, {} workers; {} runs)\n", tasks, ps, tasks - ps, to_ps.size());
+    fmt::print("  last worker exit -> last ps got SIGTERM:   median {:7.2f} ms   max {:7.2f} ms   "
+               "(target < 50 ms)\n",
+               a.median,
+               a.max);
+    fmt::print("  last worker exit -> whole job exited:      median {:7.2f} ms   max {:7.2f} ms\n",
+               b.median,
+               b.max);
+}
+
+void failure(const std::string& cli, int runs, int tasks) {
+    const int ps = std::max(1, tasks / 4);
+    std::vector<double> teardown;
+    for (int i = 0; i < runs; ++i) {
+        const std::string dir = make_dir();
+        auto env = base_env();
+        env.push_back("BENCH_FAIL_RANK=" + std::to_string(tasks - 1));
+        // The job prints one abort line per launcher: keep them off the report.
+        const int saved = ::dup(STDERR_FILENO);
+        const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+        ::dup2(null, STDERR_FILENO);
+        const int status = run({cli,
+                                "-q",
+                                "run",
+                                "--local",
+                                std::to_string(tasks),
+                                "--job-id",
+                                std::to_string(771000 + i),
+                                "--ps",
+                                std::to_string(ps),
+                                "--heartbeat",
+                                "0.5",
+                                "--",
+                                self_exe(),
+                                "--trainer",
+                                dir},
+                               env);
+        const double end = now_ms();
+        ::dup2(saved, STDERR_FILENO);
+        ::close(saved);
+        ::close(null);
+        const double failed = read_time(dir + "/worker." + std::to_string(tasks - 1));
+        remove_dir(dir);
+        if (status != 1 || failed == 0) {
+            fmt::print("  run {}: status {} (expected 1): skipped\n", i, status);
+            continue;
+        }
+        teardown.push_back(end - failed);
+    }
+    const auto s = stats(teardown);
+    fmt::print("failure ({} tasks, one worker exits 1, the others would run for 100 s; {} runs)\n",
+               tasks,
+               teardown.size());
+    fmt::print("  failing exit -> whole job exited:          median {:7.2f} ms   max {:7.2f} ms\n",
+               s.median,
+               s.max);
+}
+
+void overhead(const std::string& cli, int runs, int tasks) {
+    std::vector<double> launched;
+    std::vector<double> plain;
+    for (int i = 0; i < runs; ++i) {
+        double start = now_ms();
+        run({cli,
+             "run",
+             "--local",
+             std::to_string(tasks),
+             "--job-id",
+             std::to_string(772000 + i),
+             "--heartbeat",
+             "0.5",
+             "--",
+             "true"});
+        launched.push_back(now_ms() - start);
+        start = now_ms();
+        std::vector<pid_t> pids;
+        for (int t = 0; t < tasks; ++t) {
+            SpawnRequest request;
+            request.argv = {"true"};
+            request.env = base_env();
+            request.group = ProcessGroup::inherit;
+            pids.push_back(spawn_process(request));
+        }
+        for (const pid_t pid : pids) {
+            ::waitpid(pid, nullptr, 0);
+        }
+        plain.push_back(now_ms() - start);
+    }
+    const auto a = stats(launched);
+    const auto b = stats(plain);
+    fmt::print("overhead ({} tasks of `true`; {} runs)\n", tasks, runs);
+    fmt::print("  tfslurm run --local {} -- true:            median {:7.2f} ms   max {:7.2f} ms\n",
+               tasks,
+               a.median,
+               a.max);
+    fmt::print("  {} x true (spawned together):              median {:7.2f} ms   max {:7.2f} ms\n",
+               tasks,
+               b.median,
+               b.max);
+    fmt::print("  launcher overhead per job:                 median {:7.2f} ms\n",
+               a.median - b.median);
+}
+
+// --- 4: fan-in ---------------------------------------------------------------------------------
+
+const std::string k_secret(64, 'c');
+constexpr std::uint64_t k_job = 99;
+
+/// One simulated launcher: connect, challenge, hello, welcome, exit 0, wait for stop, close.
+class FakeLauncher : public std::enable_shared_from_this<FakeLauncher> {
+  public:
+    FakeLauncher(asio::io_context& io,
+                 const protocol::Authenticator& auth,
+                 std::uint32_t rank,
+                 std::uint16_t port,
+                 std::function<void()> registered,
+                 std::function<void(bool)> done)
+        : m_socket(io), m_auth(auth), m_rank(rank), m_port(port),
+          m_registered(std::move(registered)), m_done(std::move(done)) {}
+
+    void start() {
+        m_socket.async_connect(Tcp::endpoint(asio::ip::address_v4::loopback(), m_port),
+                               [self = shared_from_this()](const boost::system::error_code& ec) {
+                                   if (ec) {
+                                       self->finish(false);
+                                       return;
+                                   }
+                                   self->m_socket.set_option(Tcp::no_delay(true));
+                                   self->read();
+                               });
+    }
+
+  private:
+    void read() {
+        m_socket.async_read_some(
+            asio::buffer(m_buffer),
+            [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+                if (ec) {
+                    self->finish(false);
+                    return;
+                }
+                self->m_decoder.feed(std::string_view(self->m_buffer.data(), n));
+                while (auto payload = self->m_decoder.next()) {
+                    if (!self->handle(protocol::decode_payload(*payload))) {
+                        return;
+                    }
+                }
+                self->read();
+            });
+    }
+
+    bool handle(const protocol::Message& message) {
+        if (const auto* challenge = std::get_if<protocol::Challenge>(&message)) {
+            protocol::Hello hello;
+            hello.job = k_job;
+            hello.rank = m_rank;
+            hello.role = Role::worker;
+            hello.host = "localhost";
+            hello.pid = ::getpid();
+            hello.auth = protocol::AuthMethod::secret;
+            hello.credential = m_auth.prove(challenge->nonce, k_job, m_rank);
+            send(hello);
+        } else if (std::holds_alternative<protocol::Welcome>(message)) {
+            release();
+            send(protocol::Exit{ExitStatus::exited(0), {}});
+        } else if (std::holds_alternative<protocol::Stop>(message)) {
+            finish(true);
+            return false;
+        } else if (!std::holds_alternative<protocol::Heartbeat>(message)) {
+            finish(false);
+            return false;
+        }
+        return true;
+    }
+
+    void send(const protocol::Message& message) {
+        auto frame = std::make_shared<std::string>(protocol::encode_frame(message));
+        asio::async_write(
+            m_socket,
+            asio::buffer(*frame),
+            [self = shared_from_this(), frame](const boost::system::error_code&, std::size_t) {});
+    }
+
+    void release() {
+        if (m_registered) {
+            auto registered = std::move(m_registered);
+            m_registered = nullptr;
+            registered();
+        }
+    }
+
+    void finish(bool ok) {
+        release();
+        boost::system::error_code ignored;
+        m_socket.close(ignored);
+        if (m_done) {
+            auto done = std::move(m_done);
+            m_done = nullptr;
+            done(ok);
+        }
+    }
+
+    Tcp::socket m_socket;
+    const protocol::Authenticator& m_auth;
+    std::uint32_t m_rank;
+    std::uint16_t m_port;
+    std::function<void()> m_registered;
+    std::function<void(bool)> m_done;
+    std::array<char, 1024> m_buffer{};
+    protocol::FrameDecoder m_decoder;
+};
+
+int fanin_clients(std::uint32_t n, std::uint16_t port) {
+    ensure_descriptor_limit(n + 64, fmt::format("{} simulated launchers", n));
+    asio::io_context io;
+    const auto auth =
+        protocol::Authenticator::create({protocol::AuthMethod::secret, k_secret, "/nonexistent"});
+    std::uint32_t next = 0;
+    std::uint32_t ok = 0;
+    std::uint32_t failed = 0;
+    // Keep a bounded number of connections in their handshake so the listen backlog never
+    // overflows (SYN retries would measure the kernel's retry timer, not the coordinator).
+    constexpr std::uint32_t k_in_flight = 512;
+    std::uint32_t handshaking = 0;
+    std::function<void()> launch_more;
+    launch_more = [&] {
+        while (next < n && handshaking < k_in_flight) {
+            ++handshaking;
+            const std::uint32_t rank = next++;
+            auto launcher = std::make_shared<FakeLauncher>(
+                io,
+                auth,
+                rank,
+                port,
+                [&] {
+                    --handshaking;
+                    launch_more();
+                },
+                [&](bool success) { (success ? ok : failed) += 1; });
+            launcher->start();
+        }
+    };
+    launch_more();
+    io.run();
+    if (failed > 0) {
+        std::cerr << fmt::format("fan-in clients: {} of {} failed\n", failed, n);
+    }
+    return ok == n ? 0 : 1;
+}
+
+void fanin(std::uint32_t n) {
+    int ports[2] = {-1, -1};
+    if (::pipe(ports) != 0) {
+        throw std::runtime_error("pipe");
+    }
+    const pid_t server = ::fork();
+    if (server == 0) {
+        ::close(ports[0]);
+        int code = 1;
+        try {
+            asio::io_context io;
+            CoordinatorSettings settings;
+            settings.ranks.assign(n, Member{Role::worker, 0, "localhost"});
+            for (std::uint32_t i = 0; i < n; ++i) {
+                settings.ranks[i].index = i;
+            }
+            settings.heartbeat_timeout = std::chrono::seconds(120);
+            settings.connect_timeout = std::chrono::seconds(120);
+            settings.linger = std::chrono::seconds(60);
+            const auto auth = protocol::Authenticator::create(
+                {protocol::AuthMethod::secret, k_secret, "/nonexistent"});
+            CoordinatorServer coordinator(io, settings, auth, k_job, "127.0.0.1", 0);
+            const std::uint16_t port = coordinator.port();
+            [[maybe_unused]] auto w = ::write(ports[1], &port, sizeof port);
+            ::close(ports[1]);
+            coordinator.on_finished([&] {
+                coordinator.close();
+                io.stop();
+            });
+            io.run();
+            code = coordinator.state().verdict() == Verdict::done ? 0 : 2;
+        } catch (const std::exception& e) {
+            std::cerr << "fan-in coordinator: " << e.what() << "\n";
+        }
+        ::_exit(code);
+    }
+    ::close(ports[1]);
+    std::uint16_t port = 0;
+    if (::read(ports[0], &port, sizeof port) != static_cast<ssize_t>(sizeof port)) {
+        fmt::print("fan-in: the coordinator did not start\n");
+        ::waitpid(server, nullptr, 0);
+        return;
+    }
+    ::close(ports[0]);
+    const double start = now_ms();
+    const pid_t clients = ::fork();
+    if (clients == 0) {
+        int code = 1;
+        try {
+            code = fanin_clients(n, port);
+        } catch (const std::exception& e) {
+            std::cerr << "fan-in clients: " << e.what() << "\n";
+        }
+        ::_exit(code);
+    }
+    int client_status = 0;
+    ::waitpid(clients, &client_status, 0);
+    const double clients_done = now_ms();
+    int server_status = 0;
+    rusage usage{};
+    ::wait4(server, &server_status, 0, &usage);
+    const double server_done = now_ms();
+    fmt::print("fan-in ({} simulated launchers over loopback, secret auth)\n", n);
+    fmt::print("  all registered, reported exit 0, were stopped: {:8.1f} ms ({:.0f} launchers/s)   "
+               "clients {}\n",
+               clients_done - start,
+               n / ((clients_done - start) / 1e3),
+               ExitStatus::from_wait_status(client_status).success() ? "ok" : "FAILED");
+    fmt::print("  coordinator finished:                          {:8.1f} ms   verdict {}\n",
+               server_done - start,
+               ExitStatus::from_wait_status(server_status).success() ? "done" : "FAILED");
+    fmt::print(
+        "  coordinator peak RSS:                          {:8.1f} MiB ({:.1f} KiB per launcher)\n",
+        static_cast<double>(usage.ru_maxrss) / 1024.0,
+        static_cast<double>(usage.ru_maxrss) / n);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    if (argc == 3 && std::string(argv[1]) == "--trainer") {
+        return trainer(argv[2]);
+    }
+    std::string cli;
+    int runs = 10;
+    int tasks = 16;
+    std::uint32_t fanin_n = 10000;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const std::string option = argv[i];
+        if (option == "--cli") {
+            cli = argv[i + 1];
+        } else if (option == "--runs") {
+            runs = std::atoi(argv[i + 1]);
+        } else if (option == "--tasks") {
+            tasks = std::atoi(argv[i + 1]);
+        } else if (option == "--fanin") {
+            fanin_n = static_cast<std::uint32_t>(std::atoi(argv[i + 1]));
+        } else {
+            std::cerr << "usage: bench_run [--cli PATH] [--runs N] [--tasks N] [--fanin N]\n";
+            return 2;
+        }
+    }
+    if (cli.empty()) {
+        const std::string exe = self_exe();
+        cli = exe.substr(0, exe.rfind('/')) + "/../cli/tfslurm";
+    }
+    if (::access(cli.c_str(), X_OK) != 0) {
+        std::cerr << "bench_run: no tfslurm at " << cli << " (give --cli PATH)\n";
+        return 2;
+    }
+    fmt::print("bench_run: {} ({} CPUs)\n", cli, ::sysconf(_SC_NPROCESSORS_ONLN));
+    try {
+        completion(cli, runs, tasks);
+        failure(cli, std::max(1, runs / 2), tasks);
+        overhead(cli, std::max(1, runs / 2), tasks);
+        if (fanin_n > 0) {
+            fanin(fanin_n);
+        }
+    } catch (const std::exception& e) {
+        std::cerr << "bench_run: " << e.what() << "\n";
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: MIT
+#include "cmd_run.hpp"
+
+#include "plan_args.hpp"
+
+#include <tfslurm/error.hpp>
+#include <tfslurm/log.hpp>
+#include <tfslurm/protocol.hpp>
+#include <tfslurm/tf_config.hpp>
+#include <tfslurm/watchdog.hpp>
+
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tfslurm::cli {
+namespace {
+
+struct RunArgs {
+    std::string until = "workers";
+    std::string heartbeat = "1";
+    std::string heartbeat_timeout = "10";
+    std::string connect_timeout = "60";
+    std::string grace = "10";
+    std::string auth = "auto";
+    std::uint32_t local = 0;
+    std::vector<std::string> command;
+};
+
+/// Seconds (a decimal number, > 0 and at most one day) as milliseconds.
+Millis parse_seconds(const std::string& text, std::string_view option) {
+    char* end = nullptr;
+    errno = 0;
+    const double seconds = std::strtod(text.c_str(), &end);
+    if (text.empty() || end != text.c_str() + text.size() || errno != 0 ||
+        !std::isfinite(seconds) || seconds <= 0 || seconds > 86400) {
+        throw errors::invalid_argument(
+            option, "expected a number of seconds in (0, 86400]", text, "e.g. 10 or 0.5");
+    }
+    return Millis{static_cast<Millis::rep>(std::llround(seconds * 1000.0))};
+}
+
+LauncherOptions launcher_options(const RunArgs& args, const Environment& env) {
+    LauncherOptions options;
+    options.until = parse_until(args.until, "--until");
+    options.heartbeat = parse_seconds(args.heartbeat, "--heartbeat");
+    options.heartbeat_timeout = parse_seconds(args.heartbeat_timeout, "--heartbeat-timeout");
+    options.connect_timeout = parse_seconds(args.connect_timeout, "--connect-timeout");
+    options.grace = parse_seconds(args.grace, "--grace");
+    if (options.heartbeat_timeout <= options.heartbeat) {
+        throw errors::invalid_argument("--heartbeat-timeout",
+                                       "must be longer than --heartbeat",
+                                       args.heartbeat_timeout,
+                                       "e.g. --heartbeat 1 --heartbeat-timeout 10");
+    }
+    options.auth.method = protocol::parse_auth_method(args.auth, "--auth");
+    if (const auto secret = env.get("TFSLURM_SECRET")) {
+        options.auth.secret_hex = std::string(*secret);
+    }
+    if (const auto socket = env.get("TFSLURM_MUNGE_SOCKET")) {
+        options.auth.munge_socket = std::string(*socket);
+    }
+    return options;
+}
+
+/// This process's own argv, exactly as it was given.
+std::vector<std::string> own_command_line() {
+    std::ifstream in("/proc/self/cmdline", std::ios::binary);
+    const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::string> argv;
+    std::size_t start = 0;
+    while (start < all.size()) {
+        const auto end = all.find('\0', start);
+        argv.push_back(all.substr(start, end - start));
+        if (end == std::string::npos) {
+            break;
+        }
+        start = end + 1;
+    }
+    return argv;
+}
+
+std::string own_executable() {
+    std::string path(PATH_MAX, '\0');
+    const ssize_t n = ::readlink("/proc/self/exe", path.data(), path.size());
+    if (n <= 0) {
+        return "/proc/self/exe";
+    }
+    path.resize(static_cast<std::size_t>(n));
+    return path;
+}
+
+void print_line(std::string_view level, std::string_view message) {
+    std::fputs(fmt::format("tfslurm: {}: {}\n", level, message).c_str(), stderr);
+    std::fflush(stderr);
+}
+
+int run_task(const PlanArgs& plan_args, const RunArgs& args) {
+    const Environment env = Environment::from_process();
+    LauncherOptions options = launcher_options(args, env);
+    const std::string hint = "tfslurm run starts one task's trainer: run it with srun (srun "
+                             "tfslurm run ... -- CMD), or try the whole job on this machine with "
+                             "--local N";
+    ResolvedPlan resolved;
+    try {
+        resolved = resolve_plan(plan_args, env);
+    } catch (const Error& e) {
+        if (e.code() != Errc::missing_env) {
+            throw;
+        }
+        throw Error(e.code(), e.what(), hint);
+    }
+    const Plan& plan = resolved.plan;
+    if (!plan.self_rank) {
+        throw errors::missing_env("SLURM_PROCID", hint);
+    }
+    if (resolved.step.scope == Scope::job && resolved.step.ntasks > 1) {
+        // A batch script is not a task: as rank 0 of N it would wait for N-1 launchers that
+        // nobody starts.
+        throw errors::missing_env("SLURM_STEP_ID", hint);
+    }
+    Environment trainer = env;
+    for (auto& [name, value] : task_environment(plan, *plan.self_rank, OutputSelection{})) {
+        trainer.set(std::move(name), std::move(value));
+    }
+    // Launcher-only variables: the trainer needs none of them (the secret least of all).
+    trainer.unset("TFSLURM_SECRET");
+    trainer.unset("TFSLURM_LOCAL_STATUS_FD");
+    if (const auto fd = env.get("TFSLURM_LOCAL_STATUS_FD")) {
+        // Set by `--local` for its launchers only; anything else is ignored.
+        const std::string text(*fd);
+        char* end = nullptr;
+        const long value = std::strtol(text.c_str(), &end, 10);
+        if (!text.empty() && *end == '\0' && value >= 3 && value <= INT_MAX &&
+            ::fcntl(static_cast<int>(value), F_GETFD) >= 0) {
+            options.status_fd = static_cast<int>(value);
+        }
+    }
+    const LaunchResult result = run_launcher(plan, args.command, trainer, options);
+    if (!result.message.empty()) {
+        print_line(result.outcome == Outcome::interrupted ? "warning" : "error", result.message);
+    }
+    return result.exit_status;
+}
+
+int run_local_job(const PlanArgs& plan_args, const RunArgs& args) {
+    const StepOverrides& preview = plan_args.preview;
+    if (!preview.nodelist.empty() || !preview.tasks_per_node.empty() || preview.ntasks ||
+        !preview.distribution.empty() || preview.step_id || preview.rank ||
+        !preview.resv_ports.empty() || !preview.gpus.empty()) {
+        throw errors::invalid_argument("--local",
+                                       "cannot be combined with the preview options",
+                                       std::to_string(args.local),
+                                       "--local N describes one node with N tasks by itself; only "
+                                       "--job-id (which picks the ports) applies");
+    }
+    Environment env = Environment::from_process();
+    LocalOptions local;
+    local.ntasks = args.local;
+    local.job_id = plan_args.preview.job_id.value_or(static_cast<std::uint64_t>(::getpid()));
+
+    // Check every option once here rather than N times in the launchers.
+    LauncherOptions options = launcher_options(args, env);
+    PlanArgs check = plan_args;
+    check.preview = StepOverrides{};
+    (void)resolve_plan(check, local_task_environment(env, local.ntasks, 0, local.job_id));
+
+    if (!env.contains("TFSLURM_SECRET") &&
+        (options.auth.method == protocol::AuthMethod::secret ||
+         (options.auth.method == protocol::AuthMethod::automatic &&
+          !protocol::munge_available(options.auth.munge_socket)))) {
+        env.set("TFSLURM_SECRET", protocol::to_hex(protocol::random_bytes(32)));
+        if (options.auth.method == protocol::AuthMethod::automatic) {
+            env.set("TFSLURM_AUTH", "secret");
+        }
+        logger().debug("local: munge unavailable, using a fresh TFSLURM_SECRET");
+    }
+    local.env = std::move(env);
+    local.launcher_argv = local_launcher_argv(own_command_line(), own_executable());
+    return run_local(local);
+}
+
+} // namespace
+
+void setup_run(CLI::App& app, int& exit_status) {
+    auto* sub = app.add_subcommand(
+        "run",
+        "Run this task's trainer with its TF_CONFIG (and the other variables of 'tfslurm env'), "
+        "and end the step: parameter servers are stopped once the training roles exit 0, and any "
+        "failure stops every rank. In a job script: srun tfslurm run --ps 2 -- python train.py. "
+        "Without Slurm: tfslurm run --local 4 --ps 1 -- python train.py.");
+    auto plan_args = std::make_shared<PlanArgs>();
+    auto args = std::make_shared<RunArgs>();
+    add_plan_options(*sub, *plan_args);
+    const std::string group = "Launcher (also TFSLURM_<NAME>, e.g. TFSLURM_GRACE)";
+    sub->add_option("--until",
+                    args->until,
+                    "workers (default): stop ps and evaluator when every worker and the chief "
+                    "exited 0; chief: stop everyone when the chief exited 0 (TF2 PSS)")
+        ->envname("TFSLURM_UNTIL")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+        ->group(group);
+    sub->add_option("--grace",
+                    args->grace,
+                    "Seconds between SIGTERM and SIGKILL when a trainer is stopped (default 10)")
+        ->envname("TFSLURM_GRACE")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+        ->group(group);
+    sub->add_option("--heartbeat", args->heartbeat, "Seconds between heartbeats (default 1)")
+        ->envname("TFSLURM_HEARTBEAT")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+        ->group(group);
+    sub->add_option("--heartbeat-timeout",
+                    args->heartbeat_timeout,
+                    "Seconds without heartbeat after which a launcher or the coordinator is lost "
+                    "(default 10)")
+        ->envname("TFSLURM_HEARTBEAT_TIMEOUT")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+        ->group(group);
+    sub->add_option("--connect-timeout",
+                    args->connect_timeout,
+                    "Seconds for every launcher to register with rank 0's coordinator (default "
+                    "60)")
+        ->envname("TFSLURM_CONNECT_TIMEOUT")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+        ->group(group);
+    sub->add_option("--auth",
+                    args->auth,
+                    "auto (default: munge if munged answers, else TFSLURM_SECRET), munge or "
+                    "secret")
+        ->envname("TFSLURM_AUTH")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+        ->group(group);
+    sub->add_option("--local",
+                    args->local,
+                    "Run the whole job on this machine: N tasks on one node 'localhost' "
+                    "(--job-id picks the ports)")
+        ->check(CLI::Range(1, 4096))
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+        ->group(group);
+    sub->add_option("command", args->command, "The trainer and its arguments, after '--'")
+        ->required();
+    sub->callback([plan_args, args, &exit_status] {
+        exit_status =
+            args->local > 0 ? run_local_job(*plan_args, *args) : run_task(*plan_args, *args);
+    });
+}
+
+} // namespace tfslurm::cli

@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+/// \file
+/// The launcher <-> coordinator wire protocol (described for humans in docs/protocol.md) and
+/// its authentication.
+///
+/// A frame is a 4-byte big-endian payload length followed by the payload: one compact JSON
+/// object with `"v":1` and a `"type"`. Frames larger than k_max_frame are refused before any
+/// allocation. Every malformed input throws Error (Errc::protocol); the coordinator answers it by
+/// closing that one connection.
+///
+/// Example: `encode_frame(Heartbeat{})` is `\0\0\0\x1a{"type":"heartbeat","v":1}`.
+
+#include <tfslurm/cluster.hpp>
+#include <tfslurm/spawn.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace tfslurm::protocol {
+
+inline constexpr int k_version = 1;
+inline constexpr std::size_t k_header_size = 4;
+/// Largest payload accepted (and sent). Real messages are below 1 KiB; a MUNGE credential of
+/// our payload is about 200 bytes.
+inline constexpr std::size_t k_max_frame = std::size_t{64} * 1024;
+/// Bytes of randomness in a challenge.
+inline constexpr std::size_t k_nonce_size = 32;
+
+/// How a launcher proves it belongs to the job.
+enum class AuthMethod {
+    automatic, ///< munge when a credential can be encoded, else secret when one is set
+    munge,     ///< a MUNGE credential (same uid, same job, same rank, not replayed)
+    secret     ///< HMAC-SHA256 of the challenge with the per-job TFSLURM_SECRET
+};
+
+[[nodiscard]] std::string_view to_string(AuthMethod method) noexcept;
+
+/// Parse `auto`, `munge` or `secret`. \throws Error (Errc::invalid_argument) naming `subject`.
+[[nodiscard]] AuthMethod parse_auth_method(std::string_view text, std::string_view subject);
+
+/// Coordinator -> launcher, first frame of every connection: a fresh random challenge.
+struct Challenge {
+    std::string nonce; ///< k_nonce_size random bytes, lower-case hex
+};
+
+/// Launcher -> coordinator: who I am, with my proof.
+struct Hello {
+    std::uint64_t job = 0;
+    std::uint32_t rank = 0;
+    Role role = Role::worker;
+    std::string host;
+    std::int64_t pid = 0;
+    AuthMethod auth = AuthMethod::secret; ///< munge or secret, never automatic
+    std::string credential;               ///< the MUNGE credential or the hex HMAC
+};
+
+/// Coordinator -> launcher: registered.
+struct Welcome {
+    std::uint32_t ranks = 0; ///< size of the step
+};
+
+/// Coordinator -> launcher: refused (then the connection is closed).
+struct Reject {
+    std::string reason;
+};
+
+/// Both ways, every `--heartbeat`: "I am alive".
+struct Heartbeat {};
+
+/// Launcher -> coordinator: my trainer ended (or could not be started: `error` is set).
+struct Exit {
+    ExitStatus status;
+    std::string error; ///< non-empty when the trainer never ran, e.g. a port in use
+};
+
+/// Launcher -> coordinator: I received SIGTERM/SIGINT (forwarded to my trainer already).
+struct Interrupt {
+    int signal = 0;
+};
+
+enum class StopReason {
+    done,  ///< the work is finished (`--until` reached)
+    signal ///< a launcher received SIGTERM/SIGINT: the step is being cancelled
+};
+
+/// Coordinator -> launcher: stop your trainer (SIGTERM, SIGKILL after the grace period).
+struct Stop {
+    StopReason reason = StopReason::done;
+    std::uint32_t rank = 0; ///< with StopReason::signal: who received it
+    int signal = 0;         ///< with StopReason::signal: which signal
+};
+
+/// Why the step failed.
+enum class FailureCause {
+    trainer,     ///< a trainer exited non-zero or died by a signal
+    start,       ///< a launcher could not start its trainer
+    lost,        ///< a launcher vanished (connection closed or no heartbeat)
+    unregistered ///< a launcher did not register within --connect-timeout
+};
+
+/// The first failure of a step: enough to print one line anywhere.
+struct Failure {
+    std::uint32_t rank = 0;
+    Role role = Role::worker;
+    std::uint32_t index = 0;
+    std::string host;
+    FailureCause cause = FailureCause::trainer;
+    ExitStatus status;         ///< FailureCause::trainer and ::start
+    std::string detail;        ///< ::start: the error; ::lost: `connection closed`, ...;
+                               ///< ::unregistered: the timeout (`60 s`)
+    std::uint32_t missing = 0; ///< ::unregistered: how many ranks did not register
+    int step_status = 1;       ///< the step's exit status (the failing rank's status)
+};
+
+/// Coordinator -> launcher: the step failed; stop your trainer and exit non-zero.
+struct Abort {
+    Failure failure;
+};
+
+using Message =
+    std::variant<Challenge, Hello, Welcome, Reject, Heartbeat, Exit, Interrupt, Stop, Abort>;
+
+/// The `"type"` of a message, e.g. `"hello"`.
+[[nodiscard]] std::string_view type_name(const Message& message) noexcept;
+
+/// The JSON payload (compact, keys sorted). Input: Interrupt{15}.
+/// Output: `{"signal":15,"type":"interrupt","v":1}`.
+[[nodiscard]] std::string encode_payload(const Message& message);
+
+/// Parse and validate one payload.
+/// \throws Error (Errc::protocol): `protocol: <problem>: "<payload>"`, for bad JSON, nesting
+///         deeper than 8, a missing or mistyped field, a wrong version or an unknown type.
+[[nodiscard]] Message decode_payload(std::string_view payload);
+
+/// Header + payload. \throws Error (Errc::protocol) when the payload exceeds k_max_frame.
+[[nodiscard]] std::string encode_frame(const Message& message);
+
+/// Splits a byte stream into payloads. The length is checked before anything is buffered for
+/// the payload, so a hostile `\xff\xff\xff\xff` header costs nothing.
+class FrameDecoder {
+  public:
+    /// Append bytes received. \throws Error (Errc::protocol) on an oversize length.
+    void feed(std::string_view bytes);
+    /// The next complete payload, if one is buffered.
+    [[nodiscard]] std::optional<std::string> next();
+    /// True when a frame is partly received (EOF now would truncate it).
+    [[nodiscard]] bool partial() const noexcept { return !m_buffer.empty(); }
+
+  private:
+    void check_header() const;
+    std::string m_buffer;
+};
+
+/// One line describing a failure, the text after `aborting: `.
+/// Input: rank 3, worker:2, n2, trainer exited 3. Output: `rank 3 (worker:2) on n2 exited with
+/// status 3`. Others: `... was killed by signal 9 (Killed)`, `... launcher lost (no heartbeat
+/// for 10 s)`, `... could not start its trainer: <error>`, `... did not register within 60 s`.
+[[nodiscard]] std::string describe(const Failure& failure);
+
+// --- authentication ------------------------------------------------------------------------
+
+using Digest = std::array<std::uint8_t, 32>;
+
+/// FIPS 180-4 SHA-256.
+[[nodiscard]] Digest sha256(std::string_view data) noexcept;
+/// RFC 2104 HMAC-SHA256 (test vectors: RFC 4231).
+[[nodiscard]] Digest hmac_sha256(std::string_view key, std::string_view data) noexcept;
+
+/// Lower-case hex. Input: "\x01\xab". Output: "01ab".
+[[nodiscard]] std::string to_hex(std::string_view bytes);
+[[nodiscard]] std::string to_hex(const Digest& digest);
+/// Decode hex (either case); nullopt for odd length or a non-hex character.
+[[nodiscard]] std::optional<std::string> from_hex(std::string_view hex);
+
+/// `n` bytes from getrandom(). \throws std::system_error.
+[[nodiscard]] std::string random_bytes(std::size_t n);
+
+/// Compare without an early exit (the time does not depend on where they differ).
+[[nodiscard]] bool constant_time_equal(std::string_view a, std::string_view b) noexcept;
+
+/// The bytes a launcher MACs with the secret: nonce (raw) || job (u64 BE) || rank (u32 BE).
+[[nodiscard]] std::string
+secret_message(std::string_view nonce_hex, std::uint64_t job, std::uint32_t rank);
+
+/// The payload a launcher MUNGE-encodes: `tfslurm/1 job=<job> rank=<rank> nonce=<nonce_hex>`.
+[[nodiscard]] std::string
+munge_payload(std::string_view nonce_hex, std::uint64_t job, std::uint32_t rank);
+
+/// What the user configured.
+struct AuthSettings {
+    AuthMethod method = AuthMethod::automatic;
+    std::optional<std::string> secret_hex; ///< TFSLURM_SECRET
+    std::string munge_socket;              ///< TFSLURM_MUNGE_SOCKET; empty = libmunge's default
+};
+
+/// Creates hello credentials (launcher side) and verifies them (coordinator side).
+///
+/// Launcher: `prove()` with the resolved method. Coordinator: `verify()` accepts munge unless
+/// `--auth secret` was chosen, and the secret when one is configured and `--auth munge` was
+/// not chosen. Either way a MUNGE credential must carry this process's uid, the job, the claimed
+/// rank and the challenge's nonce; munged rejects replays.
+class Authenticator {
+  public:
+    /// Resolve `automatic` (munge if a credential can be encoded now, else the secret if
+    /// set). \throws Error (Errc::auth) `--auth: no authentication available: ...`, or for
+    /// `--auth secret` without a valid TFSLURM_SECRET (hex, >= 16 bytes), or `--auth munge`
+    /// when munged cannot be reached.
+    [[nodiscard]] static Authenticator create(const AuthSettings& settings);
+
+    /// The method prove() uses: munge or secret.
+    [[nodiscard]] AuthMethod method() const noexcept { return m_method; }
+
+    /// The credential for a hello. \throws Error (Errc::auth) when munge_encode fails.
+    [[nodiscard]] std::string
+    prove(std::string_view nonce_hex, std::uint64_t job, std::uint32_t rank) const;
+
+    /// nullopt when `hello` proves it belongs to `job` and answers `nonce_hex`; otherwise the
+    /// reason for the rejection (for the log and the reject message).
+    [[nodiscard]] std::optional<std::string>
+    verify(const Hello& hello, std::string_view nonce_hex, std::uint64_t job) const;
+
+  private:
+    AuthMethod m_method = AuthMethod::secret;
+    AuthMethod m_requested = AuthMethod::automatic;
+    std::string m_secret; ///< raw bytes, empty when none
+    std::string m_munge_socket;
+};
+
+/// Whether a MUNGE credential can be encoded now (munged reachable). Touches the OS.
+[[nodiscard]] bool munge_available(const std::string& socket);
+
+} // namespace tfslurm::protocol

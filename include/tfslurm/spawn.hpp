@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+/// \file
+/// Starting and ending processes: fork/exec of an argv (no shell) into its own process group,
+/// decoding wait statuses, signalling process groups, and reaping or killing whatever children
+/// a launcher (a child subreaper) has inherited. This component and the watchdog are the only
+/// parts of libtfslurm that start or stop processes.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tfslurm {
+
+/// How a process ended, as waitpid() reports it.
+///
+/// Example: `ExitStatus::from_wait_status(status)` of a `kill -9`ed process is
+/// `{Kind::signaled, 9}`, its shell_status() is 137 and describe() gives
+/// `was killed by signal 9 (Killed)`.
+struct ExitStatus {
+    enum class Kind { exited, signaled };
+
+    Kind kind = Kind::exited;
+    int value = 0; ///< the exit code (0..255) or the signal number
+
+    [[nodiscard]] static ExitStatus exited(int code) noexcept { return {Kind::exited, code}; }
+    [[nodiscard]] static ExitStatus signaled(int signo) noexcept { return {Kind::signaled, signo}; }
+    /// Decode a `waitpid()` status (WIFEXITED/WIFSIGNALED). Anything else (stopped or
+    /// continued, never asked for) is reported as exited(255), a failure.
+    [[nodiscard]] static ExitStatus from_wait_status(int status) noexcept;
+
+    [[nodiscard]] bool success() const noexcept { return kind == Kind::exited && value == 0; }
+    /// What a shell (and srun) reports: the code, or 128 + the signal number.
+    [[nodiscard]] int shell_status() const noexcept;
+
+    friend bool operator==(const ExitStatus& a, const ExitStatus& b) noexcept {
+        return a.kind == b.kind && a.value == b.value;
+    }
+    friend bool operator!=(const ExitStatus& a, const ExitStatus& b) noexcept { return !(a == b); }
+};
+
+/// `exited with status 3` or `was killed by signal 9 (Killed)`.
+[[nodiscard]] std::string describe(const ExitStatus& status);
+
+/// The description of a signal. Input: 15. Output: `Terminated`. Unknown numbers give
+/// `Unknown signal N`.
+[[nodiscard]] std::string signal_description(int signo);
+
+/// Whether the child gets a process group of its own.
+enum class ProcessGroup {
+    inherit,  ///< stay in the parent's group
+    new_group ///< `setpgid(0, 0)`: the child leads a new group (pgid == pid)
+};
+
+/// What to start and how.
+struct SpawnRequest {
+    /// argv[0] is looked up in `PATH` (from `env`, like execvp) unless it contains a `/`.
+    std::vector<std::string> argv;
+    /// The complete environment, `NAME=value` strings.
+    std::vector<std::string> env;
+    ProcessGroup group = ProcessGroup::new_group;
+    /// `prctl(PR_SET_PDEATHSIG)` in the child: sent to it when the parent dies; 0 = none.
+    int death_signal = 0;
+    /// Descriptors that the child keeps across exec (every other one is expected to be
+    /// CLOEXEC already); their CLOEXEC flag is cleared in the child only.
+    std::vector<int> inherit_fds;
+    /// Called in the parent right before fork() and right after it (e.g. to call
+    /// `io_context::notify_fork`). Optional.
+    std::function<void()> before_fork;
+    std::function<void()> after_fork;
+};
+
+/// Resolve a command like execvp: a name containing `/` is used as is; otherwise the first
+/// executable regular file found in the `:`-separated `path_var` (an empty entry is the
+/// current directory; an empty `path_var` means `/usr/local/bin:/usr/bin:/bin`).
+/// Input: `sh`, `/usr/bin:/bin`. Output: `/usr/bin/sh`.
+/// \throws Error (Errc::spawn_failed) `trainer: command not found in PATH: "<name>"`.
+[[nodiscard]] std::string find_executable(std::string_view name, std::string_view path_var);
+
+/// fork() + exec of `request.argv` without a shell. stdin/stdout/stderr are inherited, the
+/// signal mask and every signal disposition are reset to the defaults in the child. Whether
+/// exec succeeded is known on return (a CLOEXEC pipe carries the child's errno).
+/// Input: argv {"true"}. Output: the child's pid (leader of its own process group).
+/// \throws Error (Errc::spawn_failed) `trainer: command not found in PATH: "<name>"` or
+///         `trainer: cannot execute (<strerror>): "<path>"`; std::system_error when fork fails.
+[[nodiscard]] pid_t spawn_process(const SpawnRequest& request);
+
+/// `kill(-pgid, signo)`, ignoring ESRCH (the group is already gone). Returns false when no
+/// process of the group was left.
+bool signal_group(pid_t pgid, int signo) noexcept;
+
+/// The pids whose parent is `parent`, read from `/proc/<pid>/stat` (zombies included).
+[[nodiscard]] std::vector<pid_t> list_children(pid_t parent);
+
+/// Make this process a child subreaper (`PR_SET_CHILD_SUBREAPER`): orphaned descendants are
+/// re-parented to it instead of init, so they can be reaped and killed.
+/// \throws std::system_error when prctl fails.
+void become_subreaper();
+
+/// SIGKILL every child of this process (and, as they die, the orphans re-parented to it),
+/// reaping all of them; repeats until no child is left or `max_rounds` rounds passed.
+/// Returns the number of processes signalled. Used by a launcher right before it exits so that
+/// no trainer, grandchild or zombie outlives it.
+std::size_t kill_all_children(int max_rounds = 50) noexcept;
+
+} // namespace tfslurm

@@ -1,0 +1,445 @@
+// SPDX-License-Identifier: MIT
+#include <tfslurm/error.hpp>
+#include <tfslurm/protocol.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <limits>
+#include <type_traits>
+
+namespace tfslurm::protocol {
+
+using nlohmann::json;
+
+namespace {
+
+// The wire names are defined here, not borrowed from the CLI's parsers, so that the protocol
+// cannot change by accident when the command line grows aliases.
+constexpr std::array<std::pair<Role, std::string_view>, 4> k_roles{{
+    {Role::chief, "chief"},
+    {Role::evaluator, "evaluator"},
+    {Role::ps, "ps"},
+    {Role::worker, "worker"},
+}};
+
+constexpr std::array<std::pair<FailureCause, std::string_view>, 4> k_causes{{
+    {FailureCause::trainer, "trainer"},
+    {FailureCause::start, "start"},
+    {FailureCause::lost, "lost"},
+    {FailureCause::unregistered, "unregistered"},
+}};
+
+/// Deepest nesting a valid message has is 2 (`{"status":{...}}`); anything deeper than this
+/// is refused before nlohmann parses it.
+constexpr int k_max_depth = 8;
+/// Longest string field accepted (a MUNGE credential of our payload is ~200 bytes).
+constexpr std::size_t k_max_string = 4096;
+
+std::string_view role_name(Role role) noexcept {
+    for (const auto& [value, name] : k_roles) {
+        if (value == role) {
+            return name;
+        }
+    }
+    return "worker";
+}
+
+template <typename Enum, std::size_t N>
+std::string_view enum_name(const std::array<std::pair<Enum, std::string_view>, N>& table,
+                           Enum value) noexcept {
+    for (const auto& [entry, name] : table) {
+        if (entry == value) {
+            return name;
+        }
+    }
+    return table.front().second;
+}
+
+[[noreturn]] void fail(std::string_view problem, std::string_view payload) {
+    throw errors::make(Errc::protocol, "protocol", fmt::format("{}: {}", problem, quote(payload)));
+}
+
+/// Reject deep nesting without recursion: count brackets outside strings.
+void check_depth(std::string_view payload) {
+    int depth = 0;
+    bool in_string = false;
+    bool escaped = false;
+    for (const char c : payload) {
+        if (in_string) {
+            if (escaped) {
+                escaped = false;
+            } else if (c == '\\') {
+                escaped = true;
+            } else if (c == '"') {
+                in_string = false;
+            }
+            continue;
+        }
+        if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            if (++depth > k_max_depth) {
+                fail("nested too deeply", payload);
+            }
+        } else if (c == '}' || c == ']') {
+            --depth;
+        }
+    }
+}
+
+/// Field readers: each names the field and the message type in its error.
+class Fields {
+  public:
+    Fields(const json& object, std::string_view type, std::string_view payload)
+        : m_object(object), m_type(type), m_payload(payload) {}
+
+    [[nodiscard]] const json& require(std::string_view key) const {
+        const auto it = m_object.find(key);
+        if (it == m_object.end()) {
+            fail(fmt::format("missing field \"{}\" in {}", key, m_type), m_payload);
+        }
+        return *it;
+    }
+
+    [[nodiscard]] bool has(std::string_view key) const { return m_object.contains(key); }
+
+    template <typename Int>
+    [[nodiscard]] Int integer(std::string_view key,
+                              Int min = std::numeric_limits<Int>::min(),
+                              Int max = std::numeric_limits<Int>::max()) const {
+        const json& value = require(key);
+        if constexpr (std::is_unsigned_v<Int>) {
+            if (value.is_number_unsigned()) {
+                const auto number = value.get<std::uint64_t>();
+                if (number >= static_cast<std::uint64_t>(min) &&
+                    number <= static_cast<std::uint64_t>(max)) {
+                    return static_cast<Int>(number);
+                }
+            }
+        } else {
+            if (value.is_number_integer()) {
+                const auto number = value.get<std::int64_t>();
+                if (number >= static_cast<std::int64_t>(min) &&
+                    number <= static_cast<std::int64_t>(max)) {
+                    return static_cast<Int>(number);
+                }
+            }
+        }
+        fail(fmt::format("field \"{}\" of {} is not an integer in [{}, {}]", key, m_type, min, max),
+             m_payload);
+    }
+
+    [[nodiscard]] std::string string(std::string_view key) const {
+        const json& value = require(key);
+        if (!value.is_string() || value.get_ref<const std::string&>().size() > k_max_string) {
+            fail(fmt::format("field \"{}\" of {} is not a string of at most {} bytes",
+                             key,
+                             m_type,
+                             k_max_string),
+                 m_payload);
+        }
+        return value.get<std::string>();
+    }
+
+    template <typename Enum, std::size_t N>
+    [[nodiscard]] Enum choice(std::string_view key,
+                              const std::array<std::pair<Enum, std::string_view>, N>& table) const {
+        const std::string text = string(key);
+        for (const auto& [value, name] : table) {
+            if (name == text) {
+                return value;
+            }
+        }
+        fail(fmt::format("field \"{}\" of {} has an unknown value", key, m_type), m_payload);
+    }
+
+    [[nodiscard]] ExitStatus status(std::string_view key) const {
+        const json& value = require(key);
+        if (!value.is_object()) {
+            fail(fmt::format("field \"{}\" of {} is not an object", key, m_type), m_payload);
+        }
+        const Fields inner(value, m_type, m_payload);
+        const std::string kind = inner.string("kind");
+        if (kind == "exited") {
+            return ExitStatus::exited(inner.integer<int>("code", 0, 255));
+        }
+        if (kind == "signaled") {
+            return ExitStatus::signaled(inner.integer<int>("signal", 1, 127));
+        }
+        fail(fmt::format("field \"{}.kind\" of {} has an unknown value", key, m_type), m_payload);
+    }
+
+  private:
+    const json& m_object;
+    std::string_view m_type;
+    std::string_view m_payload;
+};
+
+json status_json(const ExitStatus& status) {
+    if (status.kind == ExitStatus::Kind::signaled) {
+        return json{{"kind", "signaled"}, {"signal", status.value}};
+    }
+    return json{{"kind", "exited"}, {"code", status.value}};
+}
+
+struct Encoder {
+    json& out;
+
+    void operator()(const Challenge& m) const { out["nonce"] = m.nonce; }
+    void operator()(const Hello& m) const {
+        out["job"] = m.job;
+        out["rank"] = m.rank;
+        out["role"] = role_name(m.role);
+        out["host"] = m.host;
+        out["pid"] = m.pid;
+        out["auth"] = to_string(m.auth);
+        out["credential"] = m.credential;
+    }
+    void operator()(const Welcome& m) const { out["ranks"] = m.ranks; }
+    void operator()(const Reject& m) const { out["reason"] = m.reason; }
+    void operator()(const Heartbeat& /*unused*/) const {}
+    void operator()(const Exit& m) const {
+        out["status"] = status_json(m.status);
+        if (!m.error.empty()) {
+            out["error"] = m.error;
+        }
+    }
+    void operator()(const Interrupt& m) const { out["signal"] = m.signal; }
+    void operator()(const Stop& m) const {
+        out["reason"] = m.reason == StopReason::done ? "done" : "signal";
+        if (m.reason == StopReason::signal) {
+            out["rank"] = m.rank;
+            out["signal"] = m.signal;
+        }
+    }
+    void operator()(const Abort& m) const {
+        const Failure& f = m.failure;
+        out["rank"] = f.rank;
+        out["role"] = role_name(f.role);
+        out["index"] = f.index;
+        out["host"] = f.host;
+        out["cause"] = enum_name(k_causes, f.cause);
+        out["status"] = status_json(f.status);
+        out["detail"] = f.detail;
+        out["missing"] = f.missing;
+        out["step_status"] = f.step_status;
+    }
+};
+
+Message decode_object(const Fields& f, std::string_view type, std::string_view payload) {
+    if (type == "challenge") {
+        Challenge m;
+        m.nonce = f.string("nonce");
+        if (m.nonce.size() != 2 * k_nonce_size || !from_hex(m.nonce)) {
+            fail("field \"nonce\" of challenge is not 32 bytes of hex", payload);
+        }
+        return m;
+    }
+    if (type == "hello") {
+        Hello m;
+        m.job = f.integer<std::uint64_t>("job");
+        m.rank = f.integer<std::uint32_t>("rank");
+        m.role = f.choice("role", k_roles);
+        m.host = f.string("host");
+        m.pid = f.integer<std::int64_t>("pid", 0);
+        m.auth = f.choice("auth",
+                          std::array<std::pair<AuthMethod, std::string_view>, 2>{{
+                              {AuthMethod::munge, "munge"},
+                              {AuthMethod::secret, "secret"},
+                          }});
+        m.credential = f.string("credential");
+        return m;
+    }
+    if (type == "welcome") {
+        return Welcome{f.integer<std::uint32_t>("ranks")};
+    }
+    if (type == "reject") {
+        return Reject{f.string("reason")};
+    }
+    if (type == "heartbeat") {
+        return Heartbeat{};
+    }
+    if (type == "exit") {
+        Exit m;
+        m.status = f.status("status");
+        if (f.has("error")) {
+            m.error = f.string("error");
+        }
+        return m;
+    }
+    if (type == "interrupt") {
+        return Interrupt{f.integer<int>("signal", 1, 127)};
+    }
+    if (type == "stop") {
+        Stop m;
+        m.reason = f.choice("reason",
+                            std::array<std::pair<StopReason, std::string_view>, 2>{{
+                                {StopReason::done, "done"},
+                                {StopReason::signal, "signal"},
+                            }});
+        if (m.reason == StopReason::signal) {
+            m.rank = f.integer<std::uint32_t>("rank");
+            m.signal = f.integer<int>("signal", 1, 127);
+        }
+        return m;
+    }
+    if (type == "abort") {
+        Failure x;
+        x.rank = f.integer<std::uint32_t>("rank");
+        x.role = f.choice("role", k_roles);
+        x.index = f.integer<std::uint32_t>("index");
+        x.host = f.string("host");
+        x.cause = f.choice("cause", k_causes);
+        x.status = f.status("status");
+        x.detail = f.string("detail");
+        x.missing = f.integer<std::uint32_t>("missing");
+        x.step_status = f.integer<int>("step_status", 0, 255);
+        return Abort{std::move(x)};
+    }
+    fail(fmt::format("unknown message type \"{}\"", type), payload);
+}
+
+} // namespace
+
+std::string_view type_name(const Message& message) noexcept {
+    constexpr std::array<std::string_view, 9> k_names{"challenge",
+                                                      "hello",
+                                                      "welcome",
+                                                      "reject",
+                                                      "heartbeat",
+                                                      "exit",
+                                                      "interrupt",
+                                                      "stop",
+                                                      "abort"};
+    static_assert(std::variant_size_v<Message> == k_names.size());
+    return k_names.at(message.index());
+}
+
+std::string encode_payload(const Message& message) {
+    json out = json::object();
+    out["v"] = k_version;
+    out["type"] = type_name(message);
+    std::visit(Encoder{out}, message);
+    // Strings such as host names come from the system; never let a stray byte throw here.
+    return out.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Message decode_payload(std::string_view payload) {
+    check_depth(payload);
+    const json object = json::parse(payload, nullptr, false);
+    if (object.is_discarded()) {
+        fail("not valid JSON", payload);
+    }
+    if (!object.is_object()) {
+        fail("not a JSON object", payload);
+    }
+    const Fields top(object, "message", payload);
+    const auto version = object.find("v");
+    if (version == object.end() || !version->is_number_integer() ||
+        version->get<std::int64_t>() != k_version) {
+        fail(fmt::format("unsupported protocol version (expected \"v\":{})", k_version), payload);
+    }
+    const std::string type = top.string("type");
+    return decode_object(Fields(object, type, payload), type, payload);
+}
+
+std::string encode_frame(const Message& message) {
+    const std::string payload = encode_payload(message);
+    if (payload.size() > k_max_frame) {
+        throw errors::make(Errc::protocol,
+                           "protocol",
+                           fmt::format("{} message of {} bytes exceeds the {}-byte frame limit",
+                                       type_name(message),
+                                       payload.size(),
+                                       k_max_frame));
+    }
+    const auto size = static_cast<std::uint32_t>(payload.size());
+    std::string frame;
+    frame.reserve(k_header_size + payload.size());
+    frame.push_back(static_cast<char>((size >> 24U) & 0xffU));
+    frame.push_back(static_cast<char>((size >> 16U) & 0xffU));
+    frame.push_back(static_cast<char>((size >> 8U) & 0xffU));
+    frame.push_back(static_cast<char>(size & 0xffU));
+    frame += payload;
+    return frame;
+}
+
+namespace {
+std::uint32_t read_length(std::string_view header) noexcept {
+    std::uint32_t size = 0;
+    for (std::size_t i = 0; i < k_header_size; ++i) {
+        size = (size << 8U) | static_cast<std::uint8_t>(header[i]);
+    }
+    return size;
+}
+} // namespace
+
+void FrameDecoder::check_header() const {
+    if (m_buffer.size() >= k_header_size) {
+        const std::uint32_t size = read_length(m_buffer);
+        if (size > k_max_frame) {
+            throw errors::make(Errc::protocol,
+                               "protocol",
+                               fmt::format("frame of {} bytes exceeds the {}-byte limit: {}",
+                                           size,
+                                           k_max_frame,
+                                           quote(std::string_view(m_buffer).substr(0, 16))));
+        }
+    }
+}
+
+void FrameDecoder::feed(std::string_view bytes) {
+    // Check the header as soon as it is complete, before the payload is buffered.
+    if (m_buffer.size() < k_header_size && m_buffer.size() + bytes.size() >= k_header_size) {
+        const std::size_t missing = k_header_size - m_buffer.size();
+        m_buffer.append(bytes.substr(0, missing));
+        bytes.remove_prefix(missing);
+        check_header();
+    }
+    m_buffer.append(bytes);
+}
+
+std::optional<std::string> FrameDecoder::next() {
+    if (m_buffer.size() < k_header_size) {
+        return std::nullopt;
+    }
+    check_header();
+    const std::size_t size = read_length(m_buffer);
+    if (m_buffer.size() < k_header_size + size) {
+        return std::nullopt;
+    }
+    std::string payload = m_buffer.substr(k_header_size, size);
+    m_buffer.erase(0, k_header_size + size);
+    // The next frame's header, if complete, is checked now rather than on the next feed.
+    check_header();
+    return payload;
+}
+
+std::string describe(const Failure& failure) {
+    std::string out = fmt::format("rank {} ({}:{}) on {}",
+                                  failure.rank,
+                                  role_name(failure.role),
+                                  failure.index,
+                                  failure.host.empty() ? "?" : failure.host);
+    switch (failure.cause) {
+    case FailureCause::trainer:
+        out += " " + tfslurm::describe(failure.status);
+        break;
+    case FailureCause::start:
+        out += " could not start its trainer: " + failure.detail;
+        break;
+    case FailureCause::lost:
+        out += fmt::format(" launcher lost ({})", failure.detail);
+        break;
+    case FailureCause::unregistered:
+        out += fmt::format(" did not register within {}", failure.detail);
+        if (failure.missing > 1) {
+            out += fmt::format(" ({} ranks missing)", failure.missing);
+        }
+        break;
+    }
+    return out;
+}
+
+} // namespace tfslurm::protocol

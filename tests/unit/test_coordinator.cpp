@@ -1,0 +1,598 @@
+// SPDX-License-Identifier: MIT
+#include <tfslurm/error.hpp>
+#include <tfslurm/protocol.hpp>
+#include <tfslurm/watchdog.hpp>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace tfslurm;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// Members from a role list; hosts n1, n2, ... two ranks per host; indices per role.
+std::vector<Member> members(const std::vector<Role>& roles) {
+    std::vector<Member> out;
+    std::map<Role, std::uint32_t> next;
+    for (std::size_t i = 0; i < roles.size(); ++i) {
+        out.push_back({roles[i], next[roles[i]]++, "n" + std::to_string(i / 2 + 1)});
+    }
+    return out;
+}
+
+CoordinatorSettings settings(const std::vector<Role>& roles, Until until = Until::workers) {
+    CoordinatorSettings s;
+    s.ranks = members(roles);
+    s.until = until;
+    s.heartbeat_timeout = 10s;
+    s.connect_timeout = 60s;
+    s.linger = 15s;
+    return s;
+}
+
+const Clock::time_point k_t0{};
+
+protocol::Exit exited(int code) {
+    return {ExitStatus::exited(code), {}};
+}
+protocol::Exit killed(int signo) {
+    return {ExitStatus::signaled(signo), {}};
+}
+
+void register_all(Coordinator& c, Clock::time_point now = k_t0) {
+    for (std::uint32_t rank = 0; rank < c.size(); ++rank) {
+        REQUIRE_FALSE(c.admit(rank, c.settings().ranks[rank].role));
+        c.registered(rank, now);
+    }
+}
+
+/// Ranks that got a message of type T, in order.
+template <typename T> std::vector<std::uint32_t> recipients(const std::vector<Outgoing>& out) {
+    std::vector<std::uint32_t> ranks;
+    for (const auto& o : out) {
+        if (std::holds_alternative<T>(o.message)) {
+            ranks.push_back(o.rank);
+        }
+    }
+    return ranks;
+}
+
+const std::vector<std::uint32_t> k_none;
+
+} // namespace
+
+TEST_CASE("coordinator: until workers stops the ps once every worker exited 0", "[coordinator]") {
+    Coordinator c(settings({Role::ps, Role::worker, Role::worker, Role::ps}), k_t0);
+    register_all(c);
+    CHECK(c.take_outgoing().empty());
+    c.exited(1, exited(0), k_t0 + 1s);
+    CHECK(c.verdict() == Verdict::none);
+    CHECK(c.take_outgoing().empty());
+    c.exited(2, exited(0), k_t0 + 2s);
+    CHECK(c.verdict() == Verdict::done);
+    const auto out = c.take_outgoing();
+    CHECK(recipients<protocol::Stop>(out) == std::vector<std::uint32_t>{0, 1, 2, 3});
+    CHECK(std::get<protocol::Stop>(out.front().message).reason == protocol::StopReason::done);
+    CHECK(c.step_status() == 0);
+
+    // A stopped ps counts as success, whatever its status.
+    c.exited(0, killed(15), k_t0 + 3s);
+    c.exited(3, exited(143), k_t0 + 3s);
+    CHECK(c.verdict() == Verdict::done);
+    CHECK_FALSE(c.failure());
+    CHECK(c.take_outgoing().empty());
+    CHECK_FALSE(c.finished());
+    for (std::uint32_t rank = 0; rank < 4; ++rank) {
+        c.connection_lost(rank, k_t0 + 4s);
+    }
+    CHECK(c.finished());
+    CHECK(c.step_status() == 0);
+}
+
+TEST_CASE("coordinator: until workers also waits for the chief", "[coordinator]") {
+    Coordinator c(settings({Role::ps, Role::chief, Role::worker}), k_t0);
+    register_all(c);
+    c.exited(2, exited(0), k_t0);
+    CHECK(c.verdict() == Verdict::none);
+    c.exited(1, exited(0), k_t0);
+    CHECK(c.verdict() == Verdict::done);
+    CHECK(recipients<protocol::Stop>(c.take_outgoing()) == std::vector<std::uint32_t>{0, 1, 2});
+}
+
+TEST_CASE("coordinator: until chief stops workers, ps and evaluator when the chief exits 0",
+          "[coordinator]") {
+    Coordinator c(settings({Role::ps, Role::chief, Role::worker, Role::worker, Role::evaluator},
+                           Until::chief),
+                  k_t0);
+    register_all(c);
+    // A worker exiting 0 early is fine (it is not what we wait for).
+    c.exited(2, exited(0), k_t0);
+    CHECK(c.verdict() == Verdict::none);
+    c.exited(1, exited(0), k_t0 + 1s);
+    CHECK(c.verdict() == Verdict::done);
+    CHECK(recipients<protocol::Stop>(c.take_outgoing()) ==
+          std::vector<std::uint32_t>{0, 1, 2, 3, 4});
+    c.exited(3, killed(15), k_t0 + 2s);
+    c.exited(0, killed(9), k_t0 + 2s);
+    CHECK(c.verdict() == Verdict::done);
+    CHECK_FALSE(c.failure());
+}
+
+TEST_CASE("coordinator: until chief needs a chief", "[coordinator]") {
+    CHECK_THROWS_WITH(Coordinator(settings({Role::ps, Role::worker}, Until::chief), k_t0),
+                      R"(--until: the plan has no chief: "chief")");
+    CHECK_THROWS_WITH(Coordinator(settings({}), k_t0), R"(coordinator: the step has no rank: "0")");
+}
+
+TEST_CASE("coordinator: a ps or evaluator exiting 0 before the end is allowed", "[coordinator]") {
+    Coordinator c(settings({Role::ps, Role::evaluator, Role::worker}), k_t0);
+    register_all(c);
+    c.exited(0, exited(0), k_t0);
+    c.exited(1, exited(0), k_t0);
+    CHECK(c.verdict() == Verdict::none);
+    c.exited(2, exited(0), k_t0);
+    CHECK(c.verdict() == Verdict::done);
+}
+
+TEST_CASE("coordinator: a plan without training ranks is done when every rank exited 0",
+          "[coordinator]") {
+    Coordinator c(settings({Role::ps, Role::ps}), k_t0);
+    register_all(c);
+    c.exited(0, exited(0), k_t0);
+    CHECK(c.verdict() == Verdict::none);
+    c.exited(1, exited(0), k_t0);
+    CHECK(c.verdict() == Verdict::done);
+}
+
+TEST_CASE("coordinator: a failing trainer aborts every rank", "[coordinator]") {
+    Coordinator c(settings({Role::ps, Role::worker, Role::worker, Role::worker}), k_t0);
+    register_all(c);
+    c.exited(1, exited(0), k_t0);
+    SECTION("non-zero exit") {
+        c.exited(3, exited(3), k_t0 + 1s);
+        CHECK(c.verdict() == Verdict::aborted);
+        REQUIRE(c.failure());
+        CHECK(protocol::describe(*c.failure()) == "rank 3 (worker:2) on n2 exited with status 3");
+        CHECK(c.step_status() == 3);
+    }
+    SECTION("killed by a signal") {
+        c.exited(2, killed(9), k_t0 + 1s);
+        REQUIRE(c.failure());
+        CHECK(protocol::describe(*c.failure()) ==
+              "rank 2 (worker:1) on n2 was killed by signal 9 (Killed)");
+        CHECK(c.step_status() == 137);
+    }
+    SECTION("a ps exiting non-zero") {
+        c.exited(0, exited(1), k_t0 + 1s);
+        REQUIRE(c.failure());
+        CHECK(protocol::describe(*c.failure()) == "rank 0 (ps:0) on n1 exited with status 1");
+        CHECK(c.step_status() == 1);
+    }
+    SECTION("a trainer that could not start") {
+        c.exited(
+            2, {ExitStatus::exited(127), R"(trainer: command not found in PATH: "pyhton")"}, k_t0);
+        REQUIRE(c.failure());
+        CHECK(c.failure()->cause == protocol::FailureCause::start);
+        CHECK(
+            protocol::describe(*c.failure()) ==
+            R"(rank 2 (worker:1) on n2 could not start its trainer: trainer: command not found in PATH: "pyhton")");
+        CHECK(c.step_status() == 127);
+    }
+    const auto out = c.take_outgoing();
+    // Every connected launcher is told, the exited worker included (it waits for the verdict).
+    CHECK(recipients<protocol::Abort>(out) == std::vector<std::uint32_t>{0, 1, 2, 3});
+    CHECK(std::get<protocol::Abort>(out.front().message).failure.step_status == c.step_status());
+    // Later exits are trainers stopped by us: never a second failure.
+    const auto first = protocol::describe(*c.failure());
+    c.exited(0, killed(15), k_t0 + 2s);
+    c.exited(2, exited(1), k_t0 + 2s);
+    CHECK(protocol::describe(*c.failure()) == first);
+    CHECK(c.take_outgoing().empty());
+}
+
+TEST_CASE("coordinator: registration is checked against the plan", "[coordinator]") {
+    Coordinator c(settings({Role::ps, Role::worker}), k_t0);
+    CHECK_FALSE(c.admit(0, Role::ps));
+    c.registered(0, k_t0);
+    CHECK(c.admit(0, Role::ps) == std::string("rank 0 is already registered"));
+    CHECK(c.admit(2, Role::worker) == std::string("rank 2 is out of range (the step has 2 ranks)"));
+    CHECK(c.admit(1, Role::ps) == std::string("rank 1 is worker in the plan, not ps"));
+    CHECK_FALSE(c.admit(1, Role::worker));
+    CHECK(c.registered_count() == 1);
+    // A rejected newcomer does not disturb the registered rank.
+    CHECK(c.verdict() == Verdict::none);
+    CHECK(c.take_outgoing().empty());
+}
+
+TEST_CASE("coordinator: a rank reporting twice is ignored", "[coordinator]") {
+    Coordinator c(settings({Role::ps, Role::worker, Role::worker}), k_t0);
+    register_all(c);
+    c.exited(1, exited(0), k_t0);
+    c.exited(1, exited(0), k_t0);
+    CHECK(c.verdict() == Verdict::none); // not counted twice
+    c.exited(1, exited(5), k_t0);
+    CHECK(c.verdict() == Verdict::none); // not a failure either
+    c.exited(2, exited(0), k_t0);
+    CHECK(c.verdict() == Verdict::done);
+}
+
+TEST_CASE("coordinator: a lost launcher aborts the step", "[coordinator]") {
+    Coordinator c(settings({Role::ps, Role::worker, Role::worker}), k_t0);
+    register_all(c);
+    SECTION("connection closed") {
+        c.connection_lost(2, k_t0 + 1s);
+        REQUIRE(c.failure());
+        CHECK(protocol::describe(*c.failure()) ==
+              "rank 2 (worker:1) on n2 launcher lost (connection closed)");
+        CHECK(c.step_status() == exit_status(Errc::aborted));
+        CHECK(recipients<protocol::Abort>(c.take_outgoing()) == std::vector<std::uint32_t>{0, 1});
+    }
+    SECTION("no heartbeat") {
+        c.heartbeat(0, k_t0 + 5s);
+        c.heartbeat(1, k_t0 + 5s);
+        c.tick(k_t0 + 10s);
+        CHECK(c.verdict() == Verdict::none);
+        c.tick(k_t0 + 10s + 1ms);
+        REQUIRE(c.failure());
+        CHECK(protocol::describe(*c.failure()) ==
+              "rank 2 (worker:1) on n2 launcher lost (no heartbeat for 10 s)");
+        CHECK(recipients<protocol::Abort>(c.take_outgoing()) ==
+              std::vector<std::uint32_t>{0, 1, 2});
+    }
+    SECTION("after its exit report, a closed connection is fine") {
+        c.exited(1, exited(0), k_t0);
+        c.connection_lost(1, k_t0 + 1s);
+        c.tick(k_t0 + 30s); // and silence too
+        CHECK(c.verdict() == Verdict::aborted);
+        CHECK(c.failure()->rank != 1);
+    }
+}
+
+TEST_CASE("coordinator: ranks that do not register abort the step", "[coordinator]") {
+    Coordinator c(settings({Role::ps, Role::worker, Role::worker, Role::worker}), k_t0);
+    c.registered(0, k_t0 + 1s);
+    c.registered(1, k_t0 + 1s);
+    c.heartbeat(0, k_t0 + 55s);
+    c.heartbeat(1, k_t0 + 55s);
+    c.tick(k_t0 + 59s);
+    CHECK(c.verdict() == Verdict::none);
+    c.tick(k_t0 + 60s);
+    REQUIRE(c.failure());
+    CHECK(protocol::describe(*c.failure()) ==
+          "rank 2 (worker:1) on n2 did not register within 60 s (2 ranks missing)");
+    CHECK(c.step_status() == exit_status(Errc::timeout));
+    CHECK(recipients<protocol::Abort>(c.take_outgoing()) == std::vector<std::uint32_t>{0, 1});
+    SECTION("a latecomer gets the verdict at once") {
+        c.registered(3, k_t0 + 61s);
+        const auto out = c.take_outgoing();
+        CHECK(recipients<protocol::Abort>(out) == std::vector<std::uint32_t>{3});
+    }
+}
+
+TEST_CASE("coordinator: an interrupted launcher stops every rank", "[coordinator]") {
+    Coordinator c(settings({Role::ps, Role::worker, Role::worker}), k_t0);
+    register_all(c);
+    c.interrupted(2, 15, k_t0);
+    CHECK(c.verdict() == Verdict::interrupted);
+    const auto out = c.take_outgoing();
+    CHECK(recipients<protocol::Stop>(out) == std::vector<std::uint32_t>{0, 1, 2});
+    const auto& stop = std::get<protocol::Stop>(out.front().message);
+    CHECK(stop.reason == protocol::StopReason::signal);
+    CHECK(stop.rank == 2);
+    CHECK(stop.signal == 15);
+    CHECK(c.step_status() == 143);
+    c.exited(1, killed(15), k_t0 + 1s);
+    c.interrupted(0, 15, k_t0 + 1s);
+    CHECK(c.verdict() == Verdict::interrupted);
+    CHECK_FALSE(c.failure());
+    CHECK(c.take_outgoing().empty());
+}
+
+TEST_CASE("coordinator: finished when every launcher left, or after the linger time",
+          "[coordinator]") {
+    Coordinator c(settings({Role::ps, Role::worker}), k_t0);
+    register_all(c);
+    c.exited(1, exited(0), k_t0);
+    CHECK(c.verdict() == Verdict::done);
+    c.connection_lost(1, k_t0 + 1s);
+    CHECK_FALSE(c.finished());
+    c.tick(k_t0 + 15s);
+    CHECK(c.finished()); // the ps launcher never left: linger (15 s) is over
+}
+
+TEST_CASE("coordinator: after an early failure, ranks still to come are waited for",
+          "[coordinator]") {
+    // Rank 0 fails before the others even connected: they must learn the verdict.
+    Coordinator c(settings({Role::ps, Role::worker, Role::worker}), k_t0);
+    c.registered(0, k_t0);
+    c.exited(0, {ExitStatus::exited(127), "trainer: command not found"}, k_t0);
+    REQUIRE(c.verdict() == Verdict::aborted);
+    c.connection_lost(0, k_t0 + 1ms);
+    CHECK_FALSE(c.finished());
+    c.registered(1, k_t0 + 2ms);
+    c.registered(2, k_t0 + 2ms);
+    const auto out = c.take_outgoing();
+    CHECK(recipients<protocol::Abort>(out) == std::vector<std::uint32_t>{0, 1, 2});
+    c.connection_lost(1, k_t0 + 3ms);
+    CHECK_FALSE(c.finished());
+    c.connection_lost(2, k_t0 + 3ms);
+    CHECK(c.finished());
+}
+
+namespace {
+
+/// Run `body` in a child process with RLIMIT_NOFILE set to (soft, hard); its exit status.
+int with_nofile_limit(rlim_t soft, rlim_t hard, const std::function<int()>& body) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        const rlimit limit{soft, hard};
+        if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+            ::_exit(90);
+        }
+        int code = 91;
+        try {
+            code = body();
+        } catch (...) {
+            code = 92;
+        }
+        ::_exit(code);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 99;
+}
+
+} // namespace
+
+TEST_CASE("coordinator: the descriptor limit is raised, or named when it is too low",
+          "[coordinator]") {
+    CHECK(with_nofile_limit(100, 2000, [] {
+              ensure_descriptor_limit(1064, "1000 launchers");
+              rlimit now{};
+              ::getrlimit(RLIMIT_NOFILE, &now);
+              return now.rlim_cur == 2000 ? 0 : 1;
+          }) == 0);
+    CHECK(with_nofile_limit(100, 500, [] {
+              try {
+                  boost::asio::io_context io;
+                  CoordinatorSettings s;
+                  s.ranks.assign(1000, Member{Role::worker, 0, "n1"});
+                  const auto auth = protocol::Authenticator::create(
+                      {protocol::AuthMethod::secret, std::string(64, 'a'), "/nonexistent"});
+                  CoordinatorServer server(io, s, auth, 1, "127.0.0.1", 0);
+                  return 1;
+              } catch (const Error& e) {
+                  const bool ok =
+                      e.code() == Errc::io && std::string(e.what()) ==
+                                                  "RLIMIT_NOFILE: hard limit 500 is below the 1064 "
+                                                  "descriptors needed for 1000 launchers";
+                  return ok ? 0 : 2;
+              }
+          }) == 0);
+}
+
+// --- the server, over real sockets -------------------------------------------------------------
+
+namespace {
+
+const std::string k_secret_hex = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
+constexpr std::uint64_t k_job = 4242;
+
+/// A blocking client on 127.0.0.1 with a receive timeout.
+class Client {
+  public:
+    explicit Client(std::uint16_t port) {
+        m_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_port = htons(port);
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        REQUIRE(::connect(m_fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+    }
+    ~Client() { ::close(m_fd); }
+    Client(const Client&) = delete;
+    Client& operator=(const Client&) = delete;
+
+    void send_raw(const std::string& bytes) const {
+        // Errors (the server may have closed already) are fine here.
+        [[maybe_unused]] const auto n = ::send(m_fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    }
+    void send(const protocol::Message& message) const { send_raw(protocol::encode_frame(message)); }
+
+    /// The next message, or nullopt on EOF/timeout.
+    std::optional<protocol::Message> receive(std::chrono::milliseconds timeout = 5s) {
+        const auto deadline = Clock::now() + timeout;
+        for (;;) {
+            if (auto payload = m_decoder.next()) {
+                return protocol::decode_payload(*payload);
+            }
+            const auto left =
+                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+            if (left.count() <= 0) {
+                return std::nullopt;
+            }
+            pollfd p{m_fd, POLLIN, 0};
+            if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+                return std::nullopt;
+            }
+            std::array<char, 4096> buffer{};
+            const ssize_t n = ::recv(m_fd, buffer.data(), buffer.size(), 0);
+            if (n <= 0) {
+                m_closed = true;
+                return std::nullopt;
+            }
+            m_decoder.feed(std::string_view(buffer.data(), static_cast<std::size_t>(n)));
+        }
+    }
+
+    /// True when the server closed the connection within `timeout` (messages are skipped).
+    bool closed_within(std::chrono::milliseconds timeout) {
+        const auto deadline = Clock::now() + timeout;
+        while (Clock::now() < deadline && !m_closed) {
+            (void)receive(
+                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+        }
+        return m_closed;
+    }
+
+    /// Read the challenge and register as `rank`.
+    std::optional<protocol::Message>
+    hello(std::uint32_t rank, Role role, const std::string& secret_hex = k_secret_hex) {
+        const auto challenge = receive();
+        REQUIRE(challenge);
+        const auto& nonce = std::get<protocol::Challenge>(*challenge).nonce;
+        const auto auth = protocol::Authenticator::create(
+            {protocol::AuthMethod::secret, secret_hex, "/nonexistent/munge.socket"});
+        protocol::Hello h;
+        h.job = k_job;
+        h.rank = rank;
+        h.role = role;
+        h.host = "localhost";
+        h.pid = ::getpid();
+        h.auth = protocol::AuthMethod::secret;
+        h.credential = auth.prove(nonce, k_job, rank);
+        send(h);
+        return receive();
+    }
+
+  private:
+    int m_fd = -1;
+    protocol::FrameDecoder m_decoder;
+    bool m_closed = false;
+};
+
+} // namespace
+
+TEST_CASE("coordinator: hostile clients cannot crash or stall the coordinator", "[coordinator]") {
+    boost::asio::io_context io;
+    CoordinatorSettings s = settings({Role::ps, Role::worker});
+    s.hello_timeout = 300ms;
+    s.heartbeat_timeout = 5s;
+    s.linger = 2s;
+    const auto auth = protocol::Authenticator::create(
+        {protocol::AuthMethod::secret, k_secret_hex, "/nonexistent/munge.socket"});
+    CoordinatorServer server(io, s, auth, k_job, "127.0.0.1", 0);
+    const std::uint16_t port = server.port();
+    REQUIRE(port != 0);
+    std::atomic<bool> finished{false};
+    server.on_finished([&] { finished = true; });
+    std::thread runner([&] { io.run(); });
+
+    // Idle connections that never say anything, opened first and kept open throughout.
+    std::vector<std::unique_ptr<Client>> idle;
+    idle.reserve(50);
+    for (int i = 0; i < 50; ++i) {
+        idle.push_back(std::make_unique<Client>(port));
+    }
+    {
+        Client garbage(port);
+        garbage.send_raw("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        CHECK(garbage.closed_within(5s));
+    }
+    {
+        Client huge(port);
+        huge.send_raw(std::string("\xff\xff\xff\xff", 4) + std::string(1000, 'x'));
+        CHECK(huge.closed_within(5s));
+    }
+    {
+        Client json(port);
+        json.send_raw(protocol::encode_frame(protocol::Heartbeat{})); // not a hello
+        CHECK(json.closed_within(5s));
+    }
+    {
+        Client wrong_version(port);
+        const std::string payload = R"({"v":2,"type":"hello"})";
+        wrong_version.send_raw(std::string("\0\0\0", 3) + static_cast<char>(payload.size()) +
+                               payload);
+        CHECK(wrong_version.closed_within(5s));
+    }
+    {
+        Client truncated(port);
+        truncated.send_raw(std::string("\0\0\0\x40{\"v\":1", 10)); // then nothing: hello timeout
+        CHECK(truncated.closed_within(5s));
+    }
+    {
+        Client bad_secret(port);
+        const auto reply = bad_secret.hello(1, Role::worker, std::string(64, '7'));
+        REQUIRE(reply);
+        CHECK(std::get<protocol::Reject>(*reply).reason == "bad secret proof");
+        CHECK(bad_secret.closed_within(5s));
+    }
+    {
+        Client out_of_range(port);
+        const auto reply = out_of_range.hello(7, Role::worker);
+        REQUIRE(reply);
+        CHECK(std::get<protocol::Reject>(*reply).reason ==
+              "rank 7 is out of range (the step has 2 ranks)");
+    }
+    {
+        Client wrong_role(port);
+        const auto reply = wrong_role.hello(0, Role::worker);
+        REQUIRE(reply);
+        CHECK(std::get<protocol::Reject>(*reply).reason == "rank 0 is ps in the plan, not worker");
+    }
+
+    // The real launchers register and finish the step normally.
+    auto ps = std::make_unique<Client>(port);
+    auto worker = std::make_unique<Client>(port);
+    auto welcome = ps->hello(0, Role::ps);
+    REQUIRE(welcome);
+    CHECK(std::get<protocol::Welcome>(*welcome).ranks == 2);
+    welcome = worker->hello(1, Role::worker);
+    REQUIRE(welcome);
+    CHECK(std::holds_alternative<protocol::Welcome>(*welcome));
+    {
+        Client duplicate(port);
+        const auto reply = duplicate.hello(1, Role::worker);
+        REQUIRE(reply);
+        CHECK(std::get<protocol::Reject>(*reply).reason == "rank 1 is already registered");
+    }
+    worker->send(protocol::Heartbeat{});
+    const auto echo = worker->receive();
+    REQUIRE(echo);
+    CHECK(std::holds_alternative<protocol::Heartbeat>(*echo));
+    worker->send(protocol::Exit{ExitStatus::exited(0), {}});
+    const auto stop = ps->receive();
+    REQUIRE(stop);
+    CHECK(std::get<protocol::Stop>(*stop).reason == protocol::StopReason::done);
+    const auto worker_stop = worker->receive();
+    REQUIRE(worker_stop);
+    CHECK(std::holds_alternative<protocol::Stop>(*worker_stop));
+    ps->send(protocol::Exit{ExitStatus::signaled(15), {}});
+    CHECK_FALSE(finished); // the launchers are still connected
+
+    // The launchers leave; the idle intruders do not count: the coordinator finishes.
+    ps.reset();
+    worker.reset();
+    const auto deadline = Clock::now() + 10s;
+    while (!finished && Clock::now() < deadline) {
+        std::this_thread::sleep_for(10ms);
+    }
+    CHECK(finished);
+    idle.clear();
+    boost::asio::post(io, [&] {
+        server.close();
+        io.stop();
+    });
+    runner.join();
+    CHECK(server.state().verdict() == Verdict::done);
+    CHECK_FALSE(server.state().failure());
+}

@@ -1,0 +1,297 @@
+// SPDX-License-Identifier: MIT
+#include <tfslurm/error.hpp>
+#include <tfslurm/spawn.hpp>
+#include <tfslurm/watchdog.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+
+using namespace tfslurm;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<std::string> base_env() {
+    return {"PATH=/usr/bin:/bin", "LC_ALL=C"};
+}
+
+ExitStatus wait_for(pid_t pid) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return ExitStatus::from_wait_status(status);
+}
+
+ExitStatus run_sh(const std::string& script, std::vector<std::string> env = base_env()) {
+    SpawnRequest request;
+    request.argv = {"sh", "-c", script};
+    request.env = std::move(env);
+    return wait_for(spawn_process(request));
+}
+
+/// A temporary directory removed at the end of the test.
+struct TempDir {
+    TempDir() {
+        char pattern[] = "/tmp/tfslurm-spawn-XXXXXX";
+        REQUIRE(::mkdtemp(pattern) != nullptr);
+        path = pattern;
+    }
+    ~TempDir() { [[maybe_unused]] const int ignored = std::system(("rm -rf " + path).c_str()); }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+
+    [[nodiscard]] std::string
+    write(const std::string& name, const std::string& text, mode_t mode) const {
+        std::string file = path + "/" + name;
+        std::ofstream(file) << text;
+        ::chmod(file.c_str(), mode);
+        return file;
+    }
+
+    std::string path;
+};
+
+bool alive(pid_t pid) {
+    return ::kill(pid, 0) == 0;
+}
+
+} // namespace
+
+TEST_CASE("spawn: exit statuses are decoded like a shell", "[spawn]") {
+    CHECK(run_sh("exit 0") == ExitStatus::exited(0));
+    CHECK(run_sh("exit 3") == ExitStatus::exited(3));
+    const auto killed = run_sh("kill -9 $$");
+    CHECK(killed == ExitStatus::signaled(9));
+    CHECK(killed.shell_status() == 137);
+    CHECK_FALSE(killed.success());
+    CHECK(describe(killed) == "was killed by signal 9 (Killed)");
+    CHECK(describe(ExitStatus::exited(3)) == "exited with status 3");
+    CHECK(describe(ExitStatus::signaled(15)) == "was killed by signal 15 (Terminated)");
+    CHECK(signal_description(200) == "Unknown signal 200");
+}
+
+TEST_CASE("spawn: the child gets exactly the environment given", "[spawn]") {
+    CHECK(run_sh(R"(test "$FOO" = "bar baz" && test -z "$HOME")",
+                 {"PATH=/usr/bin:/bin", "FOO=bar baz"}) == ExitStatus::exited(0));
+}
+
+TEST_CASE("spawn: commands are looked up in PATH like execvp", "[spawn]") {
+    const TempDir dir;
+    CHECK(find_executable("sh", "/nonexistent:/usr/bin:/bin") == "/usr/bin/sh");
+    CHECK(find_executable("./x", "/usr/bin") == "./x");
+    const auto script = dir.write("tool", "#!/bin/sh\nexit 4\n", 0755);
+    CHECK(find_executable("tool", dir.path) == script);
+    SECTION("not found") {
+        try {
+            (void)find_executable("no-such-command-xyz", "/usr/bin:/bin");
+            FAIL("no exception");
+        } catch (const Error& e) {
+            CHECK(e.code() == Errc::spawn_failed);
+            CHECK(std::string(e.what()) ==
+                  R"(trainer: command not found in PATH: "no-such-command-xyz")");
+        }
+    }
+    SECTION("found but not executable") {
+        const auto plain = dir.write("data", "x\n", 0644);
+        CHECK_THROWS_WITH(find_executable("data", dir.path),
+                          R"(trainer: cannot execute (Permission denied): ")" + plain + "\"");
+    }
+    SECTION("PATH from the child's environment") {
+        SpawnRequest request;
+        request.argv = {"tool"};
+        request.env = {"PATH=" + dir.path};
+        CHECK(wait_for(spawn_process(request)) == ExitStatus::exited(4));
+    }
+}
+
+TEST_CASE("spawn: exec failures are reported by spawn_process", "[spawn]") {
+    const TempDir dir;
+    SpawnRequest request;
+    request.env = base_env();
+    SECTION("a script without #!") {
+        const auto script = dir.write("noshebang", "exit 0\n", 0755);
+        request.argv = {script};
+        try {
+            (void)spawn_process(request);
+            FAIL("no exception");
+        } catch (const Error& e) {
+            CHECK(e.code() == Errc::spawn_failed);
+            CHECK(std::string(e.what()) ==
+                  R"(trainer: cannot execute (Exec format error): ")" + script + "\"");
+            CHECK(e.hint() == "a script needs a '#!' line");
+        }
+    }
+    SECTION("a directory") {
+        request.argv = {dir.path};
+        CHECK_THROWS_WITH(spawn_process(request),
+                          R"(trainer: cannot execute (Permission denied): ")" + dir.path + "\"");
+    }
+    SECTION("a missing file") {
+        request.argv = {dir.path + "/missing"};
+        CHECK_THROWS_WITH(spawn_process(request),
+                          R"(trainer: cannot execute (No such file or directory): ")" + dir.path +
+                              "/missing\"");
+    }
+    SECTION("no command") {
+        request.argv = {};
+        CHECK_THROWS_WITH(spawn_process(request), "trainer: empty command");
+    }
+    // Nothing is left behind: the failed child was reaped.
+    CHECK(::waitpid(-1, nullptr, WNOHANG) < 0);
+}
+
+TEST_CASE("spawn: the child leads its own process group and signals reach all of it", "[spawn]") {
+    const TempDir dir;
+    SpawnRequest request;
+    request.argv = {"sh", "-c", "sleep 30 & echo $! > " + dir.path + "/grandchild; wait"};
+    request.env = base_env();
+    const pid_t pid = spawn_process(request);
+    CHECK(::getpgid(pid) == pid);
+    CHECK(::getpgid(0) != pid);
+    pid_t grandchild = 0;
+    for (int i = 0; i < 500 && grandchild == 0; ++i) {
+        std::ifstream(dir.path + "/grandchild") >> grandchild;
+        std::this_thread::sleep_for(5ms);
+    }
+    REQUIRE(grandchild > 0);
+    CHECK(::getpgid(grandchild) == pid);
+    CHECK(signal_group(pid, SIGTERM));
+    CHECK(wait_for(pid) == ExitStatus::signaled(SIGTERM));
+    for (int i = 0; i < 500 && alive(grandchild); ++i) {
+        std::this_thread::sleep_for(5ms);
+    }
+    CHECK_FALSE(alive(grandchild)); // a zombie of init at worst, but not sleeping
+    CHECK_FALSE(signal_group(pid, 0));
+}
+
+TEST_CASE("spawn: signal dispositions and mask are reset in the child", "[spawn]") {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    struct sigaction old {};
+    ::sigaction(SIGTERM, &ignore, &old);
+    sigset_t block;
+    ::sigemptyset(&block);
+    ::sigaddset(&block, SIGUSR1);
+    sigset_t old_mask;
+    ::sigprocmask(SIG_BLOCK, &block, &old_mask);
+    const auto status = run_sh("kill -TERM $$; sleep 5; exit 0");
+    const auto usr1 = run_sh("kill -USR1 $$; sleep 5; exit 0");
+    ::sigaction(SIGTERM, &old, nullptr);
+    ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    CHECK(status == ExitStatus::signaled(SIGTERM));
+    CHECK(usr1 == ExitStatus::signaled(SIGUSR1));
+}
+
+TEST_CASE("spawn: only the descriptors asked for are inherited", "[spawn]") {
+    int fds[2] = {-1, -1};
+    REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+    SpawnRequest request;
+    request.argv = {"sh", "-c", "echo inherited >&" + std::to_string(fds[1])};
+    request.env = base_env();
+    request.inherit_fds = {fds[1]};
+    const pid_t pid = spawn_process(request);
+    CHECK(wait_for(pid) == ExitStatus::exited(0));
+    // Still CLOEXEC in the parent.
+    CHECK((::fcntl(fds[1], F_GETFD) & FD_CLOEXEC) != 0);
+    ::close(fds[1]);
+    std::array<char, 64> buffer{};
+    const auto n = ::read(fds[0], buffer.data(), buffer.size());
+    ::close(fds[0]);
+    CHECK(std::string(buffer.data(), static_cast<std::size_t>(std::max<ssize_t>(n, 0))) ==
+          "inherited\n");
+
+    // Without inherit_fds, the child cannot write to it.
+    REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+    request.argv = {"sh", "-c", "exec 2>/dev/null; echo leaked >&" + std::to_string(fds[1])};
+    request.inherit_fds = {};
+    CHECK(wait_for(spawn_process(request)) != ExitStatus::exited(0));
+    ::close(fds[0]);
+    ::close(fds[1]);
+}
+
+TEST_CASE("spawn: the death signal reaches the child when its parent dies", "[spawn]") {
+    const TempDir dir;
+    // An intermediate process spawns the child with PR_SET_PDEATHSIG, then is killed.
+    const pid_t middle = ::fork();
+    REQUIRE(middle >= 0);
+    if (middle == 0) {
+        SpawnRequest request;
+        request.argv = {"sh", "-c", "echo $$ > " + dir.path + "/child; exec sleep 30"};
+        request.env = base_env();
+        request.death_signal = SIGKILL;
+        try {
+            (void)spawn_process(request);
+        } catch (...) {
+            ::_exit(1);
+        }
+        ::pause();
+        ::_exit(0);
+    }
+    pid_t child = 0;
+    for (int i = 0; i < 500 && child == 0; ++i) {
+        std::ifstream(dir.path + "/child") >> child;
+        std::this_thread::sleep_for(5ms);
+    }
+    REQUIRE(child > 0);
+    ::kill(middle, SIGKILL);
+    CHECK(wait_for(middle) == ExitStatus::signaled(SIGKILL));
+    for (int i = 0; i < 1000 && alive(child); ++i) {
+        std::this_thread::sleep_for(5ms);
+    }
+    // The child was re-parented (to init or a subreaper) and killed.
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const bool gone_or_zombie = line.empty() || line.find(") Z ") != std::string::npos;
+    CHECK(gone_or_zombie);
+}
+
+TEST_CASE("spawn: kill_all_children kills and reaps every child", "[spawn]") {
+    std::vector<pid_t> pids;
+    for (int i = 0; i < 3; ++i) {
+        SpawnRequest request;
+        request.argv = {"sh", "-c", "sleep 30 & sleep 30"};
+        request.env = base_env();
+        pids.push_back(spawn_process(request));
+    }
+    auto children = list_children(::getpid());
+    std::sort(children.begin(), children.end());
+    for (const pid_t pid : pids) {
+        CHECK(std::binary_search(children.begin(), children.end(), pid));
+    }
+    CHECK(kill_all_children() >= 3);
+    CHECK(list_children(::getpid()).empty());
+    for (const pid_t pid : pids) {
+        CHECK_FALSE(alive(pid));
+    }
+}
+
+TEST_CASE("spawn: a busy TCP port is detected", "[spawn]") {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+    socklen_t length = sizeof address;
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+    const auto port = ntohs(address.sin_port);
+    REQUIRE(::listen(fd, 1) == 0);
+    CHECK_FALSE(port_is_free(port));
+    ::close(fd);
+    CHECK(port_is_free(port));
+}
