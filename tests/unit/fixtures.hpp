@@ -6,6 +6,9 @@
 /// 22.05.8 cluster), header-only so every test file can use them.
 
 #include <tfslurm/env.hpp>
+#include <tfslurm/error.hpp>
+
+#include <catch2/catch.hpp>
 
 #include <fstream>
 #include <sstream>
@@ -102,6 +105,17 @@ inline std::vector<Section> load_sections(const std::string& name) {
         sections.back().tasks.emplace_back(std::stoi(line.substr(0, colon)), std::move(env));
     }
     return sections;
+}
+
+/// Run `f` and require a tfslurm::Error with exactly this code and message.
+template <typename F> void require_error(F&& f, Errc code, const std::string& message) {
+    try {
+        f();
+        FAIL("no exception");
+    } catch (const Error& e) {
+        CHECK(e.code() == code);
+        CHECK(std::string{e.what()} == message);
+    }
 }
 
 } // namespace tfslurm::test

@@ -19,6 +19,7 @@ using tfslurm::Errc;
 using tfslurm::Error;
 using tfslurm::PlanOptions;
 using tfslurm::Role;
+using tfslurm::test::require_error;
 
 namespace {
 
@@ -67,16 +68,6 @@ std::string gpus_of(const tfslurm::RankPlan& rank) {
         out += (out.empty() ? "" : ",") + gpu;
     }
     return out;
-}
-
-template <typename F> void require_error(F&& f, Errc code, const std::string& message) {
-    try {
-        f();
-        FAIL("no exception");
-    } catch (const Error& e) {
-        CHECK(e.code() == code);
-        CHECK(std::string{e.what()} == message);
-    }
 }
 
 PlanOptions with(std::initializer_list<std::pair<const char*, const char*>> settings) {

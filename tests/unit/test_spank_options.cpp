@@ -24,16 +24,7 @@ using tfslurm::spank::Activation;
 using tfslurm::spank::OptionSpec;
 using tfslurm::spank::Setting;
 using tfslurm::spank::SiteConfig;
-
-template <typename F> void require_error(F&& f, Errc code, const std::string& message) {
-    try {
-        f();
-        FAIL("no exception");
-    } catch (const Error& e) {
-        CHECK(e.code() == code);
-        CHECK(std::string{e.what()} == message);
-    }
-}
+using tfslurm::test::require_error;
 
 std::string value_of(const tfslurm::EnvVars& vars, const std::string& name) {
     for (const auto& [key, value] : vars) {

@@ -14,6 +14,7 @@ using tfslurm::Environment;
 using tfslurm::Errc;
 using tfslurm::Error;
 using tfslurm::Scope;
+using tfslurm::test::require_error;
 
 namespace {
 
@@ -30,16 +31,6 @@ std::string layout_of(const tfslurm::Allocation& allocation) {
         }
     }
     return out;
-}
-
-template <typename F> void require_error(F&& f, Errc code, const std::string& message) {
-    try {
-        f();
-        FAIL("no exception");
-    } catch (const Error& e) {
-        CHECK(e.code() == code);
-        CHECK(std::string{e.what()} == message);
-    }
 }
 
 } // namespace
