@@ -233,8 +233,9 @@ TEST_CASE("cli: the man page documents every option of every command", "[cli]") 
         for (std::size_t pos = r.out.find("--"); pos != std::string::npos;
              pos = r.out.find("--", pos + 2)) {
             std::size_t end = pos + 2;
-            while (end < r.out.size() && (std::isalnum(static_cast<unsigned char>(r.out[end])) != 0 ||
-                                          r.out[end] == '-')) {
+            while (
+                end < r.out.size() &&
+                (std::isalnum(static_cast<unsigned char>(r.out[end])) != 0 || r.out[end] == '-')) {
                 ++end;
             }
             const auto option = r.out.substr(pos, end - pos);
