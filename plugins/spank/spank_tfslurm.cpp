@@ -34,12 +34,14 @@ extern "C" {
 
 // The symbols Slurm's plugin loader looks up. Defined by hand instead of with SPANK_PLUGIN():
 // a namespace-scope const has internal linkage in C++, so the macro would export nothing.
+// NOLINTBEGIN(readability-identifier-naming): the names Slurm's plugin loader requires.
 extern "C" {
 TFSLURM_SPANK_EXPORT extern const char plugin_name[] = "tfslurm";
 TFSLURM_SPANK_EXPORT extern const char plugin_type[] = "spank";
 TFSLURM_SPANK_EXPORT extern const unsigned int plugin_version = SLURM_VERSION_NUMBER;
 TFSLURM_SPANK_EXPORT extern const unsigned int spank_plugin_version = 1;
 }
+// NOLINTEND(readability-identifier-naming)
 
 namespace tfslurm::spank {
 namespace {
