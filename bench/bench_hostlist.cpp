@@ -10,6 +10,7 @@
 // printing every host. `scontrol show hostnames n1` is printed as the start-up baseline.
 #include <tfslurm/error.hpp>
 #include <tfslurm/hostlist.hpp>
+#include <tfslurm/spawn.hpp>
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -61,21 +62,13 @@ Timing measure(std::size_t runs, const std::function<void()>& action) {
     return summarize(samples);
 }
 
+/// `name` resolved through PATH with the launcher's own lookup; "" when it is not found.
 std::string find_in_path(const std::string& name) {
     const char* path = std::getenv("PATH");
-    std::string_view rest = path != nullptr ? path : "/usr/bin:/bin";
-    while (true) {
-        const std::size_t colon = rest.find(':');
-        const std::string dir(rest.substr(0, colon));
-        std::string candidate = dir.empty() ? "." : dir;
-        candidate.append("/").append(name);
-        if (access(candidate.c_str(), X_OK) == 0) {
-            return candidate;
-        }
-        if (colon == std::string_view::npos) {
-            return {};
-        }
-        rest.remove_prefix(colon + 1);
+    try {
+        return tfslurm::find_executable(name, path != nullptr ? path : "/usr/bin:/bin");
+    } catch (const tfslurm::Error&) {
+        return {};
     }
 }
 

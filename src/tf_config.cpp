@@ -59,6 +59,22 @@ void append_members(std::string& out, const Plan& plan, const std::vector<std::u
     out.push_back(']');
 }
 
+/// `"role":["address:port",...]`, preceded by a comma unless it is the object's first member.
+void append_job(std::string& out,
+                bool& first,
+                const Plan& plan,
+                Role role,
+                const std::vector<std::uint32_t>& members) {
+    if (!first) {
+        out.push_back(',');
+    }
+    first = false;
+    out.push_back('"');
+    out += to_string(role);
+    out += "\":";
+    append_members(out, plan, members);
+}
+
 void check_size(std::string_view name, std::string_view value, const Plan& plan) {
     const auto size = name.size() + 1 + value.size() + 1;
     if (size > k_max_env_string) {
@@ -95,14 +111,7 @@ std::string tf_config_json(const Plan& plan, std::uint32_t rank) {
         if (members.empty()) {
             continue;
         }
-        if (!first) {
-            out.push_back(',');
-        }
-        first = false;
-        out.push_back('"');
-        out += to_string(role);
-        out += "\":";
-        append_members(out, plan, members);
+        append_job(out, first, plan, role, members);
     }
     out += R"(},"task":{"type":")";
     out += to_string(self.role);
@@ -129,14 +138,7 @@ std::string server_dictionary_json(const Plan& plan) {
         if (members.empty() && (role == Role::chief || role == Role::evaluator)) {
             continue;
         }
-        if (!first) {
-            out.push_back(',');
-        }
-        first = false;
-        out.push_back('"');
-        out += to_string(role);
-        out += "\":";
-        append_members(out, plan, members);
+        append_job(out, first, plan, role, members);
     }
     out.push_back('}');
     return out;

@@ -33,6 +33,7 @@
 
 #include <tfslurm/error.hpp>
 #include <tfslurm/hostlist.hpp>
+#include <tfslurm/spawn.hpp>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -171,24 +172,13 @@ ProcessOutput run_process(const std::string& path,
     return result;
 }
 
+/// `name` resolved through PATH with the launcher's own lookup; "" when it is not found.
 std::string find_in_path(const std::string& name) {
     const char* path = std::getenv("PATH");
-    std::string_view rest = path != nullptr ? path : "/usr/bin:/bin";
-    while (true) {
-        const std::size_t colon = rest.find(':');
-        std::string dir(rest.substr(0, colon));
-        if (dir.empty()) {
-            dir = ".";
-        }
-        std::string candidate = dir;
-        candidate.append("/").append(name);
-        if (access(candidate.c_str(), X_OK) == 0) {
-            return candidate;
-        }
-        if (colon == std::string_view::npos) {
-            return {};
-        }
-        rest.remove_prefix(colon + 1);
+    try {
+        return tfslurm::find_executable(name, path != nullptr ? path : "/usr/bin:/bin");
+    } catch (const tfslurm::Error&) {
+        return {};
     }
 }
 
