@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -23,6 +24,7 @@
 #include <iterator>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace tfslurm::cli {
@@ -102,6 +104,9 @@ std::string own_executable() {
     return path;
 }
 
+/// How long a launcher waits after printing the reason for an abort (see run_task).
+constexpr std::chrono::milliseconds k_abort_linger{200};
+
 void print_line(std::string_view level, std::string_view message) {
     std::fputs(fmt::format("tfslurm: {}: {}\n", level, message).c_str(), stderr);
     std::fflush(stderr);
@@ -151,6 +156,14 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     const LaunchResult result = run_launcher(plan, args.command, trainer, options);
     if (!result.message.empty()) {
         print_line(result.outcome == Outcome::interrupted ? "warning" : "error", result.message);
+    }
+    if (options.status_fd < 0 &&
+        (result.outcome == Outcome::aborted || result.outcome == Outcome::coordinator_lost)) {
+        // Let Slurm forward the line above before it learns that this task exited: once a task
+        // of the step has died by SIGKILL or SIGTERM (a launcher killed by the OOM killer, say),
+        // srun stops reading task output as soon as every task has exited, and the line naming
+        // the failure would be lost. An abort is rare; 0.2 s on its way out is cheap.
+        std::this_thread::sleep_for(k_abort_linger);
     }
     return result.exit_status;
 }

@@ -23,12 +23,14 @@ launcher_pids() {
     done < <(ip netns pids "$TC_NS_PREFIX$1" 2>/dev/null || true)
 }
 
-# wait_for_lines FILE PATTERN COUNT SECONDS: wait until FILE has COUNT lines matching PATTERN.
+# wait_for_lines PATTERN COUNT SECONDS FILE...: wait until the FILEs together have COUNT lines
+# matching PATTERN (files that do not exist yet count as empty).
 wait_for_lines() {
-    local i
-    for ((i = 0; i < $4 * 10; i++)); do
-        (($(grep -c -- "$2" "$1" 2>/dev/null || true) >= $3)) && return 0
+    local pattern=$1 count=$2 secs=$3 i
+    shift 3
+    for ((i = 0; i < secs * 10; i++)); do
+        (($(cat -- "$@" 2>/dev/null | grep -c -- "$pattern" || true) >= count)) && return 0
         sleep 0.1
     done
-    fail "waited $4 s for $3 lines matching '$2' in $1:"$'\n'"$(cat "$1" 2>/dev/null)"
+    fail "waited $secs s for $count lines matching '$pattern' in $*:"$'\n'"$(cat -- "$@" 2>/dev/null)"
 }

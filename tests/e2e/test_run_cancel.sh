@@ -20,7 +20,7 @@ chmod +x "$dir/job.sh"
 
 jid=$(sbatch_submit -N3 --ntasks-per-node=1 --export=ALL -o "$dir/cancel.out" "$dir/job.sh")
 on_exit "scancel $jid 2>/dev/null || true"
-wait_for_lines "$dir/cancel.out" 'serving forever' 3 60
+wait_for_lines 'serving forever' 3 60 "$dir/cancel.out"
 timeout 10 scancel "$jid"
 rc=0
 sbatch_wait "$jid" 60 || rc=$?

@@ -4,18 +4,25 @@
 # A launcher killed with SIGKILL on one node (its trainer dies with it) is detected by the
 # coordinator and the step ends: the other launchers print that the rank's launcher was lost,
 # srun exits non-zero, and nothing is left on any node.
+#
+# Each task writes to its own file (srun -o with %t: slurmstepd writes it on the node). Through
+# srun's own stream the launchers' last lines can be lost: once a task has died by SIGKILL or
+# SIGTERM, srun stops reading task output as soon as every task has exited (Slurm's
+# slurm_step_launch_wait_finish), which can be before the other launchers' final lines arrive.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 # shellcheck source-path=SCRIPTDIR source=run_lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/run_lib.sh"
 
-log=$(make_tmpdir)/srun.out
-timeout -k 5 120 srun -N3 --ntasks-per-node=1 "$TFSLURM_BIN" run --ps 1 --auth munge --grace 5 \
-    --heartbeat-timeout 5 -- "$TFSLURM_TRAINER" --work-ms 60000 >"$log" 2>&1 &
+dir=$(make_tmpdir)
+log=$dir/srun.out
+timeout -k 5 120 srun -N3 --ntasks-per-node=1 -o "$dir/task-%t.out" "$TFSLURM_BIN" run --ps 1 \
+    --auth munge --grace 5 --heartbeat-timeout 5 -- "$TFSLURM_TRAINER" --work-ms 60000 >"$log" 2>&1 &
 srun_pid=$!
 on_exit "kill $srun_pid 2>/dev/null || true"
-wait_for_lines "$log" 'listening on' 3 60
+tasks=("$dir"/task-{0,1,2}.out)
+wait_for_lines 'listening on' 3 60 "${tasks[@]}"
 
 mapfile -t victims < <(launcher_pids n3)
 ((${#victims[@]} == 1)) || fail "expected one launcher on n3, found: ${victims[*]:-none}"
@@ -24,10 +31,15 @@ e2e_log "killed the launcher of n3 (pid ${victims[0]})"
 
 rc=0
 wait "$srun_pid" || rc=$?
-out=$(cat "$log")
+out=$(cat -- "${tasks[@]}")$'\n'$(cat "$log")
 ((rc != 0 && rc != 124)) || fail "srun exit status $rc, expected a failure"$'\n'"$out"
-assert_contains "$out" "aborting: rank 2 (worker:1) on n3 launcher lost" "the lost launcher is named"
+line="tfslurm: error: aborting: rank 2 (worker:1) on n3 launcher lost (connection closed)"
+for task in 0 1; do
+    assert_eq 1 "$(grep -cF "$line" "$dir/task-$task.out")" \
+        "the launcher of task $task names the lost launcher"$'\n'"$out"
+done
 assert_eq 0 "$(grep -c 'exiting with status 0' <<<"$out")" "workers stopped early"$'\n'"$out"
+assert_contains "$(cat "$log")" "srun: error: n3: task 2: Killed" "srun reports the killed task"
 
 no_leftovers 20
 e2e_log "PASS"
