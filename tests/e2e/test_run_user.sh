@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# tfslurm as an ordinary user, the way it runs on a production cluster, with the binary copied
+# out of the build tree (it needs only glibc):
+#   - `tfslurm env` in a step of user nobody: every task runs as that user and gets its TF_CONFIG;
+#   - `tfslurm run` of user nobody with MUNGE authentication ends the step with status 0;
+#   - while that step runs, a launcher of another user (root) that replays rank 1's exact Slurm
+#     environment on rank 1's node is rejected by the coordinator (the MUNGE credential names
+#     its uid), and so is a second launcher of the same user for the already registered rank 1;
+#     neither disturbs the job.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=run_lib.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/run_lib.sh"
+
+user=nobody
+uid=$(id -u "$user") || fail "user $user does not exist"
+
+# A directory the user owns, reachable through the test's private temporary directory.
+chmod 711 "$E2E_TMPDIR"
+dir=$(make_tmpdir)
+mkdir "$dir/bin"
+cp -- "$TFSLURM_BIN" "$TFSLURM_TRAINER" "$dir/bin/"
+chown -R "$user:" "$dir"
+chmod -R go+rX "$dir"
+tfslurm=$dir/bin/${TFSLURM_BIN##*/}
+trainer=$dir/bin/${TFSLURM_TRAINER##*/}
+cd "$dir"
+
+# "${as_user[@]}" CMD...: CMD as the user, with the cluster's configuration and MUNGE socket.
+as_user=(runuser -u "$user" -- env SLURM_CONF="$SLURM_CONF" TFSLURM_MUNGE_SOCKET="$TFSLURM_MUNGE_SOCKET")
+
+# --- tfslurm env --------------------------------------------------------------------------------
+# shellcheck disable=SC2016 # expanded by the task's shell
+out=$(run_bounded 60 "${as_user[@]}" srun -N3 --ntasks-per-node=1 bash -c \
+    'printf "%s %s %s %s\n" "$SLURM_PROCID" "$(id -u)" "$(hostname)" "$("$0" env --only tf --format env | sed -n 1p)"' \
+    "$tfslurm" 2>&1) || fail "srun as $user failed (status $?):"$'\n'"$out"
+port=$(sed -n 's/.*"n1:\([0-9]*\)".*/\1/p' <<<"$out" | head -n 1)
+[[ -n $port ]] || fail "no port for n1 in:"$'\n'"$out"
+cluster="{\"cluster\":{\"worker\":[\"n1:$port\",\"n2:$port\",\"n3:$port\"]}"
+assert_eq "0 $uid n1 TF_CONFIG=$cluster,\"task\":{\"type\":\"worker\",\"index\":0}}
+1 $uid n2 TF_CONFIG=$cluster,\"task\":{\"type\":\"worker\",\"index\":1}}
+2 $uid n3 TF_CONFIG=$cluster,\"task\":{\"type\":\"worker\",\"index\":2}}" "$(sort <<<"$out")" \
+    "tasks of $user: uid, host and TF_CONFIG"
+e2e_log "env as $user (uid $uid): ok"
+
+# --- tfslurm run, and launchers that do not belong to it ---------------------------------------
+# Each task's wrapper saves its SLURM_* variables and the coordinator's address (after its
+# launcher has registered and started it), then waits for the file "go" before it becomes the
+# trainer.
+# shellcheck disable=SC2016 # expanded by the task's shell
+wrapper='printf "%s\n" "$TFSLURM_CONTROL" >"$0/control"
+env -0 | grep -z "^SLURM" >"$0/env-$SLURM_PROCID.tmp" && mv "$0/env-$SLURM_PROCID.tmp" "$0/env-$SLURM_PROCID"
+for ((i = 0; i < 600; i++)); do [[ -e $0/go ]] && break; sleep 0.1; done
+exec "$@"'
+"${as_user[@]}" timeout -k 5 120 srun -N3 --ntasks-per-node=1 -o "$dir/task-%t.out" "$tfslurm" run --ps 1 \
+    --auth munge --grace 5 -- bash -c "$wrapper" "$dir" "$trainer" --work-ms 200 >"$dir/srun.out" 2>&1 &
+srun_pid=$!
+on_exit "kill $srun_pid 2>/dev/null || true"
+for ((i = 0; i < 600; i++)); do
+    [[ -e $dir/env-0 && -e $dir/env-1 && -e $dir/env-2 ]] && break
+    sleep 0.1
+done
+[[ -e $dir/env-1 ]] || fail "the launchers did not start their trainers within 60 s:"$'\n'"$(cat "$dir"/*.out)"
+mapfile -d '' rank1 <"$dir/env-1"
+control=$(<"$dir/control")
+
+# impostor USER: a launcher of USER on n2 with rank 1's Slurm environment; prints its output.
+impostor() {
+    local rc=0
+    timeout -k 5 60 "$TFSLURM_TC" node n2 runuser -u "$1" -- env -i PATH="$PATH" \
+        TFSLURM_MUNGE_SOCKET="$TFSLURM_MUNGE_SOCKET" "${rank1[@]}" \
+        "$tfslurm" run --ps 1 --auth munge --grace 5 -- "$trainer" 2>&1 || rc=$?
+    printf 'status %s\n' "$rc"
+}
+assert_eq "tfslurm: error: coordinator: $control rejected rank 1 (worker:0): munge credential of uid 0 (expected $uid)
+tfslurm: hint: every task must run 'tfslurm run' with the same options, the same TFSLURM_SECRET and as the same user
+status 7" "$(impostor root)" "a launcher of root is rejected"
+assert_eq "tfslurm: error: coordinator: $control rejected rank 1 (worker:0): rank 1 is already registered
+tfslurm: hint: every task must run 'tfslurm run' with the same options, the same TFSLURM_SECRET and as the same user
+status 7" "$(impostor "$user")" "a second launcher of $user for rank 1 is rejected"
+e2e_log "impostors rejected: root, and $user for a rank already registered"
+
+touch "$dir/go"
+rc=0
+wait "$srun_pid" || rc=$?
+out=$(cat "$dir"/task-{0,1,2}.out "$dir/srun.out")
+assert_eq 0 "$rc" "srun status of the job of $user"$'\n'"$out"
+assert_contains "$out" "tfslurm: warning: coordinator: rejected rank 1 from 10.77.0.12:" \
+    "the coordinator reports the rejected connection"
+assert_contains "$out" "munge credential of uid 0 (expected $uid)" "the coordinator names the uid"
+assert_eq 2 "$(grep -c 'exiting with status 0' <<<"$out")" "both workers finished"$'\n'"$out"
+assert_contains "$out" "tfslurm: info: rank 0 (ps:0): the work is done: stopping the trainer" \
+    "the ps was stopped"
+e2e_log "run as $user: status 0"
+
+no_leftovers 20
+e2e_log "PASS"
