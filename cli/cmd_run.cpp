@@ -163,6 +163,8 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
         // of the step has died by SIGKILL or SIGTERM (a launcher killed by the OOM killer, say),
         // srun stops reading task output as soon as every task has exited, and the line naming
         // the failure would be lost. An abort is rare; 0.2 s on its way out is cheap.
+        logger().debug("waiting {} ms before exiting so that srun forwards the line above",
+                       k_abort_linger.count());
         std::this_thread::sleep_for(k_abort_linger);
     }
     return result.exit_status;

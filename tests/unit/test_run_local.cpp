@@ -622,6 +622,22 @@ TEST_CASE("run: ranks that never register abort the step", "[run]") {
     rank0.check_nothing_left();
 }
 
+TEST_CASE("run: after an abort a launcher waits before exiting so that srun forwards its line",
+          "[run]") {
+    Cli rank0(
+        {"-v", "run", "--connect-timeout", "1", "--grace", "1", "--ps", "1", "--", "sleep", "1000"},
+        task_env(0, 23, k_secret_a));
+    CHECK(rank0.wait() == 143);
+    const std::string output = rank0.output();
+    INFO(output);
+    const std::string line =
+        "tfslurm: error: aborting: rank 1 (worker:0) on localhost did not register within 1 s\n"
+        "tfslurm: debug: waiting 200 ms before exiting so that srun forwards the line above\n";
+    CHECK(output.size() >= line.size());
+    CHECK(output.substr(output.size() - std::min(output.size(), line.size())) == line);
+    rank0.check_nothing_left();
+}
+
 TEST_CASE("run: a launcher with the wrong secret is rejected and does not disturb the step",
           "[run]") {
     Cli rank0({"run", "--heartbeat", "0.1", "--ps", "1", "--", "sleep", "1000"},
