@@ -4,6 +4,7 @@
 # tfslurm as an ordinary user, the way it runs on a production cluster, with the binary copied
 # out of the build tree (it needs only glibc):
 #   - `tfslurm env` in a step of user nobody: every task runs as that user and gets its TF_CONFIG;
+#   - `srun --tfslurm` of that user: srun (as the user) and slurmstepd load the SPANK plugin;
 #   - `tfslurm run` of user nobody with MUNGE authentication ends the step with status 0;
 #   - while that step runs, a launcher of another user (root) that replays rank 1's exact Slurm
 #     environment on rank 1's node is rejected by the coordinator (the MUNGE credential names
@@ -22,7 +23,7 @@ uid=$(id -u "$user") || fail "user $user does not exist"
 chmod 711 "$E2E_TMPDIR"
 dir=$(make_tmpdir)
 mkdir "$dir/bin"
-cp -- "$TFSLURM_BIN" "$TFSLURM_TRAINER" "$dir/bin/"
+cp -- "$TFSLURM_BIN" "$TFSLURM_TRAINER" "${TFSLURM_SPANK_PLUGIN:?the SPANK plugin is not built}" "$dir/bin/"
 chown -R "$user:" "$dir"
 chmod -R go+rX "$dir"
 tfslurm=$dir/bin/${TFSLURM_BIN##*/}
@@ -45,6 +46,20 @@ assert_eq "0 $uid n1 TF_CONFIG=$cluster,\"task\":{\"type\":\"worker\",\"index\":
 2 $uid n3 TF_CONFIG=$cluster,\"task\":{\"type\":\"worker\",\"index\":2}}" "$(sort <<<"$out")" \
     "tasks of $user: uid, host and TF_CONFIG"
 e2e_log "env as $user (uid $uid): ok"
+
+# --- srun --tfslurm ------------------------------------------------------------------------------
+TFSLURM_SPANK_PLUGIN=$dir/bin/${TFSLURM_SPANK_PLUGIN##*/}
+# shellcheck source=SCRIPTDIR/../spank/e2e_plugin.sh
+source "$TFSLURM_SOURCE_DIR/tests/spank/e2e_plugin.sh"
+spank_install enabled=option
+# shellcheck disable=SC2016 # expanded by the task's shell
+run_stdout 0 60 "${as_user[@]}" srun -N3 --ntasks-per-node=1 --tfslurm=ps=1 bash -c \
+    'echo "$SLURM_PROCID $(id -u) $TFSLURM_ROLE $TFSLURM_TASK_TYPE:$TFSLURM_TASK_INDEX"'
+assert_eq "0 $uid ps ps:0
+1 $uid worker worker:0
+2 $uid worker worker:1" "$(sort -n <<<"$E2E_OUTPUT")" "srun --tfslurm=ps=1 as $user"
+spank_uninstall
+e2e_log "srun --tfslurm as $user: ok"
 
 # --- tfslurm run, and launchers that do not belong to it ---------------------------------------
 # Each task's wrapper saves its SLURM_* variables and the coordinator's address (after its
