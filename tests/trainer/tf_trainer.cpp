@@ -34,6 +34,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -79,9 +80,14 @@ void say(const std::string& event) {
 }
 
 void say_raw(const char* event) noexcept {
-    // Async-signal-safe: write() only.
-    [[maybe_unused]] auto a = ::write(STDOUT_FILENO, g_prefix.data(), std::strlen(g_prefix.data()));
-    [[maybe_unused]] auto b = ::write(STDOUT_FILENO, event, std::strlen(event));
+    // Async-signal-safe (memcpy, strlen, write), and one write() per line: other processes
+    // write to the same pipe, and a line written in two pieces can be split by theirs.
+    std::array<char, 512> line{};
+    const std::size_t prefix = std::min(std::strlen(g_prefix.data()), line.size());
+    std::memcpy(line.data(), g_prefix.data(), prefix);
+    const std::size_t rest = std::min(std::strlen(event), line.size() - prefix);
+    std::memcpy(line.data() + prefix, event, rest);
+    [[maybe_unused]] const auto n = ::write(STDOUT_FILENO, line.data(), prefix + rest);
 }
 
 extern "C" void on_sigterm(int /*signo*/) {
