@@ -173,8 +173,8 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
 int run_local_job(const PlanArgs& plan_args, const RunArgs& args) {
     const StepOverrides& preview = plan_args.preview;
     if (!preview.nodelist.empty() || !preview.tasks_per_node.empty() || preview.ntasks ||
-        !preview.distribution.empty() || preview.step_id || preview.rank ||
-        !preview.resv_ports.empty() || !preview.gpus.empty()) {
+        !preview.distribution.empty() || !preview.hostfile.empty() || preview.step_id ||
+        preview.rank || !preview.resv_ports.empty() || !preview.gpus.empty()) {
         throw errors::invalid_argument("--local",
                                        "cannot be combined with the preview options",
                                        std::to_string(args.local),

@@ -43,8 +43,8 @@ std::string env_name(std::string_view key) {
 
 bool preview_requested(const StepOverrides& preview) {
     return !preview.tasks_per_node.empty() || preview.ntasks || !preview.distribution.empty() ||
-           preview.job_id || preview.step_id || preview.rank || !preview.resv_ports.empty() ||
-           !preview.gpus.empty();
+           !preview.hostfile.empty() || preview.job_id || preview.step_id || preview.rank ||
+           !preview.resv_ports.empty() || !preview.gpus.empty();
 }
 
 } // namespace
@@ -62,8 +62,15 @@ void add_plan_options(CLI::App& sub, PlanArgs& args) {
                    args.preview.ntasks,
                    "Total tasks, spread like srun -n (the first nodes get one more)")
         ->group(preview);
-    sub.add_option(
-           "--distribution", args.preview.distribution, "block (default), cyclic or plane=N")
+    sub.add_option("--distribution",
+                   args.preview.distribution,
+                   "block (default), cyclic, plane=N or arbitrary (with --hostfile)")
+        ->group(preview);
+    sub.add_option("--hostfile",
+                   args.preview.hostfile,
+                   "Rank i on the i-th host of FILE, like srun -m arbitrary with SLURM_HOSTFILE; "
+                   "without --tasks-per-node the counts come from FILE")
+        ->type_name("FILE")
         ->group(preview);
     sub.add_option("--job-id", args.preview.job_id, "Job id (derives the ports)")->group(preview);
     sub.add_option("--step-id", args.preview.step_id, "Step id (derives the ports)")

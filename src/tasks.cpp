@@ -9,8 +9,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <numeric>
+#include <unordered_map>
 #include <utility>
 
 namespace tfslurm {
@@ -87,12 +93,57 @@ std::uint32_t checked_total(const std::vector<std::uint32_t>& counts, std::strin
     return static_cast<std::uint32_t>(total);
 }
 
-std::string describe_layout(const Allocation& allocation) {
+std::string describe_layout(const Allocation& allocation, const StepInfo& step) {
     std::string text{to_string(allocation.distribution)};
     if (allocation.distribution == Distribution::plane) {
         text += fmt::format("={}", allocation.plane_size);
+    } else if (allocation.distribution == Distribution::arbitrary) {
+        text += fmt::format(" (hostfile {})", step.hostfile);
     }
     return text;
+}
+
+/// `SLURM_HOSTFILE (<path>)` or `--hostfile (<path>)`: the subject of hostfile errors.
+std::string hostfile_subject(std::string_view name, std::string_view path) {
+    return fmt::format("{} ({})", name, path);
+}
+
+/// Drop spaces, tabs and carriage returns at both ends.
+std::string_view trim_blanks(std::string_view text) {
+    const auto first = text.find_first_not_of(" \t\r");
+    if (first == std::string_view::npos) {
+        return {};
+    }
+    return text.substr(first, text.find_last_not_of(" \t\r") - first + 1);
+}
+
+/// The checks shared by every layout: one positive count per host.
+void check_layout_input(const std::vector<std::string>& hosts,
+                        const std::vector<std::uint32_t>& tasks_per_node) {
+    if (hosts.empty()) {
+        throw errors::inconsistent_allocation("allocation", "no nodes", "");
+    }
+    if (hosts.size() != tasks_per_node.size()) {
+        throw errors::inconsistent_allocation(
+            "tasks per node",
+            fmt::format("{} counts for {} nodes", tasks_per_node.size(), hosts.size()),
+            compress_counts(tasks_per_node));
+    }
+    for (std::size_t node = 0; node < hosts.size(); ++node) {
+        if (tasks_per_node[node] == 0) {
+            throw errors::inconsistent_allocation(
+                "tasks per node",
+                fmt::format("node {} ({}) has no task", node, hosts[node]),
+                compress_counts(tasks_per_node));
+        }
+    }
+}
+
+/// Append `rank` to its node in `allocation`, with the next local id there.
+void assign_rank(Allocation& allocation, std::uint32_t rank, std::uint32_t node) {
+    auto& ranks = allocation.node_ranks[node];
+    allocation.places[rank] = TaskPlace{node, static_cast<std::uint32_t>(ranks.size())};
+    ranks.push_back(rank);
 }
 
 void check_identity(const StepInfo& step, const Allocation& allocation) {
@@ -108,13 +159,13 @@ void check_identity(const StepInfo& step, const Allocation& allocation) {
     }
     const auto& place = allocation.places[self.rank];
     const std::string_view hint =
-        "the nodelist, tasks-per-node and distribution variables do not describe where Slurm "
-        "runs this task; an arbitrary distribution (SLURM_HOSTFILE, -m arbitrary) cannot be "
-        "resolved from the environment";
+        "the nodelist, tasks-per-node and distribution variables (with -m arbitrary: the file "
+        "SLURM_HOSTFILE names, which must not change while the step runs) do not describe "
+        "where Slurm runs this task";
     const auto where = [&] {
         return fmt::format("{} distribution of {}={} over {}={} puts rank {} on node {} ({}) "
                            "as local task {}",
-                           describe_layout(allocation),
+                           describe_layout(allocation, step),
                            step.tasks_variable,
                            compress_counts(step.tasks_per_node),
                            step.nodelist_variable,
@@ -236,30 +287,13 @@ Allocation place_tasks(std::vector<std::string> hosts,
                        std::vector<std::uint32_t> tasks_per_node,
                        Distribution distribution,
                        std::uint32_t plane_size) {
-    if (hosts.empty()) {
-        throw errors::inconsistent_allocation("allocation", "no nodes", "");
-    }
-    if (hosts.size() != tasks_per_node.size()) {
-        throw errors::inconsistent_allocation(
-            "tasks per node",
-            fmt::format("{} counts for {} nodes", tasks_per_node.size(), hosts.size()),
-            compress_counts(tasks_per_node));
-    }
-    for (std::size_t node = 0; node < hosts.size(); ++node) {
-        if (tasks_per_node[node] == 0) {
-            throw errors::inconsistent_allocation(
-                "tasks per node",
-                fmt::format("node {} ({}) has no task", node, hosts[node]),
-                compress_counts(tasks_per_node));
-        }
-    }
+    check_layout_input(hosts, tasks_per_node);
     if (distribution == Distribution::arbitrary) {
         throw errors::invalid_argument(
             "distribution",
-            "an arbitrary distribution cannot be resolved: the environment does not say which "
-            "rank runs where",
+            "an arbitrary distribution needs the host of every rank (a hostfile)",
             "arbitrary",
-            "use block, cyclic or plane distributions with tfslurm");
+            "place_arbitrary() takes the hostfile's hosts");
     }
     if (distribution == Distribution::plane && plane_size == 0) {
         throw errors::invalid_argument("distribution",
@@ -279,9 +313,7 @@ Allocation place_tasks(std::vector<std::string> hosts,
     }
 
     const auto assign = [&allocation](std::uint32_t rank, std::uint32_t node) {
-        auto& ranks = allocation.node_ranks[node];
-        allocation.places[rank] = TaskPlace{node, static_cast<std::uint32_t>(ranks.size())};
-        ranks.push_back(rank);
+        assign_rank(allocation, rank, node);
     };
 
     if (distribution == Distribution::block) {
@@ -321,7 +353,155 @@ Allocation place_tasks(std::vector<std::string> hosts,
     return allocation;
 }
 
-StepInfo read_step(const Environment& env) {
+Allocation place_arbitrary(std::vector<std::string> hosts,
+                           std::vector<std::uint32_t> tasks_per_node,
+                           const std::vector<std::string>& rank_hosts,
+                           std::string_view subject) {
+    check_layout_input(hosts, tasks_per_node);
+    const auto total = checked_total(tasks_per_node, "tasks per node");
+    if (rank_hosts.size() != total) {
+        throw errors::inconsistent_allocation(
+            subject,
+            fmt::format("names {} hosts for the step's {} tasks", rank_hosts.size(), total),
+            compress_counts(tasks_per_node));
+    }
+    std::unordered_map<std::string_view, std::uint32_t> node_of;
+    for (std::uint32_t node = 0; node < hosts.size(); ++node) {
+        node_of.emplace(hosts[node], node);
+    }
+    Allocation allocation;
+    allocation.distribution = Distribution::arbitrary;
+    allocation.places.resize(total);
+    allocation.node_ranks.resize(hosts.size());
+    for (std::uint32_t rank = 0; rank < total; ++rank) {
+        const auto found = node_of.find(rank_hosts[rank]);
+        if (found == node_of.end()) {
+            throw errors::inconsistent_allocation(
+                subject,
+                fmt::format("puts rank {} on a host that is not one of the step's {} nodes",
+                            rank,
+                            hosts.size()),
+                rank_hosts[rank]);
+        }
+        assign_rank(allocation, rank, found->second);
+    }
+    for (std::uint32_t node = 0; node < hosts.size(); ++node) {
+        if (allocation.node_ranks[node].size() != tasks_per_node[node]) {
+            throw errors::inconsistent_allocation(
+                subject,
+                fmt::format("puts {} ranks on {} where the step has {} tasks (per node: {})",
+                            allocation.node_ranks[node].size(),
+                            hosts[node],
+                            tasks_per_node[node],
+                            compress_counts(tasks_per_node)),
+                hosts[node]);
+        }
+    }
+    allocation.hosts = std::move(hosts);
+    allocation.tasks_per_node = std::move(tasks_per_node);
+    return allocation;
+}
+
+std::vector<std::string> parse_hostfile(std::string_view text,
+                                        std::optional<std::uint32_t> ntasks,
+                                        std::string_view subject) {
+    const auto wanted = ntasks.value_or(k_max_expanded_hosts);
+    std::vector<std::string> hosts;
+    std::size_t line_number = 0;
+    std::size_t pos = 0;
+    while (hosts.size() < wanted && pos < text.size()) {
+        const auto end = text.find('\n', pos);
+        const auto raw = text.substr(pos, end == std::string_view::npos ? end : end - pos);
+        pos = end == std::string_view::npos ? text.size() : end + 1;
+        ++line_number;
+        // '#' starts a comment unless written as '\#'.
+        std::string line;
+        for (const char c : raw) {
+            if (c == '#') {
+                if (!line.empty() && line.back() == '\\') {
+                    line.back() = '#';
+                    continue;
+                }
+                break;
+            }
+            line += c;
+        }
+        const auto content = trim_blanks(line);
+        if (content.empty()) {
+            continue;
+        }
+        const auto first = static_cast<unsigned char>(content.front());
+        if (std::isalnum(first) == 0) {
+            throw errors::invalid_hostlist(
+                subject,
+                fmt::format("line {}: a host name must start with a letter or a digit",
+                            line_number),
+                raw);
+        }
+        for (const auto field : detail::split(content, ',')) {
+            const auto entry = trim_blanks(field);
+            if (entry.empty()) {
+                continue;
+            }
+            auto name = entry;
+            std::uint64_t count = 1;
+            if (const auto star = entry.find('*'); star != std::string_view::npos) {
+                const auto repeat = detail::parse_decimal(entry.substr(star + 1));
+                name = trim_blanks(entry.substr(0, star));
+                if (!repeat || *repeat == 0 || name.empty()) {
+                    throw errors::invalid_hostlist(
+                        subject,
+                        fmt::format("line {}: expected NAME or NAME*COUNT with a count of at "
+                                    "least 1",
+                                    line_number),
+                        entry);
+                }
+                count = *repeat;
+            }
+            const auto take = std::min<std::uint64_t>(count, wanted - hosts.size());
+            hosts.insert(hosts.end(), static_cast<std::size_t>(take), std::string{name});
+            if (hosts.size() == wanted) {
+                break;
+            }
+        }
+    }
+    if (hosts.empty() || (ntasks && hosts.size() < *ntasks)) {
+        throw errors::invalid_hostlist(
+            subject,
+            ntasks ? fmt::format("names {} hosts for {} tasks", hosts.size(), *ntasks)
+                   : std::string{"names no host"},
+            text);
+    }
+    return hosts;
+}
+
+std::string read_text_file(const std::string& path, std::string_view subject) {
+    constexpr std::streamoff k_max_size = std::streamoff{16} * 1024 * 1024;
+    std::ifstream file(path, std::ios::binary);
+    if (!file) {
+        throw errors::make(Errc::io,
+                           subject,
+                           fmt::format("cannot open {}: {}", quote(path), std::strerror(errno)),
+                           "check the path and its permissions; with srun -m arbitrary the file "
+                           "must stay readable on every node while the step runs");
+    }
+    file.seekg(0, std::ios::end);
+    const auto size = static_cast<std::streamoff>(file.tellg());
+    if (size > k_max_size) {
+        throw errors::too_large(
+            subject, fmt::format("{} has {} bytes (limit {})", quote(path), size, k_max_size), {});
+    }
+    file.seekg(0, std::ios::beg);
+    std::string text{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+    if (file.bad()) {
+        throw errors::make(Errc::io,
+                           subject,
+                           fmt::format("cannot read {}: {}", quote(path), std::strerror(errno)));
+    }
+    return text;
+}
+
+StepInfo read_step(const Environment& env, const FileReader& read) {
     StepInfo step;
     const auto nodelist =
         first_set(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"});
@@ -388,6 +568,19 @@ StepInfo read_step(const Environment& env) {
         }
     }
 
+    if (step.distribution.kind == Distribution::arbitrary) {
+        const auto path = env.get("SLURM_HOSTFILE");
+        if (!path || path->empty()) {
+            throw errors::missing_env(
+                "SLURM_HOSTFILE",
+                "SLURM_DISTRIBUTION=arbitrary runs rank i on the i-th host of the file "
+                "SLURM_HOSTFILE names: keep it set, and the file in place, for the whole step");
+        }
+        step.hostfile = std::string{*path};
+        const auto subject = hostfile_subject("SLURM_HOSTFILE", step.hostfile);
+        step.rank_hosts = parse_hostfile(read(step.hostfile, subject), step.ntasks, subject);
+    }
+
     if (const auto job = first_set(env, {"SLURM_JOB_ID", "SLURM_JOBID"})) {
         step.job_id = parse_unsigned<std::uint64_t>(job->value, job->name);
     }
@@ -442,7 +635,7 @@ StepInfo read_step(const Environment& env) {
     return step;
 }
 
-StepInfo preview_step(const StepOverrides& overrides) {
+StepInfo preview_step(const StepOverrides& overrides, const FileReader& read) {
     StepInfo step;
     step.scope = Scope::preview;
     step.nodelist = overrides.nodelist;
@@ -453,7 +646,52 @@ StepInfo preview_step(const StepOverrides& overrides) {
     }
     const auto nodes = step.hosts.size();
     step.tasks_variable = "--tasks-per-node";
-    if (!overrides.tasks_per_node.empty()) {
+
+    if (!overrides.distribution.empty()) {
+        step.distribution = parse_distribution(overrides.distribution, "--distribution");
+        if (step.distribution.kind == Distribution::plane && step.distribution.plane_size == 0) {
+            throw errors::invalid_argument(
+                "--distribution", "plane needs a size: plane=N", overrides.distribution);
+        }
+    }
+    // A hostfile means an arbitrary distribution, as with srun -m arbitrary.
+    std::string hostfile_text;
+    const auto subject = hostfile_subject("--hostfile", overrides.hostfile);
+    if (!overrides.hostfile.empty()) {
+        if (!overrides.distribution.empty() && step.distribution.kind != Distribution::arbitrary) {
+            throw errors::invalid_argument("--hostfile",
+                                           fmt::format("places every rank itself: it cannot be "
+                                                       "combined with --distribution {}",
+                                                       overrides.distribution),
+                                           overrides.hostfile,
+                                           "drop --distribution, or give --distribution arbitrary");
+        }
+        step.distribution = DistributionSpec{Distribution::arbitrary, 0};
+        step.hostfile = overrides.hostfile;
+        hostfile_text = read(step.hostfile, subject);
+    } else if (step.distribution.kind == Distribution::arbitrary) {
+        throw errors::invalid_argument("--distribution",
+                                       "arbitrary needs --hostfile FILE",
+                                       overrides.distribution,
+                                       "rank i runs on the i-th host of FILE, as with srun -m "
+                                       "arbitrary and SLURM_HOSTFILE");
+    }
+
+    if (!step.hostfile.empty() && overrides.tasks_per_node.empty()) {
+        // The counts per node are the hostfile's (its first --ntasks names, or all of them).
+        step.rank_hosts = parse_hostfile(hostfile_text, overrides.ntasks, subject);
+        step.tasks_per_node.assign(nodes, 0);
+        for (const auto& host : step.rank_hosts) {
+            const auto found = std::find(step.hosts.begin(), step.hosts.end(), host);
+            if (found == step.hosts.end()) {
+                throw errors::invalid_argument(subject,
+                                               "names a host that is not in --nodelist",
+                                               host,
+                                               "list every host of the hostfile in --nodelist");
+            }
+            ++step.tasks_per_node[static_cast<std::size_t>(found - step.hosts.begin())];
+        }
+    } else if (!overrides.tasks_per_node.empty()) {
         step.tasks_per_node = expand_counts(overrides.tasks_per_node, "--tasks-per-node");
         if (step.tasks_per_node.size() == 1 && nodes > 1) {
             step.tasks_per_node.assign(nodes, step.tasks_per_node.front());
@@ -493,12 +731,8 @@ StepInfo preview_step(const StepOverrides& overrides) {
                                                    step.ntasks),
                                        std::to_string(*overrides.ntasks));
     }
-    if (!overrides.distribution.empty()) {
-        step.distribution = parse_distribution(overrides.distribution, "--distribution");
-        if (step.distribution.kind == Distribution::plane && step.distribution.plane_size == 0) {
-            throw errors::invalid_argument(
-                "--distribution", "plane needs a size: plane=N", overrides.distribution);
-        }
+    if (!step.hostfile.empty() && step.rank_hosts.empty()) {
+        step.rank_hosts = parse_hostfile(hostfile_text, step.ntasks, subject);
     }
     step.job_id = overrides.job_id;
     step.step_id = overrides.step_id;
@@ -522,8 +756,18 @@ StepInfo preview_step(const StepOverrides& overrides) {
 }
 
 Allocation resolve_allocation(const StepInfo& step) {
-    auto allocation = place_tasks(
-        step.hosts, step.tasks_per_node, step.distribution.kind, step.distribution.plane_size);
+    auto allocation =
+        step.distribution.kind == Distribution::arbitrary
+            ? place_arbitrary(
+                  step.hosts,
+                  step.tasks_per_node,
+                  step.rank_hosts,
+                  hostfile_subject(step.scope == Scope::preview ? "--hostfile" : "SLURM_HOSTFILE",
+                                   step.hostfile))
+            : place_tasks(step.hosts,
+                          step.tasks_per_node,
+                          step.distribution.kind,
+                          step.distribution.plane_size);
     if (step.self) {
         check_identity(step, allocation);
     }

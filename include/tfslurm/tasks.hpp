@@ -9,6 +9,7 @@
 #include <tfslurm/env.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,6 +32,26 @@ struct DistributionSpec {
 };
 [[nodiscard]] DistributionSpec parse_distribution(std::string_view text, std::string_view subject);
 
+/// The hosts of the first `ntasks` ranks (all names without `ntasks`) in a Slurm hostfile
+/// (`SLURM_HOSTFILE` with `srun -m arbitrary`), read as Slurm reads it: comma-separated names on
+/// each line, `name*N` for N times the name, `#` starts a comment (`\#` is a literal `#`), blank
+/// lines are skipped and every other line must start with a letter or a digit; names after the
+/// first `ntasks` are ignored. A name is one host, not a hostlist expression. Spaces and tabs
+/// around names and a carriage return at the end of a line are dropped.
+///
+/// Input: "n2\nn1*2\n# spare\nn3,n1\n", 4. Output: {n2, n1, n1, n3}.
+/// \throws Error (Errc::invalid_hostlist) naming `subject` for a malformed line or fewer than
+///         `ntasks` names.
+[[nodiscard]] std::vector<std::string> parse_hostfile(std::string_view text,
+                                                      std::optional<std::uint32_t> ntasks,
+                                                      std::string_view subject);
+
+/// Reads a whole file (a hostfile); throws Error (Errc::io) naming `subject` when it cannot.
+using FileReader = std::function<std::string(const std::string& path, std::string_view subject)>;
+
+/// The FileReader that reads the file system (files over 16 MiB are refused).
+[[nodiscard]] std::string read_text_file(const std::string& path, std::string_view subject);
+
 /// Where one rank runs.
 struct TaskPlace {
     std::uint32_t node = 0;  ///< index into Allocation::hosts (= SLURM_NODEID)
@@ -50,6 +71,18 @@ struct Allocation {
     [[nodiscard]] std::uint32_t max_tasks_per_node() const noexcept;
 };
 
+/// Place ranks where an arbitrary distribution put them: rank i on `rank_hosts[i]` (the
+/// hostfile), local ids in rank order on each node. The hosts must be in `hosts` and the
+/// per-node totals must equal `tasks_per_node`, or the hostfile is not the one the step ran.
+///
+/// Input: hosts {n1,n2,n3}, counts {2,2,1}, rank_hosts {n2,n1,n2,n3,n1}. Output: n1 = {1,4},
+/// n2 = {0,2}, n3 = {3}.
+/// \throws Error (Errc::inconsistent_allocation) naming `subject`.
+[[nodiscard]] Allocation place_arbitrary(std::vector<std::string> hosts,
+                                         std::vector<std::uint32_t> tasks_per_node,
+                                         const std::vector<std::string>& rank_hosts,
+                                         std::string_view subject);
+
 /// Place `sum(tasks_per_node)` ranks on `hosts` like Slurm's task layout: block (node by node),
 /// cyclic (round robin over nodes with room left) or plane (round robin in blocks of
 /// `plane_size`).
@@ -57,7 +90,8 @@ struct Allocation {
 /// Input: hosts {n1,n2,n3}, counts {2,1,1}, block. Output: ranks 0,1 on n1; 2 on n2; 3 on n3.
 /// Input: hosts {n1,n2,n3}, counts {2,2,2}, cyclic. Output: n1 = {0,3}, n2 = {1,4}, n3 = {2,5}.
 /// \throws Error (Errc::inconsistent_allocation) when sizes disagree or a node has no task,
-///         (Errc::invalid_argument) for arbitrary distribution or a plane size of 0.
+///         (Errc::invalid_argument) for arbitrary distribution (see place_arbitrary) or a plane
+///         size of 0.
 [[nodiscard]] Allocation place_tasks(std::vector<std::string> hosts,
                                      std::vector<std::uint32_t> tasks_per_node,
                                      Distribution distribution,
@@ -93,6 +127,8 @@ struct StepInfo {
     std::vector<std::uint32_t> tasks_per_node;
     std::uint32_t ntasks = 0;
     DistributionSpec distribution;
+    std::vector<std::string> rank_hosts; ///< arbitrary distribution: each rank's host (hostfile)
+    std::string hostfile;                ///< arbitrary distribution: where rank_hosts came from
     std::optional<std::uint64_t> job_id;
     std::optional<std::uint64_t> step_id;
     std::vector<std::uint16_t> resv_ports; ///< SLURM_STEP_RESV_PORTS, empty when absent
@@ -103,13 +139,15 @@ struct StepInfo {
 /// Read a task's Slurm variables: step variables first (`SLURM_STEP_NODELIST`,
 /// `SLURM_STEP_TASKS_PER_NODE`, `SLURM_STEP_NUM_TASKS`), job variables as the fallback
 /// (`SLURM_JOB_NODELIST`/`SLURM_NODELIST`, `SLURM_TASKS_PER_NODE`, `SLURM_NTASKS`), plus
-/// identity, distribution, reserved ports and GPU variables. Every value is validated.
+/// identity, distribution, reserved ports and GPU variables. Every value is validated. With
+/// `SLURM_DISTRIBUTION=arbitrary`, the file named by `SLURM_HOSTFILE` is read through `read`
+/// (the only I/O here; tests pass their own reader).
 ///
 /// Input: the environment of task 3 of `srun -N3 -n6`. Output: hosts {n1,n2,n3}, counts
 /// {2,2,2}, ntasks 6, self.rank 3, self.node_id 1, self.gtids {2,3}.
 /// \throws Error (Errc::missing_env) when no nodelist is set, or a parse error naming the
 ///         variable.
-[[nodiscard]] StepInfo read_step(const Environment& env);
+[[nodiscard]] StepInfo read_step(const Environment& env, const FileReader& read = read_text_file);
 
 /// Values that describe a step without Slurm (`tfslurm plan --nodelist ...`): a preview.
 struct StepOverrides {
@@ -118,6 +156,7 @@ struct StepOverrides {
                                          ///< empty = 1 per node
     std::optional<std::uint32_t> ntasks; ///< with an empty tasks_per_node: spread like srun -n
     std::string distribution;            ///< empty = block
+    std::string hostfile;                ///< arbitrary distribution: rank i on line i's host
     std::optional<std::uint64_t> job_id;
     std::optional<std::uint64_t> step_id;
     std::optional<std::uint32_t> rank; ///< "this" task, for `tfslurm env` previews
@@ -126,9 +165,11 @@ struct StepOverrides {
 };
 
 /// Build a StepInfo (Scope::preview) from explicit values; option names in messages are the
-/// CLI's (`--nodelist`, ...).
+/// CLI's (`--nodelist`, ...). With `--distribution arbitrary`, `hostfile` is read through
+/// `read`, and without `--tasks-per-node` the counts per node come from it.
 /// \throws Error on invalid values.
-[[nodiscard]] StepInfo preview_step(const StepOverrides& overrides);
+[[nodiscard]] StepInfo preview_step(const StepOverrides& overrides,
+                                    const FileReader& read = read_text_file);
 
 /// Place the ranks of `step` and check the result against what the task knows of itself
 /// (SLURM_NODEID, SLURM_LOCALID, SLURM_GTIDS, SLURMD_NODENAME). A mismatch is an error that

@@ -3,7 +3,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <cctype>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -172,6 +175,41 @@ TEST_CASE("cli: plan previews a layout without Slurm", "[cli]") {
     CHECK(r.out.find(
               "\"cluster\": {\n    \"worker\": [\n      \"n1:20000\",\n      \"n2:20000\"\n") !=
           std::string::npos);
+}
+
+TEST_CASE("cli: plan previews an arbitrary distribution from a hostfile", "[cli]") {
+    const std::string path = "cli-test-hostfile-" + std::to_string(::getpid());
+    {
+        std::ofstream file(path);
+        file << "n2\nn1*2\n# spare\nn3\n";
+    }
+    auto r = tfslurm_cli({"plan",
+                          "--nodelist",
+                          "n[1-3]",
+                          "--hostfile",
+                          path,
+                          "--ps",
+                          "1",
+                          "--job-id",
+                          "1234",
+                          "--step-id",
+                          "0"});
+    CHECK(r.status == 0);
+    CHECK(r.out == "# job 1234, step 0: 4 tasks on 3 nodes (n[1-3]), native layout\n"
+                   "# ports: derived; launcher control endpoint n2:31234\n"
+                   "RANK  ROLE      HOST  ADDRESS  PORT   GPUS\n"
+                   "0     ps:0      n2    n2       31232  -\n"
+                   "1     worker:0  n1    n1       31232  -\n"
+                   "2     worker:1  n1    n1       31233  -\n"
+                   "3     worker:2  n3    n3       31232  -\n");
+    std::remove(path.c_str());
+    r = tfslurm_cli({"plan", "--nodelist", "n[1-3]", "--hostfile", path});
+    CHECK(r.status == 7);
+    CHECK(r.err == "tfslurm: error: --hostfile (" + path + "): cannot open \"" + path +
+                       "\": No such file or directory\n"
+                       "tfslurm: hint: check the path and its permissions; with srun -m "
+                       "arbitrary the file must stay readable on every node while the step "
+                       "runs\n");
 }
 
 TEST_CASE("cli: usage errors exit 2 with the option named", "[cli]") {

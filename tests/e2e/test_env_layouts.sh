@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# tfslurm hostnames and tfslurm env inside real srun steps: for block, cyclic, uneven and
-# overcommitted layouts, every rank's own TF_CONFIG entry names the host it actually runs on
+# tfslurm hostnames and tfslurm env inside real srun steps: for block, cyclic, uneven,
+# overcommitted and arbitrary (srun -m arbitrary with SLURM_HOSTFILE) layouts, every rank's own
+# TF_CONFIG entry names the host it actually runs on
 # and all ranks agree on the whole cluster. The expected placements are Slurm's own
 # (reference/slurm-env/srun-layout-variants.txt).
 set -euo pipefail
@@ -31,6 +32,13 @@ check_layout 7 "0:n1 1:n1 2:n1 3:n2 4:n2 5:n3 6:n3" -N3 -n7 --overcommit
 check_layout 6 "0:n1 1:n2 2:n3 3:n1 4:n2 5:n3" -N3 --ntasks-per-node=2 -m cyclic
 check_layout 3 "0:n1 1:n1 2:n2" -N2 -n3
 check_layout 4 "0:n2 1:n2 2:n3 3:n3" -n4 -w 'n[2-3]' --ntasks-per-node=2
+
+# Arbitrary: rank i on the i-th host of SLURM_HOSTFILE (NAME*N, commas and comments included).
+hostfile=$(make_tmpdir)/hostfile
+printf 'n3*2\n# the rest\nn1,n2\n\nn2,n3\n' >"$hostfile"
+SLURM_HOSTFILE=$hostfile check_layout 6 "0:n3 1:n3 2:n1 3:n2 4:n2 5:n3" -n6 -m arbitrary
+printf 'n2\nn1\nn2\n' >"$hostfile"
+SLURM_HOSTFILE=$hostfile check_layout 3 "0:n2 1:n1 2:n2" -n3 -m arbitrary
 
 # tfslurm hostnames inside a step equals scontrol's expansion of the step's nodelist.
 # shellcheck disable=SC2016 # expanded by the task's shell

@@ -25,6 +25,15 @@ assert_contains "$E2E_OUTPUT" "0 ${TC_NODE_ARRAY[0]} " "rank 0 does not run on t
 rank0=$(grep '^0 ' <<<"$E2E_OUTPUT")
 assert_contains "$rank0" '"task":{"type":"ps","index":0}' "rank 0 is not ps 0"
 
+e2e_log "srun -n5 -m arbitrary --tfslurm=ps=1: ranks where SLURM_HOSTFILE puts them"
+hostfile=$(make_tmpdir)/hostfile
+printf 'n2\nn1\nn2\nn3\nn1\n' >"$hostfile"
+run_stdout 0 60 env SLURM_HOSTFILE="$hostfile" srun -n5 -m arbitrary --tfslurm=ps=1 \
+    bash -c "$SPANK_PRINT_TASK"
+check_tf_configs "$E2E_OUTPUT" 5 1
+assert_eq "0 n2 1 n1 2 n2 3 n3 4 n1" "$(sort -n <<<"$E2E_OUTPUT" | cut -d' ' -f1,2 | paste -sd' ')" \
+    "ranks of the arbitrary step"
+
 e2e_log "the other variables of tfslurm env, per task"
 # shellcheck disable=SC2016 # expanded by the task's shell
 run_stdout 0 60 srun -N3 --ntasks-per-node=2 --tfslurm=ps=1 bash -c \

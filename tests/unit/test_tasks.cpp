@@ -120,7 +120,7 @@ TEST_CASE("tasks: a cyclic step without SLURM_DISTRIBUTION is caught, not guesse
               "SLURM_NODEID: disagrees with the computed placement: block distribution of "
               "SLURM_STEP_TASKS_PER_NODE=2(x3) over SLURM_STEP_NODELIST=n[1-3] puts rank 1 on "
               "node 0 (n1) as local task 1: \"1\"");
-        CHECK(e.hint().find("arbitrary distribution") != std::string::npos);
+        CHECK(e.hint().find("SLURM_HOSTFILE") != std::string::npos);
     }
 }
 
@@ -266,8 +266,8 @@ TEST_CASE("tasks: parse_distribution accepts Slurm's forms", "[tasks]") {
     require_error(
         [] { (void)tfslurm::place_tasks({"n1"}, {1}, Distribution::arbitrary); },
         Errc::invalid_argument,
-        "distribution: an arbitrary distribution cannot be resolved: the environment does not say "
-        "which rank runs where: \"arbitrary\"");
+        "distribution: an arbitrary distribution needs the host of every rank (a hostfile): "
+        "\"arbitrary\"");
 }
 
 TEST_CASE("tasks: preview_step describes allocations like srun", "[tasks]") {
