@@ -89,10 +89,10 @@ TEST_CASE("arbitrary: malformed hostfiles are errors that quote the line", "[arb
                   "least 1: \"x*y\"");
     require_error([] { (void)parse_hostfile("n1\nn2\n", 3, k_subject); },
                   Errc::invalid_hostlist,
-                  "SLURM_HOSTFILE (hf): names 2 hosts for 3 tasks: \"n1\\nn2\\n\"");
+                  R"(SLURM_HOSTFILE (hf): names 2 hosts for 3 tasks: "n1\nn2\n")");
     require_error([] { (void)parse_hostfile("# nothing\n\n", std::nullopt, k_subject); },
                   Errc::invalid_hostlist,
-                  "SLURM_HOSTFILE (hf): names no host: \"# nothing\\n\\n\"");
+                  R"(SLURM_HOSTFILE (hf): names no host: "# nothing\n\n")");
 }
 
 TEST_CASE("arbitrary: place_arbitrary puts rank i on the i-th host", "[arbitrary]") {
