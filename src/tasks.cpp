@@ -139,6 +139,17 @@ void check_layout_input(const std::vector<std::string>& hosts,
     }
 }
 
+/// Host name -> node index (the first, should a name repeat). Views into `hosts`.
+std::unordered_map<std::string_view, std::uint32_t>
+node_index(const std::vector<std::string>& hosts) {
+    std::unordered_map<std::string_view, std::uint32_t> index;
+    index.reserve(hosts.size());
+    for (std::uint32_t node = 0; node < hosts.size(); ++node) {
+        index.emplace(hosts[node], node);
+    }
+    return index;
+}
+
 /// Append `rank` to its node in `allocation`, with the next local id there.
 void assign_rank(Allocation& allocation, std::uint32_t rank, std::uint32_t node) {
     auto& ranks = allocation.node_ranks[node];
@@ -312,16 +323,12 @@ Allocation place_tasks(std::vector<std::string> hosts,
         allocation.node_ranks[node].reserve(tasks_per_node[node]);
     }
 
-    const auto assign = [&allocation](std::uint32_t rank, std::uint32_t node) {
-        assign_rank(allocation, rank, node);
-    };
-
     if (distribution == Distribution::block) {
         // Block: ranks fill node after node, in nodelist order.
         std::uint32_t rank = 0;
         for (std::uint32_t node = 0; node < hosts.size(); ++node) {
             for (std::uint32_t i = 0; i < tasks_per_node[node]; ++i) {
-                assign(rank++, node);
+                assign_rank(allocation, rank++, node);
             }
         }
     } else {
@@ -338,7 +345,7 @@ Allocation place_tasks(std::vector<std::string> hosts,
             for (const auto node : active) {
                 const auto take = std::min(block, left[node]);
                 for (std::uint32_t i = 0; i < take; ++i) {
-                    assign(rank++, node);
+                    assign_rank(allocation, rank++, node);
                 }
                 left[node] -= take;
                 if (left[node] > 0) {
@@ -365,10 +372,7 @@ Allocation place_arbitrary(std::vector<std::string> hosts,
             fmt::format("names {} hosts for the step's {} tasks", rank_hosts.size(), total),
             compress_counts(tasks_per_node));
     }
-    std::unordered_map<std::string_view, std::uint32_t> node_of;
-    for (std::uint32_t node = 0; node < hosts.size(); ++node) {
-        node_of.emplace(hosts[node], node);
-    }
+    const auto node_of = node_index(hosts);
     Allocation allocation;
     allocation.distribution = Distribution::arbitrary;
     allocation.places.resize(total);
@@ -681,15 +685,16 @@ StepInfo preview_step(const StepOverrides& overrides, const FileReader& read) {
         // The counts per node are the hostfile's (its first --ntasks names, or all of them).
         step.rank_hosts = parse_hostfile(hostfile_text, overrides.ntasks, subject);
         step.tasks_per_node.assign(nodes, 0);
+        const auto node_of = node_index(step.hosts);
         for (const auto& host : step.rank_hosts) {
-            const auto found = std::find(step.hosts.begin(), step.hosts.end(), host);
-            if (found == step.hosts.end()) {
+            const auto found = node_of.find(host);
+            if (found == node_of.end()) {
                 throw errors::invalid_argument(subject,
                                                "names a host that is not in --nodelist",
                                                host,
                                                "list every host of the hostfile in --nodelist");
             }
-            ++step.tasks_per_node[static_cast<std::size_t>(found - step.hosts.begin())];
+            ++step.tasks_per_node[found->second];
         }
     } else if (!overrides.tasks_per_node.empty()) {
         step.tasks_per_node = expand_counts(overrides.tasks_per_node, "--tasks-per-node");
