@@ -2,9 +2,11 @@
 // Benchmark (not a test): time to read a 10,000-node x 8-task step, place its 80,000 ranks,
 // build the plan and render TF_CONFIG, the server dictionary, the task environment, the plan
 // table and the plan JSON. Prints median and min over several runs.
-#include <tfslurm/cluster.hpp>
 #include <tfslurm/env.hpp>
-#include <tfslurm/tasks.hpp>
+#include <tfslurm/placement.hpp>
+#include <tfslurm/plan.hpp>
+#include <tfslurm/plan_settings.hpp>
+#include <tfslurm/step.hpp>
 #include <tfslurm/tf_config.hpp>
 
 #include <fmt/format.h>

@@ -13,10 +13,12 @@
 //    wall time and the coordinator's peak memory.
 //
 // The trainers of 1 and 2 are this program itself (`bench_run --trainer DIR`).
+#include <tfslurm/coordinator.hpp>
+#include <tfslurm/coordinator_server.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/protocol.hpp>
+#include <tfslurm/run.hpp>
 #include <tfslurm/spawn.hpp>
-#include <tfslurm/watchdog.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>

@@ -4,10 +4,12 @@
 #include "plan_args.hpp"
 
 #include <tfslurm/error.hpp>
+#include <tfslurm/launcher.hpp>
+#include <tfslurm/local_run.hpp>
 #include <tfslurm/log.hpp>
 #include <tfslurm/protocol.hpp>
+#include <tfslurm/run.hpp>
 #include <tfslurm/tf_config.hpp>
-#include <tfslurm/watchdog.hpp>
 
 #include <fmt/format.h>
 

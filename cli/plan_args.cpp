@@ -2,6 +2,7 @@
 #include "plan_args.hpp"
 
 #include <tfslurm/error.hpp>
+#include <tfslurm/plan_settings.hpp>
 
 #include <fmt/format.h>
 

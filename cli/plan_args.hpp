@@ -5,9 +5,10 @@
 /// Options shared by `tfslurm plan`, `env` and `run`: how to describe the allocation (from the
 /// environment, or a preview from options) and every plan setting.
 
-#include <tfslurm/cluster.hpp>
 #include <tfslurm/env.hpp>
-#include <tfslurm/tasks.hpp>
+#include <tfslurm/placement.hpp>
+#include <tfslurm/plan.hpp>
+#include <tfslurm/step.hpp>
 
 #include <CLI/CLI.hpp>
 

@@ -2,6 +2,7 @@
 // Authentication of launchers: SHA-256/HMAC (our own small implementation, checked against the
 // FIPS 180-4 and RFC 4231 vectors in tests/unit/test_protocol.cpp), the per-job secret, and
 // MUNGE credentials through libmunge.
+#include <tfslurm/auth.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/log.hpp>
 #include <tfslurm/protocol.hpp>

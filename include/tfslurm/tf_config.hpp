@@ -6,7 +6,7 @@
 /// CUDA_VISIBLE_DEVICES; rendered as `export` lines, `KEY=VALUE` lines or JSON; and the plan
 /// itself as a table or JSON.
 
-#include <tfslurm/cluster.hpp>
+#include <tfslurm/plan.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -3,7 +3,8 @@
 #include "options.hpp"
 
 #include <tfslurm/error.hpp>
-#include <tfslurm/tasks.hpp>
+#include <tfslurm/placement.hpp>
+#include <tfslurm/step.hpp>
 
 #include <algorithm>
 #include <array>

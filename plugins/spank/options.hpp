@@ -13,8 +13,9 @@
 /// task_environment): the plugin maps its settings onto the same apply_plan_setting() keys as
 /// the `tfslurm` CLI and has no second implementation.
 
-#include <tfslurm/cluster.hpp>
 #include <tfslurm/env.hpp>
+#include <tfslurm/plan.hpp>
+#include <tfslurm/plan_settings.hpp>
 #include <tfslurm/tf_config.hpp>
 
 #include <cstdint>

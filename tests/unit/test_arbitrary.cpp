@@ -4,7 +4,9 @@
 #include "fixtures.hpp"
 
 #include <tfslurm/error.hpp>
-#include <tfslurm/tasks.hpp>
+#include <tfslurm/hostfile.hpp>
+#include <tfslurm/placement.hpp>
+#include <tfslurm/step.hpp>
 
 #include <catch2/catch.hpp>
 

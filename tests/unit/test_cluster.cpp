@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 #include "fixtures.hpp"
 
-#include <tfslurm/cluster.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/hostlist.hpp>
-#include <tfslurm/tasks.hpp>
+#include <tfslurm/placement.hpp>
+#include <tfslurm/plan.hpp>
+#include <tfslurm/plan_settings.hpp>
+#include <tfslurm/step.hpp>
 #include <tfslurm/tf_config.hpp>
 
 #include <catch2/catch.hpp>

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
+#include <tfslurm/coordinator.hpp>
+#include <tfslurm/coordinator_server.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/protocol.hpp>
-#include <tfslurm/watchdog.hpp>
+#include <tfslurm/run.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>

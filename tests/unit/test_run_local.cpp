@@ -2,11 +2,13 @@
 // `tfslurm run` end to end on this machine: the real CLI in local mode (and a few single
 // launchers started by hand), with the fake TensorFlow trainer and small /bin/sh trainers.
 // Every test checks that no process carrying its marker survives.
-#include <tfslurm/cluster.hpp>
 #include <tfslurm/env.hpp>
 #include <tfslurm/error.hpp>
+#include <tfslurm/launcher.hpp>
+#include <tfslurm/local_run.hpp>
+#include <tfslurm/plan.hpp>
+#include <tfslurm/run.hpp>
 #include <tfslurm/spawn.hpp>
-#include <tfslurm/watchdog.hpp>
 
 #include <catch2/catch.hpp>
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <tfslurm/error.hpp>
+#include <tfslurm/launcher.hpp>
 #include <tfslurm/spawn.hpp>
-#include <tfslurm/watchdog.hpp>
 
 #include <catch2/catch.hpp>
 

@@ -2,7 +2,8 @@
 #include "fixtures.hpp"
 
 #include <tfslurm/error.hpp>
-#include <tfslurm/tasks.hpp>
+#include <tfslurm/placement.hpp>
+#include <tfslurm/step.hpp>
 
 #include <catch2/catch.hpp>
 

@@ -2,14 +2,13 @@
 #pragma once
 
 /// \file
-/// From a task's environment to a typed, validated snapshot of the step (StepInfo), and from
-/// that to where Slurm runs every rank (Allocation). Pure: nothing here reads the process
-/// environment.
+/// From a task's environment (or preview values) to a typed, validated snapshot of the step:
+/// StepInfo. Pure: nothing here reads the process environment.
 
 #include <tfslurm/env.hpp>
+#include <tfslurm/hostfile.hpp>
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,71 +30,6 @@ struct DistributionSpec {
     std::uint32_t plane_size = 0; ///< 0 = not given
 };
 [[nodiscard]] DistributionSpec parse_distribution(std::string_view text, std::string_view subject);
-
-/// The hosts of the first `ntasks` ranks (all names without `ntasks`) in a Slurm hostfile
-/// (`SLURM_HOSTFILE` with `srun -m arbitrary`), read as Slurm reads it: comma-separated names on
-/// each line, `name*N` for N times the name, `#` starts a comment (`\#` is a literal `#`), blank
-/// lines are skipped and every other line must start with a letter or a digit; names after the
-/// first `ntasks` are ignored. A name is one host, not a hostlist expression. Spaces and tabs
-/// around names and a carriage return at the end of a line are dropped.
-///
-/// Input: "n2\nn1*2\n# spare\nn3,n1\n", 4. Output: {n2, n1, n1, n3}.
-/// \throws Error (Errc::invalid_hostlist) naming `subject` for a malformed line or fewer than
-///         `ntasks` names.
-[[nodiscard]] std::vector<std::string> parse_hostfile(std::string_view text,
-                                                      std::optional<std::uint32_t> ntasks,
-                                                      std::string_view subject);
-
-/// Reads a whole file (a hostfile); throws Error (Errc::io) naming `subject` when it cannot.
-using FileReader = std::function<std::string(const std::string& path, std::string_view subject)>;
-
-/// The FileReader that reads the file system (files over 16 MiB are refused).
-[[nodiscard]] std::string read_text_file(const std::string& path, std::string_view subject);
-
-/// Where one rank runs.
-struct TaskPlace {
-    std::uint32_t node = 0;  ///< index into Allocation::hosts (= SLURM_NODEID)
-    std::uint32_t local = 0; ///< rank among the node's tasks (= SLURM_LOCALID)
-};
-
-/// Every rank of a step placed on its node, as Slurm places them.
-struct Allocation {
-    std::vector<std::string> hosts;            ///< node names, nodelist order, never sorted
-    std::vector<std::uint32_t> tasks_per_node; ///< same length as hosts
-    Distribution distribution = Distribution::block;
-    std::uint32_t plane_size = 0;
-    std::vector<TaskPlace> places;                      ///< indexed by global rank
-    std::vector<std::vector<std::uint32_t>> node_ranks; ///< per node: its ranks (= SLURM_GTIDS)
-
-    [[nodiscard]] std::size_t ntasks() const noexcept { return places.size(); }
-    [[nodiscard]] std::uint32_t max_tasks_per_node() const noexcept;
-};
-
-/// Place ranks where an arbitrary distribution put them: rank i on `rank_hosts[i]` (the
-/// hostfile), local ids in rank order on each node. The hosts must be in `hosts` and the
-/// per-node totals must equal `tasks_per_node`, or the hostfile is not the one the step ran.
-///
-/// Input: hosts {n1,n2,n3}, counts {2,2,1}, rank_hosts {n2,n1,n2,n3,n1}. Output: n1 = {1,4},
-/// n2 = {0,2}, n3 = {3}.
-/// \throws Error (Errc::inconsistent_allocation) naming `subject`.
-[[nodiscard]] Allocation place_arbitrary(std::vector<std::string> hosts,
-                                         std::vector<std::uint32_t> tasks_per_node,
-                                         const std::vector<std::string>& rank_hosts,
-                                         std::string_view subject);
-
-/// Place `sum(tasks_per_node)` ranks on `hosts` like Slurm's task layout: block (node by node),
-/// cyclic (round robin over nodes with room left) or plane (round robin in blocks of
-/// `plane_size`).
-///
-/// Input: hosts {n1,n2,n3}, counts {2,1,1}, block. Output: ranks 0,1 on n1; 2 on n2; 3 on n3.
-/// Input: hosts {n1,n2,n3}, counts {2,2,2}, cyclic. Output: n1 = {0,3}, n2 = {1,4}, n3 = {2,5}.
-/// \throws Error (Errc::inconsistent_allocation) when sizes disagree or a node has no task,
-///         (Errc::invalid_argument) for arbitrary distribution (see place_arbitrary) or a plane
-///         size of 0.
-[[nodiscard]] Allocation place_tasks(std::vector<std::string> hosts,
-                                     std::vector<std::uint32_t> tasks_per_node,
-                                     Distribution distribution,
-                                     std::uint32_t plane_size = 0);
 
 /// Where the values came from: a step (srun task) or only the job (a batch script).
 enum class Scope { step, job, preview };
@@ -170,11 +104,5 @@ struct StepOverrides {
 /// \throws Error on invalid values.
 [[nodiscard]] StepInfo preview_step(const StepOverrides& overrides,
                                     const FileReader& read = read_text_file);
-
-/// Place the ranks of `step` and check the result against what the task knows of itself
-/// (SLURM_NODEID, SLURM_LOCALID, SLURM_GTIDS, SLURMD_NODENAME). A mismatch is an error that
-/// says which value disagrees: a wrong guess would mean a hung job.
-/// \throws Error (Errc::inconsistent_allocation).
-[[nodiscard]] Allocation resolve_allocation(const StepInfo& step);
 
 } // namespace tfslurm

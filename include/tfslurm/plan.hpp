@@ -5,7 +5,8 @@
 /// The plan: for every rank of a step, its role (ps, worker, chief, evaluator), the address and
 /// port it serves on, and the GPUs it uses; plus the launcher's control endpoint.
 
-#include <tfslurm/tasks.hpp>
+#include <tfslurm/placement.hpp>
+#include <tfslurm/step.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -75,19 +76,6 @@ struct PlanOptions {
     std::optional<std::uint32_t> tf_gpus_per_node; ///< tf-compat only: TensorFlow's gpus_per_node
     std::string rpc_layer;                         ///< e.g. `grpc`; empty = not written
 };
-
-/// Apply one `key=value` setting to `options`. The keys are the snake_case names shared by
-/// plugstack.conf arguments, the SPANK option, `TFSLURM_*` variables and (in kebab-case) the
-/// CLI: `ps`, `chief`, `evaluator` (value `1`/`0`/`yes`/`no`/`true`/`false`, empty = true),
-/// `roles`, `ps_placement` (`first`/`spread`), `layout` (`native`/`tf-compat`), `port_base`,
-/// `address` (`name`/`ip`), `host_pattern`, `gpus_per_task`, `gpus_per_node` (tf-compat only),
-/// `rpc_layer`.
-/// Input: key `ps`, value `2`. Output: options.counts.ps == 2.
-/// \throws Error (Errc::invalid_argument) naming `subject` for an unknown key or a bad value.
-void apply_plan_setting(PlanOptions& options,
-                        std::string_view key,
-                        std::string_view value,
-                        std::string_view subject);
 
 /// Resolves a (patterned) host name to the address peers should use. Throws Error (Errc::io)
 /// when a name does not resolve.

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT
+#include "detail/plan.hpp"
+
 #include "detail/text.hpp"
 
-#include <tfslurm/cluster.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/hostlist.hpp>
 #include <tfslurm/log.hpp>
+#include <tfslurm/plan.hpp>
+#include <tfslurm/tf_compat.hpp>
 
 #include <fmt/format.h>
 
@@ -26,27 +29,6 @@ namespace {
 constexpr std::uint32_t k_derived_port_first = 20000;
 constexpr std::uint32_t k_derived_port_end = 32000; // below Linux's ephemeral range (32768)
 constexpr std::uint32_t k_steps_per_job = 16;
-constexpr std::uint16_t k_tf_compat_port_base = 8888;
-
-bool parse_bool(std::string_view value, std::string_view subject) {
-    if (value.empty() || value == "1" || value == "yes" || value == "true" || value == "on") {
-        return true;
-    }
-    if (value == "0" || value == "no" || value == "false" || value == "off") {
-        return false;
-    }
-    throw errors::invalid_argument(subject, "expected yes/no, true/false, on/off or 1/0", value);
-}
-
-template <typename T>
-T parse_number(std::string_view value, std::string_view subject, T low, T high) {
-    const auto parsed = detail::parse_decimal(value);
-    if (!parsed || *parsed < low || *parsed > high) {
-        throw errors::invalid_argument(
-            subject, fmt::format("expected an integer from {} to {}", low, high), value);
-    }
-    return static_cast<T>(*parsed);
-}
 
 /// `{host}` is the only placeholder; anything else in braces is a mistake worth reporting.
 std::string apply_pattern(std::string_view pattern, std::string_view host) {
@@ -68,19 +50,6 @@ std::string apply_pattern(std::string_view pattern, std::string_view host) {
     return out;
 }
 
-void validate_pattern(std::string_view pattern, std::string_view subject) {
-    std::size_t pos = 0;
-    while ((pos = pattern.find_first_of("{}", pos)) != std::string_view::npos) {
-        if (pattern.compare(pos, 6, "{host}") != 0) {
-            throw errors::invalid_argument(
-                subject,
-                fmt::format("unknown placeholder at offset {} (only {{host}} is known)", pos),
-                pattern);
-        }
-        pos += 6;
-    }
-}
-
 /// Ports as Slurm writes SLURM_STEP_RESV_PORTS: `12000-12003,12005`.
 std::string format_ports(const std::vector<std::uint16_t>& ports) {
     std::string out;
@@ -96,15 +65,6 @@ std::string format_ports(const std::vector<std::uint16_t>& ports) {
         i = j + 1;
     }
     return out;
-}
-
-std::string join_roles(const std::vector<Role>& roles) {
-    std::vector<std::string> names;
-    names.reserve(roles.size());
-    for (const auto role : roles) {
-        names.emplace_back(to_string(role));
-    }
-    return detail::join(names, ",");
 }
 
 /// Roles per rank from counts: ps first (or spread one per node), then chief, workers,
@@ -302,6 +262,19 @@ void assign_gpus(Plan& plan,
     }
 }
 
+} // namespace
+
+namespace detail {
+
+std::string join_roles(const std::vector<Role>& roles) {
+    std::vector<std::string> names;
+    names.reserve(roles.size());
+    for (const auto role : roles) {
+        names.emplace_back(to_string(role));
+    }
+    return detail::join(names, ",");
+}
+
 void number_roles(Plan& plan) {
     std::map<Role, std::uint32_t> next;
     for (auto& rank : plan.ranks) {
@@ -332,131 +305,7 @@ std::vector<std::string> resolve_addresses(const std::vector<std::string>& hosts
     return addresses;
 }
 
-/// TensorFlow's SlurmClusterResolver, reproduced on purpose (tensorflow-resolver.md §2):
-/// hosts sorted by name (duplicates collapse), jobs in alphabetical order over the flat list
-/// of (host, local index), ports 8888 + local index, node-relative GPU numbers.
-Plan make_tf_compat_plan(const StepInfo& step,
-                         const Allocation& allocation,
-                         const PlanOptions& options,
-                         const AddressResolver& resolve) {
-    if (!options.role_list.empty()) {
-        throw errors::invalid_argument(
-            "--roles",
-            "the tf-compat layout takes role counts only (--ps, --chief, --evaluator)",
-            join_roles(options.role_list));
-    }
-    std::map<std::string, std::uint32_t> per_host; // sorted, duplicates collapse like a dict
-    for (std::size_t node = 0; node < allocation.hosts.size(); ++node) {
-        per_host[allocation.hosts[node]] = allocation.tasks_per_node[node];
-    }
-    std::uint32_t num_tasks = 0;
-    std::uint32_t max_per_host = 0;
-    for (const auto& [host, count] : per_host) {
-        num_tasks += count;
-        max_per_host = std::max(max_per_host, count);
-    }
-    const auto ntasks = static_cast<std::uint32_t>(allocation.ntasks());
-    const std::uint32_t special =
-        options.counts.ps + (options.counts.chief ? 1U : 0U) + (options.counts.evaluator ? 1U : 0U);
-    const std::uint32_t workers = ntasks > special ? ntasks - special : 0;
-    const std::uint32_t requested = special + workers;
-    if (requested != num_tasks) {
-        throw errors::invalid_argument(
-            "--layout tf-compat",
-            fmt::format("Requested {} tasks but only {} were assigned.", requested, num_tasks),
-            step.nodelist,
-            "the nodelist has duplicate hosts, which TensorFlow collapses");
-    }
-
-    // GPUs: TensorFlow counts CUDA_VISIBLE_DEVICES entries; an empty value counts as 1.
-    std::uint32_t gpus_per_node = 0;
-    if (options.tf_gpus_per_node) {
-        gpus_per_node = *options.tf_gpus_per_node;
-    } else if (step.gpus.visible) {
-        gpus_per_node =
-            std::max<std::uint32_t>(1, static_cast<std::uint32_t>(step.gpus.visible->size()));
-    }
-    const std::uint32_t gpus_per_task = options.gpus_per_task
-                                            ? *options.gpus_per_task
-                                            : (max_per_host ? gpus_per_node / max_per_host : 0);
-    if (std::uint64_t{max_per_host} * gpus_per_task > gpus_per_node) {
-        throw errors::invalid_argument("--layout tf-compat",
-                                       "Requested more GPUs per node than available.",
-                                       fmt::format("{} GPUs per task x {} tasks per node, {} GPUs",
-                                                   gpus_per_task,
-                                                   max_per_host,
-                                                   gpus_per_node));
-    }
-    const auto base = options.port_base.value_or(k_tf_compat_port_base);
-    if (std::uint32_t{base} + max_per_host > 65535U) {
-        throw errors::invalid_argument(
-            "--port-base", "the ports do not fit below 65536", std::to_string(base));
-    }
-
-    Plan plan;
-    plan.layout = Layout::tf_compat;
-    plan.job_id = step.job_id;
-    plan.step_id = step.step_id;
-    plan.rpc_layer = options.rpc_layer;
-    plan.port_source = PortSource::explicit_base;
-    plan.gpus_exact = false;
-    if (step.self) {
-        plan.self_rank = step.self->rank;
-    }
-    std::vector<std::string> sorted_hosts;
-    sorted_hosts.reserve(per_host.size());
-    for (const auto& [host, count] : per_host) {
-        sorted_hosts.push_back(host);
-    }
-    const auto addresses = resolve_addresses(sorted_hosts, options, resolve);
-    plan.hosts = sorted_hosts;
-
-    // The flat (host, local) list; rank r takes position r, whatever Slurm's placement.
-    std::vector<Role> jobs;
-    jobs.reserve(ntasks);
-    jobs.insert(jobs.end(), options.counts.chief ? 1U : 0U, Role::chief);
-    jobs.insert(jobs.end(), options.counts.evaluator ? 1U : 0U, Role::evaluator);
-    jobs.insert(jobs.end(), options.counts.ps, Role::ps);
-    jobs.insert(jobs.end(), workers, Role::worker);
-    plan.ranks.reserve(ntasks);
-    std::uint32_t position = 0;
-    for (std::uint32_t node = 0; node < sorted_hosts.size(); ++node) {
-        const auto count = per_host[sorted_hosts[node]];
-        for (std::uint32_t local = 0; local < count; ++local, ++position) {
-            RankPlan rank;
-            rank.rank = position;
-            rank.role = jobs[position];
-            rank.node = node;
-            rank.local = local;
-            rank.host = sorted_hosts[node];
-            rank.address = addresses[node];
-            rank.port = static_cast<std::uint16_t>(base + local);
-            for (std::uint32_t gpu = 0; gpu < gpus_per_task; ++gpu) {
-                rank.gpus.push_back(std::to_string(local * gpus_per_task + gpu));
-            }
-            plan.ranks.push_back(std::move(rank));
-        }
-    }
-    number_roles(plan);
-    plan.control_address = plan.ranks.front().address;
-    plan.control_port = static_cast<std::uint16_t>(base + max_per_host);
-    for (const auto& rank : plan.ranks) {
-        const auto& place = allocation.places[rank.rank];
-        if (allocation.hosts[place.node] != rank.host || place.local != rank.local) {
-            logger().warn("tf-compat layout: rank {} is advertised as {}:{} but Slurm runs it on "
-                          "{} (local task {}); this is TensorFlow's behaviour, not tfslurm's",
-                          rank.rank,
-                          rank.host,
-                          rank.port,
-                          allocation.hosts[place.node],
-                          place.local);
-            break;
-        }
-    }
-    return plan;
-}
-
-} // namespace
+} // namespace detail
 
 std::string_view to_string(Role role) noexcept {
     switch (role) {
@@ -537,65 +386,6 @@ std::vector<Role> parse_role_list(std::string_view text, std::string_view subjec
         roles.insert(roles.end(), repeat, role);
     }
     return roles;
-}
-
-void apply_plan_setting(PlanOptions& options,
-                        std::string_view key,
-                        std::string_view value,
-                        std::string_view subject) {
-    if (key == "ps") {
-        options.counts.ps = parse_number<std::uint32_t>(value, subject, 0, k_max_expanded_hosts);
-    } else if (key == "chief") {
-        options.counts.chief = parse_bool(value, subject);
-    } else if (key == "evaluator") {
-        options.counts.evaluator = parse_bool(value, subject);
-    } else if (key == "roles") {
-        options.role_list = value.empty() ? std::vector<Role>{} : parse_role_list(value, subject);
-    } else if (key == "ps_placement") {
-        if (value == "first") {
-            options.ps_placement = PsPlacement::first;
-        } else if (value == "spread") {
-            options.ps_placement = PsPlacement::spread;
-        } else {
-            throw errors::invalid_argument(subject, "expected first or spread", value);
-        }
-    } else if (key == "layout") {
-        if (value == "native") {
-            options.layout = Layout::native;
-        } else if (value == "tf-compat" || value == "tf_compat") {
-            options.layout = Layout::tf_compat;
-        } else {
-            throw errors::invalid_argument(subject, "expected native or tf-compat", value);
-        }
-    } else if (key == "port_base") {
-        options.port_base = parse_number<std::uint16_t>(value, subject, 1, 65535);
-    } else if (key == "address") {
-        if (value == "name") {
-            options.address = AddressMode::name;
-        } else if (value == "ip") {
-            options.address = AddressMode::ip;
-        } else {
-            throw errors::invalid_argument(subject, "expected name or ip", value);
-        }
-    } else if (key == "host_pattern") {
-        validate_pattern(value, subject);
-        options.host_pattern = std::string{value};
-    } else if (key == "gpus_per_task") {
-        options.gpus_per_task = parse_number<std::uint32_t>(value, subject, 0, 1U << 16);
-    } else if (key == "gpus_per_node") {
-        options.tf_gpus_per_node = parse_number<std::uint32_t>(value, subject, 0, 1U << 16);
-    } else if (key == "rpc_layer") {
-        if (value.find_first_of("\"\\") != std::string_view::npos) {
-            throw errors::invalid_argument(subject, "expected a protocol name such as grpc", value);
-        }
-        options.rpc_layer = std::string{value};
-    } else {
-        throw errors::invalid_argument(
-            subject,
-            "unknown setting (known: ps, chief, evaluator, roles, ps_placement, layout, "
-            "port_base, address, host_pattern, gpus_per_task, gpus_per_node, rpc_layer)",
-            key);
-    }
 }
 
 AddressResolver system_address_resolver() {
@@ -684,7 +474,7 @@ Plan make_plan(const StepInfo& step,
                                            fmt::format("gives {} roles for a step of {} tasks",
                                                        options.role_list.size(),
                                                        ntasks),
-                                           join_roles(options.role_list),
+                                           detail::join_roles(options.role_list),
                                            "give exactly one role per task (ROLE*N repeats)");
         }
         const auto chiefs =
@@ -692,8 +482,9 @@ Plan make_plan(const StepInfo& step,
         const auto evaluators =
             std::count(options.role_list.begin(), options.role_list.end(), Role::evaluator);
         if (chiefs > 1 || evaluators > 1) {
-            throw errors::invalid_argument(
-                "--roles", "at most one chief and one evaluator", join_roles(options.role_list));
+            throw errors::invalid_argument("--roles",
+                                           "at most one chief and one evaluator",
+                                           detail::join_roles(options.role_list));
         }
         roles = options.role_list;
     } else {
@@ -711,7 +502,7 @@ Plan make_plan(const StepInfo& step,
     }
     const auto ports = layout_ports(step, allocation, options);
     plan.port_source = ports.source;
-    const auto addresses = resolve_addresses(allocation.hosts, options, resolve);
+    const auto addresses = detail::resolve_addresses(allocation.hosts, options, resolve);
 
     plan.ranks.resize(ntasks);
     for (std::uint32_t r = 0; r < ntasks; ++r) {
@@ -725,7 +516,7 @@ Plan make_plan(const StepInfo& step,
         rank.address = addresses[place.node];
         rank.port = ports.by_local[place.local];
     }
-    number_roles(plan);
+    detail::number_roles(plan);
     assign_gpus(plan, step, allocation, options);
     plan.control_address = plan.ranks.front().address;
     plan.control_port = ports.control;

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+/// \file
+/// How launchers and the coordinator prove who they are: MUNGE credentials or an HMAC-SHA256
+/// of the challenge with the per-job TFSLURM_SECRET.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tfslurm::protocol {
+
+struct Hello;
+
+/// How a launcher proves it belongs to the job.
+enum class AuthMethod {
+    automatic, ///< munge when a credential can be encoded, else secret when one is set
+    munge,     ///< a MUNGE credential (same uid, same job, same rank, not replayed)
+    secret     ///< HMAC-SHA256 of the challenge with the per-job TFSLURM_SECRET
+};
+
+[[nodiscard]] std::string_view to_string(AuthMethod method) noexcept;
+
+/// Parse `auto`, `munge` or `secret`. \throws Error (Errc::invalid_argument) naming `subject`.
+[[nodiscard]] AuthMethod parse_auth_method(std::string_view text, std::string_view subject);
+
+using Digest = std::array<std::uint8_t, 32>;
+
+/// FIPS 180-4 SHA-256.
+[[nodiscard]] Digest sha256(std::string_view data) noexcept;
+/// RFC 2104 HMAC-SHA256 (test vectors: RFC 4231).
+[[nodiscard]] Digest hmac_sha256(std::string_view key, std::string_view data) noexcept;
+
+/// Lower-case hex. Input: "\x01\xab". Output: "01ab".
+[[nodiscard]] std::string to_hex(std::string_view bytes);
+[[nodiscard]] std::string to_hex(const Digest& digest);
+/// Decode hex (either case); nullopt for odd length or a non-hex character.
+[[nodiscard]] std::optional<std::string> from_hex(std::string_view hex);
+
+/// `n` bytes from getrandom(). \throws std::system_error.
+[[nodiscard]] std::string random_bytes(std::size_t n);
+
+/// Compare without an early exit (the time does not depend on where they differ).
+[[nodiscard]] bool constant_time_equal(std::string_view a, std::string_view b) noexcept;
+
+/// The bytes a launcher MACs with the secret: nonce (raw) || job (u64 BE) || rank (u32 BE).
+[[nodiscard]] std::string
+secret_message(std::string_view nonce_hex, std::uint64_t job, std::uint32_t rank);
+
+/// The payload a launcher MUNGE-encodes: `tfslurm/1 job=<job> rank=<rank> nonce=<nonce_hex>`.
+[[nodiscard]] std::string
+munge_payload(std::string_view nonce_hex, std::uint64_t job, std::uint32_t rank);
+
+/// What the user configured.
+struct AuthSettings {
+    AuthMethod method = AuthMethod::automatic;
+    std::optional<std::string> secret_hex; ///< TFSLURM_SECRET
+    std::string munge_socket;              ///< TFSLURM_MUNGE_SOCKET; empty = libmunge's default
+};
+
+/// Creates hello credentials (launcher side) and verifies them (coordinator side).
+///
+/// Launcher: `prove()` with the resolved method. Coordinator: `verify()` accepts munge unless
+/// `--auth secret` was chosen, and the secret when one is configured and `--auth munge` was
+/// not chosen. Either way a MUNGE credential must carry this process's uid, the job, the claimed
+/// rank and the challenge's nonce; munged rejects replays.
+class Authenticator {
+  public:
+    /// Resolve `automatic` (munge if a credential can be encoded now, else the secret if
+    /// set). \throws Error (Errc::auth) `--auth: no authentication available: ...`, or for
+    /// `--auth secret` without a valid TFSLURM_SECRET (hex, >= 16 bytes), or `--auth munge`
+    /// when munged cannot be reached.
+    [[nodiscard]] static Authenticator create(const AuthSettings& settings);
+
+    /// The method prove() uses: munge or secret.
+    [[nodiscard]] AuthMethod method() const noexcept { return m_method; }
+
+    /// The credential for a hello. \throws Error (Errc::auth) when munge_encode fails.
+    [[nodiscard]] std::string
+    prove(std::string_view nonce_hex, std::uint64_t job, std::uint32_t rank) const;
+
+    /// nullopt when `hello` proves it belongs to `job` and answers `nonce_hex`; otherwise the
+    /// reason for the rejection (for the log and the reject message).
+    [[nodiscard]] std::optional<std::string>
+    verify(const Hello& hello, std::string_view nonce_hex, std::uint64_t job) const;
+
+  private:
+    AuthMethod m_method = AuthMethod::secret;
+    AuthMethod m_requested = AuthMethod::automatic;
+    std::string m_secret; ///< raw bytes, empty when none
+    std::string m_munge_socket;
+};
+
+/// Whether a MUNGE credential can be encoded now (munged reachable). Touches the OS.
+[[nodiscard]] bool munge_available(const std::string& socket);
+
+} // namespace tfslurm::protocol

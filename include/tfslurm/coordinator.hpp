@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+/// \file
+/// The coordinator of `tfslurm run`: a pure state machine (events and the time in, messages
+/// out; no I/O) that decides when a step is done, interrupted or aborted.
+
+#include <tfslurm/exit_status.hpp>
+#include <tfslurm/protocol.hpp>
+#include <tfslurm/run.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tfslurm {
+
+struct CoordinatorSettings {
+    std::vector<Member> ranks; ///< indexed by rank
+    Until until = Until::workers;
+    Millis heartbeat_timeout{10000}; ///< a launcher silent this long is lost
+    Millis connect_timeout{60000};   ///< every rank must register within this (from start)
+    /// After the verdict, how long to wait for launchers to report and leave before the
+    /// coordinator is finished anyway (their grace period plus a margin).
+    Millis linger{15000};
+    /// An unauthenticated connection must complete its hello within this.
+    Millis hello_timeout{10000};
+};
+
+/// Outcome of a step, as decided by the coordinator.
+enum class Verdict {
+    none,        ///< still running
+    done,        ///< the work is finished: everyone was told to stop
+    interrupted, ///< a launcher received SIGTERM/SIGINT: everyone was told to stop
+    aborted      ///< a failure: everyone was told to abort
+};
+
+[[nodiscard]] std::string_view to_string(Verdict verdict) noexcept;
+
+/// A message the coordinator wants sent to one rank.
+struct Outgoing {
+    std::uint32_t rank = 0;
+    protocol::Message message;
+};
+
+/// The coordinator's state machine. Pure: the caller feeds events with the current time and
+/// sends what take_outgoing() returns. Rules:
+///
+/// - Success: `Until::workers` when every worker and the chief (if any) exited 0 (with neither
+///   in the plan: when every rank exited 0); `Until::chief` when the chief exited 0. Then every
+///   connected launcher gets `stop (done)`. A ps or evaluator exiting 0 earlier is fine (it may
+///   be done); so is a worker exiting 0 early under `Until::chief`.
+/// - Failure (first one wins): a trainer exiting non-zero or killed by a signal, a trainer that
+///   could not start, a launcher connection closed before it reported its exit, no heartbeat for
+///   heartbeat_timeout, ranks unregistered at connect_timeout. Then every connected launcher
+///   gets `abort` with the Failure. Exits after a verdict are never failures (those trainers
+///   were stopped by us).
+/// - Interrupt: a launcher received SIGTERM/SIGINT: every connected launcher gets
+///   `stop (signal)`.
+/// - A rank registering after the verdict gets the verdict at once. A second registration of a
+///   rank, a rank out of range or a role that differs from the plan is rejected (admit()); a
+///   second exit report is ignored (and logged).
+/// - finished() once the verdict is reached, every rank registered (ranks still missing must
+///   learn the verdict; not after a registration timeout) and no launcher is connected any more;
+///   or `linger` after the verdict.
+class Coordinator {
+  public:
+    /// \throws Error (Errc::invalid_argument) for an empty step or `Until::chief` without a
+    ///         chief in the plan.
+    Coordinator(CoordinatorSettings settings, Clock::time_point start);
+
+    /// nullopt if `rank` may register with `role`, else why not (sent in the reject).
+    [[nodiscard]] std::optional<std::string> admit(std::uint32_t rank, Role role) const;
+
+    /// Events. `rank` must have been admitted and registered (except for registered()).
+    void registered(std::uint32_t rank, Clock::time_point now);
+    void heartbeat(std::uint32_t rank, Clock::time_point now);
+    void exited(std::uint32_t rank, const protocol::Exit& exit, Clock::time_point now);
+    void interrupted(std::uint32_t rank, int signo, Clock::time_point now);
+    void connection_lost(std::uint32_t rank, Clock::time_point now);
+    void tick(Clock::time_point now);
+
+    /// Messages to send, in order; clears the queue.
+    [[nodiscard]] std::vector<Outgoing> take_outgoing();
+
+    [[nodiscard]] Verdict verdict() const noexcept { return m_verdict; }
+    [[nodiscard]] const std::optional<protocol::Failure>& failure() const noexcept {
+        return m_failure;
+    }
+    /// 0 when done; the failing rank's status when aborted; 128 + signo when interrupted.
+    [[nodiscard]] int step_status() const noexcept { return m_step_status; }
+    [[nodiscard]] bool finished() const noexcept { return m_finished; }
+    [[nodiscard]] std::size_t size() const noexcept { return m_ranks.size(); }
+    [[nodiscard]] std::size_t registered_count() const noexcept { return m_registered; }
+    [[nodiscard]] const CoordinatorSettings& settings() const noexcept { return m_settings; }
+
+  private:
+    struct RankState {
+        bool registered = false;
+        bool connected = false;
+        bool reported = false; ///< its exit was reported
+        ExitStatus status;
+        Clock::time_point last_seen;
+    };
+
+    [[nodiscard]] bool is_training(Role role) const noexcept;
+    void decide(Verdict verdict, Clock::time_point now);
+    void fail(protocol::Failure failure, Clock::time_point now);
+    [[nodiscard]] protocol::Failure failure_of(std::uint32_t rank) const;
+    [[nodiscard]] std::optional<protocol::Message> verdict_message() const;
+    void update_finished(Clock::time_point now);
+
+    CoordinatorSettings m_settings;
+    Clock::time_point m_start;
+    std::vector<RankState> m_ranks;
+    std::size_t m_registered = 0;
+    std::size_t m_connected = 0;
+    bool m_has_chief = false;
+    std::size_t m_training_total = 0;
+    std::size_t m_training_done = 0;
+    std::size_t m_succeeded = 0; ///< ranks whose trainer exited 0
+    Verdict m_verdict = Verdict::none;
+    Clock::time_point m_verdict_time;
+    std::optional<protocol::Failure> m_failure;
+    std::optional<protocol::Stop> m_stop;
+    int m_step_status = 0;
+    bool m_finished = false;
+    std::vector<Outgoing> m_outgoing;
+};
+
+} // namespace tfslurm

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+/// \file
+/// `tfslurm run`: the small types that its components share. One launcher per Slurm task
+/// (launcher.hpp) starts its trainer and reports to a coordinator (coordinator.hpp, served by
+/// coordinator_server.hpp) hosted by rank 0's launcher; `--local` runs a whole job on this
+/// machine (local_run.hpp). The wire protocol is in protocol.hpp and docs/protocol.md.
+
+#include <tfslurm/plan.hpp>
+
+#include <array>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tfslurm {
+
+using Clock = std::chrono::steady_clock;
+using Millis = std::chrono::milliseconds;
+
+/// When the work is done.
+enum class Until {
+    workers, ///< every worker and the chief (if any) exited 0: stop ps and evaluator
+    chief    ///< the chief exited 0: stop workers, ps and evaluator (TF2 PSS)
+};
+
+[[nodiscard]] std::string_view to_string(Until until) noexcept;
+
+/// Parse `workers` or `chief`. \throws Error (Errc::invalid_argument) naming `subject`.
+[[nodiscard]] Until parse_until(std::string_view text, std::string_view subject);
+
+/// Format a duration for messages: `10 s`, `0.5 s`.
+[[nodiscard]] std::string format_seconds(Millis duration);
+
+/// One rank as the coordinator knows it.
+struct Member {
+    Role role = Role::worker;
+    std::uint32_t index = 0;
+    std::string host;
+};
+
+/// The members of a plan, indexed by rank.
+[[nodiscard]] std::vector<Member> members_of(const Plan& plan);
+
+/// `rank 3 (worker:2)`: how messages name a rank.
+[[nodiscard]] std::string rank_label(std::uint32_t rank, const Member& member);
+
+/// How often a heartbeat deadline is checked: a quarter of it, within [10 ms, 250 ms].
+/// Input: 10 s. Output: 250 ms.
+[[nodiscard]] Millis tick_interval(Millis heartbeat_timeout);
+
+/// The signals a launcher (and `--local`) handles: SIGCHLD to reap, the others forwarded to
+/// what it started (SIGTERM and SIGINT also stop the step).
+inline constexpr std::array<int, 7> k_handled_signals{
+    SIGCHLD, SIGTERM, SIGINT, SIGUSR1, SIGUSR2, SIGHUP, SIGQUIT};
+
+/// How a launcher ended.
+enum class Outcome {
+    done,             ///< stop (done): the work is finished
+    interrupted,      ///< stop (signal): the step was cancelled by a SIGTERM/SIGINT
+    aborted,          ///< abort: some rank failed
+    coordinator_lost, ///< the coordinator vanished before a verdict
+};
+
+[[nodiscard]] std::string_view to_string(Outcome outcome) noexcept;
+
+struct LaunchResult {
+    /// The trainer's status (128 + signo if signalled); 0 for a trainer stopped because the work
+    /// is done; exit_status(Errc::aborted) when the step aborted although this trainer
+    /// succeeded; the Error's status when the trainer could not be started.
+    int exit_status = 0;
+    Outcome outcome = Outcome::done;
+    /// One line for the user, without a `tfslurm: ` prefix: `aborting: rank 3 (worker:2) on n2
+    /// exited with status 3` (aborted, coordinator_lost), `stopping: rank 1 (worker:0) on n1
+    /// received signal 15 (Terminated)` (interrupted); empty when done.
+    std::string message;
+    /// The step's status as decided by the coordinator (the failing rank's status on abort).
+    int step_status = 0;
+};
+
+/// Run the launcher of `plan.self_rank`: start the coordinator when it is rank 0, connect and
+/// register (retrying until connect_timeout), check the trainer's port, spawn `argv` with
+/// `trainer_env` in its own process group, heartbeat, report its exit, obey stop/abort
+/// (SIGTERM to the trainer's group, SIGKILL after `grace`), forward SIGTERM, SIGINT, SIGUSR1,
+/// SIGUSR2, SIGHUP and SIGQUIT to the group (SIGTERM/SIGINT also stop the step), and before
+/// returning kill and reap every remaining descendant.
+
+} // namespace tfslurm

@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: MIT
+// The coordinator state machine: pure (no I/O, no clock of its own), so that every rule is
+// unit-tested with explicit times (tests/unit/test_coordinator.cpp).
+#include <tfslurm/coordinator.hpp>
+#include <tfslurm/error.hpp>
+#include <tfslurm/log.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace tfslurm {
+
+std::string_view to_string(Verdict verdict) noexcept {
+    switch (verdict) {
+    case Verdict::none:
+        return "none";
+    case Verdict::done:
+        return "done";
+    case Verdict::interrupted:
+        return "interrupted";
+    case Verdict::aborted:
+        return "aborted";
+    }
+    return "none";
+}
+
+// --- Coordinator (pure) ------------------------------------------------------------------------
+
+Coordinator::Coordinator(CoordinatorSettings settings, Clock::time_point start)
+    : m_settings(std::move(settings)), m_start(start), m_ranks(m_settings.ranks.size()) {
+    if (m_ranks.empty()) {
+        throw errors::invalid_argument("coordinator", "the step has no rank", "0");
+    }
+    for (const auto& member : m_settings.ranks) {
+        m_has_chief = m_has_chief || member.role == Role::chief;
+        if (is_training(member.role)) {
+            ++m_training_total;
+        }
+    }
+    if (m_settings.until == Until::chief && !m_has_chief) {
+        throw errors::invalid_argument(
+            "--until", "the plan has no chief", "chief", "add --chief, or use --until workers");
+    }
+}
+
+bool Coordinator::is_training(Role role) const noexcept {
+    if (m_settings.until == Until::chief) {
+        return role == Role::chief;
+    }
+    return role == Role::worker || role == Role::chief;
+}
+
+std::optional<std::string> Coordinator::admit(std::uint32_t rank, Role role) const {
+    if (rank >= m_ranks.size()) {
+        return fmt::format("rank {} is out of range (the step has {} ranks)", rank, m_ranks.size());
+    }
+    const Member& member = m_settings.ranks[rank];
+    if (member.role != role) {
+        return fmt::format(
+            "rank {} is {} in the plan, not {}", rank, to_string(member.role), to_string(role));
+    }
+    if (m_ranks[rank].registered) {
+        return fmt::format("rank {} is already registered", rank);
+    }
+    return std::nullopt;
+}
+
+void Coordinator::registered(std::uint32_t rank, Clock::time_point now) {
+    RankState& state = m_ranks.at(rank);
+    if (state.registered) {
+        return;
+    }
+    state.registered = true;
+    state.connected = true;
+    state.last_seen = now;
+    ++m_registered;
+    ++m_connected;
+    logger().debug("coordinator: {} registered ({} of {})",
+                   rank_label(rank, m_settings.ranks[rank]),
+                   m_registered,
+                   m_ranks.size());
+    if (auto message = verdict_message()) {
+        // A latecomer learns the verdict at once.
+        m_outgoing.push_back({rank, std::move(*message)});
+    }
+}
+
+void Coordinator::heartbeat(std::uint32_t rank, Clock::time_point now) {
+    if (rank < m_ranks.size() && m_ranks[rank].registered) {
+        m_ranks[rank].last_seen = now;
+    }
+}
+
+void Coordinator::exited(std::uint32_t rank, const protocol::Exit& exit, Clock::time_point now) {
+    if (rank >= m_ranks.size() || !m_ranks[rank].registered) {
+        return;
+    }
+    RankState& state = m_ranks[rank];
+    const Member& member = m_settings.ranks[rank];
+    if (state.reported) {
+        logger().warn("coordinator: {} reported its exit twice; ignoring the second report ({})",
+                      rank_label(rank, member),
+                      describe(exit.status));
+        return;
+    }
+    state.reported = true;
+    state.status = exit.status;
+    state.last_seen = now;
+    if (m_verdict != Verdict::none) {
+        logger().debug("coordinator: {} {} after the verdict",
+                       rank_label(rank, member),
+                       describe(exit.status));
+        update_finished(now);
+        return;
+    }
+    if (!exit.error.empty() || !exit.status.success()) {
+        protocol::Failure failure = failure_of(rank);
+        failure.cause =
+            exit.error.empty() ? protocol::FailureCause::trainer : protocol::FailureCause::start;
+        failure.status = exit.status;
+        failure.detail = exit.error;
+        failure.step_status = exit.status.shell_status() != 0 ? exit.status.shell_status() : 1;
+        fail(std::move(failure), now);
+        return;
+    }
+    ++m_succeeded;
+    if (is_training(member.role)) {
+        ++m_training_done;
+    }
+    logger().debug("coordinator: {} exited 0 ({} of {} training ranks done)",
+                   rank_label(rank, member),
+                   m_training_done,
+                   m_training_total);
+    const bool work_done =
+        m_training_total > 0 ? m_training_done == m_training_total : m_succeeded == m_ranks.size();
+    if (work_done) {
+        m_step_status = 0;
+        decide(Verdict::done, now);
+    }
+}
+
+void Coordinator::interrupted(std::uint32_t rank, int signo, Clock::time_point now) {
+    if (rank >= m_ranks.size() || !m_ranks[rank].registered || m_verdict != Verdict::none) {
+        return;
+    }
+    logger().info("coordinator: {} received signal {} ({}): stopping the step",
+                  rank_label(rank, m_settings.ranks[rank]),
+                  signo,
+                  signal_description(signo));
+    m_stop = protocol::Stop{protocol::StopReason::signal, rank, signo};
+    m_step_status = 128 + signo;
+    decide(Verdict::interrupted, now);
+}
+
+void Coordinator::connection_lost(std::uint32_t rank, Clock::time_point now) {
+    if (rank >= m_ranks.size() || !m_ranks[rank].connected) {
+        return;
+    }
+    RankState& state = m_ranks[rank];
+    state.connected = false;
+    --m_connected;
+    if (m_verdict == Verdict::none && !state.reported) {
+        protocol::Failure failure = failure_of(rank);
+        failure.cause = protocol::FailureCause::lost;
+        failure.detail = "connection closed";
+        failure.step_status = exit_status(Errc::aborted);
+        fail(std::move(failure), now);
+        return;
+    }
+    update_finished(now);
+}
+
+void Coordinator::tick(Clock::time_point now) {
+    if (m_verdict == Verdict::none) {
+        if (m_registered < m_ranks.size() && now - m_start >= m_settings.connect_timeout) {
+            const auto first = static_cast<std::uint32_t>(
+                std::find_if(m_ranks.begin(),
+                             m_ranks.end(),
+                             [](const RankState& state) { return !state.registered; }) -
+                m_ranks.begin());
+            protocol::Failure failure = failure_of(first);
+            failure.cause = protocol::FailureCause::unregistered;
+            failure.detail = format_seconds(m_settings.connect_timeout);
+            failure.missing = static_cast<std::uint32_t>(m_ranks.size() - m_registered);
+            failure.step_status = exit_status(Errc::timeout);
+            fail(std::move(failure), now);
+            return;
+        }
+        for (std::uint32_t rank = 0; rank < m_ranks.size(); ++rank) {
+            const RankState& state = m_ranks[rank];
+            if (state.connected && !state.reported &&
+                now - state.last_seen > m_settings.heartbeat_timeout) {
+                protocol::Failure failure = failure_of(rank);
+                failure.cause = protocol::FailureCause::lost;
+                failure.detail = fmt::format("no heartbeat for {}",
+                                             format_seconds(m_settings.heartbeat_timeout));
+                failure.step_status = exit_status(Errc::aborted);
+                fail(std::move(failure), now);
+                return;
+            }
+        }
+    }
+    update_finished(now);
+}
+
+std::vector<Outgoing> Coordinator::take_outgoing() {
+    std::vector<Outgoing> out;
+    out.swap(m_outgoing);
+    return out;
+}
+
+protocol::Failure Coordinator::failure_of(std::uint32_t rank) const {
+    const Member& member = m_settings.ranks.at(rank);
+    protocol::Failure failure;
+    failure.rank = rank;
+    failure.role = member.role;
+    failure.index = member.index;
+    failure.host = member.host;
+    return failure;
+}
+
+std::optional<protocol::Message> Coordinator::verdict_message() const {
+    switch (m_verdict) {
+    case Verdict::none:
+        return std::nullopt;
+    case Verdict::done:
+        return protocol::Stop{protocol::StopReason::done, 0, 0};
+    case Verdict::interrupted:
+        return *m_stop;
+    case Verdict::aborted:
+        return protocol::Abort{*m_failure};
+    }
+    return std::nullopt;
+}
+
+void Coordinator::fail(protocol::Failure failure, Clock::time_point now) {
+    logger().debug("coordinator: aborting: {}", protocol::describe(failure));
+    m_step_status = failure.step_status;
+    m_failure = std::move(failure);
+    decide(Verdict::aborted, now);
+}
+
+void Coordinator::decide(Verdict verdict, Clock::time_point now) {
+    m_verdict = verdict;
+    m_verdict_time = now;
+    if (verdict == Verdict::done) {
+        const std::size_t remaining = m_ranks.size() - m_succeeded;
+        logger().info("coordinator: the work is done ({} exited 0): stopping {} remaining rank{}",
+                      m_settings.until == Until::chief ? "the chief"
+                      : m_training_total == 0          ? "every rank"
+                      : m_has_chief                    ? "every worker and the chief"
+                                                       : "every worker",
+                      remaining,
+                      remaining == 1 ? "" : "s");
+    }
+    const auto message = verdict_message();
+    for (std::uint32_t rank = 0; rank < m_ranks.size(); ++rank) {
+        if (m_ranks[rank].connected) {
+            m_outgoing.push_back({rank, *message});
+        }
+    }
+    update_finished(now);
+}
+
+void Coordinator::update_finished(Clock::time_point now) {
+    // Ranks that have not registered yet may still come (rank 0 often fails before the others
+    // connected): they must learn the verdict, so wait for them too, within the linger time.
+    // After a registration timeout they are not expected any more.
+    const bool everyone_came =
+        m_registered == m_ranks.size() ||
+        (m_failure && m_failure->cause == protocol::FailureCause::unregistered);
+    if (m_verdict != Verdict::none && !m_finished &&
+        ((everyone_came && m_connected == 0) || now - m_verdict_time >= m_settings.linger)) {
+        m_finished = true;
+        logger().debug("coordinator: finished ({} launchers still connected)", m_connected);
+    }
+}
+
+} // namespace tfslurm

@@ -1,0 +1,493 @@
+// SPDX-License-Identifier: MIT
+// The coordinator on a TCP port: sessions, challenges, authentication and timers around the
+// pure Coordinator. Single-threaded on the caller's io_context; handlers never throw.
+#include "detail/fd.hpp"
+
+#include <tfslurm/coordinator_server.hpp>
+#include <tfslurm/error.hpp>
+#include <tfslurm/log.hpp>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <fmt/format.h>
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <set>
+#include <system_error>
+#include <utility>
+
+namespace tfslurm {
+
+namespace asio = boost::asio;
+using Tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+void ensure_descriptor_limit(std::size_t needed, std::string_view what) {
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+        throw std::system_error(errno, std::generic_category(), "getrlimit(RLIMIT_NOFILE)");
+    }
+    if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur >= needed) {
+        return;
+    }
+    if (limit.rlim_cur == RLIM_INFINITY) {
+        return;
+    }
+    if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < needed) {
+        throw errors::make(Errc::io,
+                           "RLIMIT_NOFILE",
+                           fmt::format("hard limit {} is below the {} descriptors needed for {}",
+                                       limit.rlim_max,
+                                       needed,
+                                       what),
+                           "raise the hard limit of open files (ulimit -Hn; LimitNOFILE= or "
+                           "limits.conf), or run fewer tasks per step");
+    }
+    const rlim_t old = limit.rlim_cur;
+    limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? static_cast<rlim_t>(needed) : limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+        throw errors::make(Errc::io,
+                           "RLIMIT_NOFILE",
+                           fmt::format("cannot raise the soft limit from {} to {} ({})",
+                                       old,
+                                       limit.rlim_cur,
+                                       std::strerror(errno)));
+    }
+    logger().debug(
+        "RLIMIT_NOFILE: soft limit raised from {} to {} for {}", old, limit.rlim_cur, what);
+}
+
+std::string bind_address_for(const std::string& control_address) {
+    if (control_address == "localhost") {
+        return "127.0.0.1";
+    }
+    error_code ec;
+    const auto address = asio::ip::make_address(control_address, ec);
+    if (!ec && address.is_loopback()) {
+        return control_address;
+    }
+    return "0.0.0.0";
+}
+
+// --- CoordinatorServer ---------------------------------------------------------------------------
+
+struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer::Impl> {
+    class Session;
+
+    Impl(asio::io_context& context,
+         CoordinatorSettings settings,
+         protocol::Authenticator authenticator,
+         std::uint64_t job_id)
+        : io(context), acceptor(context), retry_timer(context), tick_timer(context),
+          coordinator(std::move(settings), Clock::now()), auth(std::move(authenticator)),
+          job(job_id), by_rank(coordinator.size()) {}
+
+    void listen(const std::string& bind_address, std::uint16_t port);
+    void accept();
+    void tick();
+    void flush();
+    void remove(const std::shared_ptr<Session>& session);
+    void close();
+
+    asio::io_context& io;
+    Tcp::acceptor acceptor;
+    asio::steady_timer retry_timer;
+    asio::steady_timer tick_timer;
+    Coordinator coordinator;
+    protocol::Authenticator auth;
+    std::uint64_t job;
+    std::vector<std::shared_ptr<Session>> by_rank;
+    std::set<std::shared_ptr<Session>> sessions;
+    std::size_t unauthenticated = 0;
+    std::function<void()> finished_callback;
+    bool finished_reported = false;
+    bool closed = false;
+};
+
+/// One accepted connection: challenge, hello, then heartbeats/exit/interrupt in, stop/abort out.
+class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Session> {
+  public:
+    Session(std::shared_ptr<Impl> server, Tcp::socket socket)
+        : m_server(std::move(server)), m_socket(std::move(socket)), m_hello_timer(m_server->io) {
+        error_code ec;
+        const auto remote = m_socket.remote_endpoint(ec);
+        m_peer = ec ? std::string("?")
+                    : fmt::format("{}:{}", remote.address().to_string(), remote.port());
+        m_socket.set_option(Tcp::no_delay(true), ec);
+    }
+
+    void start() {
+        try {
+            m_nonce = protocol::to_hex(protocol::random_bytes(protocol::k_nonce_size));
+        } catch (const std::exception& e) {
+            logger().error("coordinator: no randomness for a challenge: {}", e.what());
+            close();
+            return;
+        }
+        send(protocol::Challenge{m_nonce});
+        m_hello_timer.expires_after(m_server->coordinator.settings().hello_timeout);
+        m_hello_timer.async_wait([self = shared_from_this()](const error_code& ec) {
+            if (!ec && !self->m_registered && !self->m_closed) {
+                logger().warn("coordinator: closing connection from {}: no hello within {}",
+                              self->m_peer,
+                              format_seconds(self->m_server->coordinator.settings().hello_timeout));
+                self->close();
+            }
+        });
+        read();
+    }
+
+    void send(const protocol::Message& message) {
+        if (m_closed) {
+            return;
+        }
+        try {
+            m_queue.push_back(protocol::encode_frame(message));
+        } catch (const std::exception& e) {
+            logger().error(
+                "coordinator: cannot encode {}: {}", protocol::type_name(message), e.what());
+            return;
+        }
+        if (m_queue.size() > 4096) {
+            logger().warn("coordinator: closing connection from {}: it does not read", m_peer);
+            close();
+            return;
+        }
+        if (!m_writing) {
+            write();
+        }
+    }
+
+    void close() {
+        if (m_closed) {
+            return;
+        }
+        m_closed = true;
+        error_code ignored;
+        m_hello_timer.cancel();
+        m_socket.shutdown(Tcp::socket::shutdown_both, ignored);
+        m_socket.close(ignored);
+        if (!m_registered) {
+            --m_server->unauthenticated;
+        }
+        m_server->remove(shared_from_this());
+    }
+
+    [[nodiscard]] bool registered() const noexcept { return m_registered; }
+    [[nodiscard]] std::uint32_t rank() const noexcept { return m_rank; }
+
+  private:
+    void read() {
+        m_socket.async_read_some(asio::buffer(m_buffer),
+                                 [self = shared_from_this()](const error_code& ec, std::size_t n) {
+                                     self->on_read(ec, n);
+                                 });
+    }
+
+    void on_read(const error_code& ec, std::size_t n) {
+        if (m_closed) {
+            return;
+        }
+        if (ec) {
+            if (ec != asio::error::eof && ec != asio::error::operation_aborted) {
+                logger().debug("coordinator: connection from {}: {}", m_peer, ec.message());
+            }
+            close();
+            return;
+        }
+        try {
+            m_decoder.feed(std::string_view(m_buffer.data(), n));
+            while (auto payload = m_decoder.next()) {
+                handle(protocol::decode_payload(*payload));
+                if (m_closed || m_close_after_write) {
+                    return;
+                }
+            }
+        } catch (const Error& e) {
+            logger().warn("coordinator: closing connection from {}{}: {}",
+                          m_peer,
+                          m_registered ? fmt::format(" (rank {})", m_rank) : std::string(),
+                          e.what());
+            close();
+            return;
+        } catch (const std::exception& e) {
+            logger().error("coordinator: connection from {}: {}", m_peer, e.what());
+            close();
+            return;
+        }
+        read();
+    }
+
+    void handle(const protocol::Message& message) {
+        const auto now = Clock::now();
+        Coordinator& state = m_server->coordinator;
+        if (!m_registered) {
+            const auto* hello = std::get_if<protocol::Hello>(&message);
+            if (hello == nullptr) {
+                throw errors::make(
+                    Errc::protocol,
+                    "protocol",
+                    fmt::format("expected hello, got {}", protocol::type_name(message)));
+            }
+            std::optional<std::string> reason =
+                m_server->auth.verify(*hello, m_nonce, m_server->job);
+            if (!reason) {
+                reason = state.admit(hello->rank, hello->role);
+            }
+            if (reason) {
+                logger().warn("coordinator: rejected rank {} from {} (pid {} on {}): {}",
+                              hello->rank,
+                              m_peer,
+                              hello->pid,
+                              hello->host,
+                              *reason);
+                send(protocol::Reject{*reason});
+                m_close_after_write = true;
+                return;
+            }
+            m_registered = true;
+            m_rank = hello->rank;
+            m_hello_timer.cancel();
+            --m_server->unauthenticated;
+            m_server->by_rank[m_rank] = shared_from_this();
+            send(protocol::Welcome{static_cast<std::uint32_t>(state.size())});
+            state.registered(m_rank, now);
+            m_server->flush();
+            return;
+        }
+        if (std::holds_alternative<protocol::Heartbeat>(message)) {
+            state.heartbeat(m_rank, now);
+            send(protocol::Heartbeat{});
+        } else if (const auto* exit = std::get_if<protocol::Exit>(&message)) {
+            state.exited(m_rank, *exit, now);
+        } else if (const auto* interrupt = std::get_if<protocol::Interrupt>(&message)) {
+            state.interrupted(m_rank, interrupt->signal, now);
+        } else {
+            throw errors::make(
+                Errc::protocol,
+                "protocol",
+                fmt::format("unexpected {} from a launcher", protocol::type_name(message)));
+        }
+        m_server->flush();
+    }
+
+    void write() {
+        m_writing = true;
+        asio::async_write(m_socket,
+                          asio::buffer(m_queue.front()),
+                          [self = shared_from_this()](const error_code& ec, std::size_t /*n*/) {
+                              self->on_written(ec);
+                          });
+    }
+
+    void on_written(const error_code& ec) {
+        m_writing = false;
+        if (m_closed) {
+            return;
+        }
+        if (ec) {
+            close();
+            return;
+        }
+        m_queue.pop_front();
+        if (!m_queue.empty()) {
+            write();
+        } else if (m_close_after_write) {
+            close();
+        }
+    }
+
+    std::shared_ptr<Impl> m_server;
+    Tcp::socket m_socket;
+    asio::steady_timer m_hello_timer;
+    std::string m_peer;
+    std::string m_nonce;
+    std::array<char, 4096> m_buffer{};
+    protocol::FrameDecoder m_decoder;
+    std::deque<std::string> m_queue;
+    bool m_writing = false;
+    bool m_registered = false;
+    bool m_close_after_write = false;
+    bool m_closed = false;
+    std::uint32_t m_rank = 0;
+};
+
+void CoordinatorServer::Impl::listen(const std::string& bind_address, std::uint16_t port) {
+    error_code ec;
+    const auto address = asio::ip::make_address(bind_address, ec);
+    const Tcp::endpoint endpoint(ec ? asio::ip::address(asio::ip::address_v4::any()) : address,
+                                 port);
+    const auto fail = [&](const error_code& error) {
+        return errors::make(Errc::io,
+                            "coordinator",
+                            fmt::format("cannot listen on {}:{} ({})",
+                                        endpoint.address().to_string(),
+                                        port,
+                                        error.message()),
+                            "another job or a stale launcher holds the control port; choose "
+                            "another --port-base");
+    };
+    acceptor.open(endpoint.protocol(), ec);
+    detail::set_cloexec(acceptor.native_handle());
+    if (!ec) {
+        acceptor.set_option(Tcp::acceptor::reuse_address(true), ec);
+    }
+    if (!ec) {
+        acceptor.bind(endpoint, ec);
+    }
+    if (!ec) {
+        acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    }
+    if (ec) {
+        throw fail(ec);
+    }
+    logger().debug("coordinator: listening on {}:{} for {} ranks",
+                   endpoint.address().to_string(),
+                   acceptor.local_endpoint().port(),
+                   coordinator.size());
+}
+
+void CoordinatorServer::Impl::accept() {
+    acceptor.async_accept([self = shared_from_this()](const error_code& ec, Tcp::socket socket) {
+        if (self->closed || ec == asio::error::operation_aborted) {
+            return;
+        }
+        detail::set_cloexec(socket.native_handle());
+        if (ec) {
+            // EMFILE and friends: back off instead of spinning; the peer will retry.
+            logger().warn("coordinator: accept: {}", ec.message());
+            self->retry_timer.expires_after(Millis{50});
+            self->retry_timer.async_wait([self](const error_code& wait_error) {
+                if (!wait_error && !self->closed) {
+                    self->accept();
+                }
+            });
+            return;
+        }
+        // Bound the unauthenticated connections so a flood cannot starve the launchers.
+        if (self->unauthenticated >= 1024 + self->coordinator.size()) {
+            error_code ignored;
+            socket.close(ignored);
+        } else {
+            ++self->unauthenticated;
+            auto session = std::make_shared<Session>(self, std::move(socket));
+            self->sessions.insert(session);
+            session->start();
+        }
+        self->accept();
+    });
+}
+
+void CoordinatorServer::Impl::tick() {
+    tick_timer.expires_after(tick_interval(coordinator.settings().heartbeat_timeout));
+    tick_timer.async_wait([self = shared_from_this()](const error_code& ec) {
+        if (ec || self->closed) {
+            return;
+        }
+        self->coordinator.tick(Clock::now());
+        self->flush();
+        self->tick();
+    });
+}
+
+void CoordinatorServer::Impl::flush() {
+    for (auto& outgoing : coordinator.take_outgoing()) {
+        if (outgoing.rank < by_rank.size() && by_rank[outgoing.rank]) {
+            by_rank[outgoing.rank]->send(outgoing.message);
+        }
+    }
+    if (coordinator.finished() && !finished_reported) {
+        finished_reported = true;
+        if (finished_callback) {
+            // Posted: the callback may close this server, which must not happen mid-handler.
+            asio::post(io, [callback = finished_callback] { callback(); });
+        }
+    }
+}
+
+void CoordinatorServer::Impl::remove(const std::shared_ptr<Session>& session) {
+    sessions.erase(session);
+    if (session->registered() && by_rank[session->rank()] == session) {
+        by_rank[session->rank()].reset();
+        coordinator.connection_lost(session->rank(), Clock::now());
+        flush();
+    }
+}
+
+void CoordinatorServer::Impl::close() {
+    if (closed) {
+        return;
+    }
+    closed = true;
+    error_code ignored;
+    acceptor.close(ignored);
+    retry_timer.cancel();
+    tick_timer.cancel();
+    auto all = sessions;
+    for (const auto& session : all) {
+        session->close();
+    }
+    sessions.clear();
+    std::fill(by_rank.begin(), by_rank.end(), nullptr);
+}
+
+CoordinatorServer::CoordinatorServer(asio::io_context& io,
+                                     CoordinatorSettings settings,
+                                     protocol::Authenticator auth,
+                                     std::uint64_t job,
+                                     const std::string& bind_address,
+                                     std::uint16_t port) {
+    // One descriptor per launcher plus the listener, stdio and the unauthenticated headroom.
+    ensure_descriptor_limit(settings.ranks.size() + 64,
+                            fmt::format("{} launchers", settings.ranks.size()));
+    m_impl = std::make_shared<Impl>(io, std::move(settings), std::move(auth), job);
+    m_impl->listen(bind_address, port);
+    m_impl->accept();
+    m_impl->tick();
+}
+
+CoordinatorServer::~CoordinatorServer() {
+    try {
+        if (m_impl) {
+            m_impl->close();
+        }
+    } catch (...) {
+        // Closing sockets does not fail in practice; a destructor must not throw anyway.
+    }
+}
+
+std::uint16_t CoordinatorServer::port() const noexcept {
+    try {
+        error_code ec;
+        const auto endpoint = m_impl->acceptor.local_endpoint(ec);
+        return ec ? 0 : endpoint.port();
+    } catch (...) {
+        return 0;
+    }
+}
+
+const Coordinator& CoordinatorServer::state() const noexcept {
+    return m_impl->coordinator;
+}
+
+void CoordinatorServer::on_finished(std::function<void()> callback) {
+    m_impl->finished_callback = std::move(callback);
+    if (m_impl->finished_reported && m_impl->finished_callback) {
+        asio::post(m_impl->io, m_impl->finished_callback);
+    }
+}
+
+void CoordinatorServer::close() {
+    m_impl->close();
+}
+
+} // namespace tfslurm

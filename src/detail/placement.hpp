@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+/// \file
+/// Helpers shared by step reading and placement.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace tfslurm::detail {
+
+/// The sum of `counts`. \throws Error (Errc::too_large) naming `subject` past 2^32-1 tasks.
+[[nodiscard]] std::uint32_t checked_total(const std::vector<std::uint32_t>& counts,
+                                          std::string_view subject);
+
+/// Host name -> node index (the first, should a name repeat). Views into `hosts`.
+[[nodiscard]] std::unordered_map<std::string_view, std::uint32_t>
+node_index(const std::vector<std::string>& hosts);
+
+} // namespace tfslurm::detail

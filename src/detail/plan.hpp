@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+/// \file
+/// Plan-building helpers shared by the native layout (plan.cpp) and tf-compat (tf_compat.cpp).
+
+#include <tfslurm/plan.hpp>
+
+#include <string>
+#include <vector>
+
+namespace tfslurm::detail {
+
+/// `ps,worker,worker`: a role list as text for messages.
+[[nodiscard]] std::string join_roles(const std::vector<Role>& roles);
+
+/// Number every rank within its role, in rank order (RankPlan::index).
+void number_roles(Plan& plan);
+
+/// The address peers use for each host: the host pattern applied, resolved with `resolve`
+/// (default: the system resolver) for AddressMode::ip. \throws Error (Errc::io).
+[[nodiscard]] std::vector<std::string> resolve_addresses(const std::vector<std::string>& hosts,
+                                                         const PlanOptions& options,
+                                                         const AddressResolver& resolve);
+
+} // namespace tfslurm::detail

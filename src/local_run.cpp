@@ -1,0 +1,298 @@
+// SPDX-License-Identifier: MIT
+// `tfslurm run --local N`: N launchers on this machine, each in a Slurm-like environment.
+#include "detail/fd.hpp"
+
+#include <tfslurm/error.hpp>
+#include <tfslurm/exit_status.hpp>
+#include <tfslurm/local_run.hpp>
+#include <tfslurm/log.hpp>
+#include <tfslurm/run.hpp>
+#include <tfslurm/spawn.hpp>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <optional>
+#include <system_error>
+
+namespace tfslurm {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+// --- local mode ----------------------------------------------------------------------------------
+
+Environment local_task_environment(const Environment& base,
+                                   std::uint32_t ntasks,
+                                   std::uint32_t rank,
+                                   std::uint64_t job_id) {
+    Environment::Map vars;
+    for (const auto& [name, value] : base.vars()) {
+        if (name.rfind("SLURM_", 0) == 0 || name.rfind("SLURMD_", 0) == 0 ||
+            name == "TFSLURM_LOCAL_STATUS_FD" || name == "TFSLURM_HOST_PATTERN") {
+            continue;
+        }
+        vars.emplace(name, value);
+    }
+    Environment env(std::move(vars));
+    std::string gtids;
+    for (std::uint32_t i = 0; i < ntasks; ++i) {
+        gtids += (i == 0 ? "" : ",") + std::to_string(i);
+    }
+    const std::string n = std::to_string(ntasks);
+    const std::string job = std::to_string(job_id);
+    env.set("SLURM_JOB_ID", job);
+    env.set("SLURM_JOBID", job);
+    env.set("SLURM_STEP_ID", "0");
+    env.set("SLURM_STEPID", "0");
+    env.set("SLURM_JOB_NODELIST", "localhost");
+    env.set("SLURM_NODELIST", "localhost");
+    env.set("SLURM_JOB_NUM_NODES", "1");
+    env.set("SLURM_NNODES", "1");
+    env.set("SLURM_NTASKS", n);
+    env.set("SLURM_NPROCS", n);
+    env.set("SLURM_TASKS_PER_NODE", n);
+    env.set("SLURM_STEP_NODELIST", "localhost");
+    env.set("SLURM_STEP_NUM_NODES", "1");
+    env.set("SLURM_STEP_NUM_TASKS", n);
+    env.set("SLURM_STEP_TASKS_PER_NODE", n);
+    env.set("SLURM_PROCID", std::to_string(rank));
+    env.set("SLURM_LOCALID", std::to_string(rank));
+    env.set("SLURM_NODEID", "0");
+    env.set("SLURM_GTIDS", gtids);
+    env.set("SLURMD_NODENAME", "localhost");
+    if (!env.contains("TFSLURM_ADDRESS")) {
+        // Peers connect to 127.0.0.1: nothing leaves loopback.
+        env.set("TFSLURM_ADDRESS", "ip");
+    }
+    return env;
+}
+
+std::vector<std::string> local_launcher_argv(const std::vector<std::string>& argv,
+                                             const std::string& self_exe) {
+    std::vector<std::string> out{self_exe};
+    bool options = true;
+    for (std::size_t i = 1; i < argv.size(); ++i) {
+        const std::string& arg = argv[i];
+        if (options && arg == "--") {
+            options = false;
+        } else if (options && (arg == "--local" || arg == "--job-id")) {
+            ++i; // and its value
+            continue;
+        } else if (options && (arg.rfind("--local=", 0) == 0 || arg.rfind("--job-id=", 0) == 0)) {
+            continue;
+        }
+        out.push_back(arg);
+    }
+    return out;
+}
+
+namespace {
+
+class LocalRun {
+  public:
+    explicit LocalRun(const LocalOptions& options)
+        : m_options(options), m_signals(m_io), m_reports(m_io) {
+        for (const int signo : k_handled_signals) {
+            m_signals.add(signo);
+        }
+    }
+
+    int run();
+
+  private:
+    void wait_signal();
+    void read_reports();
+    void parse_reports();
+    void reap();
+
+    const LocalOptions& m_options;
+    asio::io_context m_io;
+    asio::signal_set m_signals;
+    asio::posix::stream_descriptor m_reports;
+    std::array<char, 1024> m_buffer{};
+    std::string m_text;
+    std::vector<pid_t> m_pids;
+    std::vector<std::optional<ExitStatus>> m_statuses;
+    std::size_t m_running = 0;
+    std::optional<int> m_abort_status;
+};
+
+int LocalRun::run() {
+    int pipe_fds[2] = {-1, -1};
+    if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+        throw std::system_error(errno, std::generic_category(), "pipe2");
+    }
+    m_reports.assign(pipe_fds[0]);
+    const int report_fd = pipe_fds[1];
+    wait_signal();
+    m_pids.assign(m_options.ntasks, 0);
+    m_statuses.assign(m_options.ntasks, std::nullopt);
+    try {
+        for (std::uint32_t rank = 0; rank < m_options.ntasks; ++rank) {
+            Environment env =
+                local_task_environment(m_options.env, m_options.ntasks, rank, m_options.job_id);
+            env.set("TFSLURM_LOCAL_STATUS_FD", std::to_string(report_fd));
+            SpawnRequest request;
+            request.argv = m_options.launcher_argv;
+            request.env = env.to_strings();
+            request.group = ProcessGroup::new_group;
+            // If this parent dies, the launchers stop the step cleanly.
+            request.death_signal = SIGTERM;
+            request.inherit_fds = {report_fd};
+            request.before_fork = [this] {
+                m_io.notify_fork(asio::execution_context::fork_prepare);
+            };
+            request.after_fork = [this] { m_io.notify_fork(asio::execution_context::fork_parent); };
+            m_pids[rank] = spawn_process(request);
+            ++m_running;
+        }
+    } catch (...) {
+        ::close(report_fd);
+        for (const pid_t pid : m_pids) {
+            if (pid > 0) {
+                ::kill(pid, SIGTERM);
+            }
+        }
+        kill_all_children();
+        throw;
+    }
+    ::close(report_fd);
+    logger().debug("local: {} launchers started (job {})", m_options.ntasks, m_options.job_id);
+    read_reports();
+    reap();
+    if (m_running > 0) {
+        try {
+            m_io.run();
+        } catch (const std::exception& e) {
+            // Never leave launchers behind (they stop their trainers on SIGTERM).
+            for (std::size_t i = 0; i < m_pids.size(); ++i) {
+                if (!m_statuses[i]) {
+                    ::kill(m_pids[i], SIGTERM);
+                }
+            }
+            kill_all_children();
+            throw errors::make(Errc::io, "local", fmt::format("internal error: {}", e.what()));
+        }
+    }
+    // Launchers are gone; read what they reported, then make sure nothing else survives.
+    error_code ec;
+    m_reports.non_blocking(true, ec);
+    for (;;) {
+        const std::size_t n = m_reports.read_some(asio::buffer(m_buffer), ec);
+        if (ec || n == 0) {
+            break;
+        }
+        m_text.append(m_buffer.data(), n);
+    }
+    parse_reports();
+    kill_all_children();
+    if (m_abort_status) {
+        return *m_abort_status;
+    }
+    int highest = 0;
+    for (const auto& status : m_statuses) {
+        highest = std::max(highest, status ? status->shell_status() : exit_status(Errc::aborted));
+    }
+    return highest;
+}
+
+void LocalRun::wait_signal() {
+    m_signals.async_wait([this](const error_code& ec, int signo) {
+        if (ec) {
+            return;
+        }
+        if (signo == SIGCHLD) {
+            reap();
+        } else {
+            logger().debug("local: forwarding signal {} to the launchers", signo);
+            for (std::size_t i = 0; i < m_pids.size(); ++i) {
+                if (m_pids[i] > 0 && !m_statuses[i]) {
+                    ::kill(m_pids[i], signo);
+                }
+            }
+        }
+        if (m_running > 0) {
+            wait_signal();
+        }
+    });
+}
+
+void LocalRun::read_reports() {
+    m_reports.async_read_some(asio::buffer(m_buffer), [this](const error_code& ec, std::size_t n) {
+        if (ec) {
+            return;
+        }
+        m_text.append(m_buffer.data(), n);
+        parse_reports();
+        read_reports();
+    });
+}
+
+void LocalRun::parse_reports() {
+    std::size_t end = 0;
+    while ((end = m_text.find('\n')) != std::string::npos) {
+        const std::string line = m_text.substr(0, end);
+        m_text.erase(0, end + 1);
+        unsigned rank = 0;
+        std::array<char, 32> outcome{};
+        int status = 0;
+        if (std::sscanf(line.c_str(), "%u %31s %d", &rank, outcome.data(), &status) == 3 &&
+            std::string_view(outcome.data()) == "aborted" && !m_abort_status) {
+            m_abort_status = status;
+        }
+    }
+}
+
+void LocalRun::reap() {
+    int wait_status = 0;
+    pid_t pid = 0;
+    while ((pid = ::waitpid(-1, &wait_status, WNOHANG)) > 0) {
+        const auto it = std::find(m_pids.begin(), m_pids.end(), pid);
+        if (it == m_pids.end()) {
+            continue; // an orphan re-parented to us
+        }
+        const auto index = static_cast<std::size_t>(it - m_pids.begin());
+        m_statuses[index] = ExitStatus::from_wait_status(wait_status);
+        --m_running;
+        logger().debug("local: launcher of rank {} {}", index, describe(*m_statuses[index]));
+    }
+    if (m_running == 0) {
+        error_code ignored;
+        m_signals.cancel(ignored);
+        m_reports.cancel(ignored);
+        m_io.stop();
+    }
+}
+
+} // namespace
+
+int run_local(const LocalOptions& options) {
+    if (options.ntasks == 0) {
+        throw errors::invalid_argument("--local", "needs at least one task", "0");
+    }
+    if (options.launcher_argv.empty()) {
+        throw errors::invalid_argument("--local", "no launcher command", "");
+    }
+    detail::ignore_sigpipe();
+    try {
+        become_subreaper();
+    } catch (const std::system_error& e) {
+        logger().warn("cannot become a child subreaper: {}", e.what());
+    }
+    LocalRun local(options);
+    return local.run();
+}
+
+} // namespace tfslurm

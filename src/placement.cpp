@@ -1,0 +1,307 @@
+// SPDX-License-Identifier: MIT
+#include "detail/placement.hpp"
+
+#include "detail/text.hpp"
+
+#include <tfslurm/error.hpp>
+#include <tfslurm/hostlist.hpp>
+#include <tfslurm/log.hpp>
+#include <tfslurm/placement.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <unordered_map>
+#include <utility>
+
+namespace tfslurm {
+
+namespace detail {
+
+std::uint32_t checked_total(const std::vector<std::uint32_t>& counts, std::string_view subject) {
+    std::uint64_t total = 0;
+    for (const auto count : counts) {
+        total += count;
+    }
+    if (total > k_max_expanded_hosts) {
+        throw errors::too_large(
+            subject,
+            fmt::format("{} tasks exceed tfslurm's limit of {}", total, k_max_expanded_hosts),
+            "split the job into several steps");
+    }
+    return static_cast<std::uint32_t>(total);
+}
+
+std::unordered_map<std::string_view, std::uint32_t>
+node_index(const std::vector<std::string>& hosts) {
+    std::unordered_map<std::string_view, std::uint32_t> index;
+    index.reserve(hosts.size());
+    for (std::uint32_t node = 0; node < hosts.size(); ++node) {
+        index.emplace(hosts[node], node);
+    }
+    return index;
+}
+
+} // namespace detail
+namespace {
+
+std::string describe_layout(const Allocation& allocation, const StepInfo& step) {
+    std::string text{to_string(allocation.distribution)};
+    if (allocation.distribution == Distribution::plane) {
+        text += fmt::format("={}", allocation.plane_size);
+    } else if (allocation.distribution == Distribution::arbitrary) {
+        text += fmt::format(" (hostfile {})", step.hostfile);
+    }
+    return text;
+}
+
+/// The checks shared by every layout: one positive count per host.
+void check_layout_input(const std::vector<std::string>& hosts,
+                        const std::vector<std::uint32_t>& tasks_per_node) {
+    if (hosts.empty()) {
+        throw errors::inconsistent_allocation("allocation", "no nodes", "");
+    }
+    if (hosts.size() != tasks_per_node.size()) {
+        throw errors::inconsistent_allocation(
+            "tasks per node",
+            fmt::format("{} counts for {} nodes", tasks_per_node.size(), hosts.size()),
+            compress_counts(tasks_per_node));
+    }
+    for (std::size_t node = 0; node < hosts.size(); ++node) {
+        if (tasks_per_node[node] == 0) {
+            throw errors::inconsistent_allocation(
+                "tasks per node",
+                fmt::format("node {} ({}) has no task", node, hosts[node]),
+                compress_counts(tasks_per_node));
+        }
+    }
+}
+
+/// Append `rank` to its node in `allocation`, with the next local id there.
+void assign_rank(Allocation& allocation, std::uint32_t rank, std::uint32_t node) {
+    auto& ranks = allocation.node_ranks[node];
+    allocation.places[rank] = TaskPlace{node, static_cast<std::uint32_t>(ranks.size())};
+    ranks.push_back(rank);
+}
+
+void check_identity(const StepInfo& step, const Allocation& allocation) {
+    const auto& self = *step.self;
+    if (self.rank >= allocation.ntasks()) {
+        throw errors::inconsistent_allocation(
+            "SLURM_PROCID",
+            fmt::format("rank is outside the step's {} tasks ({}={})",
+                        allocation.ntasks(),
+                        step.tasks_variable,
+                        compress_counts(step.tasks_per_node)),
+            std::to_string(self.rank));
+    }
+    const auto& place = allocation.places[self.rank];
+    const std::string_view hint =
+        "the nodelist, tasks-per-node and distribution variables (with -m arbitrary: the file "
+        "SLURM_HOSTFILE names, which must not change while the step runs) do not describe "
+        "where Slurm runs this task";
+    const auto where = [&] {
+        return fmt::format("{} distribution of {}={} over {}={} puts rank {} on node {} ({}) "
+                           "as local task {}",
+                           describe_layout(allocation, step),
+                           step.tasks_variable,
+                           compress_counts(step.tasks_per_node),
+                           step.nodelist_variable,
+                           step.nodelist,
+                           self.rank,
+                           place.node,
+                           allocation.hosts[place.node],
+                           place.local);
+    };
+    if (self.node_id && *self.node_id != place.node) {
+        throw errors::inconsistent_allocation(
+            "SLURM_NODEID",
+            fmt::format("disagrees with the computed placement: {}", where()),
+            std::to_string(*self.node_id),
+            std::string{hint});
+    }
+    if (self.local_id && *self.local_id != place.local) {
+        throw errors::inconsistent_allocation(
+            "SLURM_LOCALID",
+            fmt::format("disagrees with the computed placement: {}", where()),
+            std::to_string(*self.local_id),
+            std::string{hint});
+    }
+    if (self.node_name && *self.node_name != allocation.hosts[place.node]) {
+        throw errors::inconsistent_allocation(
+            "SLURMD_NODENAME",
+            fmt::format("disagrees with the computed placement: {}", where()),
+            *self.node_name,
+            std::string{hint});
+    }
+    // The batch script (job scope) reports only itself in SLURM_GTIDS; steps list the node.
+    if (step.scope == Scope::step && self.gtids) {
+        auto expected = allocation.node_ranks[place.node];
+        auto actual = *self.gtids;
+        std::sort(expected.begin(), expected.end());
+        std::sort(actual.begin(), actual.end());
+        if (expected != actual) {
+            std::vector<std::string> shown;
+            shown.reserve(self.gtids->size());
+            for (const auto id : *self.gtids) {
+                shown.push_back(std::to_string(id));
+            }
+            std::vector<std::string> wanted;
+            for (const auto id : expected) {
+                wanted.push_back(std::to_string(id));
+            }
+            throw errors::inconsistent_allocation(
+                "SLURM_GTIDS",
+                fmt::format("lists other ranks than the computed placement ({}): {}",
+                            detail::join(wanted, ","),
+                            where()),
+                detail::join(shown, ","),
+                std::string{hint});
+        }
+    }
+}
+
+} // namespace
+
+std::uint32_t Allocation::max_tasks_per_node() const noexcept {
+    std::uint32_t most = 0;
+    for (const auto count : tasks_per_node) {
+        most = std::max(most, count);
+    }
+    return most;
+}
+
+Allocation place_tasks(std::vector<std::string> hosts,
+                       std::vector<std::uint32_t> tasks_per_node,
+                       Distribution distribution,
+                       std::uint32_t plane_size) {
+    check_layout_input(hosts, tasks_per_node);
+    if (distribution == Distribution::arbitrary) {
+        throw errors::invalid_argument(
+            "distribution",
+            "an arbitrary distribution needs the host of every rank (a hostfile)",
+            "arbitrary",
+            "place_arbitrary() takes the hostfile's hosts");
+    }
+    if (distribution == Distribution::plane && plane_size == 0) {
+        throw errors::invalid_argument("distribution",
+                                       "plane distribution needs a size >= 1",
+                                       "plane",
+                                       "set SLURM_DIST_PLANESIZE or use plane=N");
+    }
+    const auto total = detail::checked_total(tasks_per_node, "tasks per node");
+
+    Allocation allocation;
+    allocation.distribution = distribution;
+    allocation.plane_size = distribution == Distribution::plane ? plane_size : 0;
+    allocation.places.resize(total);
+    allocation.node_ranks.resize(hosts.size());
+    for (std::size_t node = 0; node < hosts.size(); ++node) {
+        allocation.node_ranks[node].reserve(tasks_per_node[node]);
+    }
+
+    if (distribution == Distribution::block) {
+        // Block: ranks fill node after node, in nodelist order.
+        std::uint32_t rank = 0;
+        for (std::uint32_t node = 0; node < hosts.size(); ++node) {
+            for (std::uint32_t i = 0; i < tasks_per_node[node]; ++i) {
+                assign_rank(allocation, rank++, node);
+            }
+        }
+    } else {
+        // Cyclic (block of 1) and plane (block of plane_size): deal blocks round robin over
+        // the nodes that still have room. With the final per-node counts as caps this gives
+        // the same ranks as Slurm's layout loops, including uneven counts.
+        const std::uint32_t block = distribution == Distribution::cyclic ? 1 : plane_size;
+        std::vector<std::uint32_t> active(hosts.size());
+        std::iota(active.begin(), active.end(), 0U);
+        std::vector<std::uint32_t> left = tasks_per_node;
+        std::uint32_t rank = 0;
+        while (!active.empty()) {
+            std::size_t kept = 0;
+            for (const auto node : active) {
+                const auto take = std::min(block, left[node]);
+                for (std::uint32_t i = 0; i < take; ++i) {
+                    assign_rank(allocation, rank++, node);
+                }
+                left[node] -= take;
+                if (left[node] > 0) {
+                    active[kept++] = node;
+                }
+            }
+            active.resize(kept);
+        }
+    }
+    allocation.hosts = std::move(hosts);
+    allocation.tasks_per_node = std::move(tasks_per_node);
+    return allocation;
+}
+
+Allocation place_arbitrary(std::vector<std::string> hosts,
+                           std::vector<std::uint32_t> tasks_per_node,
+                           const std::vector<std::string>& rank_hosts,
+                           std::string_view subject) {
+    check_layout_input(hosts, tasks_per_node);
+    const auto total = detail::checked_total(tasks_per_node, "tasks per node");
+    if (rank_hosts.size() != total) {
+        throw errors::inconsistent_allocation(
+            subject,
+            fmt::format("names {} hosts for the step's {} tasks", rank_hosts.size(), total),
+            compress_counts(tasks_per_node));
+    }
+    const auto node_of = detail::node_index(hosts);
+    Allocation allocation;
+    allocation.distribution = Distribution::arbitrary;
+    allocation.places.resize(total);
+    allocation.node_ranks.resize(hosts.size());
+    for (std::uint32_t rank = 0; rank < total; ++rank) {
+        const auto found = node_of.find(rank_hosts[rank]);
+        if (found == node_of.end()) {
+            throw errors::inconsistent_allocation(
+                subject,
+                fmt::format("puts rank {} on a host that is not one of the step's {} nodes",
+                            rank,
+                            hosts.size()),
+                rank_hosts[rank]);
+        }
+        assign_rank(allocation, rank, found->second);
+    }
+    for (std::uint32_t node = 0; node < hosts.size(); ++node) {
+        if (allocation.node_ranks[node].size() != tasks_per_node[node]) {
+            throw errors::inconsistent_allocation(
+                subject,
+                fmt::format("puts {} ranks on {} where the step has {} tasks (per node: {})",
+                            allocation.node_ranks[node].size(),
+                            hosts[node],
+                            tasks_per_node[node],
+                            compress_counts(tasks_per_node)),
+                hosts[node]);
+        }
+    }
+    allocation.hosts = std::move(hosts);
+    allocation.tasks_per_node = std::move(tasks_per_node);
+    return allocation;
+}
+
+Allocation resolve_allocation(const StepInfo& step) {
+    auto allocation =
+        step.distribution.kind == Distribution::arbitrary
+            ? place_arbitrary(
+                  step.hosts,
+                  step.tasks_per_node,
+                  step.rank_hosts,
+                  hostfile_subject(step.scope == Scope::preview ? "--hostfile" : "SLURM_HOSTFILE",
+                                   step.hostfile))
+            : place_tasks(step.hosts,
+                          step.tasks_per_node,
+                          step.distribution.kind,
+                          step.distribution.plane_size);
+    if (step.self) {
+        check_identity(step, allocation);
+    }
+    return allocation;
+}
+
+} // namespace tfslurm

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: MIT
+// The types shared by the components of `tfslurm run`.
+#include <tfslurm/error.hpp>
+#include <tfslurm/run.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace tfslurm {
+
+std::string_view to_string(Until until) noexcept {
+    return until == Until::chief ? "chief" : "workers";
+}
+
+Until parse_until(std::string_view text, std::string_view subject) {
+    if (text == "workers") {
+        return Until::workers;
+    }
+    if (text == "chief") {
+        return Until::chief;
+    }
+    throw errors::invalid_argument(subject,
+                                   "expected workers or chief",
+                                   text,
+                                   "workers: stop ps/evaluator when every worker (and the chief) "
+                                   "exited 0; chief: stop everyone when the chief exited 0");
+}
+
+std::string_view to_string(Outcome outcome) noexcept {
+    switch (outcome) {
+    case Outcome::done:
+        return "done";
+    case Outcome::interrupted:
+        return "interrupted";
+    case Outcome::aborted:
+        return "aborted";
+    case Outcome::coordinator_lost:
+        return "coordinator_lost";
+    }
+    return "done";
+}
+
+std::string format_seconds(Millis duration) {
+    const auto ms = duration.count();
+    if (ms % 1000 == 0) {
+        return fmt::format("{} s", ms / 1000);
+    }
+    return fmt::format("{:g} s", static_cast<double>(ms) / 1000.0);
+}
+
+std::vector<Member> members_of(const Plan& plan) {
+    std::vector<Member> members;
+    members.reserve(plan.ranks.size());
+    for (const auto& rank : plan.ranks) {
+        members.push_back({rank.role, rank.index, rank.host});
+    }
+    return members;
+}
+
+std::string rank_label(std::uint32_t rank, const Member& member) {
+    return fmt::format(
+        "rank {} ({}:{}) on {}", rank, to_string(member.role), member.index, member.host);
+}
+
+Millis tick_interval(Millis heartbeat_timeout) {
+    return std::clamp(heartbeat_timeout / 4, Millis{10}, Millis{250});
+}
+
+} // namespace tfslurm

@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: MIT
+#include "detail/plan.hpp"
+
+#include <tfslurm/error.hpp>
+#include <tfslurm/log.hpp>
+#include <tfslurm/tf_compat.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tfslurm {
+namespace {
+
+constexpr std::uint16_t k_tf_compat_port_base = 8888;
+
+} // namespace
+
+/// TensorFlow's SlurmClusterResolver, reproduced on purpose (tensorflow-resolver.md §2):
+/// hosts sorted by name (duplicates collapse), jobs in alphabetical order over the flat list
+/// of (host, local index), ports 8888 + local index, node-relative GPU numbers.
+Plan make_tf_compat_plan(const StepInfo& step,
+                         const Allocation& allocation,
+                         const PlanOptions& options,
+                         const AddressResolver& resolve) {
+    if (!options.role_list.empty()) {
+        throw errors::invalid_argument(
+            "--roles",
+            "the tf-compat layout takes role counts only (--ps, --chief, --evaluator)",
+            detail::join_roles(options.role_list));
+    }
+    std::map<std::string, std::uint32_t> per_host; // sorted, duplicates collapse like a dict
+    for (std::size_t node = 0; node < allocation.hosts.size(); ++node) {
+        per_host[allocation.hosts[node]] = allocation.tasks_per_node[node];
+    }
+    std::uint32_t num_tasks = 0;
+    std::uint32_t max_per_host = 0;
+    for (const auto& [host, count] : per_host) {
+        num_tasks += count;
+        max_per_host = std::max(max_per_host, count);
+    }
+    const auto ntasks = static_cast<std::uint32_t>(allocation.ntasks());
+    const std::uint32_t special =
+        options.counts.ps + (options.counts.chief ? 1U : 0U) + (options.counts.evaluator ? 1U : 0U);
+    const std::uint32_t workers = ntasks > special ? ntasks - special : 0;
+    const std::uint32_t requested = special + workers;
+    if (requested != num_tasks) {
+        throw errors::invalid_argument(
+            "--layout tf-compat",
+            fmt::format("Requested {} tasks but only {} were assigned.", requested, num_tasks),
+            step.nodelist,
+            "the nodelist has duplicate hosts, which TensorFlow collapses");
+    }
+
+    // GPUs: TensorFlow counts CUDA_VISIBLE_DEVICES entries; an empty value counts as 1.
+    std::uint32_t gpus_per_node = 0;
+    if (options.tf_gpus_per_node) {
+        gpus_per_node = *options.tf_gpus_per_node;
+    } else if (step.gpus.visible) {
+        gpus_per_node =
+            std::max<std::uint32_t>(1, static_cast<std::uint32_t>(step.gpus.visible->size()));
+    }
+    const std::uint32_t gpus_per_task = options.gpus_per_task
+                                            ? *options.gpus_per_task
+                                            : (max_per_host ? gpus_per_node / max_per_host : 0);
+    if (std::uint64_t{max_per_host} * gpus_per_task > gpus_per_node) {
+        throw errors::invalid_argument("--layout tf-compat",
+                                       "Requested more GPUs per node than available.",
+                                       fmt::format("{} GPUs per task x {} tasks per node, {} GPUs",
+                                                   gpus_per_task,
+                                                   max_per_host,
+                                                   gpus_per_node));
+    }
+    const auto base = options.port_base.value_or(k_tf_compat_port_base);
+    if (std::uint32_t{base} + max_per_host > 65535U) {
+        throw errors::invalid_argument(
+            "--port-base", "the ports do not fit below 65536", std::to_string(base));
+    }
+
+    Plan plan;
+    plan.layout = Layout::tf_compat;
+    plan.job_id = step.job_id;
+    plan.step_id = step.step_id;
+    plan.rpc_layer = options.rpc_layer;
+    plan.port_source = PortSource::explicit_base;
+    plan.gpus_exact = false;
+    if (step.self) {
+        plan.self_rank = step.self->rank;
+    }
+    std::vector<std::string> sorted_hosts;
+    sorted_hosts.reserve(per_host.size());
+    for (const auto& [host, count] : per_host) {
+        sorted_hosts.push_back(host);
+    }
+    const auto addresses = detail::resolve_addresses(sorted_hosts, options, resolve);
+    plan.hosts = sorted_hosts;
+
+    // The flat (host, local) list; rank r takes position r, whatever Slurm's placement.
+    std::vector<Role> jobs;
+    jobs.reserve(ntasks);
+    jobs.insert(jobs.end(), options.counts.chief ? 1U : 0U, Role::chief);
+    jobs.insert(jobs.end(), options.counts.evaluator ? 1U : 0U, Role::evaluator);
+    jobs.insert(jobs.end(), options.counts.ps, Role::ps);
+    jobs.insert(jobs.end(), workers, Role::worker);
+    plan.ranks.reserve(ntasks);
+    std::uint32_t position = 0;
+    for (std::uint32_t node = 0; node < sorted_hosts.size(); ++node) {
+        const auto count = per_host[sorted_hosts[node]];
+        for (std::uint32_t local = 0; local < count; ++local, ++position) {
+            RankPlan rank;
+            rank.rank = position;
+            rank.role = jobs[position];
+            rank.node = node;
+            rank.local = local;
+            rank.host = sorted_hosts[node];
+            rank.address = addresses[node];
+            rank.port = static_cast<std::uint16_t>(base + local);
+            for (std::uint32_t gpu = 0; gpu < gpus_per_task; ++gpu) {
+                rank.gpus.push_back(std::to_string(local * gpus_per_task + gpu));
+            }
+            plan.ranks.push_back(std::move(rank));
+        }
+    }
+    detail::number_roles(plan);
+    plan.control_address = plan.ranks.front().address;
+    plan.control_port = static_cast<std::uint16_t>(base + max_per_host);
+    for (const auto& rank : plan.ranks) {
+        const auto& place = allocation.places[rank.rank];
+        if (allocation.hosts[place.node] != rank.host || place.local != rank.local) {
+            logger().warn("tf-compat layout: rank {} is advertised as {}:{} but Slurm runs it on "
+                          "{} (local task {}); this is TensorFlow's behaviour, not tfslurm's",
+                          rank.rank,
+                          rank.host,
+                          rank.port,
+                          allocation.hosts[place.node],
+                          place.local);
+            break;
+        }
+    }
+    return plan;
+}
+
+} // namespace tfslurm
