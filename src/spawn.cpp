@@ -48,6 +48,56 @@ Error cannot_execute(int error, std::string_view path) {
                         error == ENOEXEC ? "a script needs a '#!' line" : "");
 }
 
+/// `execve`'s view of `strings`: pointers into them, null-terminated.
+std::vector<char*> c_strings(const std::vector<std::string>& strings) {
+    std::vector<char*> out;
+    out.reserve(strings.size() + 1);
+    for (const auto& text : strings) {
+        out.push_back(const_cast<char*>(text.c_str()));
+    }
+    out.push_back(nullptr);
+    return out;
+}
+
+/// The child's side of spawn_process(), between fork() and exec: async-signal-safe calls only.
+/// On failure the errno of execve goes to `report_fd` and the child exits 127.
+[[noreturn]] void exec_child(const SpawnRequest& request,
+                             const char* path,
+                             char* const* argv,
+                             char* const* envp,
+                             int report_fd,
+                             pid_t parent) noexcept {
+    if (request.group == ProcessGroup::new_group) {
+        ::setpgid(0, 0);
+    }
+    if (request.death_signal != 0) {
+        ::prctl(PR_SET_PDEATHSIG, request.death_signal);
+        if (::getppid() != parent) {
+            // The parent died before prctl: the death signal will never come.
+            ::_exit(128 + request.death_signal);
+        }
+    }
+    // Handlers are reset by exec, ignored signals are not, and the mask is inherited.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigemptyset(&dfl.sa_mask);
+    for (int signo = 1; signo < NSIG; ++signo) {
+        if (signo != SIGKILL && signo != SIGSTOP) {
+            ::sigaction(signo, &dfl, nullptr);
+        }
+    }
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (const int fd : request.inherit_fds) {
+        ::fcntl(fd, F_SETFD, 0);
+    }
+    ::execve(path, argv, envp);
+    const int error = errno;
+    [[maybe_unused]] const auto written = ::write(report_fd, &error, sizeof error);
+    ::_exit(127);
+}
+
 } // namespace
 
 std::string find_executable(std::string_view name, std::string_view path_var) {
@@ -103,18 +153,8 @@ pid_t spawn_process(const SpawnRequest& request) {
 
     // Everything the child needs is prepared before fork(): between fork and exec only
     // async-signal-safe calls are allowed.
-    std::vector<char*> argv;
-    argv.reserve(request.argv.size() + 1);
-    for (const auto& arg : request.argv) {
-        argv.push_back(const_cast<char*>(arg.c_str()));
-    }
-    argv.push_back(nullptr);
-    std::vector<char*> envp;
-    envp.reserve(request.env.size() + 1);
-    for (const auto& entry : request.env) {
-        envp.push_back(const_cast<char*>(entry.c_str()));
-    }
-    envp.push_back(nullptr);
+    std::vector<char*> argv = c_strings(request.argv);
+    std::vector<char*> envp = c_strings(request.env);
 
     int report[2] = {-1, -1};
     if (::pipe2(report, O_CLOEXEC) != 0) {
@@ -127,35 +167,7 @@ pid_t spawn_process(const SpawnRequest& request) {
     const pid_t pid = ::fork();
     if (pid == 0) {
         ::close(report[0]);
-        if (request.group == ProcessGroup::new_group) {
-            ::setpgid(0, 0);
-        }
-        if (request.death_signal != 0) {
-            ::prctl(PR_SET_PDEATHSIG, request.death_signal);
-            if (::getppid() != parent) {
-                // The parent died before prctl: the death signal will never come.
-                ::_exit(128 + request.death_signal);
-            }
-        }
-        // Handlers are reset by exec, ignored signals are not, and the mask is inherited.
-        struct sigaction dfl {};
-        dfl.sa_handler = SIG_DFL;
-        ::sigemptyset(&dfl.sa_mask);
-        for (int signo = 1; signo < NSIG; ++signo) {
-            if (signo != SIGKILL && signo != SIGSTOP) {
-                ::sigaction(signo, &dfl, nullptr);
-            }
-        }
-        sigset_t none;
-        ::sigemptyset(&none);
-        ::sigprocmask(SIG_SETMASK, &none, nullptr);
-        for (const int fd : request.inherit_fds) {
-            ::fcntl(fd, F_SETFD, 0);
-        }
-        ::execve(path.c_str(), argv.data(), envp.data());
-        const int error = errno;
-        [[maybe_unused]] const auto written = ::write(report[1], &error, sizeof error);
-        ::_exit(127);
+        exec_child(request, path.c_str(), argv.data(), envp.data(), report[1], parent);
     }
     const int fork_error = errno;
     if (request.after_fork) {

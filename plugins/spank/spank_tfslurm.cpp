@@ -6,7 +6,7 @@
 // The SPANK face of tfslurm: the only file that includes <slurm/spank.h>. Each hook dispatches on
 // spank_context() and moves data between Slurm and the pure code in options.cpp; resolution is
 // libtfslurm's. No exception leaves a hook: each catches everything, logs one "tfslurm: ..." line
-// and returns -1 on failure (plugstack.c ignores positive return codes).
+// and returns -1 on failure (Slurm's src/common/plugstack.c ignores positive return codes).
 #include "options.hpp"
 
 #include <tfslurm/error.hpp>
