@@ -2,6 +2,8 @@
 // `tfslurm run` end to end on this machine: the real CLI in local mode (and a few single
 // launchers started by hand), with the fake TensorFlow trainer and small /bin/sh trainers.
 // Every test checks that no process carrying its marker survives.
+#include "process.hpp"
+
 #include <tfslurm/cluster.hpp>
 #include <tfslurm/env.hpp>
 #include <tfslurm/error.hpp>
@@ -11,7 +13,6 @@
 #include <catch2/catch.hpp>
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -20,9 +21,11 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -49,7 +52,10 @@ struct TempDir {
         REQUIRE(::mkdtemp(pattern) != nullptr);
         path = pattern;
     }
-    ~TempDir() { [[maybe_unused]] const int ignored = std::system(("rm -rf " + path).c_str()); }
+    ~TempDir() {
+        std::error_code ignored;
+        std::filesystem::remove_all(path, ignored);
+    }
     TempDir(const TempDir&) = delete;
     TempDir& operator=(const TempDir&) = delete;
     std::string path;
@@ -115,35 +121,10 @@ class Cli {
         }
         std::vector<std::string> argv{k_cli};
         argv.insert(argv.end(), args.begin(), args.end());
-        std::vector<char*> c_argv;
-        c_argv.reserve(argv.size() + 1);
-        for (auto& arg : argv) {
-            c_argv.push_back(arg.data());
-        }
-        c_argv.push_back(nullptr);
-        auto strings = env.to_strings();
-        std::vector<char*> c_env;
-        c_env.reserve(strings.size() + 1);
-        for (auto& entry : strings) {
-            c_env.push_back(entry.data());
-        }
-        c_env.push_back(nullptr);
-        m_pid = ::fork();
-        REQUIRE(m_pid >= 0);
-        if (m_pid == 0) {
-            ::setpgid(0, 0);
-            const int fd = ::open(m_output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            ::dup2(fd, 1);
-            ::dup2(fd, 2);
-            ::execve(c_argv[0], c_argv.data(), c_env.data());
-            ::_exit(127);
-        }
+        m_process.emplace(test::Command{argv, env.to_strings()}, m_output);
     }
     ~Cli() {
-        if (m_pid > 0 && !m_status) {
-            ::kill(-m_pid, SIGKILL);
-            ::waitpid(m_pid, nullptr, 0);
-        }
+        m_process.reset(); // kills the process group unless the run was waited for
         // Clean up whatever a failed test left, so that other tests are not disturbed.
         for (const pid_t pid : marked_processes(m_marker)) {
             ::kill(pid, SIGKILL);
@@ -154,23 +135,18 @@ class Cli {
 
     /// Wait for the exit (at most `timeout`, then kill: a hang is a failure).
     int wait(std::chrono::seconds timeout = 30s) {
-        const auto deadline = Clock::now() + timeout;
-        int status = 0;
-        while (::waitpid(m_pid, &status, WNOHANG) == 0) {
-            if (Clock::now() > deadline) {
-                ::kill(-m_pid, SIGKILL);
-                ::waitpid(m_pid, &status, 0);
-                FAIL("tfslurm run did not finish within " << timeout.count() << " s:\n"
-                                                          << output());
-            }
-            std::this_thread::sleep_for(5ms);
+        auto status = m_process->wait_for(timeout);
+        if (!status) {
+            m_process->kill_group(SIGKILL);
+            status = m_process->wait_for(timeout);
+            FAIL("tfslurm run did not finish within " << timeout.count() << " s:\n" << output());
         }
-        m_status = ExitStatus::from_wait_status(status);
+        m_status = ExitStatus::from_wait_status(*status);
         return m_status->shell_status();
     }
 
     [[nodiscard]] std::string output() const { return read_file(m_output); }
-    [[nodiscard]] pid_t pid() const noexcept { return m_pid; }
+    [[nodiscard]] pid_t pid() const noexcept { return m_process->pid(); }
     [[nodiscard]] const std::string& dir() const noexcept { return m_dir.path; }
 
     /// No process of this run is left (polling briefly: the kernel may still be tearing down).
@@ -191,7 +167,7 @@ class Cli {
     TempDir m_dir;
     std::string m_marker;
     std::string m_output;
-    pid_t m_pid = -1;
+    std::optional<test::Process> m_process;
     std::optional<ExitStatus> m_status;
 };
 
