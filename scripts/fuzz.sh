@@ -3,7 +3,8 @@
 #
 # Build the libFuzzer targets with the "fuzz" CMake preset (clang, ASan/UBSan) and run each
 # one for TFSLURM_FUZZ_SECONDS seconds (default 10) on a scratch copy of its seed corpus
-# (tests/fuzz/corpus/<target>/, never modified).
+# (tests/fuzz/corpus/<target>/, never modified; for hostlist also every list of the example
+# table tests/data/hostlists.tsv).
 #
 #   scripts/fuzz.sh                    every target: hostlist counts ports
 #   scripts/fuzz.sh hostlist           only the named targets
@@ -46,12 +47,30 @@ cmake --build --preset fuzz --target "${build_targets[@]}"
 work=$(mktemp -d "${TMPDIR:-/tmp}/tfslurm-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
+# table_seeds DIR: one seed file per example of tests/data/hostlists.tsv (the list column,
+# escapes undone), named table-<line>.
+table_seeds() {
+    local dir=$1 number=0 line rest
+    while IFS= read -r line; do
+        number=$((number + 1))
+        [[ -z $line || $line == \#* ]] && continue
+        # Fields by hand: with IFS=tab, read would merge the tabs around an empty list.
+        rest=${line#*$'\t'}
+        rest=${rest#*$'\t'}
+        rest=${rest#*$'\t'}
+        printf '%b' "${rest%%$'\t'*}" >"$dir/table-$number"
+    done <tests/data/hostlists.tsv
+}
+
 failed=()
 for target in "${targets[@]}"; do
     corpus="$work/$target/corpus"
     artifacts="$work/$target/artifacts"
     mkdir -p "$corpus" "$artifacts"
     cp -R "tests/fuzz/corpus/$target/." "$corpus/"
+    if [[ $target == hostlist ]]; then
+        table_seeds "$corpus"
+    fi
     echo "== $prog: fuzzing $target for ${seconds}s"
     status=0
     "$build_dir/tests/fuzz/fuzz_$target" \

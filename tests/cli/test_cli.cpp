@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,11 @@ Result tfslurm_cli(std::vector<std::string> args,
                    const std::vector<std::string>& env = {},
                    const std::string& input = {}) {
     args.insert(args.begin(), TFSLURM_CLI_PATH);
-    return tfslurm::test::run(args, env, input);
+    Result result = tfslurm::test::run({args, env, input});
+    if (result.timed_out) {
+        throw std::runtime_error("timeout waiting for " + args.front());
+    }
+    return result;
 }
 
 /// `NAME=value` lines of a captured task environment (optionally one `srun -l` label).

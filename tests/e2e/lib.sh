@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# Helpers for the end-to-end tests (tests/e2e/test_*.sh). Source it first thing:
+# The one library of helpers for the end-to-end tests (tests/e2e/test_*.sh). Source it first
+# thing:
 #
 #   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+#
+# then declare what the test needs: require_tfslurm (the tfslurm executable), require_trainer
+# (`tfslurm run` with the fake trainer and MUNGE), use_spank_plugin (the SPANK plugin in the
+# cluster's plugin stack).
 #
 # On load it exports SLURM_CONF of the running test cluster (scripts/test-cluster, see
 # docs/test-cluster.md) and its settings as TC_* variables (TC_NODES, TC_CPUS, TC_GPUS,
@@ -40,7 +45,7 @@ fail() {
     exit 1
 }
 
-# --- cluster ---------------------------------------------------------------------------------
+# --- cluster -----------------------------------------------------------------------------------
 
 if ! e2e_env_out=$(bash "$TFSLURM_TC" env 2>&1); then
     fail "the test cluster is not available: ${e2e_env_out#test-cluster: error: }"
@@ -135,6 +140,32 @@ sbatch_wait() {
     return 124
 }
 
+# run_stdout STATUS SECONDS CMD...: run CMD bounded by SECONDS, expect exit STATUS; its stdout
+# (the tasks' output) goes to E2E_OUTPUT, its stderr (srun's "queued and waiting" notes and
+# errors) to E2E_STDERR; both are shown on failure.
+run_stdout() {
+    local want=$1 secs=$2 rc=0 err
+    shift 2
+    err=$(mktemp "$E2E_TMPDIR/stderr.XXXXXX")
+    E2E_OUTPUT=$(run_bounded "$secs" "$@" 2>"$err") || rc=$?
+    E2E_STDERR=$(cat -- "$err")
+    rm -f -- "$err"
+    ((rc == want)) && return 0
+    fail "exit status $rc, expected $want: $*"$'\n'"  stdout: ${E2E_OUTPUT//$'\n'/$'\n'  | }"$'\n'"  stderr: ${E2E_STDERR//$'\n'/$'\n'  | }"
+}
+
+# wait_for_lines PATTERN COUNT SECONDS FILE...: wait until the FILEs together have COUNT lines
+# matching PATTERN (files that do not exist yet count as empty).
+wait_for_lines() {
+    local pattern=$1 count=$2 secs=$3 i
+    shift 3
+    for ((i = 0; i < secs * 10; i++)); do
+        (($(cat -- "$@" 2>/dev/null | grep -c -- "$pattern" || true) >= count)) && return 0
+        sleep 0.1
+    done
+    fail "waited $secs s for $count lines matching '$pattern' in $*:"$'\n'"$(cat -- "$@" 2>/dev/null)"
+}
+
 # --- assertions --------------------------------------------------------------------------------
 
 # assert_eq EXPECTED ACTUAL MESSAGE
@@ -160,11 +191,124 @@ assert_status() {
     fail "exit status $rc, expected $want: $*"$'\n'"  | ${E2E_OUTPUT//$'\n'/$'\n'  | }"
 }
 
+# assert_no_drain: every node still accepts work (a failing plugin must never drain a node).
+assert_no_drain() {
+    local states
+    states=$(timeout 10 sinfo -h -N -o '%N=%t' | sort -u | tr '\n' ' ')
+    [[ $states != *drain* && $states != *drng* && $states != *down* ]] ||
+        fail "a node is drained or down after a plugin failure: $states"
+}
+
+# check_tf_configs LINES EXPECTED_TASKS EXPECTED_PS: LINES are "<rank> <hostname> <TF_CONFIG>"
+# lines, one per task. Checks: one line per rank 0..N-1; every task has a TF_CONFIG and all agree
+# on the cluster; each task's own entry (cluster[type][index]) names the host it runs on; no
+# address:port is used twice; EXPECTED_PS parameter servers. Prints a summary line.
+check_tf_configs() {
+    local lines=$1 ntasks=$2 nps=$3
+    local rank host tf cluster first_cluster='' type index list entry
+    local -a entries
+    local -A seen_rank=() seen_endpoint=()
+    local count=0
+    while read -r rank host tf; do
+        [[ -n $rank ]] || continue
+        count=$((count + 1))
+        [[ $rank =~ ^[0-9]+$ ]] || fail "not a rank: \"$rank\" in: $rank $host $tf"
+        [[ -z ${seen_rank[$rank]:-} ]] || fail "rank $rank printed twice"
+        seen_rank[$rank]=1
+        [[ $tf =~ ^\{\"cluster\":(\{.*\}),\"task\":\{\"type\":\"([a-z]+)\",\"index\":([0-9]+)\}\}$ ]] ||
+            fail "rank $rank: not a TF_CONFIG: \"$tf\""
+        cluster=${BASH_REMATCH[1]} type=${BASH_REMATCH[2]} index=${BASH_REMATCH[3]}
+        if [[ -z $first_cluster ]]; then
+            first_cluster=$cluster
+        fi
+        assert_eq "$first_cluster" "$cluster" "rank $rank disagrees on the cluster"
+        [[ $cluster =~ \"$type\":\[([^]]*)\] ]] || fail "rank $rank: no job \"$type\" in $cluster"
+        list=${BASH_REMATCH[1]//\"/}
+        IFS=, read -r -a entries <<<"$list"
+        ((index < ${#entries[@]})) || fail "rank $rank: $type index $index outside [$list]"
+        entry=${entries[index]}
+        assert_eq "$host" "${entry%:*}" "rank $rank ($type $index) is advertised as $entry"
+    done <<<"$lines"
+    assert_eq "$ntasks" "$count" "number of tasks that printed a TF_CONFIG"
+    for ((rank = 0; rank < ntasks; rank++)); do
+        [[ -n ${seen_rank[$rank]:-} ]] || fail "rank $rank printed nothing"
+    done
+    IFS=, read -r -a entries <<<"$(sed -E 's/"[a-z]+":\[//g; s/[]{}"]//g' <<<"$first_cluster")"
+    for entry in "${entries[@]}"; do
+        [[ -z ${seen_endpoint[$entry]:-} ]] || fail "endpoint $entry appears twice: $first_cluster"
+        seen_endpoint[$entry]=1
+    done
+    if ((nps == 0)); then
+        [[ $first_cluster != *'"ps":'* ]] || fail "expected no ps: $first_cluster"
+    else
+        [[ $first_cluster =~ \"ps\":\[([^]]*)\] ]] || fail "expected $nps ps: $first_cluster"
+        IFS=, read -r -a entries <<<"${BASH_REMATCH[1]}"
+        assert_eq "$nps" "${#entries[@]}" "number of ps in $first_cluster"
+    fi
+    e2e_log "TF_CONFIG ok for $ntasks tasks: $first_cluster"
+}
+
+# The command a task runs to print "<rank> <hostname> <TF_CONFIG>" (TF_CONFIG has no spaces).
+# shellcheck disable=SC2016,SC2034 # expanded by the task's shell; used by the tests
+readonly SPANK_PRINT_TASK='printf "%s %s %s\n" "$SLURM_PROCID" "$(hostname)" "${TF_CONFIG-unset}"'
+
+# --- what a test needs -------------------------------------------------------------------------
+
 # require_tfslurm: TFSLURM_BIN must name the tfslurm executable (set by CTest).
 require_tfslurm() {
     [[ -n $TFSLURM_BIN && -x $TFSLURM_BIN ]] ||
         fail "TFSLURM_BIN is not an executable (\"$TFSLURM_BIN\"); run the test through ctest"
 }
+
+# require_trainer: for `tfslurm run` on the cluster: TFSLURM_TRAINER must name the fake
+# TensorFlow trainer and TFSLURM_BIN tfslurm (both set by CTest); the launchers authenticate
+# with MUNGE credentials from the test cluster's own munged.
+require_trainer() {
+    [[ -n ${TFSLURM_TRAINER:-} && -x ${TFSLURM_TRAINER:-} ]] ||
+        fail "TFSLURM_TRAINER is not an executable (\"${TFSLURM_TRAINER:-}\"); run the test through ctest"
+    require_tfslurm
+    export TFSLURM_MUNGE_SOCKET="$TC_DIR/munge/run/munge.socket"
+    export TFSLURM_TRAINER TFSLURM_BIN
+}
+
+# launcher_pids NODE: pids of the tfslurm launchers ("tfslurm run ...") running on NODE.
+launcher_pids() {
+    local pid exe arg1
+    while read -r pid; do
+        [[ -n $pid ]] || continue
+        exe=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | sed -n 1p) || continue
+        arg1=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | sed -n 2p) || continue
+        [[ $exe == "$TFSLURM_BIN" && $arg1 == run ]] && printf '%s\n' "$pid"
+    done < <(ip netns pids "$TC_NS_PREFIX$1" 2>/dev/null || true)
+}
+
+# use_spank_plugin: for tests of the SPANK plugin: TFSLURM_SPANK_PLUGIN (set by CTest), else
+# $TFSLURM_BUILD_DIR/plugins/spank/spank_tfslurm.so, must exist. spank_install then puts it
+# into the test cluster's plugin stack: SPANK_CONF, a file in <state dir>/etc/plugstack.conf.d/
+# (which <state dir>/etc/plugstack.conf includes), removed when the test exits, whatever the
+# outcome. No daemon restart is needed: every srun, sbatch, salloc and slurmstepd reads the
+# stack when it starts.
+use_spank_plugin() {
+    : "${TFSLURM_SPANK_PLUGIN:=${TFSLURM_BUILD_DIR:+$TFSLURM_BUILD_DIR/plugins/spank/spank_tfslurm.so}}"
+    export TFSLURM_SPANK_PLUGIN
+    SPANK_CONF=$TC_DIR/etc/plugstack.conf.d/e2e-$E2E_NAME-$$.conf
+    [[ -n $TFSLURM_SPANK_PLUGIN && -f $TFSLURM_SPANK_PLUGIN ]] ||
+        fail "the SPANK plugin is not built (\"${TFSLURM_SPANK_PLUGIN}\"): configure with" \
+            "TFSLURM_BUILD_SPANK=ON (needs libslurm-dev) and run the test through ctest"
+    on_exit "rm -f -- '$SPANK_CONF' '$SPANK_CONF.tmp'"
+}
+
+# spank_install [ARG...]: (re)write this test's plugstack line: required <plugin> ARG...
+# (atomically: a step starting meanwhile sees the old or the new line, never half of one).
+spank_install() {
+    printf 'required %s%s\n' "$TFSLURM_SPANK_PLUGIN" "${*:+ $*}" >"$SPANK_CONF.tmp"
+    mv -f -- "$SPANK_CONF.tmp" "$SPANK_CONF"
+}
+
+# spank_uninstall: remove this test's plugstack line (also done on exit).
+spank_uninstall() { rm -f -- "$SPANK_CONF"; }
+
+# --- nothing left behind -----------------------------------------------------------------------
 
 # no_leftovers [SECONDS]: within SECONDS (default 15), no task or step processes may remain in
 # any node namespace (only slurmd) and no job may be left in the queue.

@@ -7,8 +7,7 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
-# shellcheck source-path=SCRIPTDIR source=run_lib.sh
-source "$(dirname -- "${BASH_SOURCE[0]}")/run_lib.sh"
+require_trainer
 
 # Layout: rank 0 ps:0 on n1, ranks 1..5 workers; worker:3 is rank 4 on n3.
 rc=0

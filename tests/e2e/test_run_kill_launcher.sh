@@ -12,8 +12,7 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
-# shellcheck source-path=SCRIPTDIR source=run_lib.sh
-source "$(dirname -- "${BASH_SOURCE[0]}")/run_lib.sh"
+require_trainer
 
 dir=$(make_tmpdir)
 log=$dir/srun.out

@@ -9,8 +9,7 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
-# shellcheck source-path=SCRIPTDIR source=run_lib.sh
-source "$(dirname -- "${BASH_SOURCE[0]}")/run_lib.sh"
+require_trainer
 
 # 2 ps spread over n1 and n2, 4 workers; --until workers (the default).
 assert_status 0 run_bounded 120 srun -N3 --ntasks-per-node=2 --resv-ports=3 \

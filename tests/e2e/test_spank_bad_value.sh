@@ -7,8 +7,7 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
-# shellcheck source=SCRIPTDIR/../spank/e2e_plugin.sh
-source "$TFSLURM_SOURCE_DIR/tests/spank/e2e_plugin.sh"
+use_spank_plugin
 
 spank_install enabled=option
 name=e2e-spank-bad-$$

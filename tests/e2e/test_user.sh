@@ -13,8 +13,7 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
-# shellcheck source-path=SCRIPTDIR source=run_lib.sh
-source "$(dirname -- "${BASH_SOURCE[0]}")/run_lib.sh"
+require_trainer
 
 user=nobody
 uid=$(id -u "$user") || fail "user $user does not exist"
@@ -49,8 +48,7 @@ e2e_log "env as $user (uid $uid): ok"
 
 # --- srun --tfslurm ------------------------------------------------------------------------------
 TFSLURM_SPANK_PLUGIN=$dir/bin/${TFSLURM_SPANK_PLUGIN##*/}
-# shellcheck source=SCRIPTDIR/../spank/e2e_plugin.sh
-source "$TFSLURM_SOURCE_DIR/tests/spank/e2e_plugin.sh"
+use_spank_plugin
 spank_install enabled=option
 # shellcheck disable=SC2016 # expanded by the task's shell
 run_stdout 0 60 "${as_user[@]}" srun -N3 --ntasks-per-node=1 --tfslurm=ps=1 bash -c \

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-// Tests of the hostlist, counts and port-list grammars (src/hostlist.cpp). The vectors come
-// from /work/shared/reference: hostlists.md (S01-S90 and sections 4, 6, 7, 8),
-// tensorflow-resolver.md (V2, V3) and other-launchers.md (submitit).
+// Tests of the hostlist, counts and port-list grammars (src/hostlist.cpp). The hostlist vectors
+// are the examples of tests/data/hostlists.tsv (from /work/shared/reference: hostlists.md S01-S90
+// and sections 4, 6, 7, 8, tensorflow-resolver.md V2, V3, other-launchers.md submitit).
 #include "../fuzz/fuzz_checks.hpp"
+#include "hostlist_table.hpp"
 
 #include <tfslurm/error.hpp>
 #include <tfslurm/hostlist.hpp>
@@ -16,6 +17,7 @@
 #include <iterator>
 #include <random>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -26,21 +28,6 @@ using tfslurm::Errc;
 using Hosts = std::vector<std::string>;
 
 constexpr const char* k_subject = "SLURM_JOB_NODELIST";
-
-/// Split on single spaces: "n1 n2" -> {"n1", "n2"}; "" -> {}.
-Hosts words(const std::string& text) {
-    Hosts out;
-    std::size_t start = 0;
-    while (start < text.size()) {
-        std::size_t end = text.find(' ', start);
-        if (end == std::string::npos) {
-            end = text.size();
-        }
-        out.push_back(text.substr(start, end - start));
-        start = end + 1;
-    }
-    return out;
-}
 
 Hosts expand(const std::string& list) {
     return tfslurm::expand_hostlist(list, k_subject);
@@ -74,198 +61,84 @@ std::string quoted(const std::string& text) {
 } // namespace
 
 // ---------------------------------------------------------------------------------------------
-// Reference vectors
+// The examples of tests/data/hostlists.tsv, one test case per set
+
+namespace {
+
+using Example = tfslurm::test::HostlistExample;
+using Expect = Example::Expect;
+
+/// The examples of `set` with an `expect` expectation, in file order.
+std::vector<Example> examples(std::string_view set, Expect expect) {
+    std::vector<Example> selected;
+    for (auto& example : tfslurm::test::hostlist_examples(set)) {
+        if (example.expect == expect) {
+            selected.push_back(std::move(example));
+        }
+    }
+    REQUIRE_FALSE(selected.empty());
+    return selected;
+}
+
+/// The line of the table, for the report of a failing example.
+std::string where(const Example& example) {
+    return "hostlists.tsv:" + std::to_string(example.line) + " " + example.id;
+}
+
+void check_error(const Example& example) {
+    CAPTURE(where(example), example.list);
+    const Failure failure = hostlist_failure(example.list);
+    CHECK(failure.code == "invalid_hostlist");
+    CHECK(failure.message ==
+          std::string(k_subject) + ": " + example.error + ": " + quoted(example.list));
+}
+
+void check_hosts(const Example& example) {
+    CAPTURE(where(example), example.list);
+    CHECK(expand(example.list) == example.hosts);
+}
+
+} // namespace
 
 TEST_CASE("hostlist: reference rows S01-S90 that expand give scontrol's hosts", "[hostlist]") {
     // The >= 23.02.5 column of hostlists.md section 4 for S14, S22, S23 and S88.
-    const auto row = GENERATE(table<std::string, std::string, std::string>({
-        {"S01", "n[01-03],x[1-2]-y[1-2]", "n01 n02 n03 x1-y1 x1-y2 x2-y1 x2-y2"},
-        {"S02", "n[01-03]", "n01 n02 n03"},
-        {"S03", "n[9-11]", "n9 n10 n11"},
-        {"S04", "n[009-011]", "n009 n010 n011"},
-        {"S05", "n[09-11]", "n09 n10 n11"},
-        {"S06", "n[1-3,5,7-8]", "n1 n2 n3 n5 n7 n8"},
-        {"S07", "n[1,1,2]", "n1 n1 n2"},
-        {"S08", "n1,n1,n2", "n1 n1 n2"},
-        {"S09", "n[1-2],n[2-3]", "n1 n2 n2 n3"},
-        {"S12", "n1-]", "n1-]"},
-        {"S13", "a[1-2]b[3-4]", "a1b3 a1b4 a2b3 a2b4"},
-        {"S14", "a[1-2]-b[01-02]c", "a1-b01c a1-b02c a2-b01c a2-b02c"},
-        {"S15", "n[01-3]", "n01 n02 n03"},
-        {"S16", "n[1-03]", "n1 n2 n3"},
-        {"S17", "n[0-0]", "n0"},
-        {"S19", "n", "n"},
-        {"S20", "n[1-2],m[3-4]", "n1 n2 m3 m4"},
-        {"S21", "n[1-2] m[3-4]", "n1 n2 m3 m4"},
-        {"S22", "n[8-12]x", "n8x n9x n10x n11x n12x"},
-        {"S23", "host-[1-2].dom", "host-1.dom host-2.dom"},
-        {"S30", "n[01-02,3]", "n01 n02 n3"},
-        {"S31", "n[1-2][3-4]", "n13 n14 n23 n24"},
-        {"S32", "rack[1-2]-node[01-02]", "rack1-node01 rack1-node02 rack2-node01 rack2-node02"},
-        {"S33", "n01,n[02-03]", "n01 n02 n03"},
-        {"S34", "[1-3]", "1 2 3"},
-        {"S35", "n[0001-0003]", "n0001 n0002 n0003"},
-        {"S36", "n[98-101]", "n98 n99 n100 n101"},
-        {"S37", "n[099-101]", "n099 n100 n101"},
-        {"S38", "n1,,n2", "n1 n2"},
-        {"S39", ",n1", "n1"},
-        {"S40", "n1,", "n1"},
-        {"S41", "n[1-2],,", "n1 n2"},
-        {"S42", "n[ 1-2]", "n01 n02"},
-        {"S43", "n[1 -2]", "n01 n02"},
-        {"S44", "n[1-2] ", "n1 n2"},
-        {"S45", "n10[1-2]", "n101 n102"},
-        {"S46", "n[2,1]", "n2 n1"},
-        {"S47", "n[3-5,1-2]", "n3 n4 n5 n1 n2"},
-        {"S50",
-         "nid[0001-0004,0010],gpu-a[1-2]-b[01-03]",
-         "nid0001 nid0002 nid0003 nid0004 nid0010 gpu-a1-b01 gpu-a1-b02 gpu-a1-b03 gpu-a2-b01 "
-         "gpu-a2-b02 gpu-a2-b03"},
-        {"S51", "n[9-10]", "n9 n10"},
-        {"S52", "n[09-10]", "n09 n10"},
-        {"S53", "n[1-010]", "n1 n2 n3 n4 n5 n6 n7 n8 n9 n10"},
-        {"S54", "n[010-12]", "n010 n011 n012"},
-        {"S55", "n[007-7]", "n007"},
-        {"S56", "n[1,01,001]", "n1 n01 n001"},
-        {"S57", "n[00-02]", "n00 n01 n02"},
-        {"S58", "n[0-02]", "n0 n1 n2"},
-        {"S59", "n[+1-2]", "n01 n02"},
-        {"S60", "n[3,1-2],n1", "n3 n1 n2 n1"},
-        {"S61", "n[1-3,2-4]", "n1 n2 n3 n2 n3 n4"},
-        {"S62", "n[1-2],n[1-2]", "n1 n2 n1 n2"},
-        {"S63", "x[1-2]y[3-4]", "x1y3 x1y4 x2y3 x2y4"},
-        {"S64", "a[1-2]b[3-4]c[5-6]", "a1b3c5 a1b3c6 a2b3c5 a2b3c6 a1b4c5 a1b4c6 a2b4c5 a2b4c6"},
-        {"S65",
-         "a[1-2]b[3-4]c[5-6]d[7-8]",
-         "a1b3c5d7 a1b3c5d8 a2b3c5d7 a2b3c5d8 a1b4c5d7 a1b4c5d8 a2b4c5d7 a2b4c5d8 a1b3c6d7 "
-         "a1b3c6d8 a2b3c6d7 a2b3c6d8 a1b4c6d7 a1b4c6d8 a2b4c6d7 a2b4c6d8"},
-        {"S66", "n[1-2][3-4][5-6]", "n135 n136 n235 n236 n145 n146 n245 n246"},
-        {"S67", "n[1-2]-[3-4]", "n1-3 n1-4 n2-3 n2-4"},
-        {"S68", "n[1]x[2]", "n1x2"},
-        {"S69", "n-[1-2]", "n-1 n-2"},
-        {"S70", "n.[1-2]", "n.1 n.2"},
-        {"S71", "n1 n2\tn3", "n1 n2 n3"},
-        {"S72", "n[1-2],m5,o[3-4,6,7-9]", "n1 n2 m5 o3 o4 o6 o7 o8 o9"},
-        {"S73", "n[0001-0003],m5,o[009-011]", "n0001 n0002 n0003 m5 o009 o010 o011"},
-        {"S74", "t02n13,t02n41,t02n43", "t02n13 t02n41 t02n43"},
-        {"S75",
-         "compute-b24-[1-3,5-9],compute-b25-[1,4,8]",
-         "compute-b24-1 compute-b24-2 compute-b24-3 compute-b24-5 compute-b24-6 compute-b24-7 "
-         "compute-b24-8 compute-b24-9 compute-b25-1 compute-b25-4 compute-b25-8"},
-        {"S87", "n[18446744073709551615]", "n18446744073709551615"},
-        {"S88", "n[2-3]m", "n2m n3m"},
-        {"S89", "n1-2", "n1-2"},
-    }));
-    CAPTURE(std::get<0>(row), std::get<1>(row));
-    CHECK(expand(std::get<1>(row)) == words(std::get<2>(row)));
+    check_hosts(GENERATE(from_range(examples("reference", Expect::hosts))));
 }
 
 TEST_CASE("hostlist: reference rows S01-S90 that Slurm rejects give exact errors", "[hostlist]") {
     // The >= 23.02.5 column for S11, S25 and S27: a missing ']' is an error.
-    const auto row = GENERATE(table<std::string, std::string, std::string>({
-        {"S10", "n[3-1]", "invalid range '3-1' at offset 2 (low bound above high bound)"},
-        {"S11", "n[1-", "unterminated '[' at offset 1"},
-        {"S18", "n[]", "invalid range '' at offset 2 (empty)"},
-        {"S24", "n[a-c]", "invalid range 'a-c' at offset 2 (not a number)"},
-        {"S25", "n[1-2", "unterminated '[' at offset 1"},
-        {"S26", "n[1-2]]", "unexpected ']' at offset 6"},
-        {"S27", "n[1,2", "unterminated '[' at offset 1"},
-        {"S28", "n[-1]", "invalid range '-1' at offset 2 (negative bound)"},
-        {"S29", "n[1-3:2]", "invalid range '1-3:2' at offset 2 (trailing characters)"},
-        {"S48", "n[1-1000000]", "range '1-1000000' at offset 2 has more than 65536 hosts"},
-        {"S78", "n[1-65537]", "range '1-65537' at offset 2 has more than 65536 hosts"},
-        {"S79", "n[1-2,]", "invalid range '' at offset 6 (empty)"},
-        {"S80", "n[,1]", "invalid range '' at offset 2 (empty)"},
-        {"S81", "n[[1]]", "unexpected ']' at offset 5"},
-        {"S82", "n[]x", "invalid range '' at offset 2 (empty)"},
-        {"S83", "n[1-3/2]", "invalid range '1-3/2' at offset 2 (trailing characters)"},
-        {"S84", "n[1-2-3]", "invalid range '1-2-3' at offset 2 (trailing characters)"},
-        {"S85", "n[1--2]", "invalid range '1--2' at offset 2 (negative bound)"},
-        {"S86", "n[0x1-2]", "invalid range '0x1-2' at offset 2 ('x' boxes are not supported)"},
-        {"S90", "n[1-2]]x", "unexpected ']' at offset 6"},
-    }));
-    const std::string& input = std::get<1>(row);
-    CAPTURE(std::get<0>(row), input);
-    const Failure failure = hostlist_failure(input);
-    CHECK(failure.code == "invalid_hostlist");
-    CHECK(failure.message ==
-          std::string(k_subject) + ": " + std::get<2>(row) + ": " + quoted(input));
+    check_error(GENERATE(from_range(examples("reference", Expect::error))));
 }
 
 TEST_CASE("hostlist: S49, S76 and S77 expand to whole ranges", "[hostlist]") {
-    const auto row =
-        GENERATE(table<std::string, std::string, std::size_t, std::string, std::string>({
-            {"S49", "n[1-64]", 64, "n1", "n64"},
-            {"S76", "n[1-65536]", 65536, "n1", "n65536"},
-            {"S77", "n[0-65535]", 65536, "n0", "n65535"},
-        }));
-    CAPTURE(std::get<0>(row));
-    const Hosts hosts = expand(std::get<1>(row));
-    REQUIRE(hosts.size() == std::get<2>(row));
-    CHECK(hosts.front() == std::get<3>(row));
-    CHECK(hosts.back() == std::get<4>(row));
-    CHECK(hosts[1] == "n" + std::to_string(std::get<3>(row) == "n1" ? 2 : 1));
+    const Example row = GENERATE(from_range(examples("reference", Expect::count)));
+    CAPTURE(where(row));
+    const Hosts hosts = expand(row.list);
+    REQUIRE(hosts.size() == row.count);
+    CHECK(hosts.front() == row.first);
+    CHECK(hosts.back() == row.last);
+    CHECK(hosts[1] == "n" + std::to_string(row.first == "n1" ? 2 : 1));
 }
 
 TEST_CASE("hostlist: suffixes and multi-group names of Slurm >= 23.02.5 (V1b)", "[hostlist]") {
-    const auto row = GENERATE(table<std::string, std::string>({
-        {"nid[001-002]-ib0", "nid001-ib0 nid002-ib0"},
-        {"x1000c[0-1]s0b0n[0-1]", "x1000c0s0b0n0 x1000c0s0b0n1 x1000c1s0b0n0 x1000c1s0b0n1"},
-        {"n[1-2]-ib", "n1-ib n2-ib"},
-        {"host[5-9,1]", "host5 host6 host7 host8 host9 host1"},
-    }));
-    CAPTURE(std::get<0>(row));
-    CHECK(expand(std::get<0>(row)) == words(std::get<1>(row)));
+    check_hosts(GENERATE(from_range(examples("v1b", Expect::hosts))));
 }
 
 TEST_CASE("hostlist: TensorFlow resolver vectors TFH1-TFH5", "[hostlist]") {
-    const auto row = GENERATE(table<std::string, std::string>({
-        {"n1", "n1"},
-        {"n[1,3]", "n1 n3"},
-        {"n[1-3]", "n1 n2 n3"},
-        {"n[1-2],m5,o[3-4,6,7-9]", "n1 n2 m5 o3 o4 o6 o7 o8 o9"},
-        {"n[0001-0003],m5,o[009-011]", "n0001 n0002 n0003 m5 o009 o010 o011"},
-        // TensorFlow's extra behaviours that agree with Slurm
-        {"n[9-10]", "n9 n10"},
-        {"n[009-11]", "n009 n010 n011"},
-        {"n[ 1-2]", "n01 n02"},
-        {"n[1- 2]", "n1 n2"},
-    }));
-    CAPTURE(std::get<0>(row));
-    CHECK(expand(std::get<0>(row)) == words(std::get<1>(row)));
+    // Also TensorFlow's extra behaviours that agree with Slurm.
+    check_hosts(GENERATE(from_range(examples("tensorflow", Expect::hosts))));
 }
 
 TEST_CASE("hostlist: submitit vectors", "[hostlist]") {
-    const auto row = GENERATE(table<std::string, std::string>({
-        {"compute-b24", "compute-b24"},
-        {"compute-a1,compute-b2", "compute-a1 compute-b2"},
-        {"compute-b2[1,2]", "compute-b21 compute-b22"},
-        {"compute-b2[011,022]", "compute-b2011 compute-b2022"},
-        {"compute-b2[1-3]", "compute-b21 compute-b22 compute-b23"},
-        {"compute-b2[1-3,5,6,8]",
-         "compute-b21 compute-b22 compute-b23 compute-b25 compute-b26 compute-b28"},
-        {"compute-b2[1-3,5-6,8]",
-         "compute-b21 compute-b22 compute-b23 compute-b25 compute-b26 compute-b28"},
-        {"compute-b2[1-3,5-6,8],compute-a1",
-         "compute-b21 compute-b22 compute-b23 compute-b25 compute-b26 compute-b28 compute-a1"},
-        {"compute[042,044]", "compute042 compute044"},
-        {"compute[042-043,045,048-049]", "compute042 compute043 compute045 compute048 compute049"},
-        {"compute-b24-[1-3,5-9],compute-b25-[1,4,8]",
-         "compute-b24-1 compute-b24-2 compute-b24-3 compute-b24-5 compute-b24-6 compute-b24-7 "
-         "compute-b24-8 compute-b24-9 compute-b25-1 compute-b25-4 compute-b25-8"},
-        // other-launchers.md says Slurm rejects this one; scontrol 22.05.8 prints
-        // compute-b21 compute-b24 (an empty high bound means "= low"), and so do we.
-        {"compute-b2[1-,4]", "compute-b21 compute-b24"},
-    }));
-    CAPTURE(std::get<0>(row));
-    CHECK(expand(std::get<0>(row)) == words(std::get<1>(row)));
+    // other-launchers.md says Slurm rejects compute-b2[1-,4]; scontrol 22.05.8 prints
+    // compute-b21 compute-b24 (an empty high bound means "= low"), and so do we.
+    check_hosts(GENERATE(from_range(examples("submitit", Expect::hosts))));
 }
 
 TEST_CASE("hostlist: submitit's rejected vector is rejected", "[hostlist]") {
-    const std::string input = "compute-b2[1,2,compute-b3]";
-    CHECK(hostlist_failure(input).message ==
-          std::string(k_subject) +
-              ": invalid range 'compute-b3' at offset 15 (not a number): " + quoted(input));
+    const Example row = GENERATE(from_range(examples("submitit", Expect::error)));
+    CHECK(hostlist_failure(row.list).message ==
+          std::string(k_subject) + ": " + row.error + ": " + quoted(row.list));
 }
 
 TEST_CASE("hostlist: n[1-1000][1-1000] gives 1,000,000 hosts in Slurm's order", "[hostlist]") {
@@ -281,89 +154,28 @@ TEST_CASE("hostlist: n[1-1000][1-1000] gives 1,000,000 hosts in Slurm's order", 
 // Grammar details
 
 TEST_CASE("hostlist: empty input and separators only give no host", "[hostlist]") {
-    const auto input = GENERATE(as<std::string>{}, "", ",", " ", "\t", "\n", ",, \t\n,");
-    CHECK(expand(input).empty());
+    const Example row = GENERATE(from_range(examples("empty", Expect::hosts)));
+    CAPTURE(where(row));
+    CHECK(row.hosts.empty());
+    CHECK(expand(row.list).empty());
 }
 
 TEST_CASE("hostlist: separators inside brackets do not split", "[hostlist]") {
-    const auto row = GENERATE(table<std::string, std::string>({
-        {"a[1,2]b[3,4]", "a1b3 a1b4 a2b3 a2b4"},
-        {"a[1, 2]", "a1 a02"},
-        {"n[1,\t2]", "n1 n02"},
-        {"x[1,2] [3,4]", "x1 x2 3 4"},
-        {"n[1-2]\nm[3-4]", "n1 n2 m3 m4"},
-        {"a],[1,2]", "a] 1 2"},
-        // the last '[' opens the range list; a '[' without a ']' after it is literal text
-        {"a[1,[2,3],4]", "a[1,2 a[1,3 4]"},
-        {"n[1[2-3]", "n[12 n[13"},
-        {"a[1,b[2,3]", "a[1,b2 a[1,b3"},
-        // a prefix group runs to the last ']' before the next group; garbage after its low
-        // bound is tolerated as in Slurm (`1]-2` is 1..2 with width 2)
-        {"a[1]-2]b[5]", "a01b5 a02b5"},
-        {"n[1]x[2,3]", "n1x2 n1x3"},
-    }));
-    CAPTURE(std::get<0>(row));
-    CHECK(expand(std::get<0>(row)) == words(std::get<1>(row)));
+    // The last '[' opens the range list; a '[' without a ']' after it is literal text. A prefix
+    // group runs to the last ']' before the next group; garbage after its low bound is
+    // tolerated as in Slurm (`1]-2` is 1..2 with width 2).
+    check_hosts(GENERATE(from_range(examples("brackets", Expect::hosts))));
 }
 
 TEST_CASE("hostlist: numbers follow strtoul", "[hostlist]") {
-    const auto row = GENERATE(table<std::string, std::string>({
-        {"n[0- -0]", "n0"},
-        {"n[1-+2]", "n1 n2"},
-        {"n[ +1]", "n001"},
-        {"n[1-]", "n1"},
-        {"n[\v1]", "n01"},
-        {"n[00000000000000000000000000001-2]",
-         "n00000000000000000000000000001 n00000000000000000000000000002"},
-        // overflow saturates at ULONG_MAX, padded to the text's width as Slurm prints it
-        {"n[99999999999999999999999]", "n00018446744073709551615"},
-        {"n[18446744073709551614-18446744073709551615]",
-         "n18446744073709551614 n18446744073709551615"},
-    }));
-    CAPTURE(std::get<0>(row));
-    CHECK(expand(std::get<0>(row)) == words(std::get<1>(row)));
+    // Overflow saturates at ULONG_MAX, padded to the text's width as Slurm prints it.
+    check_hosts(GENERATE(from_range(examples("strtoul", Expect::hosts))));
 }
 
 TEST_CASE("hostlist: every hostlist error has its exact message", "[hostlist]") {
-    const auto row = GENERATE(table<std::string, std::string>({
-        {"n[1-2],m[3", "unterminated '[' at offset 8"},
-        {"[", "unterminated '[' at offset 0"},
-        {"a[1]b[", "unterminated '[' at offset 5"},
-        {"n[1]x]", "unexpected ']' at offset 5"},
-        {"n[]]", "unexpected ']' at offset 3"},
-        {"n[1,,2]", "invalid range '' at offset 4 (empty)"},
-        {"n[1x]", "invalid range '1x' at offset 2 ('x' boxes are not supported)"},
-        {"n[1-2x3]", "invalid range '1-2x3' at offset 2 ('x' boxes are not supported)"},
-        {"n[-]", "invalid range '-' at offset 2 (not a number)"},
-        {"n[- 1]", "invalid range '- 1' at offset 2 (negative bound)"},
-        {"n[+-1]", "invalid range '+-1' at offset 2 (not a number)"},
-        {"n[1- ]", "invalid range '1- ' at offset 2 (not a number)"},
-        {"n[1-2 ]", "invalid range '1-2 ' at offset 2 (trailing characters)"},
-        {"n[1 -]", "invalid range '1 -' at offset 2 (trailing characters)"},
-        {"n[1a]", "invalid range '1a' at offset 2 (trailing characters)"},
-        {"n[5,3-2]", "invalid range '3-2' at offset 4 (low bound above high bound)"},
-        {"n[1- -2]", "range '1- -2' at offset 2 has more than 65536 hosts"},
-        {"n[1-99999999999999999999999]",
-         "range '1-99999999999999999999999' at offset 2 has more than 65536 hosts"},
-        {"n[0-18446744073709551615]",
-         "range '0-18446744073709551615' at offset 2 has more than 65536 hosts"},
-        {"ok,n[3-1]", "invalid range '3-1' at offset 5 (low bound above high bound)"},
-        // prefix groups: same item rules, at most 65536 values per group
-        {"a[1-0]b[1]", "invalid range '1-0' at offset 2 (low bound above high bound)"},
-        {"x[1-65536,1]y[1]", "bracket group at offset 1 expands to more than 65536 values"},
-        {"x[1-65536,1]y[1]z[1]", "bracket group at offset 1 expands to more than 65536 values"},
-        // long and unprintable items are shortened and escaped inside the quotes
-        {"n[0123456789012345678901234567890123456789x]",
-         "invalid range '0123456789012345678901234567890123456789...' at offset 2 ('x' boxes "
-         "are not supported)"},
-        {"n[1\x01]", "invalid range '1\\x01' at offset 2 (trailing characters)"},
-    }));
-    const std::string& input = std::get<0>(row);
-    CAPTURE(input);
-    const Failure failure = hostlist_failure(input);
-    CHECK(failure.code == "invalid_hostlist");
-    CHECK(failure.message ==
-          std::string(k_subject) + ": " + std::get<1>(row) + ": " + quoted(input));
+    // Prefix groups: same item rules, at most 65536 values per group. Long and unprintable
+    // items are shortened and escaped inside the quotes.
+    check_error(GENERATE(from_range(examples("error", Expect::error))));
 }
 
 TEST_CASE("hostlist: a bracket with more than 65536 ranges is an error", "[hostlist]") {
@@ -417,56 +229,23 @@ TEST_CASE("hostlist: the default subject is hostlist", "[hostlist]") {
 // ---------------------------------------------------------------------------------------------
 // Compression
 
+namespace {
+
+void check_compression(const Example& example) {
+    CAPTURE(where(example), example.list);
+    CHECK(tfslurm::compress_hostlist(example.hosts) == example.list);
+    CHECK(expand(example.list) == example.hosts);
+}
+
+} // namespace
+
 TEST_CASE("hostlist: compression matches scontrol show hostlist", "[hostlist]") {
     // hostlists.md section 6, and scontrol 22.05.8 outputs checked by hand.
-    const auto row = GENERATE(table<std::string, std::string>({
-        {"n1 n2 n3 n5", "n[1-3,5]"},
-        {"n09 n10 n11", "n[09-11]"},
-        {"n9 n10 n11", "n[9-11]"},
-        {"n3 n1 n2 n1", "n[3,1-2,1]"},
-        {"x1-y1 x1-y2 x2-y1 x2-y2", "x1-y[1-2],x2-y[1-2]"},
-        {"n1 n01", "n[1,01]"},
-        {"n5", "n5"},
-        {"n5 m", "n5,m"},
-        {"n5 n5", "n[5,5]"},
-        {"n5 n5 n6", "n[5,5-6]"},
-        {"5 6", "[5-6]"},
-        {"n1 n2 m1 n3", "n[1-2],m1,n3"},
-        {"n08 n9", "n[08,9]"},
-        {"n1 n02", "n[1,02]"},
-        {"n98 n99 n100 n0101", "n[98-100,0101]"},
-        {"n00 n0 n1", "n[00,0-1]"},
-        {"n9 n010 n011", "n[9,010-011]"},
-        {"a]1 a]2", "a][1-2]"},
-        {"n5]", "n5]"},
-        {"x x", "x,x"},
-        {"n1-2 n1-3", "n1-[2-3]"},
-        {"n1 n2 n3 x n4 n5", "n[1-3],x,n[4-5]"},
-        {"n1 x n01 y1 y01 a1-b1 a1-b2", "n1,x,n01,y[1,01],a1-b[1-2]"},
-        // (scontrol 22.05 crashes on this one: a range ending at ULONG_MAX)
-        {"n18446744073709551614 n18446744073709551615",
-         "n[18446744073709551614-18446744073709551615]"},
-    }));
-    CAPTURE(std::get<0>(row));
-    const Hosts hosts = words(std::get<0>(row));
-    CHECK(tfslurm::compress_hostlist(hosts) == std::get<1>(row));
-    CHECK(expand(std::get<1>(row)) == hosts);
+    check_compression(GENERATE(from_range(examples("compress", Expect::hosts))));
 }
 
 TEST_CASE("hostlist: compression keeps odd but writable hosts literal", "[hostlist]") {
-    const auto row = GENERATE(table<std::string, std::string>({
-        // a number above ULONG_MAX cannot go into a bracket
-        {"n99999999999999999999999 n1", "n99999999999999999999999,n1"},
-        {"n1 n99999999999999999999999", "n1,n99999999999999999999999"},
-        {"] ]1 1]", "],]1,1]"}, // as scontrol
-        {"n1\r n2\r", "n1\r,n2\r"},
-        {"n00000000000000000000000000001 n00000000000000000000000000002", // as scontrol
-         "n[00000000000000000000000000001-00000000000000000000000000002]"},
-    }));
-    CAPTURE(std::get<0>(row));
-    const Hosts hosts = words(std::get<0>(row));
-    CHECK(tfslurm::compress_hostlist(hosts) == std::get<1>(row));
-    CHECK(expand(std::get<1>(row)) == hosts);
+    check_compression(GENERATE(from_range(examples("compress-literal", Expect::hosts))));
 }
 
 TEST_CASE("hostlist: compression of nothing is empty", "[hostlist]") {

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -50,7 +51,10 @@ struct TempDir {
         REQUIRE(::mkdtemp(pattern) != nullptr);
         path = pattern;
     }
-    ~TempDir() { [[maybe_unused]] const int ignored = std::system(("rm -rf " + path).c_str()); }
+    ~TempDir() {
+        std::error_code ignored;
+        std::filesystem::remove_all(path, ignored);
+    }
     TempDir(const TempDir&) = delete;
     TempDir& operator=(const TempDir&) = delete;
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "fixtures.hpp"
+#include "process.hpp"
 
 #include <tfslurm/error.hpp>
 #include <tfslurm/placement.hpp>
@@ -190,16 +191,9 @@ TEST_CASE("tf_config: export lines survive eval in a real shell", "[tf_config]")
             out << "printf '%s\\0' \"$V" << i << "\"\n";
         }
     }
-    const std::string command = std::string{"/bin/sh "} + path;
-    FILE* pipe = ::popen(command.c_str(), "r");
-    REQUIRE(pipe != nullptr);
-    std::string output;
-    char buffer[256];
-    std::size_t got = 0;
-    while ((got = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) {
-        output.append(buffer, got);
-    }
-    CHECK(::pclose(pipe) == 0);
+    const auto result = tfslurm::test::run({{"/bin/sh", path}, {"PATH=/usr/bin:/bin"}});
+    CHECK(result.status == 0);
+    const std::string& output = result.out;
     ::unlink(path);
     std::string expected;
     for (const auto& value : nasty) {

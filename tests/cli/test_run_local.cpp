@@ -1,0 +1,621 @@
+// SPDX-License-Identifier: MIT
+// `tfslurm run` end to end on this machine: the real CLI in local mode (and a few single
+// launchers started by hand), with the fake TensorFlow trainer and small /bin/sh trainers.
+// Every test checks that no process carrying its marker survives. (Integration tests: the
+// pure parts of local mode are tested in tests/unit/test_run_local.cpp.)
+#include "process.hpp"
+
+#include <tfslurm/env.hpp>
+#include <tfslurm/error.hpp>
+#include <tfslurm/launcher.hpp>
+#include <tfslurm/local_run.hpp>
+#include <tfslurm/plan.hpp>
+#include <tfslurm/run.hpp>
+#include <tfslurm/spawn.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace tfslurm;
+using namespace std::chrono_literals;
+
+extern char** environ;
+
+namespace {
+
+const std::string k_cli = TFSLURM_CLI_PATH;
+const std::string k_trainer = TFSLURM_TEST_TRAINER_PATH;
+
+/// Job ids pick the derived port windows; one per test, far from the ids other tests use.
+std::uint64_t job_id(int test) {
+    return 880000 + static_cast<std::uint64_t>(test);
+}
+
+struct TempDir {
+    TempDir() {
+        char pattern[] = "/tmp/tfslurm-run-XXXXXX";
+        REQUIRE(::mkdtemp(pattern) != nullptr);
+        path = pattern;
+    }
+    ~TempDir() {
+        std::error_code ignored;
+        std::filesystem::remove_all(path, ignored);
+    }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    std::string path;
+};
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::size_t count(const std::string& text, const std::string& needle) {
+    std::size_t n = 0;
+    for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
+        ++n;
+    }
+    return n;
+}
+
+/// Pids of live (non-zombie) processes whose environment holds `marker`.
+std::vector<pid_t> marked_processes(const std::string& marker) {
+    std::vector<pid_t> found;
+    const std::string needle = "TFSLURM_TEST_MARKER=" + marker;
+    DIR* proc = ::opendir("/proc");
+    REQUIRE(proc != nullptr);
+    while (const dirent* entry = ::readdir(proc)) {
+        if (entry->d_name[0] < '1' || entry->d_name[0] > '9') {
+            continue;
+        }
+        const std::string dir = std::string("/proc/") + entry->d_name;
+        const std::string environment = read_file(dir + "/environ");
+        if (environment.find(needle) == std::string::npos) {
+            continue;
+        }
+        const std::string stat = read_file(dir + "/stat");
+        const auto close = stat.rfind(')');
+        if (close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z') {
+            continue;
+        }
+        found.push_back(static_cast<pid_t>(std::atoi(entry->d_name)));
+    }
+    ::closedir(proc);
+    return found;
+}
+
+/// One run of the CLI: its own process group, output captured, a generous timeout.
+class Cli {
+  public:
+    Cli(const std::vector<std::string>& args,
+        const std::vector<std::pair<std::string, std::string>>& extra_env = {}) {
+        static int counter = 0;
+        m_marker = std::to_string(::getpid()) + "-" + std::to_string(++counter);
+        m_output = m_dir.path + "/output";
+        Environment env = Environment::from_envp(environ);
+        const Environment inherited = env;
+        for (const auto& [name, value] : inherited.vars()) {
+            if (name.rfind("SLURM_", 0) == 0 || name.rfind("TFSLURM_", 0) == 0) {
+                env.unset(name);
+            }
+        }
+        env.set("TFSLURM_TEST_MARKER", m_marker);
+        for (const auto& [name, value] : extra_env) {
+            env.set(name, value);
+        }
+        std::vector<std::string> argv{k_cli};
+        argv.insert(argv.end(), args.begin(), args.end());
+        m_process.emplace(test::Command{argv, env.to_strings()}, m_output);
+    }
+    ~Cli() {
+        m_process.reset(); // kills the process group unless the run was waited for
+        // Clean up whatever a failed test left, so that other tests are not disturbed.
+        for (const pid_t pid : marked_processes(m_marker)) {
+            ::kill(pid, SIGKILL);
+        }
+    }
+    Cli(const Cli&) = delete;
+    Cli& operator=(const Cli&) = delete;
+
+    /// Wait for the exit (at most `timeout`, then kill: a hang is a failure).
+    int wait(std::chrono::seconds timeout = 30s) {
+        auto status = m_process->wait_for(timeout);
+        if (!status) {
+            m_process->kill_group(SIGKILL);
+            status = m_process->wait_for(timeout);
+            FAIL("tfslurm run did not finish within " << timeout.count() << " s:\n" << output());
+        }
+        m_status = ExitStatus::from_wait_status(*status);
+        return m_status->shell_status();
+    }
+
+    [[nodiscard]] std::string output() const { return read_file(m_output); }
+    [[nodiscard]] pid_t pid() const noexcept { return m_process->pid(); }
+    [[nodiscard]] const std::string& dir() const noexcept { return m_dir.path; }
+
+    /// No process of this run is left (polling briefly: the kernel may still be tearing down).
+    void check_nothing_left() const {
+        std::vector<pid_t> left;
+        for (int i = 0; i < 200; ++i) {
+            left = marked_processes(m_marker);
+            if (left.empty()) {
+                break;
+            }
+            std::this_thread::sleep_for(10ms);
+        }
+        INFO(output());
+        CHECK(left.empty());
+    }
+
+  private:
+    TempDir m_dir;
+    std::string m_marker;
+    std::string m_output;
+    std::optional<test::Process> m_process;
+    std::optional<ExitStatus> m_status;
+};
+
+/// The pid a sh trainer of `rank` wrote to `<dir>/<name>.<rank>`.
+pid_t read_pid(const std::string& dir, const std::string& name, int rank, const Cli& cli) {
+    const std::string path = dir + "/" + name + "." + std::to_string(rank);
+    for (int i = 0; i < 2000; ++i) {
+        std::ifstream in(path);
+        pid_t pid = 0;
+        if (in >> pid && pid > 0) {
+            return pid;
+        }
+        std::this_thread::sleep_for(5ms);
+    }
+    FAIL("no " << path << ":\n" << cli.output());
+    return 0;
+}
+
+std::vector<std::string> local(int ntasks, int test, std::vector<std::string> rest) {
+    std::vector<std::string> args{"run",
+                                  "--local",
+                                  std::to_string(ntasks),
+                                  "--job-id",
+                                  std::to_string(job_id(test)),
+                                  "--heartbeat",
+                                  "0.1",
+                                  "--heartbeat-timeout",
+                                  "2",
+                                  "--grace",
+                                  "2"};
+    args.insert(args.end(), rest.begin(), rest.end());
+    return args;
+}
+
+/// A sh trainer: ps sleep forever, workers sleep a little and exit 0; each writes its
+/// launcher's pid ($PPID) to `<dir>/launcher.<rank>` first.
+std::string sh_trainer(const std::string& dir, const std::string& worker_body = "sleep 0.2") {
+    // A trainer inherits no socket of its launcher (the control connection, the coordinator).
+    return "ls -l /proc/$$/fd | grep -q socket: && echo INHERITED-SOCKET; "
+           "echo $PPID > " +
+           dir + "/launcher.$TFSLURM_RANK; echo $$ > " + dir +
+           "/trainer.$TFSLURM_RANK; if [ \"$TFSLURM_ROLE\" = ps ]; then exec sleep 1000; fi; " +
+           worker_body;
+}
+
+} // namespace
+
+TEST_CASE("run: ps that sleep forever are stopped once the workers exit 0", "[run]") {
+    TempDir scratch;
+    Cli cli(local(4, 1, {"--ps", "2", "--", "sh", "-c", sh_trainer(scratch.path)}));
+    CHECK(cli.wait() == 0);
+    const auto output = cli.output();
+    INFO(output);
+    CHECK(count(output, "the work is done: stopping the trainer") == 2);
+    CHECK(count(output, "INHERITED-SOCKET") == 0);
+    CHECK(count(output, "tfslurm: error") == 0);
+    cli.check_nothing_left();
+}
+
+TEST_CASE("run: the fake TensorFlow job completes and its ps are stopped", "[run]") {
+    Cli cli(local(5, 2, {"--ps", "2", "--", k_trainer, "--work-ms", "50"}));
+    CHECK(cli.wait() == 0);
+    const auto output = cli.output();
+    INFO(output);
+    // Every worker reached every ps through its TF_CONFIG address.
+    CHECK(count(output, "exchanged with ps:") == 6);
+    CHECK(count(output, "]: listening on 127.0.0.1:") == 5);
+    CHECK(count(output, "exiting with status 0") == 3);
+    CHECK(count(output, "tf_trainer[ps:0 rank=0]: received SIGTERM, exiting") == 1);
+    CHECK(count(output, "tf_trainer[ps:1 rank=1]: received SIGTERM, exiting") == 1);
+    cli.check_nothing_left();
+}
+
+TEST_CASE("run: --until chief stops workers that never exit when the chief is done", "[run]") {
+    Cli cli(local(4,
+                  3,
+                  {"--ps",
+                   "1",
+                   "--chief",
+                   "--until",
+                   "chief",
+                   "--",
+                   k_trainer,
+                   "--on",
+                   "worker",
+                   "--serve",
+                   "--on",
+                   "chief",
+                   "--work-ms",
+                   "200"}));
+    CHECK(cli.wait() == 0);
+    const auto output = cli.output();
+    INFO(output);
+    CHECK(count(output, "tf_trainer[worker:0 rank=2]: serving forever") == 1);
+    CHECK(count(output, "tf_trainer[chief:0 rank=1]: exiting with status 0") == 1);
+    CHECK(count(output, "received SIGTERM, exiting") == 3);
+    cli.check_nothing_left();
+}
+
+TEST_CASE("run: a failing worker aborts every rank; every launcher says why, once", "[run]") {
+    SECTION("exit status 3") {
+        // Rank 2 fails once every trainer runs (so that every launcher has one to stop).
+        TempDir scratch;
+        const std::string script =
+            "touch " + scratch.path +
+            "/started.$TFSLURM_RANK; [ $TFSLURM_RANK = 2 ] || exec sleep 1000; "
+            "while [ $(ls " +
+            scratch.path + " | grep -c started) -lt 4 ]; do sleep 0.01; done; exit 3";
+        Cli cli({"-v",
+                 "run",
+                 "--local",
+                 "4",
+                 "--job-id",
+                 std::to_string(job_id(5)),
+                 "--heartbeat",
+                 "0.1",
+                 "--grace",
+                 "2",
+                 "--ps",
+                 "1",
+                 "--",
+                 "sh",
+                 "-c",
+                 script});
+        CHECK(cli.wait() == 3);
+        const auto output = cli.output();
+        INFO(output);
+        CHECK(count(output,
+                    "tfslurm: error: aborting: rank 2 (worker:1) on localhost exited with status "
+                    "3\n") == 4);
+        CHECK(count(output, "tfslurm: error:") == 4);
+        // The failing launcher exits 3; the stopped ones with their trainer's status.
+        CHECK(count(output, "local: launcher of rank 2 exited with status 3") == 1);
+        CHECK(count(output, "local: launcher of rank 0 exited with status 143") == 1);
+        CHECK(count(output, "local: launcher of rank 1 exited with status 143") == 1);
+        CHECK(count(output, "local: launcher of rank 3 exited with status 143") == 1);
+        cli.check_nothing_left();
+    }
+    SECTION("killed by a signal") {
+        Cli cli(local(3,
+                      6,
+                      {"--ps",
+                       "1",
+                       "--",
+                       k_trainer,
+                       "--work-ms",
+                       "5000",
+                       "--on",
+                       "worker:0",
+                       "--work-ms",
+                       "0",
+                       "--signal",
+                       "9"}));
+        CHECK(cli.wait() == 137);
+        const auto output = cli.output();
+        INFO(output);
+        CHECK(
+            count(output,
+                  "tfslurm: error: aborting: rank 1 (worker:0) on localhost was killed by signal 9 "
+                  "(Killed)\n") == 3);
+        cli.check_nothing_left();
+    }
+    SECTION("a ps exiting non-zero") {
+        // The workers wait before connecting, so the ps fails first.
+        Cli cli(local(3,
+                      7,
+                      {"--ps",
+                       "1",
+                       "--",
+                       k_trainer,
+                       "--sleep-ms",
+                       "3000",
+                       "--on",
+                       "ps",
+                       "--sleep-ms",
+                       "0",
+                       "--exit-code",
+                       "1"}));
+        CHECK(cli.wait() == 1);
+        CHECK(count(cli.output(), "aborting: rank 0 (ps:0) on localhost exited with status 1") ==
+              3);
+        cli.check_nothing_left();
+    }
+    SECTION("a trainer that cannot be started") {
+        Cli cli(local(3, 8, {"--ps", "1", "--", "/nonexistent/trainer"}));
+        CHECK(cli.wait() == 127);
+        const auto output = cli.output();
+        INFO(output);
+        CHECK(
+            count(
+                output,
+                "could not start its trainer: trainer: cannot execute (No such file or directory): "
+                "\"/nonexistent/trainer\"") == 3);
+        cli.check_nothing_left();
+    }
+}
+
+TEST_CASE("run: a ps exiting 0 by itself is fine", "[run]") {
+    Cli cli(local(
+        3, 9, {"--ps", "1", "--", "sh", "-c", "[ $TFSLURM_ROLE = ps ] && exit 0; sleep 0.3"}));
+    CHECK(cli.wait() == 0);
+    CHECK(count(cli.output(), "tfslurm: error") == 0);
+    cli.check_nothing_left();
+}
+
+TEST_CASE("run: SIGKILL, SIGTERM and signals sent to launchers", "[run]") {
+    TempDir scratch;
+    const std::string trainer =
+        sh_trainer(scratch.path, "trap 'echo got USR1' USR1; sleep 1000 & wait; wait");
+    SECTION("a launcher killed with SIGKILL is detected and the rest abort") {
+        Cli cli(local(4, 11, {"--ps", "1", "--", "sh", "-c", trainer}));
+        for (int rank = 0; rank < 4; ++rank) {
+            (void)read_pid(scratch.path, "trainer", rank, cli); // everyone is running
+        }
+        const pid_t launcher = read_pid(scratch.path, "launcher", 2, cli);
+        ::kill(launcher, SIGKILL);
+        CHECK(cli.wait() == exit_status(Errc::aborted));
+        const auto output = cli.output();
+        INFO(output);
+        CHECK(count(output,
+                    "tfslurm: error: aborting: rank 2 (worker:1) on localhost launcher lost "
+                    "(connection "
+                    "closed)\n") == 3);
+        cli.check_nothing_left();
+    }
+    SECTION("SIGTERM to one launcher stops the whole step") {
+        Cli cli(local(4, 12, {"--ps", "1", "--", "sh", "-c", trainer}));
+        for (int rank = 0; rank < 4; ++rank) {
+            (void)read_pid(scratch.path, "trainer", rank, cli);
+        }
+        ::kill(read_pid(scratch.path, "launcher", 1, cli), SIGTERM);
+        CHECK(cli.wait() == 143);
+        const auto output = cli.output();
+        INFO(output);
+        CHECK(count(output,
+                    "tfslurm: warning: stopping: rank 1 (worker:0) on localhost received signal 15 "
+                    "(Terminated)\n") == 4);
+        CHECK(count(output, "tfslurm: error") == 0);
+        cli.check_nothing_left();
+    }
+    SECTION("SIGTERM to the local parent (like srun) stops the whole step") {
+        Cli cli(local(3, 13, {"--ps", "1", "--", "sh", "-c", trainer}));
+        for (int rank = 0; rank < 3; ++rank) {
+            (void)read_pid(scratch.path, "trainer", rank, cli);
+        }
+        ::kill(cli.pid(), SIGTERM);
+        CHECK(cli.wait() == 143);
+        CHECK(count(cli.output(), "tfslurm: warning: stopping: rank ") == 3);
+        cli.check_nothing_left();
+    }
+    SECTION("SIGUSR1 is forwarded to the trainer only") {
+        Cli cli(local(
+            2,
+            14,
+            {"--",
+             "sh",
+             "-c",
+             sh_trainer(scratch.path, "trap 'echo got USR1; exit 0' USR1; sleep 1000 & wait")}));
+        (void)read_pid(scratch.path, "trainer", 0, cli);
+        (void)read_pid(scratch.path, "trainer", 1, cli);
+        std::this_thread::sleep_for(100ms); // let the traps be installed
+        ::kill(read_pid(scratch.path, "launcher", 0, cli), SIGUSR1);
+        ::kill(read_pid(scratch.path, "launcher", 1, cli), SIGUSR1);
+        CHECK(cli.wait() == 0);
+        CHECK(count(cli.output(), "got USR1") == 2);
+        cli.check_nothing_left();
+    }
+}
+
+TEST_CASE("run: a trainer that ignores SIGTERM is killed after the grace period", "[run]") {
+    SECTION("a ps stopped because the work is done: still a success") {
+        Cli cli(local(
+            3,
+            15,
+            {"--grace", "0.5", "--ps", "1", "--", k_trainer, "--on", "ps", "--ignore-sigterm"}));
+        CHECK(cli.wait() == 0);
+        const auto output = cli.output();
+        INFO(output);
+        CHECK(count(output, "tf_trainer[ps:0 rank=0]: received SIGTERM, ignoring it") == 1);
+        CHECK(count(output,
+                    "rank 0 (ps:0): the trainer did not stop within 0.5 s: killing it (SIGKILL)") ==
+              1);
+        cli.check_nothing_left();
+    }
+    SECTION("a worker stopped by an abort") {
+        // worker:1 ignores SIGTERM (and so does its sleep); worker:0 fails once it is ready.
+        TempDir scratch;
+        const std::string ready = scratch.path + "/ready";
+        const std::string script = "case $TFSLURM_ROLE:$TFSLURM_RANK in "
+                                   "ps:*) exec sleep 1000 ;; "
+                                   "worker:2) trap 'echo ignoring SIGTERM' TERM; touch " +
+                                   ready +
+                                   "; sleep 1000; sleep 1000 ;; "
+                                   "*) while [ ! -f " +
+                                   ready + " ]; do sleep 0.01; done; exit 2 ;; esac";
+        Cli cli(local(3, 16, {"--grace", "0.5", "--ps", "1", "--", "sh", "-c", script}));
+        CHECK(cli.wait() == 2);
+        const auto output = cli.output();
+        INFO(output);
+        CHECK(
+            count(
+                output,
+                "rank 2 (worker:1): the trainer did not stop within 0.5 s: killing it (SIGKILL)") ==
+            1);
+        CHECK(count(output, "aborting: rank 1 (worker:0) on localhost exited with status 2\n") ==
+              3);
+        cli.check_nothing_left();
+    }
+}
+
+TEST_CASE("run: a trainer's grandchildren are killed too", "[run]") {
+    Cli cli(local(
+        3,
+        17,
+        {"--ps", "1", "--", k_trainer, "--grandchild", "--grandchild-setsid", "--work-ms", "100"}));
+    CHECK(cli.wait() == 0);
+    const auto output = cli.output();
+    INFO(output);
+    CHECK(count(output, "grandchild pid=") == 3);
+    CHECK(count(output, "grandchild (new session) pid=") == 3);
+    cli.check_nothing_left();
+}
+
+TEST_CASE("run: a trainer port already in use aborts the job with a clear message", "[run]") {
+    // Hold rank 1's derived port (3 tasks on one node: stride 4; outside the ephemeral range,
+    // so no outgoing connection of another test can hold it by chance). If some other process
+    // uses that window, try another job id.
+    int fd = -1;
+    std::uint64_t job = 0;
+    int port = 0;
+    for (std::uint64_t attempt = 0; attempt < 20 && fd < 0; ++attempt) {
+        job = job_id(18) + attempt * 1000;
+        const auto base = derive_port_base(job, 0, 4);
+        port = base + 1;
+        if (!port_is_free(base) || !port_is_free(static_cast<std::uint16_t>(base + 2)) ||
+            !port_is_free(static_cast<std::uint16_t>(base + 3))) {
+            continue;
+        }
+        fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_port = htons(static_cast<std::uint16_t>(port));
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 ||
+            ::listen(fd, 1) != 0) {
+            ::close(fd);
+            fd = -1;
+        }
+    }
+    REQUIRE(fd >= 0);
+    std::vector<std::string> args{
+        "run", "--local", "3", "--job-id", std::to_string(job), "--ps", "1", "--", "sleep", "1000"};
+    Cli cli(args);
+    CHECK(cli.wait() == exit_status(Errc::io));
+    ::close(fd);
+    const auto output = cli.output();
+    INFO(output);
+    CHECK(count(output,
+                "tfslurm: error: aborting: rank 1 (worker:0) on localhost could not start its "
+                "trainer: trainer: port " +
+                    std::to_string(port) + " is already in use\n") == 3);
+    cli.check_nothing_left();
+}
+
+namespace {
+
+/// The environment of task `rank` of a 2-task step run by hand (no --local).
+std::vector<std::pair<std::string, std::string>>
+task_env(int rank, int test, const std::string& secret) {
+    std::vector<std::pair<std::string, std::string>> env;
+    const Environment task =
+        local_task_environment(Environment{}, 2, static_cast<std::uint32_t>(rank), job_id(test));
+    for (const auto& [name, value] : task.vars()) {
+        env.emplace_back(name, value);
+    }
+    env.emplace_back("TFSLURM_SECRET", secret);
+    env.emplace_back("TFSLURM_AUTH", "secret");
+    return env;
+}
+
+const std::string k_secret_a(64, 'a');
+const std::string k_secret_b(64, 'b');
+
+} // namespace
+
+TEST_CASE("run: ranks that never register abort the step", "[run]") {
+    Cli rank0({"run", "--connect-timeout", "1", "--grace", "1", "--ps", "1", "--", "sleep", "1000"},
+              task_env(0, 19, k_secret_a));
+    CHECK(rank0.wait() == 143);
+    CHECK(rank0.output() ==
+          "tfslurm: error: aborting: rank 1 (worker:0) on localhost did not register within 1 s\n");
+    rank0.check_nothing_left();
+}
+
+TEST_CASE("run: after an abort a launcher waits before exiting so that srun forwards its line",
+          "[run]") {
+    Cli rank0(
+        {"-v", "run", "--connect-timeout", "1", "--grace", "1", "--ps", "1", "--", "sleep", "1000"},
+        task_env(0, 23, k_secret_a));
+    CHECK(rank0.wait() == 143);
+    const std::string output = rank0.output();
+    INFO(output);
+    const std::string line =
+        "tfslurm: error: aborting: rank 1 (worker:0) on localhost did not register within 1 s\n"
+        "tfslurm: debug: waiting 200 ms before exiting so that srun forwards the line above\n";
+    CHECK(output.size() >= line.size());
+    CHECK(output.substr(output.size() - std::min(output.size(), line.size())) == line);
+    rank0.check_nothing_left();
+}
+
+TEST_CASE("run: a launcher with the wrong secret is rejected and does not disturb the step",
+          "[run]") {
+    Cli rank0({"run", "--heartbeat", "0.1", "--ps", "1", "--", "sleep", "1000"},
+              task_env(0, 20, k_secret_a));
+    Cli intruder({"run", "--ps", "1", "--", "sleep", "1000"}, task_env(1, 20, k_secret_b));
+    CHECK(intruder.wait() == exit_status(Errc::auth));
+    CHECK_THAT(intruder.output(), Catch::Contains("rejected rank 1 (worker:0): bad secret proof"));
+    Cli rank1({"run", "--heartbeat", "0.1", "--ps", "1", "--", "sh", "-c", "sleep 0.2"},
+              task_env(1, 20, k_secret_a));
+    CHECK(rank1.wait() == 0);
+    CHECK(rank0.wait() == 0);
+    INFO(rank0.output());
+    CHECK_THAT(rank0.output(), Catch::Contains("rejected rank 1 from 127.0.0.1:"));
+    rank0.check_nothing_left();
+    rank1.check_nothing_left();
+}
+
+TEST_CASE("run: the README demo job (examples/trainer.sh)", "[run]") {
+    const std::string trainer = std::string(TFSLURM_EXAMPLES_DIR) + "/trainer.sh";
+    SECTION("the ps is stopped when the workers are done") {
+        Cli cli(local(4, 21, {"--ps", "1", "--", trainer}), {{"DEMO_STEPS", "1"}});
+        CHECK(cli.wait() == 0);
+        const auto output = cli.output();
+        INFO(output);
+        CHECK(count(output, "] done\n") == 3);
+        CHECK(count(output, "[ps rank 0] SIGTERM: saving state and shutting down") == 1);
+        cli.check_nothing_left();
+    }
+    SECTION("a crashing worker stops everything") {
+        Cli cli(local(4, 22, {"--ps", "1", "--", trainer}),
+                {{"DEMO_STEPS", "3"}, {"DEMO_FAIL_RANK", "2"}});
+        CHECK(cli.wait() == 3);
+        CHECK(count(cli.output(),
+                    "tfslurm: error: aborting: rank 2 (worker:1) on localhost exited with status "
+                    "3\n") == 4);
+        cli.check_nothing_left();
+    }
+}

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+/// \file
+/// The hostlist examples of tests/data/hostlists.tsv (the format is described at its top),
+/// shared by the unit tests, the differential test and the fuzz corpus replay.
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tfslurm::test {
+
+/// One line of the table.
+struct HostlistExample {
+    enum class Expect { none, hosts, error, count };
+
+    std::string id;   ///< "S01" ... or "" (the table's "-")
+    std::string set;  ///< the unit test that checks it, "" for none
+    std::string diff; ///< "ref", "edge" or ""
+    std::string list;
+    Expect expect = Expect::none;
+    std::vector<std::string> hosts; ///< Expect::hosts
+    std::string error;              ///< Expect::error: the message between subject and input
+    std::size_t count = 0;          ///< Expect::count: the number of hosts ...
+    std::string first;              ///< ... the first one
+    std::string last;               ///< ... and the last one
+    std::size_t line = 0;           ///< line number in the file
+};
+
+/// The table compiled in (TFSLURM_HOSTLIST_TABLE: tests/data/hostlists.tsv in the source tree).
+[[nodiscard]] std::string hostlist_table_path();
+
+/// Every example of the table at `path`, in file order. Throws std::runtime_error naming the
+/// file and line when it cannot be read or a line is malformed.
+[[nodiscard]] std::vector<HostlistExample> read_hostlist_table(const std::string& path);
+
+/// The examples of one unit-test set of the compiled-in table, in file order.
+[[nodiscard]] std::vector<HostlistExample> hostlist_examples(std::string_view set);
+
+/// The table's escapes undone: "n\\t1" -> "n<TAB>1" (\t \n \v \r \\ \xHH). Throws
+/// std::runtime_error on an unknown or truncated escape.
+[[nodiscard]] std::string unescape(std::string_view text);
+
+} // namespace tfslurm::test
