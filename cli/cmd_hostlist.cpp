@@ -15,7 +15,8 @@ void setup_hostlist(CLI::App& app, int& exit_status) {
         "hostlist",
         "Compress hosts into a Slurm hostlist, like 'scontrol show hostlist': order and "
         "duplicates kept, so 'tfslurm hostnames' gives the same hosts back. Each HOST may itself "
-        "be a hostlist; without HOST, hosts are read from standard input (any separators).");
+        "be a hostlist; without HOST, or with HOST '-', hosts are read from standard input (any "
+        "separators).");
     auto hosts = std::make_shared<std::vector<std::string>>();
     sub->add_option("HOST", *hosts, "Host names or hostlists");
     sub->callback([hosts, &exit_status] {
@@ -24,7 +25,8 @@ void setup_hostlist(CLI::App& app, int& exit_status) {
             all = expand_hostlist(read_stdin(), "stdin");
         } else {
             for (const auto& item : *hosts) {
-                auto expanded = expand_hostlist(item, "HOST");
+                auto expanded = item == "-" ? expand_hostlist(read_stdin(), "stdin")
+                                            : expand_hostlist(item, "HOST");
                 all.insert(all.end(),
                            std::make_move_iterator(expanded.begin()),
                            std::make_move_iterator(expanded.end()));

@@ -3,6 +3,8 @@
 
 #include <tfslurm/error.hpp>
 
+#include <fmt/format.h>
+
 #include <unistd.h>
 
 #include <array>
@@ -15,6 +17,11 @@ std::string read_stdin() {
     std::string data;
     std::array<char, 65536> buffer{};
     while (true) {
+        if (data.size() > k_max_stdin) {
+            throw errors::too_large("stdin",
+                                    fmt::format("more than {} bytes", k_max_stdin),
+                                    "give the hosts as a hostlist instead of one name per line");
+        }
         const auto got = ::read(STDIN_FILENO, buffer.data(), buffer.size());
         if (got == 0) {
             return data;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "logging.hpp"
 
+#include <tfslurm/error.hpp>
 #include <tfslurm/log.hpp>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -9,16 +10,52 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
+#include <cctype>
 #include <cstdlib>
 #include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
 
 namespace tfslurm::cli {
+
+spdlog::level::level_enum parse_log_level(std::string_view text, std::string_view subject) {
+    std::string lower{text};
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) {
+        return static_cast<char>(std::tolower(c));
+    });
+    constexpr std::array<std::pair<std::string_view, spdlog::level::level_enum>, 9> k_levels{{
+        {"trace", spdlog::level::trace},
+        {"debug", spdlog::level::debug},
+        {"info", spdlog::level::info},
+        {"warning", spdlog::level::warn},
+        {"warn", spdlog::level::warn},
+        {"error", spdlog::level::err},
+        {"err", spdlog::level::err},
+        {"critical", spdlog::level::critical},
+        {"off", spdlog::level::off},
+    }};
+    for (const auto& [name, level] : k_levels) {
+        if (lower == name) {
+            return level;
+        }
+    }
+    throw errors::invalid_argument(subject,
+                                   "expected trace, debug, info, warning, error, critical or off",
+                                   text,
+                                   "or use -v, -vv or -q");
+}
 
 void setup_logging(int verbosity, bool quiet) {
     auto& log = logger();
     if (log.sinks().empty()) {
         std::shared_ptr<spdlog::sinks::sink> sink;
-        if (::isatty(STDERR_FILENO) != 0) {
+        // NO_COLOR (https://no-color.org): present and not empty means no colour.
+        const char* no_color = std::getenv("NO_COLOR");
+        const bool colour_off = no_color != nullptr && *no_color != '\0';
+        if (::isatty(STDERR_FILENO) != 0 && !colour_off) {
             sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
         } else {
             sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
@@ -34,7 +71,7 @@ void setup_logging(int verbosity, bool quiet) {
     } else if (verbosity == 1) {
         log.set_level(spdlog::level::debug);
     } else if (const char* level = std::getenv("TFSLURM_LOG_LEVEL"); level != nullptr) {
-        log.set_level(spdlog::level::from_str(level));
+        log.set_level(parse_log_level(level, "TFSLURM_LOG_LEVEL"));
     } else if (const char* global = std::getenv("SPDLOG_LEVEL"); global != nullptr) {
         log.set_level(spdlog::level::from_str(global));
     } else {

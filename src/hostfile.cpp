@@ -7,12 +7,15 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
 namespace tfslurm {
 namespace {
@@ -107,27 +110,48 @@ std::vector<std::string> parse_hostfile(std::string_view text,
 }
 
 std::string read_text_file(const std::string& path, std::string_view subject) {
-    constexpr std::streamoff k_max_size = std::streamoff{16} * 1024 * 1024;
-    std::ifstream file(path, std::ios::binary);
-    if (!file) {
-        throw errors::make(Errc::io,
-                           subject,
-                           fmt::format("cannot open {}: {}", quote(path), std::strerror(errno)),
-                           "check the path and its permissions; with srun -m arbitrary the file "
-                           "must stay readable on every node while the step runs");
+    // Read, never trust a size: /dev/zero, a FIFO or /proc files report none (or a wrong one),
+    // and a directory's "size" is meaningless. At most k_max_text_file + 1 bytes are read.
+    const auto io_error = [&](std::string_view what, int error) {
+        return errors::make(Errc::io,
+                            subject,
+                            fmt::format("{} {}: {}", what, quote(path), std::strerror(error)),
+                            "check the path and its permissions; with srun -m arbitrary the file "
+                            "must stay readable on every node while the step runs");
+    };
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        throw io_error("cannot open", errno);
     }
-    file.seekg(0, std::ios::end);
-    const auto size = static_cast<std::streamoff>(file.tellg());
-    if (size > k_max_size) {
+    std::string text;
+    std::array<char, 65536> buffer{};
+    int error = 0;
+    struct stat info {};
+    if (::fstat(fd, &info) == 0 && S_ISDIR(info.st_mode)) {
+        error = EISDIR;
+    }
+    while (error == 0 && text.size() <= k_max_text_file) {
+        const ssize_t got = ::read(fd, buffer.data(), buffer.size());
+        if (got == 0) {
+            break;
+        }
+        if (got < 0) {
+            if (errno != EINTR) {
+                error = errno;
+            }
+            continue;
+        }
+        text.append(buffer.data(), static_cast<std::size_t>(got));
+    }
+    ::close(fd);
+    if (error != 0) {
+        throw io_error("cannot read", error);
+    }
+    if (text.size() > k_max_text_file) {
         throw errors::too_large(
-            subject, fmt::format("{} has {} bytes (limit {})", quote(path), size, k_max_size), {});
-    }
-    file.seekg(0, std::ios::beg);
-    std::string text{std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
-    if (file.bad()) {
-        throw errors::make(Errc::io,
-                           subject,
-                           fmt::format("cannot read {}: {}", quote(path), std::strerror(errno)));
+            subject,
+            fmt::format("{} has more than {} bytes", quote(path), k_max_text_file),
+            "a hostfile names one host per task; is this the right file?");
     }
     return text;
 }

@@ -5,6 +5,7 @@
 /// Slurm hostfiles (`SLURM_HOSTFILE` with `srun -m arbitrary`): their grammar, and the one
 /// function that reads a file for the resolver.
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -31,7 +32,15 @@ namespace tfslurm {
 /// Reads a whole file (a hostfile); throws Error (Errc::io) naming `subject` when it cannot.
 using FileReader = std::function<std::string(const std::string& path, std::string_view subject)>;
 
-/// The FileReader that reads the file system (files over 16 MiB are refused).
+/// The largest file read_text_file() accepts: 16 MiB.
+inline constexpr std::size_t k_max_text_file = std::size_t{16} * 1024 * 1024;
+
+/// The FileReader that reads the file system. Reads at most k_max_text_file + 1 bytes whatever
+/// the file claims (a device, a FIFO, /proc), so every read is bounded.
+/// Input: a file with `n1\nn2\n`. Output: `n1\nn2\n`.
+/// \throws Error (Errc::io) `<subject>: cannot open "<path>": <strerror>` or `cannot read`
+///         (a directory: `Is a directory`); (Errc::too_large) `<subject>: "<path>" has more
+///         than 16777216 bytes`.
 [[nodiscard]] std::string read_text_file(const std::string& path, std::string_view subject);
 
 /// The subject of hostfile errors: `SLURM_HOSTFILE (<path>)` or `--hostfile (<path>)`.
