@@ -23,6 +23,7 @@
 #include <deque>
 #include <set>
 #include <system_error>
+#include <unordered_map>
 #include <utility>
 
 namespace tfslurm {
@@ -78,8 +79,100 @@ std::string bind_address_for(const std::string& control_address) {
     return "0.0.0.0";
 }
 
+// --- HandshakePool, LogBudget ----------------------------------------------------------------
+
+HandshakePool::HandshakePool(std::size_t per_peer, std::size_t total)
+    : m_per_peer(std::max<std::size_t>(per_peer, 1)), m_total(std::max<std::size_t>(total, 1)) {}
+
+std::uint64_t HandshakePool::evict_from(const std::string& peer) {
+    auto& queue = m_by_peer.at(peer);
+    const std::uint64_t oldest = queue.front();
+    queue.pop_front();
+    if (queue.empty()) {
+        m_by_peer.erase(peer);
+    }
+    m_peer_of.erase(oldest);
+    --m_size;
+    return oldest;
+}
+
+std::vector<std::uint64_t> HandshakePool::admit(std::uint64_t id, const std::string& peer) {
+    std::vector<std::uint64_t> evicted;
+    if (const auto found = m_by_peer.find(peer);
+        found != m_by_peer.end() && found->second.size() >= m_per_peer) {
+        evicted.push_back(evict_from(peer));
+    } else if (m_size >= m_total) {
+        const auto largest =
+            std::max_element(m_by_peer.begin(), m_by_peer.end(), [](const auto& a, const auto& b) {
+                return a.second.size() < b.second.size();
+            });
+        evicted.push_back(evict_from(largest->first));
+    }
+    m_by_peer[peer].push_back(id);
+    m_peer_of.emplace(id, peer);
+    ++m_size;
+    return evicted;
+}
+
+void HandshakePool::remove(std::uint64_t id) {
+    const auto found = m_peer_of.find(id);
+    if (found == m_peer_of.end()) {
+        return;
+    }
+    auto& queue = m_by_peer.at(found->second);
+    queue.erase(std::find(queue.begin(), queue.end(), id));
+    if (queue.empty()) {
+        m_by_peer.erase(found->second);
+    }
+    m_peer_of.erase(found);
+    --m_size;
+}
+
+LogBudget::LogBudget(std::size_t per_window, Millis window)
+    : m_per_window(per_window), m_window(window) {}
+
+bool LogBudget::allow(Clock::time_point now) {
+    if (!m_started || now - m_start >= m_window) {
+        if (m_suppressed > 0) {
+            // A summary is still owed: keep counting in the window it belongs to.
+            ++m_suppressed;
+            return false;
+        }
+        m_started = true;
+        m_start = now;
+        m_logged = 0;
+    }
+    if (m_logged < m_per_window) {
+        ++m_logged;
+        return true;
+    }
+    ++m_suppressed;
+    return false;
+}
+
+std::optional<std::size_t> LogBudget::take_summary(Clock::time_point now) {
+    if (m_suppressed == 0 || now - m_start < m_window) {
+        return std::nullopt;
+    }
+    const std::size_t suppressed = m_suppressed;
+    m_suppressed = 0;
+    m_started = false;
+    return suppressed;
+}
+
 // --- CoordinatorServer ---------------------------------------------------------------------------
 
+namespace {
+
+/// Unauthenticated connections one address may hold: more than the launchers of a node.
+constexpr std::size_t k_handshakes_per_peer = 256;
+/// Unauthenticated connections in all, beyond one per rank.
+constexpr std::size_t k_handshakes_headroom = 1024;
+/// Warnings about connections without a valid hello: this many per window, then a summary.
+constexpr std::size_t k_warnings_per_window = 10;
+constexpr Millis k_warning_window{10000};
+
+} // namespace
 struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer::Impl> {
     class Session;
 
@@ -89,7 +182,9 @@ struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer:
          std::uint64_t job_id)
         : io(context), acceptor(context), retry_timer(context), tick_timer(context),
           coordinator(std::move(settings), Clock::now()), auth(std::move(authenticator)),
-          job(job_id), by_rank(coordinator.size()) {}
+          job(job_id), by_rank(coordinator.size()),
+          handshakes(k_handshakes_per_peer, k_handshakes_headroom + coordinator.size()),
+          noise(k_warnings_per_window, k_warning_window) {}
 
     void listen(const std::string& bind_address, std::uint16_t port);
     void accept();
@@ -97,6 +192,8 @@ struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer:
     void flush();
     void remove(const std::shared_ptr<Session>& session);
     void close();
+    /// Warn about one unauthenticated connection, within the noise budget.
+    void warn_connection(const std::string& text);
 
     asio::io_context& io;
     Tcp::acceptor acceptor;
@@ -107,7 +204,10 @@ struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer:
     std::uint64_t job;
     std::vector<std::shared_ptr<Session>> by_rank;
     std::set<std::shared_ptr<Session>> sessions;
-    std::size_t unauthenticated = 0;
+    HandshakePool handshakes;
+    std::unordered_map<std::uint64_t, std::weak_ptr<Session>> pending; ///< by connection id
+    std::uint64_t next_id = 0;
+    LogBudget noise;
     std::function<void()> finished_callback;
     bool finished_reported = false;
     bool closed = false;
@@ -116,12 +216,13 @@ struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer:
 /// One accepted connection: challenge, hello, then heartbeats/exit/interrupt in, stop/abort out.
 class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Session> {
   public:
-    Session(std::shared_ptr<Impl> server, Tcp::socket socket)
-        : m_server(std::move(server)), m_socket(std::move(socket)), m_hello_timer(m_server->io) {
+    Session(std::shared_ptr<Impl> server, Tcp::socket socket, std::uint64_t id)
+        : m_server(std::move(server)), m_socket(std::move(socket)), m_hello_timer(m_server->io),
+          m_id(id) {
         error_code ec;
         const auto remote = m_socket.remote_endpoint(ec);
-        m_peer = ec ? std::string("?")
-                    : fmt::format("{}:{}", remote.address().to_string(), remote.port());
+        m_address = ec ? std::string("?") : remote.address().to_string();
+        m_peer = ec ? std::string("?") : fmt::format("{}:{}", m_address, remote.port());
         m_socket.set_option(Tcp::no_delay(true), ec);
     }
 
@@ -137,9 +238,10 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
         m_hello_timer.expires_after(m_server->coordinator.settings().hello_timeout);
         m_hello_timer.async_wait([self = shared_from_this()](const error_code& ec) {
             if (!ec && !self->m_registered && !self->m_closed) {
-                logger().warn("coordinator: closing connection from {}: no hello within {}",
-                              self->m_peer,
-                              format_seconds(self->m_server->coordinator.settings().hello_timeout));
+                self->m_server->warn_connection(fmt::format(
+                    "closing connection from {}: no hello within {}",
+                    self->m_peer,
+                    format_seconds(self->m_server->coordinator.settings().hello_timeout)));
                 self->close();
             }
         });
@@ -177,12 +279,15 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
         m_socket.shutdown(Tcp::socket::shutdown_both, ignored);
         m_socket.close(ignored);
         if (!m_registered) {
-            --m_server->unauthenticated;
+            m_server->handshakes.remove(m_id);
+            m_server->pending.erase(m_id);
         }
         m_server->remove(shared_from_this());
     }
 
     [[nodiscard]] bool registered() const noexcept { return m_registered; }
+    [[nodiscard]] const std::string& address() const noexcept { return m_address; }
+    [[nodiscard]] const std::string& peer() const noexcept { return m_peer; }
     [[nodiscard]] std::uint32_t rank() const noexcept { return m_rank; }
 
   private:
@@ -213,10 +318,16 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
                 }
             }
         } catch (const Error& e) {
-            logger().warn("coordinator: closing connection from {}{}: {}",
-                          m_peer,
-                          m_registered ? fmt::format(" (rank {})", m_rank) : std::string(),
-                          e.what());
+            // The error quotes what the peer sent (Error messages quote their input).
+            if (m_registered) {
+                logger().warn("coordinator: closing connection from {} (rank {}): {}",
+                              m_peer,
+                              m_rank,
+                              e.what());
+            } else {
+                m_server->warn_connection(
+                    fmt::format("closing connection from {}: {}", m_peer, e.what()));
+            }
             close();
             return;
         } catch (const std::exception& e) {
@@ -244,12 +355,14 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
                 reason = state.admit(hello->rank, hello->role);
             }
             if (reason) {
-                logger().warn("coordinator: rejected rank {} from {} (pid {} on {}): {}",
-                              hello->rank,
-                              m_peer,
-                              hello->pid,
-                              hello->host,
-                              *reason);
+                // The host is the peer's own text: quoted, so that it cannot forge a log line
+                // or reach the terminal as escape sequences.
+                m_server->warn_connection(fmt::format("rejected rank {} from {} (pid {} on {}): {}",
+                                                      hello->rank,
+                                                      m_peer,
+                                                      hello->pid,
+                                                      quote(hello->host),
+                                                      *reason));
                 send(protocol::Reject{*reason});
                 m_close_after_write = true;
                 return;
@@ -257,7 +370,8 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
             m_registered = true;
             m_rank = hello->rank;
             m_hello_timer.cancel();
-            --m_server->unauthenticated;
+            m_server->handshakes.remove(m_id);
+            m_server->pending.erase(m_id);
             m_server->by_rank[m_rank] = shared_from_this();
             send(protocol::Welcome{static_cast<std::uint32_t>(state.size())});
             state.registered(m_rank, now);
@@ -309,7 +423,9 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
     std::shared_ptr<Impl> m_server;
     Tcp::socket m_socket;
     asio::steady_timer m_hello_timer;
-    std::string m_peer;
+    std::uint64_t m_id;
+    std::string m_address; ///< the peer's address, without the port
+    std::string m_peer;    ///< address:port
     std::string m_nonce;
     std::array<char, 4096> m_buffer{};
     protocol::FrameDecoder m_decoder;
@@ -373,16 +489,23 @@ void CoordinatorServer::Impl::accept() {
             });
             return;
         }
-        // Bound the unauthenticated connections so a flood cannot starve the launchers.
-        if (self->unauthenticated >= 1024 + self->coordinator.size()) {
-            error_code ignored;
-            socket.close(ignored);
-        } else {
-            ++self->unauthenticated;
-            auto session = std::make_shared<Session>(self, std::move(socket));
-            self->sessions.insert(session);
-            session->start();
+        const std::uint64_t id = self->next_id++;
+        auto session = std::make_shared<Session>(self, std::move(socket), id);
+        self->sessions.insert(session);
+        self->pending.emplace(id, session);
+        // Always admitted: the flooder's oldest idle connections make room (HandshakePool).
+        for (const std::uint64_t evicted : self->handshakes.admit(id, session->address())) {
+            if (const auto victim = self->pending[evicted].lock()) {
+                self->warn_connection(
+                    fmt::format("closing connection from {}: too many connections without a "
+                                "hello from {}",
+                                victim->peer(),
+                                victim->address()));
+                victim->close();
+            }
+            self->pending.erase(evicted);
         }
+        session->start();
         self->accept();
     });
 }
@@ -393,8 +516,15 @@ void CoordinatorServer::Impl::tick() {
         if (ec || self->closed) {
             return;
         }
-        self->coordinator.tick(Clock::now());
+        const auto now = Clock::now();
+        self->coordinator.tick(now);
         self->flush();
+        if (const auto suppressed = self->noise.take_summary(now)) {
+            logger().warn("coordinator: {} more warnings about connections without a valid hello "
+                          "in the last {} (not shown)",
+                          *suppressed,
+                          format_seconds(k_warning_window));
+        }
         self->tick();
     });
 }
@@ -420,6 +550,12 @@ void CoordinatorServer::Impl::remove(const std::shared_ptr<Session>& session) {
         by_rank[session->rank()].reset();
         coordinator.connection_lost(session->rank(), Clock::now());
         flush();
+    }
+}
+
+void CoordinatorServer::Impl::warn_connection(const std::string& text) {
+    if (noise.allow(Clock::now())) {
+        logger().warn("coordinator: {}", text);
     }
 }
 

@@ -74,36 +74,86 @@ int exit_status(Errc code) noexcept {
 Error::Error(Errc code, const std::string& message, std::string hint)
     : std::runtime_error(message), m_code(code), m_hint(std::move(hint)) {}
 
+namespace {
+
+/// The length of the well-formed UTF-8 sequence of a non-ASCII character at `text[i]`, or 0
+/// (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, or cut short).
+std::size_t utf8_sequence(std::string_view text, std::size_t i) noexcept {
+    const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[i + k]); };
+    const unsigned char lead = byte(0);
+    std::size_t length = 0;
+    unsigned char low = 0x80;  // the range of the second byte, which excludes overlong forms,
+    unsigned char high = 0xbf; // surrogates and code points past U+10FFFF
+    if (lead >= 0xc2 && lead <= 0xdf) {
+        length = 2;
+    } else if (lead >= 0xe0 && lead <= 0xef) {
+        length = 3;
+        low = lead == 0xe0 ? 0xa0 : 0x80;
+        high = lead == 0xed ? 0x9f : 0xbf;
+    } else if (lead >= 0xf0 && lead <= 0xf4) {
+        length = 4;
+        low = lead == 0xf0 ? 0x90 : 0x80;
+        high = lead == 0xf4 ? 0x8f : 0xbf;
+    } else {
+        return 0;
+    }
+    if (i + length > text.size() || byte(1) < low || byte(1) > high) {
+        return 0;
+    }
+    for (std::size_t k = 2; k < length; ++k) {
+        if (byte(k) < 0x80 || byte(k) > 0xbf) {
+            return 0;
+        }
+    }
+    return length;
+}
+
+void append_escaped(std::string& out, unsigned char c) {
+    switch (c) {
+    case '"':
+        out += "\\\"";
+        break;
+    case '\\':
+        out += "\\\\";
+        break;
+    case '\t':
+        out += "\\t";
+        break;
+    case '\n':
+        out += "\\n";
+        break;
+    case '\r':
+        out += "\\r";
+        break;
+    default:
+        if (c < 0x20 || c >= 0x7f) {
+            out += fmt::format("\\x{:02x}", c);
+        } else {
+            out.push_back(static_cast<char>(c));
+        }
+    }
+}
+
+} // namespace
+
 std::string quote(std::string_view value) {
     constexpr std::size_t k_max_quoted = 200;
     std::string out;
     out.reserve(std::min(value.size(), k_max_quoted) + 16);
     out.push_back('"');
     const std::size_t shown = std::min(value.size(), k_max_quoted);
-    for (std::size_t i = 0; i < shown; ++i) {
+    for (std::size_t i = 0; i < shown;) {
         const auto c = static_cast<unsigned char>(value[i]);
-        switch (c) {
-        case '"':
-            out += "\\\"";
-            break;
-        case '\\':
-            out += "\\\\";
-            break;
-        case '\t':
-            out += "\\t";
-            break;
-        case '\n':
-            out += "\\n";
-            break;
-        case '\r':
-            out += "\\r";
-            break;
-        default:
-            if (c < 0x20 || c == 0x7f) {
-                out += fmt::format("\\x{:02x}", c);
-            } else {
-                out.push_back(static_cast<char>(c));
-            }
+        // Well-formed UTF-8 is kept (names may be non-ASCII), except the C1 controls U+0080 to
+        // U+009F, which some terminals obey; every other byte >= 0x80 is escaped, so that a
+        // message stays valid UTF-8 text whatever it quotes.
+        const std::size_t length = c < 0x80 ? 0 : utf8_sequence(value, i);
+        if (length > 0 && !(c == 0xc2 && static_cast<unsigned char>(value[i + 1]) < 0xa0)) {
+            out.append(value.substr(i, length));
+            i += length;
+        } else {
+            append_escaped(out, c);
+            ++i;
         }
     }
     out.push_back('"');

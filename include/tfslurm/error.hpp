@@ -55,9 +55,12 @@ class Error : public std::runtime_error {
     std::string m_hint;
 };
 
-/// Quote a user value for a message: double quotes, C escapes for `"`, `\` and control
-/// characters, long values cut after 200 characters with the total length appended.
-/// Input: `n1<TAB>n2`. Output: `"n1\tn2"`.
+/// Quote a user value (or a peer's text) for a message or a log line: double quotes, C
+/// escapes for `"`, `\` and control characters, `\xNN` for every byte that is not part of
+/// well-formed UTF-8 (and for the C1 controls U+0080..U+009F), so the result is always valid
+/// UTF-8 without terminal controls; long values are cut after 200 bytes with the total length
+/// appended. Input: `n1<TAB>n2`. Output: `"n1\tn2"`. Input: "caf\xc3\xa9\xff". Output:
+/// `"café\xff"`.
 [[nodiscard]] std::string quote(std::string_view value);
 
 /// Named factories, one per case. All return (never throw) the Error to throw.
