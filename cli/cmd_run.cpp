@@ -116,7 +116,7 @@ void print_line(std::string_view level, std::string_view message) {
 
 int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     const Environment env = Environment::from_process();
-    LauncherOptions options = launcher_options(args, env);
+    const LauncherOptions options = launcher_options(args, env);
     const std::string hint = "tfslurm run starts one task's trainer: run it with srun (srun "
                              "tfslurm run ... -- CMD), or try the whole job on this machine with "
                              "--local N";
@@ -145,6 +145,7 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     // Launcher-only variables: the trainer needs none of them (the secret least of all).
     trainer.unset("TFSLURM_SECRET");
     trainer.unset("TFSLURM_LOCAL_STATUS_FD");
+    int status_fd = -1;
     if (const auto fd = env.get("TFSLURM_LOCAL_STATUS_FD")) {
         // Set by `--local` for its launchers only; anything else is ignored.
         const std::string text(*fd);
@@ -152,14 +153,20 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
         const long value = std::strtol(text.c_str(), &end, 10);
         if (!text.empty() && *end == '\0' && value >= 3 && value <= INT_MAX &&
             ::fcntl(static_cast<int>(value), F_GETFD) >= 0) {
-            options.status_fd = static_cast<int>(value);
+            status_fd = static_cast<int>(value);
+            ::fcntl(status_fd, F_SETFD, FD_CLOEXEC); // not for the trainer
         }
     }
     const LaunchResult result = run_launcher(plan, args.command, trainer, options);
+    if (status_fd >= 0) {
+        const std::string line = fmt::format(
+            "{} {} {}\n", *plan.self_rank, to_string(result.outcome), result.step_status);
+        [[maybe_unused]] const ssize_t written = ::write(status_fd, line.data(), line.size());
+    }
     if (!result.message.empty()) {
         print_line(result.outcome == Outcome::interrupted ? "warning" : "error", result.message);
     }
-    if (options.status_fd < 0 &&
+    if (status_fd < 0 &&
         (result.outcome == Outcome::aborted || result.outcome == Outcome::coordinator_lost)) {
         // Let Slurm forward the line above before it learns that this task exited: once a task
         // of the step has died by SIGKILL or SIGTERM (a launcher killed by the OOM killer, say),
