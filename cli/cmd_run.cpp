@@ -13,7 +13,6 @@
 
 #include <fmt/format.h>
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,9 +21,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -79,23 +77,6 @@ LauncherOptions launcher_options(const RunArgs& args, const Environment& env) {
     return options;
 }
 
-/// This process's own argv, exactly as it was given.
-std::vector<std::string> own_command_line() {
-    std::ifstream in("/proc/self/cmdline", std::ios::binary);
-    const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::vector<std::string> argv;
-    std::size_t start = 0;
-    while (start < all.size()) {
-        const auto end = all.find('\0', start);
-        argv.push_back(all.substr(start, end - start));
-        if (end == std::string::npos) {
-            break;
-        }
-        start = end + 1;
-    }
-    return argv;
-}
-
 std::string own_executable() {
     std::string path(PATH_MAX, '\0');
     const ssize_t n = ::readlink("/proc/self/exe", path.data(), path.size());
@@ -104,6 +85,50 @@ std::string own_executable() {
     }
     path.resize(static_cast<std::size_t>(n));
     return path;
+}
+
+/// Append `option` as the parent gave it: `--name=value` once per value (a flag's value too:
+/// CLI11 gives flags their value back, e.g. `--no-chief` as `--chief=0` and `-vv` as two
+/// `--verbose=true`), so that whatever the value looks like, it is not taken for an option.
+void append_option(const CLI::Option& option, std::vector<std::string>& argv) {
+    const std::string name = option.get_name(false, false);
+    for (const std::string& value : option.results()) {
+        if (name.rfind("--", 0) == 0) {
+            argv.push_back(fmt::format("{}={}", name, value));
+        } else {
+            argv.push_back(name); // a short name takes no `=`
+            argv.push_back(value);
+        }
+    }
+}
+
+/// The launcher command of `--local`: this executable, the options of the parent command and
+/// of `run` that were given (from the command line or their TFSLURM_* variable), except
+/// `--local` and `--job-id` (the task environment says both), then `--` and the trainer.
+/// Input: `tfslurm -v run --local 4 --ps 1 -- cmd --local 2`. Output: {self, "--verbose=true",
+/// "run", "--ps=1", "--", "cmd", "--local", "2"}.
+std::vector<std::string> launcher_command_line(const CLI::App& run,
+                                               const std::vector<std::string>& command) {
+    std::vector<std::string> argv{own_executable()};
+    const auto given = [](const CLI::Option* option) {
+        return !option->get_positional() && option->count() > 0 &&
+               option->get_lnames() != std::vector<std::string>{"help"};
+    };
+    if (const CLI::App* parent = run.get_parent()) {
+        for (const CLI::Option* option : parent->get_options(given)) {
+            append_option(*option, argv);
+        }
+    }
+    argv.push_back(run.get_name());
+    for (const CLI::Option* option : run.get_options(given)) {
+        if (option->check_lname("local") || option->check_lname("job-id")) {
+            continue;
+        }
+        append_option(*option, argv);
+    }
+    argv.emplace_back("--");
+    argv.insert(argv.end(), command.begin(), command.end());
+    return argv;
 }
 
 /// How long a launcher waits after printing the reason for an abort (see run_task).
@@ -116,7 +141,7 @@ void print_line(std::string_view level, std::string_view message) {
 
 int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     const Environment env = Environment::from_process();
-    LauncherOptions options = launcher_options(args, env);
+    const LauncherOptions options = launcher_options(args, env);
     const std::string hint = "tfslurm run starts one task's trainer: run it with srun (srun "
                              "tfslurm run ... -- CMD), or try the whole job on this machine with "
                              "--local N";
@@ -144,22 +169,17 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     }
     // Launcher-only variables: the trainer needs none of them (the secret least of all).
     trainer.unset("TFSLURM_SECRET");
-    trainer.unset("TFSLURM_LOCAL_STATUS_FD");
-    if (const auto fd = env.get("TFSLURM_LOCAL_STATUS_FD")) {
-        // Set by `--local` for its launchers only; anything else is ignored.
-        const std::string text(*fd);
-        char* end = nullptr;
-        const long value = std::strtol(text.c_str(), &end, 10);
-        if (!text.empty() && *end == '\0' && value >= 3 && value <= INT_MAX &&
-            ::fcntl(static_cast<int>(value), F_GETFD) >= 0) {
-            options.status_fd = static_cast<int>(value);
-        }
-    }
+    trainer.unset(std::string(k_local_status_variable));
+    // Set by `--local` for its launchers only (anything else is ignored); close-on-exec now.
+    const std::optional<int> status_channel = local_status_channel(env);
     const LaunchResult result = run_launcher(plan, args.command, trainer, options);
+    if (status_channel) {
+        write_local_report(*status_channel, {*plan.self_rank, result.outcome, result.step_status});
+    }
     if (!result.message.empty()) {
         print_line(result.outcome == Outcome::interrupted ? "warning" : "error", result.message);
     }
-    if (options.status_fd < 0 &&
+    if (!status_channel &&
         (result.outcome == Outcome::aborted || result.outcome == Outcome::coordinator_lost)) {
         // Let Slurm forward the line above before it learns that this task exited: once a task
         // of the step has died by SIGKILL or SIGTERM (a launcher killed by the OOM killer, say),
@@ -172,7 +192,7 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     return result.exit_status;
 }
 
-int run_local_job(const PlanArgs& plan_args, const RunArgs& args) {
+int run_local_job(const PlanArgs& plan_args, const RunArgs& args, const CLI::App& run) {
     const StepOverrides& preview = plan_args.preview;
     if (!preview.nodelist.empty() || !preview.tasks_per_node.empty() || preview.ntasks ||
         !preview.distribution.empty() || !preview.hostfile.empty() || preview.step_id ||
@@ -205,7 +225,7 @@ int run_local_job(const PlanArgs& plan_args, const RunArgs& args) {
         logger().debug("local: munge unavailable, using a fresh TFSLURM_SECRET");
     }
     local.env = std::move(env);
-    local.launcher_argv = local_launcher_argv(own_command_line(), own_executable());
+    local.launcher_argv = launcher_command_line(run, args.command);
     return run_local(local);
 }
 
@@ -269,9 +289,9 @@ void setup_run(CLI::App& app, int& exit_status) {
         ->group(group);
     sub->add_option("command", args->command, "The trainer and its arguments, after '--'")
         ->required();
-    sub->callback([plan_args, args, &exit_status] {
+    sub->callback([plan_args, args, sub, &exit_status] {
         exit_status =
-            args->local > 0 ? run_local_job(*plan_args, *args) : run_task(*plan_args, *args);
+            args->local > 0 ? run_local_job(*plan_args, *args, *sub) : run_task(*plan_args, *args);
     });
 }
 

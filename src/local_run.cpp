@@ -21,8 +21,10 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <charconv>
+#include <climits>
 #include <csignal>
-#include <cstdio>
+#include <cstdint>
 #include <optional>
 #include <system_error>
 
@@ -40,7 +42,7 @@ Environment local_task_environment(const Environment& base,
     Environment::Map vars;
     for (const auto& [name, value] : base.vars()) {
         if (name.rfind("SLURM_", 0) == 0 || name.rfind("SLURMD_", 0) == 0 ||
-            name == "TFSLURM_LOCAL_STATUS_FD" || name == "TFSLURM_HOST_PATTERN") {
+            name == k_local_status_variable || name == "TFSLURM_HOST_PATTERN") {
             continue;
         }
         vars.emplace(name, value);
@@ -79,23 +81,85 @@ Environment local_task_environment(const Environment& base,
     return env;
 }
 
-std::vector<std::string> local_launcher_argv(const std::vector<std::string>& argv,
-                                             const std::string& self_exe) {
-    std::vector<std::string> out{self_exe};
-    bool options = true;
-    for (std::size_t i = 1; i < argv.size(); ++i) {
-        const std::string& arg = argv[i];
-        if (options && arg == "--") {
-            options = false;
-        } else if (options && (arg == "--local" || arg == "--job-id")) {
-            ++i; // and its value
-            continue;
-        } else if (options && (arg.rfind("--local=", 0) == 0 || arg.rfind("--job-id=", 0) == 0)) {
-            continue;
-        }
-        out.push_back(arg);
+// --- the status channel
+// ----------------------------------------------------------------------------
+
+std::string format_local_report(const LocalReport& report) {
+    return fmt::format("{} {} {}\n", report.rank, to_string(report.outcome), report.step_status);
+}
+
+namespace {
+
+[[noreturn]] void bad_report(std::string_view problem, std::string_view line) {
+    throw errors::make(Errc::protocol, "local report", fmt::format("{}: {}", problem, quote(line)));
+}
+
+/// A decimal number without sign or padding, at most `max`; nullopt otherwise.
+std::optional<unsigned long> decimal(std::string_view text, unsigned long max) {
+    unsigned long value = 0;
+    const char* end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    if (text.empty() || ec != std::errc{} || ptr != end || value > max ||
+        (text.size() > 1 && text.front() == '0')) {
+        return std::nullopt;
     }
-    return out;
+    return value;
+}
+
+std::optional<Outcome> parse_outcome(std::string_view text) {
+    for (const Outcome outcome :
+         {Outcome::done, Outcome::interrupted, Outcome::aborted, Outcome::coordinator_lost}) {
+        if (text == to_string(outcome)) {
+            return outcome;
+        }
+    }
+    return std::nullopt;
+}
+
+} // namespace
+
+LocalReport parse_local_report(std::string_view line) {
+    const auto first = line.find(' ');
+    const auto second = first == std::string_view::npos ? first : line.find(' ', first + 1);
+    if (second == std::string_view::npos) {
+        bad_report("expected \"<rank> <outcome> <step_status>\"", line);
+    }
+    const auto rank = decimal(line.substr(0, first), UINT32_MAX);
+    const std::string_view outcome_text = line.substr(first + 1, second - first - 1);
+    const auto outcome = parse_outcome(outcome_text);
+    const auto status = decimal(line.substr(second + 1), 255);
+    if (!rank) {
+        bad_report("bad rank", line);
+    }
+    if (!outcome) {
+        bad_report(fmt::format("unknown outcome {}", quote(outcome_text)), line);
+    }
+    if (!status) {
+        bad_report("bad step status (expected 0 to 255)", line);
+    }
+    return {static_cast<std::uint32_t>(*rank), *outcome, static_cast<int>(*status)};
+}
+
+std::optional<int> local_status_channel(const Environment& env) {
+    const auto text = env.get(k_local_status_variable);
+    if (!text) {
+        return std::nullopt;
+    }
+    const auto fd = decimal(*text, INT_MAX);
+    if (!fd || *fd < 3 || ::fcntl(static_cast<int>(*fd), F_GETFD) < 0) {
+        return std::nullopt; // not ours: ignored
+    }
+    const int channel = static_cast<int>(*fd);
+    detail::set_cloexec(channel);
+    return channel;
+}
+
+void write_local_report(int fd, const LocalReport& report) noexcept {
+    try {
+        detail::write_all(fd, format_local_report(report));
+    } catch (const std::exception&) {
+        // Formatting failed (bad_alloc): the parent uses the exit status instead.
+    }
 }
 
 namespace {
@@ -143,7 +207,7 @@ int LocalRun::run() {
         for (std::uint32_t rank = 0; rank < m_options.ntasks; ++rank) {
             Environment env =
                 local_task_environment(m_options.env, m_options.ntasks, rank, m_options.job_id);
-            env.set("TFSLURM_LOCAL_STATUS_FD", std::to_string(report_fd));
+            env.set(std::string(k_local_status_variable), std::to_string(report_fd));
             SpawnRequest request;
             request.argv = m_options.launcher_argv;
             request.env = env.to_strings();
@@ -245,12 +309,13 @@ void LocalRun::parse_reports() {
     while ((end = m_text.find('\n')) != std::string::npos) {
         const std::string line = m_text.substr(0, end);
         m_text.erase(0, end + 1);
-        unsigned rank = 0;
-        std::array<char, 32> outcome{};
-        int status = 0;
-        if (std::sscanf(line.c_str(), "%u %31s %d", &rank, outcome.data(), &status) == 3 &&
-            std::string_view(outcome.data()) == "aborted" && !m_abort_status) {
-            m_abort_status = status;
+        try {
+            const LocalReport report = parse_local_report(line);
+            if (report.outcome == Outcome::aborted && !m_abort_status) {
+                m_abort_status = report.step_status;
+            }
+        } catch (const Error& e) {
+            logger().warn("local: ignoring a launcher's report: {}", e.what());
         }
     }
 }

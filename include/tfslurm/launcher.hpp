@@ -3,15 +3,22 @@
 
 /// \file
 /// One task's launcher of `tfslurm run`: starts the coordinator when it is rank 0, registers,
-/// spawns the trainer, heartbeats, and obeys the coordinator's verdict.
+/// spawns the trainer, heartbeats, and obeys the coordinator's verdict. Its decisions are a pure
+/// state machine (LauncherMachine: events and the time in, actions out); run_launcher() is the
+/// Asio shell that performs the actions (src/launcher_shell.cpp).
 
 #include <tfslurm/auth.hpp>
 #include <tfslurm/env.hpp>
+#include <tfslurm/exit_status.hpp>
 #include <tfslurm/plan.hpp>
+#include <tfslurm/protocol.hpp>
 #include <tfslurm/run.hpp>
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace tfslurm {
@@ -28,20 +35,178 @@ struct LauncherOptions {
     Millis connect_timeout{60000};
     Millis grace{10000};
     protocol::AuthSettings auth;
-    /// Local mode: a pipe to the parent where the launcher writes one line
-    /// `<rank> <outcome> <step_status>` before it returns; -1 = none.
-    int status_fd = -1;
 };
 
+/// Run the launcher of `plan.self_rank`: start the coordinator when it is rank 0, connect and
+/// register (retrying until connect_timeout), check the trainer's port, spawn `argv` with
+/// `trainer_env` in its own process group, heartbeat, report its exit, obey stop/abort
+/// (SIGTERM to the trainer's group, SIGKILL after `grace`), forward SIGTERM, SIGINT, SIGUSR1,
+/// SIGUSR2, SIGHUP and SIGQUIT to the group (SIGTERM/SIGINT also stop the step), and before
+/// returning kill and reap every remaining descendant.
+/// Input: rank 2 of a plan, {"python", "train.py"}. Output: {exit_status 0, Outcome::done}.
 /// \throws Error for failures before the trainer could be supervised: no authentication
 ///         (Errc::auth), the control port in use or the coordinator unreachable (Errc::io), a
 ///         rejected registration (Errc::auth / Errc::protocol), a plan without self rank
-///         (Errc::invalid_argument). Trainer failures are returned, not thrown.
+///         (Errc::missing_env), no command (Errc::invalid_argument). Trainer failures are
+///         returned, not thrown.
 [[nodiscard]] LaunchResult run_launcher(const Plan& plan,
                                         const std::vector<std::string>& argv,
                                         const Environment& trainer_env,
                                         const LauncherOptions& options);
 
-/// The variables of task `rank` of a local job: `base` without any SLURM_* / SLURMD_* variable,
+// --- the state machine
+// ----------------------------------------------------------------------------
+
+/// Whether this launcher hosts the coordinator (rank 0): then it exits only once the
+/// coordinator server has finished.
+enum class CoordinatorHost { elsewhere, here };
+
+struct LauncherSettings {
+    std::uint32_t rank = 0;
+    std::vector<Member> ranks; ///< the plan's members, indexed by rank (names a stop's sender)
+    std::string control;       ///< `<address>:<port>` of the coordinator, for messages
+    CoordinatorHost host = CoordinatorHost::elsewhere;
+    Millis heartbeat{1000};
+    Millis heartbeat_timeout{10000};
+    Millis grace{10000};
+};
+
+/// The timers the shell keeps for the machine; each firing is fed back with timer_fired().
+enum class LauncherTimer {
+    heartbeat, ///< send the next heartbeat
+    watch,     ///< check the coordinator's silence (every tick_interval(heartbeat_timeout))
+    grace,     ///< SIGKILL a stopped trainer that is still running
+    close      ///< stop waiting for the coordinator's EOF after our half-close
+};
+
+[[nodiscard]] std::string_view to_string(LauncherTimer timer) noexcept;
+
+/// What the machine asks its shell to do.
+namespace launcher_action {
+/// Write a frame on the control connection; acknowledge it with LauncherMachine::written().
+struct Send {
+    protocol::Message message;
+};
+/// Send `signo` to the trainer's process group.
+struct SignalTrainer {
+    int signo = 0;
+};
+/// (Re)arm `timer` to fire at `at`, replacing any pending expiry.
+struct ArmTimer {
+    LauncherTimer timer = LauncherTimer::heartbeat;
+    Clock::time_point at;
+};
+struct CancelTimer {
+    LauncherTimer timer = LauncherTimer::heartbeat;
+};
+/// Call start_due() once the messages already received are handled (a verdict that came in the
+/// same read as the welcome must be seen first).
+struct ScheduleStart {};
+/// Check the trainer's port and spawn it; report trainer_started() or trainer_failed().
+struct StartTrainer {};
+/// Shut down our sending side and wait for the coordinator's EOF (connection_lost()).
+struct HalfClose {};
+/// Close the control connection, drop unsent frames, stop the heartbeat, watch and close timers.
+struct Disconnect {};
+/// Stop everything and return `result`.
+struct Finish {
+    LaunchResult result;
+};
+} // namespace launcher_action
+
+using LauncherAction = std::variant<launcher_action::Send,
+                                    launcher_action::SignalTrainer,
+                                    launcher_action::ArmTimer,
+                                    launcher_action::CancelTimer,
+                                    launcher_action::ScheduleStart,
+                                    launcher_action::StartTrainer,
+                                    launcher_action::HalfClose,
+                                    launcher_action::Disconnect,
+                                    launcher_action::Finish>;
+
+/// One line per action, for logs and tests; times are milliseconds since `epoch`.
+/// Input: Send{Interrupt{15}}. Output: `send {"signal":15,"type":"interrupt","v":1}`.
+/// Others: `signal 15`, `arm grace 10000`, `cancel grace`, `schedule start`, `start trainer`,
+/// `half-close`, `disconnect`, `finish interrupted 143 143 stopping: ...`.
+[[nodiscard]] std::string describe(const LauncherAction& action, Clock::time_point epoch);
+
+/// The launcher's decisions, from registration to its result. Pure: the caller feeds events
+/// with the current time and performs what take_actions() returns, in order. Rules:
+///
+/// - After `welcome`: heartbeat every `heartbeat`, watch the coordinator's silence, and start
+///   the trainer (unless a verdict or a loss came first: then it is never started).
+/// - The trainer's exit (or failure to start) is reported with `exit`.
+/// - A verdict (`stop`/`abort`) or the coordinator's loss (connection closed, a protocol error,
+///   no message for `heartbeat_timeout` before a verdict): SIGTERM to the trainer, SIGKILL
+///   `grace` later. SIGTERM/SIGINT: forwarded, `interrupt` sent (before a verdict), grace
+///   counted; received before registration: nothing is started, the launcher finishes at once.
+///   Other signals are only forwarded.
+/// - Once the trainer ended and the step is over: wait for the writes, half-close, wait for the
+///   coordinator's EOF (at most 2 s), and, on rank 0, for the coordinator server; then Finish.
+class LauncherMachine {
+  public:
+    explicit LauncherMachine(LauncherSettings settings);
+
+    /// Events. received() and connection_lost() only after registered().
+    void registered(Clock::time_point now);
+    void received(const protocol::Message& message, Clock::time_point now);
+    /// The connection ended (`connection closed`, an error or a protocol error's text).
+    void connection_lost(const std::string& reason, Clock::time_point now);
+    /// One Send was written.
+    void written(Clock::time_point now);
+    void start_due(Clock::time_point now);
+    void trainer_started(Clock::time_point now);
+    /// The trainer could not be started: `status` is the error's exit status.
+    void trainer_failed(ExitStatus status, const std::string& error, Clock::time_point now);
+    void trainer_exited(ExitStatus status, Clock::time_point now);
+    /// Any handled signal but SIGCHLD.
+    void signal_received(int signo, Clock::time_point now);
+    void timer_fired(LauncherTimer timer, Clock::time_point now);
+    void server_finished(Clock::time_point now);
+
+    /// Actions to perform, in order; clears the queue.
+    [[nodiscard]] std::vector<LauncherAction> take_actions();
+
+    [[nodiscard]] bool trainer_running() const noexcept {
+        return m_trainer == TrainerState::running;
+    }
+    /// Set once Finish was emitted.
+    [[nodiscard]] const std::optional<LaunchResult>& result() const noexcept { return m_result; }
+
+  private:
+    enum class Phase { unregistered, registered, closing, closed };
+    enum class TrainerState { not_started, running, ended };
+
+    [[nodiscard]] std::string label() const;
+    [[nodiscard]] bool done_verdict() const noexcept;
+    void send(protocol::Message message);
+    void report_exit(const protocol::Exit& exit);
+    void on_verdict(const protocol::Message& verdict, Clock::time_point now);
+    void coordinator_lost(const std::string& reason, Clock::time_point now);
+    void stop_trainer(int signo, Clock::time_point now);
+    void disconnect(Clock::time_point now);
+    void maybe_finish(Clock::time_point now);
+    void finish(Clock::time_point now);
+    [[nodiscard]] LaunchResult compute_result() const;
+
+    LauncherSettings m_settings;
+    Member m_self;
+    Phase m_phase = Phase::unregistered;
+    TrainerState m_trainer = TrainerState::not_started;
+    std::optional<ExitStatus> m_status; ///< the trainer's (or a synthetic) status
+    std::optional<protocol::Message> m_verdict;
+    std::optional<std::string> m_lost; ///< the coordinator vanished before a verdict
+    Clock::time_point m_last_heard;
+    std::optional<Clock::time_point> m_grace_deadline;
+    std::size_t m_unwritten = 0; ///< Sends not yet acknowledged by written()
+    int m_interrupt = 0;         ///< first SIGTERM/SIGINT received
+    bool m_stopped_by_us = false;
+    bool m_killed = false; ///< the grace period ran out
+    bool m_abandoned = false;
+    bool m_never_started = false;
+    bool m_server_finished = false;
+    std::optional<LaunchResult> m_result;
+    std::vector<LauncherAction> m_actions;
+};
 
 } // namespace tfslurm

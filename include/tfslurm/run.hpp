@@ -82,11 +82,4 @@ struct LaunchResult {
     int step_status = 0;
 };
 
-/// Run the launcher of `plan.self_rank`: start the coordinator when it is rank 0, connect and
-/// register (retrying until connect_timeout), check the trainer's port, spawn `argv` with
-/// `trainer_env` in its own process group, heartbeat, report its exit, obey stop/abort
-/// (SIGTERM to the trainer's group, SIGKILL after `grace`), forward SIGTERM, SIGINT, SIGUSR1,
-/// SIGUSR2, SIGHUP and SIGQUIT to the group (SIGTERM/SIGINT also stop the step), and before
-/// returning kill and reap every remaining descendant.
-
 } // namespace tfslurm

@@ -218,6 +218,35 @@ std::string sh_trainer(const std::string& dir, const std::string& worker_body = 
 
 } // namespace
 
+TEST_CASE("run: local launchers get the CLI's options, without --local, and the command as given",
+          "[run]") {
+    // The trainer prints its arguments and its launcher's command line.
+    Cli cli({"-v",
+             "run",
+             "--local",
+             "1",
+             "--job-id",
+             std::to_string(job_id(30)),
+             "--grace=3",
+             "--no-chief",
+             "--",
+             "sh",
+             "-c",
+             R"(echo "args:$*"; tr '\0' ' ' < /proc/$PPID/cmdline; echo)",
+             "sh",
+             "--local",
+             "2",
+             "--job-id=1"});
+    CHECK(cli.wait() == 0);
+    const auto output = cli.output();
+    INFO(output);
+    CHECK(count(output, "args:--local 2 --job-id=1\n") == 1);
+    CHECK(count(output, " --verbose=true run --chief=0 --grace=3 -- sh -c ") == 1);
+    CHECK(count(output, "--job-id=" + std::to_string(job_id(30))) == 0);
+    CHECK(count(output, "--local=1") == 0);
+    cli.check_nothing_left();
+}
+
 TEST_CASE("run: ps that sleep forever are stopped once the workers exit 0", "[run]") {
     TempDir scratch;
     Cli cli(local(4, 1, {"--ps", "2", "--", "sh", "-c", sh_trainer(scratch.path)}));

@@ -1,12 +1,19 @@
 // SPDX-License-Identifier: MIT
-// The pure parts of `tfslurm run --local`: the task environments and the launchers' command
-// lines. The runs of the real CLI are integration tests: tests/cli/test_run_local.cpp.
+// The pure parts of `tfslurm run --local`: the task environments and the status channel. The
+// runs of the real CLI are integration tests: tests/cli/test_run_local.cpp.
 #include <tfslurm/env.hpp>
+#include <tfslurm/error.hpp>
 #include <tfslurm/local_run.hpp>
+#include <tfslurm/run.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace tfslurm;
@@ -37,12 +44,76 @@ TEST_CASE("run: local task environments look like one Slurm node", "[run]") {
               .get("TFSLURM_ADDRESS") == "name");
 }
 
-TEST_CASE("run: local launchers get the parent's command line minus --local", "[run]") {
-    CHECK(local_launcher_argv(
-              {"tfslurm", "-v", "run", "--local", "4", "--ps=1", "--", "cmd", "--local", "2"},
-              "/usr/bin/tfslurm") ==
-          std::vector<std::string>{
-              "/usr/bin/tfslurm", "-v", "run", "--ps=1", "--", "cmd", "--local", "2"});
-    CHECK(local_launcher_argv({"tfslurm", "run", "--local=2", "--job-id", "5", "--job-id=6", "x"},
-                              "/t") == std::vector<std::string>{"/t", "run", "x"});
+TEST_CASE("run: local reports are one line each way", "[run]") {
+    using Row = std::tuple<LocalReport, std::string>;
+    const auto [report, line] = GENERATE(table<LocalReport, std::string>({
+        Row{{3, Outcome::aborted, 3}, "3 aborted 3"},
+        Row{{0, Outcome::done, 0}, "0 done 0"},
+        Row{{1, Outcome::interrupted, 143}, "1 interrupted 143"},
+        Row{{4294967295U, Outcome::coordinator_lost, 255}, "4294967295 coordinator_lost 255"},
+    }));
+    CHECK(format_local_report(report) == line + "\n");
+    const LocalReport parsed = parse_local_report(line);
+    CHECK(parsed.rank == report.rank);
+    CHECK(parsed.outcome == report.outcome);
+    CHECK(parsed.step_status == report.step_status);
+}
+
+TEST_CASE("run: local reports are parsed strictly", "[run]") {
+    using Row = std::tuple<std::string, std::string>;
+    const auto [line, message] = GENERATE(table<std::string, std::string>({
+        Row{"", R"(local report: expected "<rank> <outcome> <step_status>": "")"},
+        Row{"3 aborted", R"(local report: expected "<rank> <outcome> <step_status>": "3 aborted")"},
+        Row{"3 aborted 3 x",
+            R"(local report: bad step status (expected 0 to 255): "3 aborted 3 x")"},
+        Row{"3 aborted 3 ", R"(local report: bad step status (expected 0 to 255): "3 aborted 3 ")"},
+        Row{"3 aborted 256",
+            R"(local report: bad step status (expected 0 to 255): "3 aborted 256")"},
+        Row{"3 aborted -1", R"(local report: bad step status (expected 0 to 255): "3 aborted -1")"},
+        Row{"3 aborted 03", R"(local report: bad step status (expected 0 to 255): "3 aborted 03")"},
+        Row{"3  aborted 3", R"(local report: unknown outcome "": "3  aborted 3")"},
+        Row{"3 finished 3", R"(local report: unknown outcome "finished": "3 finished 3")"},
+        Row{"3 Aborted 3", R"(local report: unknown outcome "Aborted": "3 Aborted 3")"},
+        Row{"-3 aborted 3", R"(local report: bad rank: "-3 aborted 3")"},
+        Row{"+3 aborted 3", R"(local report: bad rank: "+3 aborted 3")"},
+        Row{" 3 aborted 3", R"(local report: bad rank: " 3 aborted 3")"},
+        Row{"4294967296 done 0", R"(local report: bad rank: "4294967296 done 0")"},
+        Row{"x done 0", R"(local report: bad rank: "x done 0")"},
+    }));
+    INFO(line);
+    try {
+        (void)parse_local_report(line);
+        FAIL("accepted");
+    } catch (const Error& e) {
+        CHECK(e.code() == Errc::protocol);
+        CHECK(std::string(e.what()) == message);
+    }
+}
+
+TEST_CASE("run: the local status channel is written by the launcher, read by the parent", "[run]") {
+    int fds[2] = {-1, -1};
+    REQUIRE(::pipe(fds) == 0);
+    const int write_end = fds[1];
+    CHECK((::fcntl(write_end, F_GETFD) & FD_CLOEXEC) == 0);
+    const auto channel = local_status_channel(
+        Environment{{std::string(k_local_status_variable), std::to_string(write_end)}});
+    REQUIRE(channel == write_end);
+    // The trainer must not inherit it.
+    CHECK((::fcntl(write_end, F_GETFD) & FD_CLOEXEC) != 0);
+    write_local_report(*channel, {2, Outcome::aborted, 137});
+    ::close(write_end);
+    std::array<char, 64> buffer{};
+    const ssize_t n = ::read(fds[0], buffer.data(), buffer.size());
+    ::close(fds[0]);
+    REQUIRE(n > 0);
+    CHECK(std::string(buffer.data(), static_cast<std::size_t>(n)) == "2 aborted 137\n");
+
+    // Anything but an open descriptor >= 3 is not a channel (write_end is closed now).
+    for (const std::string& value : std::vector<std::string>{
+             "", "1", "2", "x", "05", "99999", "-4", std::to_string(write_end)}) {
+        INFO(value);
+        CHECK_FALSE(
+            local_status_channel(Environment{{std::string(k_local_status_variable), value}}));
+    }
+    CHECK_FALSE(local_status_channel(Environment{}));
 }

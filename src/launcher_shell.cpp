@@ -1,0 +1,589 @@
+// SPDX-License-Identifier: MIT
+// One task's launcher, the Asio shell around LauncherMachine: everything that waits does so on
+// one single-threaded io_context: sockets, timers and signals (SIGCHLD included) are Asio
+// handlers, and handlers never throw (fatal errors are recorded and re-thrown once
+// io_context::run() has returned). The shell connects and registers by itself (retries and
+// registration failures are setup errors, thrown); after `welcome` every decision is the
+// machine's and the shell only performs its actions.
+#include "detail/fd.hpp"
+
+#include <tfslurm/coordinator_server.hpp>
+#include <tfslurm/error.hpp>
+#include <tfslurm/exit_status.hpp>
+#include <tfslurm/launcher.hpp>
+#include <tfslurm/log.hpp>
+#include <tfslurm/protocol.hpp>
+#include <tfslurm/spawn.hpp>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <fmt/format.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <csignal>
+#include <deque>
+#include <memory>
+#include <utility>
+
+namespace tfslurm {
+
+namespace asio = boost::asio;
+namespace action = launcher_action;
+using Tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+bool port_is_free(std::uint16_t port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return true; // cannot tell; the trainer will report it
+    }
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_ANY);
+    const bool free =
+        ::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0 ||
+        errno != EADDRINUSE;
+    ::close(fd);
+    return free;
+}
+
+namespace {
+
+LauncherSettings machine_settings(const Plan& plan, const LauncherOptions& options) {
+    LauncherSettings settings;
+    settings.rank = plan.self_rank.value_or(0);
+    settings.ranks = members_of(plan);
+    settings.control = fmt::format("{}:{}", plan.control_address, plan.control_port);
+    settings.host = settings.rank == 0 ? CoordinatorHost::here : CoordinatorHost::elsewhere;
+    settings.heartbeat = options.heartbeat;
+    settings.heartbeat_timeout = options.heartbeat_timeout;
+    settings.grace = options.grace;
+    return settings;
+}
+
+class LauncherShell {
+  public:
+    LauncherShell(const Plan& plan,
+                  const std::vector<std::string>& argv,
+                  const Environment& trainer_env,
+                  const LauncherOptions& options)
+        : m_plan(plan), m_rank(plan.self_rank.value_or(0)), m_self(plan.ranks.at(m_rank)),
+          m_argv(argv), m_env(trainer_env.to_strings()), m_options(options),
+          m_machine(machine_settings(plan, options)), m_signals(m_io), m_socket(m_io),
+          m_retry_timer(m_io), m_deadline_timer(m_io), m_timers{asio::steady_timer(m_io),
+                                                                asio::steady_timer(m_io),
+                                                                asio::steady_timer(m_io),
+                                                                asio::steady_timer(m_io)} {
+        for (const int signo : k_handled_signals) {
+            m_signals.add(signo);
+        }
+    }
+
+    LaunchResult run();
+
+  private:
+    [[nodiscard]] std::string label() const {
+        return fmt::format("rank {} ({}:{})", m_rank, to_string(m_self.role), m_self.index);
+    }
+    [[nodiscard]] std::string control() const {
+        return fmt::format("{}:{}", m_plan.control_address, m_plan.control_port);
+    }
+    asio::steady_timer& timer(LauncherTimer which) {
+        return m_timers.at(static_cast<std::size_t>(which));
+    }
+
+    void start_coordinator(std::uint64_t job);
+    void fatal(Error error);
+    void wait_signal();
+    void reap();
+    void connect();
+    void retry_connect(const std::string& why);
+    void read();
+    void on_read(const error_code& ec, std::size_t n);
+    void handshake(const protocol::Message& message);
+    void perform();
+    void perform(const LauncherAction& action);
+    void arm(LauncherTimer which, Clock::time_point at);
+    void start_trainer();
+    void send(const protocol::Message& message);
+    void write();
+    void close_socket(asio::socket_base::shutdown_type how);
+    void finish();
+
+    const Plan& m_plan;
+    std::uint32_t m_rank;
+    const RankPlan& m_self;
+    const std::vector<std::string>& m_argv;
+    std::vector<std::string> m_env;
+    const LauncherOptions& m_options;
+    std::optional<protocol::Authenticator> m_auth;
+    LauncherMachine m_machine;
+
+    asio::io_context m_io;
+    asio::signal_set m_signals;
+    std::unique_ptr<CoordinatorServer> m_server;
+    Tcp::socket m_socket;
+    asio::steady_timer m_retry_timer;
+    asio::steady_timer m_deadline_timer;
+    std::array<asio::steady_timer, 4> m_timers; ///< indexed by LauncherTimer
+    Clock::time_point m_connect_deadline;
+    Millis m_backoff{20};
+    std::string m_last_connect_error = "no attempt";
+    std::array<char, 4096> m_buffer{};
+    protocol::FrameDecoder m_decoder;
+    /// Frames to write; `second`: a machine Send, acknowledged with written().
+    std::deque<std::pair<std::string, bool>> m_queue;
+    bool m_writing = false;
+
+    /// The connection as the shell sees it; after `welcome` (session) the machine decides.
+    enum class Link { connecting, handshake, session, closed };
+    Link m_link = Link::connecting;
+
+    pid_t m_pid = 0;
+    std::optional<Error> m_fatal; ///< thrown after run(): nothing was supervised yet
+};
+
+void LauncherShell::fatal(Error error) {
+    if (!m_fatal) {
+        m_fatal = std::move(error);
+    }
+    m_io.stop();
+}
+
+void LauncherShell::start_coordinator(std::uint64_t job) {
+    CoordinatorSettings settings;
+    settings.ranks = members_of(m_plan);
+    settings.until = m_options.until;
+    settings.heartbeat_timeout = m_options.heartbeat_timeout;
+    settings.connect_timeout = m_options.connect_timeout;
+    settings.linger = m_options.grace + m_options.heartbeat_timeout + Millis{2000};
+    settings.hello_timeout = std::min(m_options.connect_timeout, Millis{10000});
+    m_server = std::make_unique<CoordinatorServer>(m_io,
+                                                   std::move(settings),
+                                                   *m_auth,
+                                                   job,
+                                                   bind_address_for(m_plan.control_address),
+                                                   m_plan.control_port);
+    m_server->on_finished([this] {
+        m_machine.server_finished(Clock::now());
+        perform();
+    });
+}
+
+LaunchResult LauncherShell::run() {
+    m_auth = protocol::Authenticator::create(m_options.auth);
+    logger().debug("{}: authentication: {}", label(), protocol::to_string(m_auth->method()));
+    if (m_rank == 0) {
+        start_coordinator(m_plan.job_id.value_or(0));
+    }
+    wait_signal();
+    m_connect_deadline = Clock::now() + m_options.connect_timeout;
+    m_deadline_timer.expires_at(m_connect_deadline);
+    m_deadline_timer.async_wait([this](const error_code& ec) {
+        if (!ec && (m_link == Link::connecting || m_link == Link::handshake)) {
+            fatal(errors::make(Errc::io,
+                               "coordinator",
+                               fmt::format("cannot register with {} within {}: {}",
+                                           control(),
+                                           format_seconds(m_options.connect_timeout),
+                                           m_last_connect_error),
+                               "is rank 0's launcher running? all tasks must run 'tfslurm run' "
+                               "with the same plan options"));
+        }
+    });
+    connect();
+    // Handlers do not throw; should one ever do (bad_alloc), the trainer must still not outlive
+    // us: clean up first, then report.
+    std::optional<std::string> internal_error;
+    try {
+        m_io.run();
+    } catch (const std::exception& e) {
+        internal_error = e.what();
+    }
+
+    // Whatever happened, nothing we started survives us.
+    if (m_machine.trainer_running()) {
+        signal_group(m_pid, SIGKILL);
+    }
+    const std::size_t killed = kill_all_children();
+    if (killed > 0) {
+        logger().debug("{}: killed {} leftover processes", label(), killed);
+    }
+    if (internal_error) {
+        throw errors::make(
+            Errc::io, "launcher", fmt::format("internal error: {}", *internal_error));
+    }
+    if (const auto& result = m_machine.result()) {
+        return *result;
+    }
+    if (m_fatal) {
+        throw Error(*m_fatal);
+    }
+    throw errors::make(Errc::io, "launcher", "internal error: stopped without a result");
+}
+
+void LauncherShell::wait_signal() {
+    m_signals.async_wait([this](const error_code& ec, int signo) {
+        if (ec) {
+            return;
+        }
+        if (signo == SIGCHLD) {
+            reap();
+        } else {
+            m_machine.signal_received(signo, Clock::now());
+            perform();
+        }
+        wait_signal();
+    });
+}
+
+void LauncherShell::reap() {
+    if (m_machine.trainer_running()) {
+        // Exited but not yet reaped (WNOWAIT): while it is a zombie its pid, hence its process
+        // group id, cannot be reused, so the rest of its group can be killed safely first.
+        siginfo_t info{};
+        if (::waitid(P_PID, static_cast<id_t>(m_pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+            info.si_pid == m_pid) {
+            signal_group(m_pid, SIGKILL);
+            int wait_status = 0;
+            while (::waitpid(m_pid, &wait_status, 0) < 0 && errno == EINTR) {
+            }
+            m_machine.trainer_exited(ExitStatus::from_wait_status(wait_status), Clock::now());
+        }
+    }
+    // Orphans re-parented to us (we are a child subreaper).
+    int wait_status = 0;
+    pid_t pid = 0;
+    while ((pid = ::waitpid(-1, &wait_status, WNOHANG)) > 0) {
+        logger().debug("{}: reaped orphan {}", label(), pid);
+    }
+    perform();
+}
+
+// --- connection and registration -----------------------------------------------------------------
+
+void LauncherShell::connect() {
+    if (m_link != Link::connecting) {
+        return;
+    }
+    error_code ec;
+    Tcp::resolver resolver(m_io);
+    // Synchronous on purpose: Asio's async resolver would add a thread.
+    const auto endpoints =
+        resolver.resolve(m_plan.control_address, std::to_string(m_plan.control_port), ec);
+    if (ec) {
+        retry_connect(fmt::format("cannot resolve {}: {}", m_plan.control_address, ec.message()));
+        return;
+    }
+    // The first IPv4 endpoint (the coordinator listens on IPv4), else the first one.
+    auto endpoint = endpoints.begin()->endpoint();
+    for (const auto& entry : endpoints) {
+        if (entry.endpoint().address().is_v4()) {
+            endpoint = entry.endpoint();
+            break;
+        }
+    }
+    m_socket = Tcp::socket(m_io);
+    m_socket.open(endpoint.protocol(), ec);
+    if (ec) {
+        retry_connect(ec.message());
+        return;
+    }
+    detail::set_cloexec(m_socket.native_handle());
+    m_socket.async_connect(endpoint, [this](const error_code& error) {
+        if (m_link != Link::connecting) {
+            return;
+        }
+        if (error) {
+            retry_connect(error.message());
+            return;
+        }
+        error_code ignored;
+        m_socket.set_option(Tcp::no_delay(true), ignored);
+        m_link = Link::handshake;
+        m_decoder = protocol::FrameDecoder{};
+        read();
+    });
+}
+
+void LauncherShell::retry_connect(const std::string& why) {
+    m_last_connect_error = why;
+    m_link = Link::connecting;
+    error_code ignored;
+    m_socket.close(ignored);
+    m_queue.clear();
+    if (Clock::now() + m_backoff >= m_connect_deadline) {
+        return; // the deadline timer reports it
+    }
+    m_retry_timer.expires_after(m_backoff);
+    m_backoff = std::min(m_backoff * 2, Millis{1000});
+    m_retry_timer.async_wait([this](const error_code& ec) {
+        if (!ec) {
+            connect();
+        }
+    });
+}
+
+void LauncherShell::read() {
+    m_socket.async_read_some(asio::buffer(m_buffer),
+                             [this](const error_code& ec, std::size_t n) { on_read(ec, n); });
+}
+
+void LauncherShell::on_read(const error_code& ec, std::size_t n) {
+    if (m_link == Link::connecting || m_link == Link::closed ||
+        ec == asio::error::operation_aborted) {
+        return;
+    }
+    if (ec) {
+        if (m_link == Link::handshake) {
+            retry_connect(fmt::format("connection closed during registration ({})", ec.message()));
+        } else {
+            m_machine.connection_lost(ec == asio::error::eof ? "connection closed" : ec.message(),
+                                      Clock::now());
+            perform();
+        }
+        return;
+    }
+    try {
+        m_decoder.feed(std::string_view(m_buffer.data(), n));
+        while (auto payload = m_decoder.next()) {
+            const protocol::Message message = protocol::decode_payload(*payload);
+            if (m_link == Link::handshake) {
+                handshake(message);
+            } else {
+                m_machine.received(message, Clock::now());
+                perform();
+            }
+            if (m_link == Link::connecting || m_link == Link::closed || m_fatal) {
+                return;
+            }
+        }
+    } catch (const Error& e) {
+        if (m_link == Link::handshake) {
+            fatal(e);
+        } else {
+            m_machine.connection_lost(e.what(), Clock::now());
+            perform();
+        }
+        return;
+    }
+    read();
+}
+
+void LauncherShell::handshake(const protocol::Message& message) {
+    if (const auto* challenge = std::get_if<protocol::Challenge>(&message)) {
+        protocol::Hello hello;
+        hello.job = m_plan.job_id.value_or(0);
+        hello.rank = m_rank;
+        hello.role = m_self.role;
+        hello.host = m_self.host;
+        hello.pid = ::getpid();
+        hello.auth = m_auth->method();
+        try {
+            hello.credential = m_auth->prove(challenge->nonce, hello.job, m_rank);
+        } catch (const Error& e) {
+            fatal(e);
+            return;
+        }
+        send(hello);
+    } else if (std::holds_alternative<protocol::Welcome>(message)) {
+        m_link = Link::session;
+        m_deadline_timer.cancel();
+        m_retry_timer.cancel();
+        m_machine.registered(Clock::now());
+        perform();
+    } else if (const auto* reject = std::get_if<protocol::Reject>(&message)) {
+        fatal(errors::make(Errc::auth,
+                           "coordinator",
+                           fmt::format("{} rejected {}: {}", control(), label(), reject->reason),
+                           "every task must run 'tfslurm run' with the same options, the same "
+                           "TFSLURM_SECRET and as the same user"));
+    } else {
+        fatal(errors::make(Errc::protocol,
+                           "protocol",
+                           fmt::format("unexpected {} from {} during registration",
+                                       protocol::type_name(message),
+                                       control())));
+    }
+}
+
+// --- actions -------------------------------------------------------------------------------------
+
+void LauncherShell::perform() {
+    // Performing an action may feed the machine again (StartTrainer): drain until quiet.
+    for (auto actions = m_machine.take_actions(); !actions.empty();
+         actions = m_machine.take_actions()) {
+        for (const auto& action : actions) {
+            perform(action);
+        }
+    }
+}
+
+void LauncherShell::perform(const LauncherAction& action) {
+    if (const auto* send_action = std::get_if<action::Send>(&action)) {
+        send(send_action->message);
+    } else if (const auto* signal = std::get_if<action::SignalTrainer>(&action)) {
+        signal_group(m_pid, signal->signo);
+    } else if (const auto* arm_action = std::get_if<action::ArmTimer>(&action)) {
+        arm(arm_action->timer, arm_action->at);
+    } else if (const auto* cancel = std::get_if<action::CancelTimer>(&action)) {
+        timer(cancel->timer).cancel();
+    } else if (std::holds_alternative<action::ScheduleStart>(action)) {
+        asio::post(m_io, [this] {
+            m_machine.start_due(Clock::now());
+            perform();
+        });
+    } else if (std::holds_alternative<action::StartTrainer>(action)) {
+        start_trainer();
+    } else if (std::holds_alternative<action::HalfClose>(action)) {
+        close_socket(Tcp::socket::shutdown_send);
+    } else if (std::holds_alternative<action::Disconnect>(action)) {
+        close_socket(Tcp::socket::shutdown_both);
+    } else if (std::holds_alternative<action::Finish>(action)) {
+        finish();
+    }
+}
+
+void LauncherShell::arm(LauncherTimer which, Clock::time_point at) {
+    timer(which).expires_at(at);
+    timer(which).async_wait([this, which](const error_code& ec) {
+        if (!ec) {
+            m_machine.timer_fired(which, Clock::now());
+            perform();
+        }
+    });
+}
+
+void LauncherShell::start_trainer() {
+    try {
+        if (!port_is_free(m_self.port)) {
+            throw errors::make(Errc::io,
+                               "trainer",
+                               fmt::format("port {} is already in use", m_self.port),
+                               "another job or a stale process holds it: stop it, or choose "
+                               "another --port-base");
+        }
+        SpawnRequest request;
+        request.argv = m_argv;
+        request.env = m_env;
+        request.group = ProcessGroup::new_group;
+        request.death_signal = SIGKILL;
+        request.before_fork = [this] { m_io.notify_fork(asio::execution_context::fork_prepare); };
+        request.after_fork = [this] { m_io.notify_fork(asio::execution_context::fork_parent); };
+        m_pid = spawn_process(request);
+        logger().debug("{}: trainer started (pid {})", label(), m_pid);
+        m_machine.trainer_started(Clock::now());
+    } catch (const Error& e) {
+        m_machine.trainer_failed(ExitStatus::exited(exit_status(e.code())), e.what(), Clock::now());
+    } catch (const std::exception& e) {
+        m_machine.trainer_failed(
+            ExitStatus::exited(exit_status(Errc::spawn_failed)), e.what(), Clock::now());
+    }
+}
+
+void LauncherShell::send(const protocol::Message& message) {
+    if (m_link != Link::handshake && m_link != Link::session) {
+        return;
+    }
+    m_queue.emplace_back(protocol::encode_frame(message), m_link == Link::session);
+    if (!m_writing) {
+        write();
+    }
+}
+
+void LauncherShell::write() {
+    m_writing = true;
+    asio::async_write(
+        m_socket, asio::buffer(m_queue.front().first), [this](const error_code& ec, std::size_t) {
+            m_writing = false;
+            if (ec) {
+                m_queue.clear();
+                if (m_link == Link::session) {
+                    m_machine.connection_lost(ec.message(), Clock::now());
+                    perform();
+                } else if (m_link == Link::handshake) {
+                    retry_connect(ec.message());
+                }
+                return;
+            }
+            const bool from_machine = !m_queue.empty() && m_queue.front().second;
+            if (!m_queue.empty()) {
+                m_queue.pop_front();
+            }
+            if (from_machine) {
+                m_machine.written(Clock::now());
+            }
+            if (!m_queue.empty()) {
+                write();
+            }
+            perform();
+        });
+}
+
+void LauncherShell::close_socket(asio::socket_base::shutdown_type how) {
+    error_code ignored;
+    timer(LauncherTimer::heartbeat).cancel();
+    timer(LauncherTimer::watch).cancel();
+    if (how == Tcp::socket::shutdown_send) {
+        m_socket.shutdown(how, ignored);
+        return;
+    }
+    m_link = Link::closed;
+    timer(LauncherTimer::close).cancel();
+    m_socket.shutdown(how, ignored);
+    m_socket.close(ignored);
+    m_queue.clear();
+}
+
+void LauncherShell::finish() {
+    m_deadline_timer.cancel();
+    m_retry_timer.cancel();
+    timer(LauncherTimer::grace).cancel();
+    error_code ignored;
+    m_signals.cancel(ignored);
+    if (m_server) {
+        m_server->close();
+    }
+    m_io.stop();
+}
+
+} // namespace
+
+LaunchResult run_launcher(const Plan& plan,
+                          const std::vector<std::string>& argv,
+                          const Environment& trainer_env,
+                          const LauncherOptions& options) {
+    if (!plan.self_rank || *plan.self_rank >= plan.ranks.size()) {
+        throw errors::missing_env("SLURM_PROCID",
+                                  "tfslurm run starts one task's trainer: run it with srun, or "
+                                  "use --local N");
+    }
+    if (argv.empty()) {
+        throw errors::invalid_argument(
+            "tfslurm run", "no trainer command", "", "give the command after '--'");
+    }
+    detail::ignore_sigpipe();
+    try {
+        become_subreaper();
+    } catch (const std::system_error& e) {
+        logger().warn("cannot become a child subreaper: {}", e.what());
+    }
+    LauncherShell launcher(plan, argv, trainer_env, options);
+    return launcher.run();
+}
+
+} // namespace tfslurm

@@ -1,0 +1,454 @@
+// SPDX-License-Identifier: MIT
+// The launcher's state machine, table-driven: each scenario is a list of events (with the time)
+// and the actions each one must produce, the last one being the launcher's result.
+#include <tfslurm/error.hpp>
+#include <tfslurm/exit_status.hpp>
+#include <tfslurm/launcher.hpp>
+#include <tfslurm/protocol.hpp>
+#include <tfslurm/run.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+using namespace tfslurm;
+using namespace std::chrono_literals;
+
+namespace {
+
+const Clock::time_point k_t0{};
+
+/// rank 0 ps:0 on n1, rank 1 worker:0 on n1, rank 2 worker:1 on n2, rank 3 worker:2 on n2.
+LauncherSettings settings(std::uint32_t rank) {
+    LauncherSettings s;
+    s.rank = rank;
+    s.ranks = {{Role::ps, 0, "n1"},
+               {Role::worker, 0, "n1"},
+               {Role::worker, 1, "n2"},
+               {Role::worker, 2, "n2"}};
+    s.control = "n1:29000";
+    s.host = rank == 0 ? CoordinatorHost::here : CoordinatorHost::elsewhere;
+    s.heartbeat = 1s;
+    s.heartbeat_timeout = 10s;
+    s.grace = 10s;
+    return s;
+}
+
+/// The abort the coordinator sends when rank 3 (worker:2 on n2) exited 3.
+protocol::Abort abort_rank3() {
+    protocol::Failure failure;
+    failure.rank = 3;
+    failure.role = Role::worker;
+    failure.index = 2;
+    failure.host = "n2";
+    failure.cause = protocol::FailureCause::trainer;
+    failure.status = ExitStatus::exited(3);
+    failure.step_status = 3;
+    return {failure};
+}
+
+/// Parse `exited N` / `killed N` from words.
+ExitStatus status_of(const std::string& kind, int value) {
+    return kind == "killed" ? ExitStatus::signaled(value) : ExitStatus::exited(value);
+}
+
+/// Feed one event, written as in the tables: `welcome`, `start due`, `started`,
+/// `failed 7 <error>`, `exited N`, `killed N`, `heartbeat`, `stop done`, `stop signal R S`,
+/// `abort`, `unexpected welcome`, `eof`, `lost <reason>`, `written`, `signal N`,
+/// `timer heartbeat|watch|grace|close`, `server finished`.
+void feed(LauncherMachine& m, const std::string& event, Clock::time_point now) {
+    std::istringstream in(event);
+    std::string word;
+    in >> word;
+    int a = 0;
+    int b = 0;
+    std::string text;
+    if (word == "welcome") {
+        m.registered(now);
+    } else if (word == "start") {
+        m.start_due(now);
+    } else if (word == "started") {
+        m.trainer_started(now);
+    } else if (word == "failed") {
+        in >> a;
+        std::getline(in >> std::ws, text);
+        m.trainer_failed(ExitStatus::exited(a), text, now);
+    } else if (word == "exited" || word == "killed") {
+        in >> a;
+        m.trainer_exited(status_of(word, a), now);
+    } else if (word == "heartbeat") {
+        m.received(protocol::Heartbeat{}, now);
+    } else if (word == "stop") {
+        in >> text >> a >> b;
+        m.received(
+            text == "done"
+                ? protocol::Stop{}
+                : protocol::Stop{protocol::StopReason::signal, static_cast<std::uint32_t>(a), b},
+            now);
+    } else if (word == "abort") {
+        m.received(abort_rank3(), now);
+    } else if (word == "unexpected") {
+        m.received(protocol::Welcome{4}, now);
+    } else if (word == "eof") {
+        m.connection_lost("connection closed", now);
+    } else if (word == "lost") {
+        std::getline(in >> std::ws, text);
+        m.connection_lost(text, now);
+    } else if (word == "written") {
+        m.written(now);
+    } else if (word == "signal") {
+        in >> a;
+        m.signal_received(a, now);
+    } else if (word == "timer") {
+        in >> text;
+        const auto timer = text == "heartbeat" ? LauncherTimer::heartbeat
+                           : text == "watch"   ? LauncherTimer::watch
+                           : text == "grace"   ? LauncherTimer::grace
+                                               : LauncherTimer::close;
+        m.timer_fired(timer, now);
+    } else if (word == "server") {
+        m.server_finished(now);
+    } else {
+        FAIL("unknown event in the table: " << event);
+    }
+}
+
+/// Actions in one line each; a Send is shortened to `send <type> [details]`.
+std::vector<std::string> render(const std::vector<LauncherAction>& actions) {
+    std::vector<std::string> out;
+    for (const auto& action : actions) {
+        const auto* send = std::get_if<launcher_action::Send>(&action);
+        if (send == nullptr) {
+            out.push_back(describe(action, k_t0));
+        } else if (const auto* exit = std::get_if<protocol::Exit>(&send->message)) {
+            out.push_back("send exit " + describe(exit->status) +
+                          (exit->error.empty() ? "" : ": " + exit->error));
+        } else if (const auto* interrupt = std::get_if<protocol::Interrupt>(&send->message)) {
+            out.push_back("send interrupt " + std::to_string(interrupt->signal));
+        } else {
+            out.push_back("send " + std::string(protocol::type_name(send->message)));
+        }
+    }
+    return out;
+}
+
+struct Step {
+    int at_ms = 0;
+    std::string event;
+    std::vector<std::string> actions;
+};
+
+/// Run a scenario; every step's actions must match exactly.
+LauncherMachine play(std::uint32_t rank, const std::vector<Step>& steps) {
+    LauncherMachine m(settings(rank));
+    for (const auto& step : steps) {
+        INFO("at " << step.at_ms << " ms: " << step.event);
+        feed(m, step.event, k_t0 + Millis{step.at_ms});
+        CHECK(render(m.take_actions()) == step.actions);
+    }
+    return m;
+}
+
+using Actions = std::vector<std::string>;
+const Actions k_nothing;
+const Actions k_registered{"arm heartbeat 1000", "arm watch 250", "schedule start"};
+const std::string k_abort_line = "aborting: rank 3 (worker:2) on n2 exited with status 3";
+
+} // namespace
+
+TEST_CASE("launcher: done: a ps is stopped with SIGTERM, reports, and rank 0 waits for its "
+          "coordinator",
+          "[launcher]") {
+    const auto m = play(
+        0,
+        {
+            {0, "welcome", k_registered},
+            {0, "start due", {"start trainer"}},
+            {0, "started", k_nothing},
+            {1000, "timer heartbeat", {"send heartbeat", "arm heartbeat 2000"}},
+            {1000, "written", k_nothing},
+            {1100, "heartbeat", k_nothing},
+            {1250, "timer watch", {"arm watch 1500"}},
+            {2000, "stop done", {"signal 15", "arm grace 12000"}},
+            {2100, "killed 15", {"cancel grace", "send exit was killed by signal 15 (Terminated)"}},
+            {2100, "written", {"half-close", "arm close 4100"}},
+            {2200, "heartbeat", k_nothing},
+            {2300, "eof", {"disconnect"}},
+            {2400, "server finished", {"finish done 0 0"}},
+        });
+    REQUIRE(m.result());
+    CHECK(m.result()->outcome == Outcome::done);
+    CHECK(m.result()->exit_status == 0);
+    CHECK(m.result()->message.empty());
+}
+
+TEST_CASE("launcher: abort while running stops the trainer and names the failure", "[launcher]") {
+    const auto m = play(
+        2,
+        {
+            {0, "welcome", k_registered},
+            {0, "start due", {"start trainer"}},
+            {0, "started", k_nothing},
+            {500, "abort", {"signal 15", "arm grace 10500"}},
+            {600, "abort", k_nothing}, // a second verdict is ignored
+            {700, "killed 15", {"cancel grace", "send exit was killed by signal 15 (Terminated)"}},
+            {700, "written", {"half-close", "arm close 2700"}},
+            {800, "eof", {"disconnect", "finish aborted 143 3 " + k_abort_line}},
+        });
+    REQUIRE(m.result());
+    CHECK(m.result()->message == k_abort_line);
+    CHECK(m.result()->step_status == 3);
+}
+
+TEST_CASE("launcher: a verdict before the trainer started: it is never started", "[launcher]") {
+    using Row = std::tuple<std::string, std::string>;
+    const auto [verdict, finish] = GENERATE(table<std::string, std::string>({
+        Row{"abort", "finish aborted 8 3 " + k_abort_line},
+        Row{"stop done", "finish done 0 0"},
+        Row{"stop signal 1 15",
+            "finish interrupted 143 0 stopping: rank 1 (worker:0) on n1 received signal 15 "
+            "(Terminated)"},
+    }));
+    INFO(verdict);
+    play(2,
+         {
+             {0, "welcome", k_registered},
+             {0, verdict, k_nothing}, // in the same read as the welcome
+             {0, "start due", {"half-close", "arm close 2000"}},
+             {5, "eof", {"disconnect", finish}},
+         });
+}
+
+TEST_CASE("launcher: SIGTERM before registration: nothing is started, it finishes at once",
+          "[launcher]") {
+    play(2,
+         {
+             {0,
+              "signal 15",
+              {"finish interrupted 143 143 stopping: rank 2 (worker:1) received signal 15 "
+               "(Terminated) before its trainer started"}},
+         });
+    play(1,
+         {
+             {0,
+              "signal 2",
+              {"finish interrupted 130 130 stopping: rank 1 (worker:0) received signal 2 "
+               "(Interrupt) before its trainer started"}},
+         });
+}
+
+TEST_CASE("launcher: SIGTERM while running is forwarded, sent as interrupt, and graced",
+          "[launcher]") {
+    const std::string stopping =
+        "stopping: rank 1 (worker:0) on n1 received signal 15 (Terminated)";
+    const auto m = play(
+        2,
+        {
+            {0, "welcome", k_registered},
+            {0, "start due", {"start trainer"}},
+            {0, "started", k_nothing},
+            {100, "signal 15", {"signal 15", "send interrupt 15", "arm grace 10100"}},
+            {100, "written", k_nothing},
+            // A second SIGTERM is forwarded; the grace period is already counting.
+            {200, "signal 15", {"signal 15"}},
+            {300, "stop signal 1 15", {"signal 15"}},
+            {400, "killed 15", {"cancel grace", "send exit was killed by signal 15 (Terminated)"}},
+            {400, "written", {"half-close", "arm close 2400"}},
+            {500, "eof", {"disconnect", "finish interrupted 143 143 " + stopping}},
+        });
+    REQUIRE(m.result());
+    CHECK(m.result()->outcome == Outcome::interrupted);
+    CHECK(m.result()->message == stopping);
+}
+
+TEST_CASE("launcher: SIGTERM after registration before the start: reported, never started",
+          "[launcher]") {
+    play(2,
+         {
+             {0, "welcome", k_registered},
+             {0,
+              "signal 15",
+              {"send interrupt 15", "send exit was killed by signal 15 (Terminated)"}},
+             {0, "start due", k_nothing},
+             {10, "stop signal 2 15", k_nothing}, // the exit report is still being written
+             {10, "written", k_nothing},
+             {10, "written", {"half-close", "arm close 2010"}},
+             {20,
+              "eof",
+              {"disconnect",
+               "finish interrupted 143 143 stopping: rank 2 (worker:1) on n2 received signal 15 "
+               "(Terminated)"}},
+         });
+}
+
+TEST_CASE("launcher: other signals are only forwarded", "[launcher]") {
+    play(2,
+         {
+             {0, "signal 10", k_nothing}, // nothing to forward to yet
+             {0, "welcome", k_registered},
+             {0, "start due", {"start trainer"}},
+             {0, "started", k_nothing},
+             {10, "signal 10", {"signal 10"}},
+             {20, "signal 12", {"signal 12"}},
+             {30, "signal 1", {"signal 1"}},
+             {40, "signal 3", {"signal 3"}},
+             {50, "exited 0", {"cancel grace", "send exit exited with status 0"}},
+             {60, "signal 10", k_nothing},
+         });
+}
+
+TEST_CASE("launcher: losing the coordinator stops the trainer", "[launcher]") {
+    using Row = std::tuple<std::string, std::string>;
+    const auto [event, why] = GENERATE(table<std::string, std::string>({
+        Row{"eof", "connection closed"},
+        Row{"lost Connection reset by peer", "Connection reset by peer"},
+        Row{"unexpected welcome", "unexpected welcome message"},
+    }));
+    INFO(event);
+    play(2,
+         {
+             {0, "welcome", k_registered},
+             {0, "start due", {"start trainer"}},
+             {0, "started", k_nothing},
+             {3000, event, {"disconnect", "signal 15", "arm grace 13000"}},
+             {3000, "timer heartbeat", k_nothing}, // disconnected: no more heartbeats
+             {3500,
+              "killed 15",
+              {"cancel grace",
+               "finish coordinator_lost 143 143 aborting: coordinator at n1:29000 lost (" + why +
+                   ")"}},
+         });
+}
+
+TEST_CASE("launcher: no message from the coordinator for the heartbeat timeout", "[launcher]") {
+    play(2,
+         {
+             {0, "welcome", k_registered},
+             {0, "start due", {"start trainer"}},
+             {0, "started", k_nothing},
+             {5000, "heartbeat", k_nothing},
+             {15000, "timer watch", {"arm watch 15250"}},
+             {15001, "timer watch", {"disconnect", "signal 15", "arm grace 25001"}},
+             {16000,
+              "exited 0",
+              {"cancel grace",
+               "finish coordinator_lost 8 8 aborting: coordinator at n1:29000 lost (no heartbeat "
+               "for 10 s)"}},
+         });
+}
+
+TEST_CASE("launcher: a trainer that ignores SIGTERM gets SIGKILL when the grace expires",
+          "[launcher]") {
+    play(2,
+         {
+             {0, "welcome", k_registered},
+             {0, "start due", {"start trainer"}},
+             {0, "started", k_nothing},
+             {1000, "stop done", {"signal 15", "arm grace 11000"}},
+             {11000, "timer grace", {"signal 9"}},
+             {11010, "killed 9", {"cancel grace", "send exit was killed by signal 9 (Killed)"}},
+             {11010, "written", {"half-close", "arm close 13010"}},
+             // The coordinator never closes: the close timer gives up.
+             {13010, "timer close", {"disconnect", "finish done 0 0"}},
+             {13020, "timer grace", k_nothing},
+         });
+}
+
+TEST_CASE("launcher: a trainer's own exit is reported before the verdict", "[launcher]") {
+    play(2,
+         {
+             {0, "welcome", k_registered},
+             {0, "start due", {"start trainer"}},
+             {0, "started", k_nothing},
+             {100, "exited 0", {"cancel grace", "send exit exited with status 0"}},
+             {100, "written", k_nothing},
+             {200, "stop done", {"half-close", "arm close 2200"}},
+             {300, "eof", {"disconnect", "finish done 0 0"}},
+         });
+}
+
+TEST_CASE("launcher: a trainer that cannot start is reported with its error", "[launcher]") {
+    protocol::Failure failure;
+    failure.rank = 2;
+    failure.role = Role::worker;
+    failure.index = 1;
+    failure.host = "n2";
+    failure.cause = protocol::FailureCause::start;
+    failure.status = ExitStatus::exited(7);
+    failure.detail = "trainer: port 2222 is already in use";
+    failure.step_status = 7;
+    LauncherMachine m(settings(2));
+    m.registered(k_t0);
+    m.start_due(k_t0);
+    CHECK(render(m.take_actions()) ==
+          Actions{k_registered[0], k_registered[1], k_registered[2], "start trainer"});
+    m.trainer_failed(ExitStatus::exited(7), "trainer: port 2222 is already in use", k_t0);
+    CHECK(render(m.take_actions()) ==
+          Actions{"send exit exited with status 7: trainer: port 2222 is already in use"});
+    m.written(k_t0);
+    m.received(protocol::Abort{failure}, k_t0);
+    CHECK(render(m.take_actions()) == Actions{"half-close", "arm close 2000"});
+    m.connection_lost("connection closed", k_t0);
+    CHECK(render(m.take_actions()) ==
+          Actions{"disconnect",
+                  "finish aborted 7 7 aborting: rank 2 (worker:1) on n2 could not start its "
+                  "trainer: trainer: port 2222 is already in use"});
+}
+
+TEST_CASE("launcher: exit statuses of the result", "[launcher]") {
+    // verdict, how the trainer ended (before or after the verdict), expected finish.
+    using Row = std::tuple<std::string, std::string, bool, std::string>;
+    const auto [verdict, trainer, stopped, finish] =
+        GENERATE(table<std::string, std::string, bool, std::string>({
+            Row{"stop done", "exited 0", false, "finish done 0 0"},
+            Row{"stop done", "exited 3", false, "finish done 3 0"},
+            Row{"stop done", "killed 15", true, "finish done 0 0"},
+            Row{"stop done", "exited 143", true, "finish done 0 0"},
+            Row{"abort", "exited 3", false, "finish aborted 3 3 " + k_abort_line},
+            Row{"abort", "exited 0", false, "finish aborted 8 3 " + k_abort_line},
+            Row{"abort", "killed 15", true, "finish aborted 143 3 " + k_abort_line},
+            Row{"abort", "killed 9", true, "finish aborted 137 3 " + k_abort_line},
+            Row{"abort", "exited 0", true, "finish aborted 8 3 " + k_abort_line},
+            Row{"stop signal 1 15",
+                "killed 15",
+                true,
+                "finish interrupted 143 143 stopping: rank 1 (worker:0) on n1 received signal 15 "
+                "(Terminated)"},
+            Row{"stop signal 3 2",
+                "exited 0",
+                true,
+                "finish interrupted 0 0 stopping: rank 3 (worker:2) on n2 received signal 2 "
+                "(Interrupt)"},
+        }));
+    INFO(verdict << " / " << trainer << (stopped ? " after" : " before"));
+    LauncherMachine m(settings(2));
+    m.registered(k_t0);
+    m.start_due(k_t0);
+    m.trainer_started(k_t0);
+    if (!stopped) {
+        feed(m, trainer, k_t0);
+        m.written(k_t0);
+    }
+    feed(m, verdict, k_t0);
+    if (stopped) {
+        feed(m, trainer, k_t0);
+        m.written(k_t0);
+    }
+    m.connection_lost("connection closed", k_t0);
+    const auto actions = render(m.take_actions());
+    REQUIRE_FALSE(actions.empty());
+    CHECK(actions.back() == finish);
+}
+
+TEST_CASE("launcher: actions are described in one line", "[launcher]") {
+    CHECK(describe(launcher_action::Send{protocol::Interrupt{15}}, k_t0) ==
+          R"(send {"signal":15,"type":"interrupt","v":1})");
+    CHECK(describe(launcher_action::ArmTimer{LauncherTimer::grace, k_t0 + 10s}, k_t0) ==
+          "arm grace 10000");
+    CHECK(describe(launcher_action::CancelTimer{LauncherTimer::close}, k_t0) == "cancel close");
+    CHECK(describe(launcher_action::SignalTrainer{9}, k_t0) == "signal 9");
+}
