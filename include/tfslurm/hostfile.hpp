@@ -34,7 +34,8 @@ using FileReader = std::function<std::string(const std::string& path, std::strin
 /// The FileReader that reads the file system (files over 16 MiB are refused).
 [[nodiscard]] std::string read_text_file(const std::string& path, std::string_view subject);
 
-/// The subject of hostfile errors: `SLURM_HOSTFILE (<path>)` or `--hostfile (<path>)`.
+/// The subject of hostfile errors: `SLURM_HOSTFILE (<path>)`, or for a preview
+/// setting_ref(`hostfile`) + ` (<path>)` (the CLI renders `--hostfile (<path>)`).
 [[nodiscard]] std::string hostfile_subject(std::string_view name, std::string_view path);
 
 } // namespace tfslurm
