@@ -11,6 +11,7 @@
 #include <cctype>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -82,7 +83,7 @@ TEST_CASE("plan_settings: the keys each face accepts", "[plan_settings]") {
 }
 
 TEST_CASE("plan_settings: bad values name the setting key", "[plan_settings]") {
-    const auto [key, value, message] = GENERATE(table<std::string, std::string, std::string>({
+    const auto row = GENERATE(table<std::string, std::string, std::string>({
         {"ps", "x", R"(ps: expected an integer from 0 to 4194304: "x")"},
         {"chief", "maybe", R"(chief: expected yes/no, true/false, on/off or 1/0: "maybe")"},
         {"roles", "ps,boss", R"(roles: expected a role: ps, worker, chief or evaluator: "boss")"},
@@ -98,6 +99,10 @@ TEST_CASE("plan_settings: bad values name the setting key", "[plan_settings]") {
          "port_base, address, host_pattern, gpus_per_task, gpus_per_node, rpc_layer, format, "
          "only): \"until\""},
     }));
+    // Named copies: C++17 lambdas cannot capture structured bindings.
+    const std::string key = std::get<0>(row);
+    const std::string value = std::get<1>(row);
+    const std::string message = std::get<2>(row);
     CAPTURE(key, value);
     tfslurm::SettingValues values;
     require_error(
