@@ -60,9 +60,9 @@ int main(int argc, char** argv) {
         {"CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7"},
     };
     tfslurm::PlanOptions options;
-    tfslurm::apply_plan_setting(options, "ps", "16", "bench");
-    tfslurm::apply_plan_setting(options, "ps_placement", "spread", "bench");
-    tfslurm::apply_plan_setting(options, "chief", "1", "bench");
+    tfslurm::apply_plan_setting(options, "ps", "16");
+    tfslurm::apply_plan_setting(options, "ps_placement", "spread");
+    tfslurm::apply_plan_setting(options, "chief", "1");
 
     fmt::print("tfslurm plan benchmark: 10,000 nodes x 8 tasks = 80,000 ranks, {} runs\n", runs);
     fmt::print("{:<58} {:>10} {:>10}\n", "step", "median ms", "min ms");

@@ -4,6 +4,7 @@
 #include "cmd_run.hpp"
 #include "commands.hpp"
 #include "logging.hpp"
+#include "plan_args.hpp"
 
 #include <tfslurm/error.hpp>
 #include <tfslurm/log.hpp>
@@ -44,9 +45,11 @@ int run_main(int argc, char** argv) {
         // --help and --version are "errors" with status 0; usage mistakes exit 2.
         return app.exit(e) == 0 ? 0 : 2;
     } catch (const Error& e) {
-        std::fputs(fmt::format("tfslurm: error: {}\n", e.what()).c_str(), stderr);
-        if (!e.hint().empty()) {
-            std::fputs(fmt::format("tfslurm: hint: {}\n", e.hint()).c_str(), stderr);
+        // The library names settings by key; the user typed an option or a variable.
+        const auto shown = cli_error(e);
+        std::fputs(fmt::format("tfslurm: error: {}\n", shown.what()).c_str(), stderr);
+        if (!shown.hint().empty()) {
+            std::fputs(fmt::format("tfslurm: hint: {}\n", shown.hint()).c_str(), stderr);
         }
         return exit_status(e.code());
     } catch (const std::exception& e) {

@@ -19,19 +19,9 @@ void setup_env(CLI::App& app, int& exit_status) {
         "(TFSLURM_SERVERS), torch variables (MASTER_ADDR, RANK, ...) and CUDA_VISIBLE_DEVICES. "
         "In a job script: srun bash -c 'eval \"$(tfslurm env)\"; exec python train.py'.");
     auto args = std::make_shared<PlanArgs>();
-    auto format = std::make_shared<std::string>("export");
-    auto only = std::make_shared<std::string>("all");
     add_plan_options(*sub, *args);
-    sub->add_option("-f,--format",
-                    *format,
-                    "export (default: 'export NAME=...' lines safe to eval), env (NAME=value "
-                    "lines) or json")
-        ->envname("TFSLURM_FORMAT");
-    sub->add_option("--only", *only, "all (default) or a comma list of tf, servers, torch, gpus")
-        ->envname("TFSLURM_ONLY");
-    sub->callback([args, format, only, &exit_status] {
-        const auto env_format = parse_env_format(*format, "--format");
-        const auto selection = parse_output_selection(*only, "--only");
+    add_setting_options(*sub, args->given, SettingGroup::output);
+    sub->callback([args, &exit_status] {
         const auto resolved = resolve_plan(*args, Environment::from_process());
         if (!resolved.plan.self_rank) {
             throw errors::missing_env(
@@ -44,8 +34,9 @@ void setup_env(CLI::App& app, int& exit_status) {
                            "the batch script, not a task of a step)",
                            *resolved.plan.self_rank);
         }
-        const auto vars = task_environment(resolved.plan, *resolved.plan.self_rank, selection);
-        write_stdout(render_env(vars, env_format));
+        const auto vars =
+            task_environment(resolved.plan, *resolved.plan.self_rank, resolved.settings.outputs);
+        write_stdout(render_env(vars, resolved.settings.format));
         exit_status = 0;
     });
 }

@@ -31,43 +31,48 @@ namespace tfslurm::cli {
 namespace {
 
 struct RunArgs {
-    std::string until = "workers";
-    std::string heartbeat = "1";
-    std::string heartbeat_timeout = "10";
-    std::string connect_timeout = "60";
-    std::string grace = "10";
-    std::string auth = "auto";
+    GivenSettings given; ///< the launcher settings of the registry
     std::uint32_t local = 0;
     std::vector<std::string> command;
 };
 
 /// Seconds (a decimal number, > 0 and at most one day) as milliseconds.
-Millis parse_seconds(const std::string& text, std::string_view option) {
+Millis parse_seconds(const std::string& text, std::string_view key) {
     char* end = nullptr;
     errno = 0;
     const double seconds = std::strtod(text.c_str(), &end);
     if (text.empty() || end != text.c_str() + text.size() || errno != 0 ||
         !std::isfinite(seconds) || seconds <= 0 || seconds > 86400) {
-        throw errors::invalid_argument(
-            option, "expected a number of seconds in (0, 86400]", text, "e.g. 10 or 0.5");
+        throw errors::invalid_setting(
+            key, "expected a number of seconds in (0, 86400]", text, "e.g. 10 or 0.5");
     }
     return Millis{static_cast<Millis::rep>(std::llround(seconds * 1000.0))};
 }
 
 LauncherOptions launcher_options(const RunArgs& args, const Environment& env) {
+    const auto values = given_values(args.given, env);
+    record_origins(values);
+    const auto winners = winning_settings(values);
+    const auto value_of = [&winners](std::string_view key, std::string_view fallback) {
+        const auto found = winners.find(key);
+        return found == winners.end() ? std::string{fallback} : found->second.value;
+    };
     LauncherOptions options;
-    options.until = parse_until(args.until, "--until");
-    options.heartbeat = parse_seconds(args.heartbeat, "--heartbeat");
-    options.heartbeat_timeout = parse_seconds(args.heartbeat_timeout, "--heartbeat-timeout");
-    options.connect_timeout = parse_seconds(args.connect_timeout, "--connect-timeout");
-    options.grace = parse_seconds(args.grace, "--grace");
+    options.until = parse_until(value_of("until", "workers"), setting_ref("until"));
+    options.heartbeat = parse_seconds(value_of("heartbeat", "1"), "heartbeat");
+    const auto heartbeat_timeout = value_of("heartbeat_timeout", "10");
+    options.heartbeat_timeout = parse_seconds(heartbeat_timeout, "heartbeat_timeout");
+    options.connect_timeout = parse_seconds(value_of("connect_timeout", "60"), "connect_timeout");
+    options.grace = parse_seconds(value_of("grace", "10"), "grace");
     if (options.heartbeat_timeout <= options.heartbeat) {
-        throw errors::invalid_argument("--heartbeat-timeout",
-                                       "must be longer than --heartbeat",
-                                       args.heartbeat_timeout,
-                                       "e.g. --heartbeat 1 --heartbeat-timeout 10");
+        throw errors::invalid_setting("heartbeat_timeout",
+                                      "must be longer than " + setting_ref("heartbeat"),
+                                      heartbeat_timeout,
+                                      "e.g. " + setting_ref("heartbeat", "1") + " " +
+                                          setting_ref("heartbeat_timeout", "10"));
     }
-    options.auth.method = protocol::parse_auth_method(args.auth, "--auth");
+    options.auth.method =
+        protocol::parse_auth_method(value_of("auth", "auto"), setting_ref("auth"));
     if (const auto secret = env.get("TFSLURM_SECRET")) {
         options.auth.secret_hex = std::string(*secret);
     }
@@ -241,45 +246,14 @@ void setup_run(CLI::App& app, int& exit_status) {
     auto plan_args = std::make_shared<PlanArgs>();
     auto args = std::make_shared<RunArgs>();
     add_plan_options(*sub, *plan_args);
+    add_setting_options(*sub, args->given, SettingGroup::launcher);
+    for (const auto& spec : setting_registry()) {
+        if (spec.group == SettingGroup::launcher) {
+            sub->get_option(std::string{spec.option})
+                ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+        }
+    }
     const std::string group = "Launcher (also TFSLURM_<NAME>, e.g. TFSLURM_GRACE)";
-    sub->add_option("--until",
-                    args->until,
-                    "workers (default): stop ps and evaluator when every worker and the chief "
-                    "exited 0; chief: stop everyone when the chief exited 0 (TF2 PSS)")
-        ->envname("TFSLURM_UNTIL")
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-        ->group(group);
-    sub->add_option("--grace",
-                    args->grace,
-                    "Seconds between SIGTERM and SIGKILL when a trainer is stopped (default 10)")
-        ->envname("TFSLURM_GRACE")
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-        ->group(group);
-    sub->add_option("--heartbeat", args->heartbeat, "Seconds between heartbeats (default 1)")
-        ->envname("TFSLURM_HEARTBEAT")
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-        ->group(group);
-    sub->add_option("--heartbeat-timeout",
-                    args->heartbeat_timeout,
-                    "Seconds without heartbeat after which a launcher or the coordinator is lost "
-                    "(default 10)")
-        ->envname("TFSLURM_HEARTBEAT_TIMEOUT")
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-        ->group(group);
-    sub->add_option("--connect-timeout",
-                    args->connect_timeout,
-                    "Seconds for every launcher to register with rank 0's coordinator (default "
-                    "60)")
-        ->envname("TFSLURM_CONNECT_TIMEOUT")
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-        ->group(group);
-    sub->add_option("--auth",
-                    args->auth,
-                    "auto (default: munge if munged answers, else TFSLURM_SECRET), munge or "
-                    "secret")
-        ->envname("TFSLURM_AUTH")
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-        ->group(group);
     sub->add_option("--local",
                     args->local,
                     "Run the whole job on this machine: N tasks on one node 'localhost' "

@@ -2,45 +2,13 @@
 #include "plan_args.hpp"
 
 #include <tfslurm/error.hpp>
-#include <tfslurm/plan_settings.hpp>
 
 #include <fmt/format.h>
 
-#include <array>
-#include <cctype>
+#include <algorithm>
 
 namespace tfslurm::cli {
 namespace {
-
-struct Setting {
-    std::string_view key;    ///< apply_plan_setting() key, also TFSLURM_<KEY>
-    std::string_view option; ///< the long option
-    std::string PlanArgs::*value;
-};
-
-constexpr std::array<Setting, 13> k_settings{{
-    {"ps", "--ps", &PlanArgs::ps},
-    {"chief", "--chief", &PlanArgs::chief},
-    {"evaluator", "--evaluator", &PlanArgs::evaluator},
-    {"roles", "--roles", &PlanArgs::roles},
-    {"ps_placement", "--ps-placement", &PlanArgs::ps_placement},
-    {"layout", "--layout", &PlanArgs::layout},
-    {"port_base", "--port-base", &PlanArgs::port_base},
-    {"address", "--address", &PlanArgs::address},
-    {"host_pattern", "--host-pattern", &PlanArgs::host_pattern},
-    {"gpus_per_task", "--gpus-per-task", &PlanArgs::gpus_per_task},
-    {"gpus_per_node", "--gpus-per-node", &PlanArgs::gpus_per_node},
-    {"rpc_layer", "--rpc-layer", &PlanArgs::rpc_layer},
-    {"", "", nullptr},
-}};
-
-std::string env_name(std::string_view key) {
-    std::string name = "TFSLURM_";
-    for (const char c : key) {
-        name.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
-    }
-    return name;
-}
 
 bool preview_requested(const StepOverrides& preview) {
     return !preview.tasks_per_node.empty() || preview.ntasks || !preview.distribution.empty() ||
@@ -48,113 +16,152 @@ bool preview_requested(const StepOverrides& preview) {
            !preview.resv_ports.empty() || !preview.gpus.empty();
 }
 
+std::string group_title(SettingGroup group) {
+    switch (group) {
+    case SettingGroup::preview:
+        return "Preview without Slurm (instead of reading SLURM_*)";
+    case SettingGroup::roles:
+        return "Roles (each also read from TFSLURM_<NAME>, e.g. TFSLURM_PS)";
+    case SettingGroup::network:
+        return "Addresses, ports and GPUs (also TFSLURM_<NAME>)";
+    case SettingGroup::output:
+        return "Output (also TFSLURM_<NAME>, e.g. TFSLURM_FORMAT)";
+    case SettingGroup::launcher:
+        return "Launcher (also TFSLURM_<NAME>, e.g. TFSLURM_GRACE)";
+    }
+    return "Options";
+}
+
+/// A preview option: its name and help come from the registry, its typed target from the CLI.
+template <typename T> void add_field(CLI::App& sub, std::string_view key, T& target) {
+    const auto* spec = find_setting(key);
+    sub.add_option(std::string{spec->option}, target, std::string{spec->help})
+        ->type_name(std::string{spec->type_name})
+        ->group(group_title(spec->group));
+}
+
+/// The values of the output settings only: validated before the step is read, so that a bad
+/// --format is reported even outside Slurm.
+std::vector<SettingValue> output_values(const std::vector<SettingValue>& values) {
+    std::vector<SettingValue> out;
+    std::copy_if(values.begin(), values.end(), std::back_inserter(out), [](const auto& value) {
+        const auto* spec = find_setting(value.key);
+        return spec != nullptr && spec->group == SettingGroup::output;
+    });
+    return out;
+}
+
 } // namespace
 
+void add_setting_options(CLI::App& sub, GivenSettings& given, SettingGroup group) {
+    for (const auto& spec : setting_registry()) {
+        if (spec.group != group || spec.option.empty()) {
+            continue;
+        }
+        auto& target = given[std::string{spec.key}];
+        CLI::Option* option = nullptr;
+        if (spec.kind == SettingKind::flag) {
+            const auto name = spec.option.substr(2);
+            option = sub.add_flag(
+                fmt::format("--{}{{1}},--no-{}{{0}}", name, name), target, std::string{spec.help});
+        } else {
+            const auto names = spec.short_option.empty()
+                                   ? std::string{spec.option}
+                                   : fmt::format("{},{}", spec.short_option, spec.option);
+            option = sub.add_option(names, target, std::string{spec.help})
+                         ->type_name(std::string{spec.type_name});
+        }
+        if (group != SettingGroup::output) {
+            option->group(group_title(group));
+        }
+    }
+}
+
 void add_plan_options(CLI::App& sub, PlanArgs& args) {
-    const std::string preview = "Preview without Slurm (instead of reading SLURM_*)";
-    sub.add_option(
-           "--nodelist", args.preview.nodelist, "Hosts of the step, as a Slurm hostlist (n[1-3])")
-        ->group(preview);
-    sub.add_option("--tasks-per-node",
-                   args.preview.tasks_per_node,
-                   "Tasks per node: one count for every node, or per node like 2(x3),1")
-        ->group(preview);
-    sub.add_option("--ntasks",
-                   args.preview.ntasks,
-                   "Total tasks, spread like srun -n (the first nodes get one more)")
-        ->group(preview);
-    sub.add_option("--distribution",
-                   args.preview.distribution,
-                   "block (default), cyclic, plane=N or arbitrary (with --hostfile)")
-        ->group(preview);
-    sub.add_option("--hostfile",
-                   args.preview.hostfile,
-                   "Rank i on the i-th host of FILE, like srun -m arbitrary with SLURM_HOSTFILE; "
-                   "without --tasks-per-node the counts come from FILE")
-        ->type_name("FILE")
-        ->group(preview);
-    sub.add_option("--job-id", args.preview.job_id, "Job id (derives the ports)")->group(preview);
-    sub.add_option("--step-id", args.preview.step_id, "Step id (derives the ports)")
-        ->group(preview);
-    sub.add_option("--rank", args.preview.rank, "The task to describe (for env)")->group(preview);
-    sub.add_option(
-           "--resv-ports", args.preview.resv_ports, "Reserved ports, like SLURM_STEP_RESV_PORTS")
-        ->group(preview);
-    sub.add_option("--gpus", args.preview.gpus, "Visible GPUs, like CUDA_VISIBLE_DEVICES")
-        ->group(preview);
+    add_field(sub, "nodelist", args.preview.nodelist);
+    add_field(sub, "tasks_per_node", args.preview.tasks_per_node);
+    add_field(sub, "ntasks", args.preview.ntasks);
+    add_field(sub, "distribution", args.preview.distribution);
+    add_field(sub, "hostfile", args.preview.hostfile);
+    add_field(sub, "job_id", args.preview.job_id);
+    add_field(sub, "step_id", args.preview.step_id);
+    add_field(sub, "rank", args.preview.rank);
+    add_field(sub, "resv_ports", args.preview.resv_ports);
+    add_field(sub, "gpus", args.preview.gpus);
+    add_setting_options(sub, args.given, SettingGroup::roles);
+    add_setting_options(sub, args.given, SettingGroup::network);
+}
 
-    const std::string roles = "Roles (each also read from TFSLURM_<NAME>, e.g. TFSLURM_PS)";
-    sub.add_option("--ps", args.ps, "Number of parameter servers (default 0)")->group(roles);
-    sub.add_flag("--chief{1},--no-chief{0}", args.chief, "One task is the chief")->group(roles);
-    sub.add_flag("--evaluator{1},--no-evaluator{0}", args.evaluator, "One task is the evaluator")
-        ->group(roles);
-    sub.add_option("--roles",
-                   args.roles,
-                   "Explicit role of every rank, e.g. ps,worker*3 (instead of counts)")
-        ->group(roles);
-    sub.add_option("--ps-placement",
-                   args.ps_placement,
-                   "first: ranks 0..N-1 (default); spread: one ps per node")
-        ->group(roles);
-
-    const std::string network = "Addresses, ports and GPUs (also TFSLURM_<NAME>)";
-    sub.add_option("--layout",
-                   args.layout,
-                   "native (default) or tf-compat (TensorFlow's SlurmClusterResolver spec)")
-        ->group(network);
-    sub.add_option("--port-base",
-                   args.port_base,
-                   "First port (default: SLURM_STEP_RESV_PORTS, else derived from job and step)")
-        ->group(network);
-    sub.add_option("--address", args.address, "name (default) or ip: what peers connect to")
-        ->group(network);
-    sub.add_option("--host-pattern",
-                   args.host_pattern,
-                   "Network name of a node, e.g. {host}-ib0 (default {host})")
-        ->group(network);
-    sub.add_option("--gpus-per-task",
-                   args.gpus_per_task,
-                   "GPUs per task (default: split the visible GPUs among the node's tasks)")
-        ->group(network);
-    sub.add_option(
-           "--gpus-per-node", args.gpus_per_node, "tf-compat only: TensorFlow's gpus_per_node")
-        ->group(network);
-    sub.add_option("--rpc-layer", args.rpc_layer, "Add \"rpc_layer\" to TF_CONFIG, e.g. grpc")
-        ->group(network);
+std::vector<SettingValue> given_values(const GivenSettings& given, const Environment& env) {
+    std::vector<SettingValue> values;
+    for (auto& value : environment_settings(env, Face::cli)) {
+        if (given.count(value.key) != 0) {
+            values.push_back(std::move(value));
+        }
+    }
+    for (const auto& [key, value] : given) {
+        if (!value.empty()) {
+            values.push_back({key, value, Origin::option});
+        }
+    }
+    return values;
 }
 
 ResolvedPlan resolve_plan(const PlanArgs& args, const Environment& env) {
+    const auto values = given_values(args.given, env);
+    record_origins(values);
+    static_cast<void>(resolve_settings(output_values(values)));
     ResolvedPlan resolved;
     if (!args.preview.nodelist.empty()) {
         resolved.step = preview_step(args.preview);
     } else {
         if (preview_requested(args.preview)) {
-            throw errors::make(
-                Errc::invalid_argument,
-                "preview options",
-                "need --nodelist",
-                "give --nodelist to describe an allocation, or run inside Slurm without them");
+            throw errors::make(Errc::invalid_argument,
+                               "preview options",
+                               "need " + setting_ref("nodelist"),
+                               "give " + setting_ref("nodelist") +
+                                   " to describe an allocation, or run inside Slurm without them");
         }
         resolved.step = read_step(env);
     }
-    PlanOptions options;
-    for (const auto& setting : k_settings) {
-        if (setting.value == nullptr) {
-            continue;
-        }
-        const auto& given = args.*setting.value;
-        if (!given.empty()) {
-            apply_plan_setting(options, setting.key, given, setting.option);
-        } else {
-            const auto name = env_name(setting.key);
-            if (const auto value = env.get(name); value && !value->empty()) {
-                apply_plan_setting(options, setting.key, *value, name);
-            }
-        }
-    }
+    resolved.settings = resolve_settings(values).values;
     resolved.allocation = resolve_allocation(resolved.step);
-    resolved.plan = make_plan(resolved.step, resolved.allocation, options);
+    resolved.plan = make_plan(resolved.step, resolved.allocation, resolved.settings.plan);
     return resolved;
+}
+
+SettingOrigins& invocation_origins() {
+    static SettingOrigins origins;
+    return origins;
+}
+
+void record_origins(const std::vector<SettingValue>& values) {
+    for (const auto& [key, winner] : winning_settings(values)) {
+        invocation_origins()[key] = winner.origin;
+    }
+}
+
+std::string
+cli_setting_name(std::string_view key, std::string_view value, const SettingOrigins& origins) {
+    const auto* spec = find_setting(key);
+    if (spec == nullptr || spec->option.empty()) {
+        return neutral_setting_name(key, value);
+    }
+    const auto origin = origins.find(key);
+    if (origin != origins.end() && origin->second == Origin::environment) {
+        return neutral_setting_name(spec->variable, value);
+    }
+    if (spec->kind == SettingKind::flag) {
+        const bool off = value == "0" || value == "no" || value == "false" || value == "off";
+        return off ? fmt::format("--no-{}", spec->option.substr(2)) : std::string{spec->option};
+    }
+    return value.empty() ? std::string{spec->option} : fmt::format("{} {}", spec->option, value);
+}
+
+Error cli_error(const Error& error) {
+    return error.rendered([](std::string_view key, std::string_view value) {
+        return cli_setting_name(key, value, invocation_origins());
+    });
 }
 
 } // namespace tfslurm::cli

@@ -3,50 +3,78 @@
 
 /// \file
 /// Options shared by `tfslurm plan`, `env` and `run`: how to describe the allocation (from the
-/// environment, or a preview from options) and every plan setting.
+/// environment, or a preview from options) and the settings of the registry (plan_settings.hpp),
+/// with the CLI's spelling of each setting for messages.
 
 #include <tfslurm/env.hpp>
+#include <tfslurm/error.hpp>
 #include <tfslurm/placement.hpp>
 #include <tfslurm/plan.hpp>
+#include <tfslurm/plan_settings.hpp>
 #include <tfslurm/step.hpp>
 
 #include <CLI/CLI.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace tfslurm::cli {
+
+/// Raw option values of the registry's settings: one entry per setting the subcommand has,
+/// empty when its option was not given.
+using GivenSettings = std::map<std::string, std::string, std::less<>>;
 
 /// Raw option values, converted by resolve_plan().
 struct PlanArgs {
     StepOverrides preview; ///< used when --nodelist is given
-    std::string ps;
-    std::string chief;     ///< "1" (--chief), "0" (--no-chief) or "" (not given)
-    std::string evaluator; ///< likewise
-    std::string roles;
-    std::string ps_placement;
-    std::string layout;
-    std::string port_base;
-    std::string address;
-    std::string host_pattern;
-    std::string gpus_per_task;
-    std::string gpus_per_node;
-    std::string rpc_layer;
+    GivenSettings given;   ///< plan settings, plus output settings for `env`
 };
 
-/// Add the allocation-preview and plan options to a subcommand. Every plan option also reads
-/// its `TFSLURM_<NAME>` environment variable (option > variable > default).
+/// Add the allocation-preview options and the plan settings (registry groups roles and
+/// network) to a subcommand. Every setting also reads its `TFSLURM_<NAME>` variable (option >
+/// variable > default), in resolve_plan().
 void add_plan_options(CLI::App& sub, PlanArgs& args);
+
+/// Add the registry's settings of `group` (output, launcher) to a subcommand, bound to `given`.
+void add_setting_options(CLI::App& sub, GivenSettings& given, SettingGroup group);
+
+/// The given options and the `TFSLURM_*` variables of the settings in `given`, as layers.
+/// Input: given {ps: "3", layout: ""}, env {TFSLURM_LAYOUT=tf-compat, TFSLURM_ONLY=tf}.
+/// Output: {layout=tf-compat (environment), ps=3 (option)}.
+[[nodiscard]] std::vector<SettingValue> given_values(const GivenSettings& given,
+                                                     const Environment& env);
 
 /// Everything resolved for one invocation.
 struct ResolvedPlan {
     StepInfo step;
     Allocation allocation;
+    SettingValues settings; ///< settings.plan built `plan`
     Plan plan;
 };
 
-/// Read the step (from `env`, or a preview when --nodelist was given), place the ranks, apply
-/// the settings, build the plan. \throws Error.
+/// Validate the output settings, read the step (from `env`, or a preview when --nodelist was
+/// given), place the ranks, apply the settings, build the plan. Records where every setting
+/// came from in invocation_origins() first, so that errors name what the user typed.
+/// \throws Error.
 [[nodiscard]] ResolvedPlan resolve_plan(const PlanArgs& args, const Environment& env);
+
+/// Where the settings of this invocation came from (one `tfslurm` process runs one command):
+/// filled by resolve_plan() and the launcher options, read when an error is printed.
+[[nodiscard]] SettingOrigins& invocation_origins();
+
+/// Record the origins of the winners of `values` in invocation_origins().
+void record_origins(const std::vector<SettingValue>& values);
+
+/// The CLI's spelling of a setting: its option (`--gpus-per-task`, `--layout tf-compat`,
+/// `--no-chief`), or its variable (`TFSLURM_GPUS_PER_TASK`, `TFSLURM_LAYOUT=tf-compat`) when its
+/// value came from the environment; keys outside the registry as they are.
+[[nodiscard]] std::string
+cli_setting_name(std::string_view key, std::string_view value, const SettingOrigins& origins);
+
+/// An error as the CLI words it (cli_setting_name() with invocation_origins()).
+[[nodiscard]] Error cli_error(const Error& error);
 
 } // namespace tfslurm::cli

@@ -44,7 +44,7 @@ AuthMethod parse_auth_method(std::string_view text, std::string_view subject) {
         return AuthMethod::secret;
     }
     throw errors::invalid_argument(
-        subject, "expected auto, munge or secret", text, "e.g. --auth secret");
+        subject, "expected auto, munge or secret", text, "e.g. " + setting_ref("auth", "secret"));
 }
 
 // --- SHA-256 (FIPS 180-4) --------------------------------------------------------------------
@@ -370,7 +370,7 @@ Authenticator Authenticator::create(const AuthSettings& settings) {
     case AuthMethod::munge:
         if (!munge_works()) {
             throw errors::make(Errc::auth,
-                               "--auth munge",
+                               setting_ref("auth", "munge"),
                                fmt::format("munged is not reachable: {}", munge_error),
                                "is munged running on this node? (TFSLURM_MUNGE_SOCKET)");
         }
@@ -379,7 +379,7 @@ Authenticator Authenticator::create(const AuthSettings& settings) {
     case AuthMethod::secret:
         if (auth.m_secret.empty()) {
             throw errors::make(Errc::auth,
-                               "--auth secret",
+                               setting_ref("auth", "secret"),
                                "TFSLURM_SECRET is not set",
                                "export TFSLURM_SECRET=$(openssl rand -hex 32) before srun");
         }
@@ -394,7 +394,7 @@ Authenticator Authenticator::create(const AuthSettings& settings) {
         } else {
             throw errors::make(
                 Errc::auth,
-                "--auth",
+                setting_ref("auth"),
                 "no authentication available: munged is not reachable and TFSLURM_SECRET is "
                 "not set",
                 fmt::format("start munged ({}), or export TFSLURM_SECRET=$(openssl rand -hex 32) "

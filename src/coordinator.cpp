@@ -40,8 +40,11 @@ Coordinator::Coordinator(CoordinatorSettings settings, Clock::time_point start)
         }
     }
     if (m_settings.until == Until::chief && !m_has_chief) {
-        throw errors::invalid_argument(
-            "--until", "the plan has no chief", "chief", "add --chief, or use --until workers");
+        throw errors::invalid_setting("until",
+                                      "the plan has no chief",
+                                      "chief",
+                                      "add " + setting_ref("chief") + ", or use " +
+                                          setting_ref("until", "workers"));
     }
 }
 

@@ -71,8 +71,73 @@ int exit_status(Errc code) noexcept {
     return 1;
 }
 
+namespace {
+
+constexpr char k_ref_begin = '\x02';
+constexpr char k_ref_value = '\x1f';
+constexpr char k_ref_end = '\x03';
+
+/// The key of a setting reference at the very start of `text`, or empty.
+std::string leading_setting(std::string_view text) {
+    if (text.empty() || text.front() != k_ref_begin) {
+        return {};
+    }
+    const auto end = text.find_first_of(std::string_view{"\x1f\x03", 2}, 1);
+    return end == std::string_view::npos ? std::string{} : std::string{text.substr(1, end - 1)};
+}
+
+} // namespace
+
+std::string setting_ref(std::string_view key, std::string_view value) {
+    std::string out;
+    out.reserve(key.size() + value.size() + 3);
+    out.push_back(k_ref_begin);
+    out += key;
+    if (!value.empty()) {
+        out.push_back(k_ref_value);
+        out += value;
+    }
+    out.push_back(k_ref_end);
+    return out;
+}
+
+std::string render_settings(std::string_view text, const SettingNamer& name) {
+    std::string out;
+    out.reserve(text.size());
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+        const auto begin = text.find(k_ref_begin, pos);
+        const auto end = begin == std::string_view::npos ? begin : text.find(k_ref_end, begin);
+        if (end == std::string_view::npos) {
+            out += text.substr(pos);
+            break;
+        }
+        out += text.substr(pos, begin - pos);
+        const auto ref = text.substr(begin + 1, end - begin - 1);
+        const auto split = ref.find(k_ref_value);
+        out += split == std::string_view::npos ? name(ref, {})
+                                               : name(ref.substr(0, split), ref.substr(split + 1));
+        pos = end + 1;
+    }
+    return out;
+}
+
+std::string neutral_setting_name(std::string_view key, std::string_view value) {
+    return value.empty() ? std::string{key} : fmt::format("{}={}", key, value);
+}
+
 Error::Error(Errc code, const std::string& message, std::string hint)
-    : std::runtime_error(message), m_code(code), m_hint(std::move(hint)) {}
+    : std::runtime_error(render_settings(message, neutral_setting_name)), m_code(code),
+      m_message_template(message), m_hint_template(std::move(hint)),
+      m_hint(render_settings(m_hint_template, neutral_setting_name)),
+      m_setting(leading_setting(message)) {}
+
+Error Error::rendered(const SettingNamer& name) const {
+    Error out{
+        m_code, render_settings(m_message_template, name), render_settings(m_hint_template, name)};
+    out.m_setting = m_setting;
+    return out;
+}
 
 namespace {
 
@@ -200,6 +265,13 @@ Error invalid_argument(std::string_view subject,
                        std::string_view input,
                        std::string hint) {
     return {Errc::invalid_argument, format_message(subject, problem, input), std::move(hint)};
+}
+
+Error invalid_setting(std::string_view key,
+                      std::string_view problem,
+                      std::string_view input,
+                      std::string hint) {
+    return invalid_argument(setting_ref(key), problem, input, std::move(hint));
 }
 
 Error too_large(std::string_view subject, std::string_view problem, std::string hint) {

@@ -31,7 +31,8 @@ std::string_view trim_blanks(std::string_view text) {
 
 } // namespace
 
-/// `SLURM_HOSTFILE (<path>)` or `--hostfile (<path>)`: the subject of hostfile errors.
+/// `SLURM_HOSTFILE (<path>)` or setting_ref(`hostfile`) + ` (<path>)`: the subject of hostfile
+/// errors.
 std::string hostfile_subject(std::string_view name, std::string_view path) {
     return fmt::format("{} ({})", name, path);
 }

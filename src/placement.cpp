@@ -286,18 +286,18 @@ Allocation place_arbitrary(std::vector<std::string> hosts,
 }
 
 Allocation resolve_allocation(const StepInfo& step) {
-    auto allocation =
-        step.distribution.kind == Distribution::arbitrary
-            ? place_arbitrary(
-                  step.hosts,
-                  step.tasks_per_node,
-                  step.rank_hosts,
-                  hostfile_subject(step.scope == Scope::preview ? "--hostfile" : "SLURM_HOSTFILE",
-                                   step.hostfile))
-            : place_tasks(step.hosts,
-                          step.tasks_per_node,
-                          step.distribution.kind,
-                          step.distribution.plane_size);
+    auto allocation = step.distribution.kind == Distribution::arbitrary
+                          ? place_arbitrary(step.hosts,
+                                            step.tasks_per_node,
+                                            step.rank_hosts,
+                                            hostfile_subject(step.scope == Scope::preview
+                                                                 ? setting_ref("hostfile")
+                                                                 : "SLURM_HOSTFILE",
+                                                             step.hostfile))
+                          : place_tasks(step.hosts,
+                                        step.tasks_per_node,
+                                        step.distribution.kind,
+                                        step.distribution.plane_size);
     if (step.self) {
         check_identity(step, allocation);
     }

@@ -141,8 +141,8 @@ layout_ports(const StepInfo& step, const Allocation& allocation, const PlanOptio
     if (options.port_base) {
         const auto base = std::uint32_t{*options.port_base};
         if (base + per_node > 65535U) {
-            throw errors::invalid_argument(
-                "--port-base",
+            throw errors::invalid_setting(
+                "port_base",
                 fmt::format("{} tasks per node and a control port do not fit below 65536",
                             per_node),
                 std::to_string(base));
@@ -215,11 +215,12 @@ void assign_gpus(Plan& plan,
                  const PlanOptions& options) {
     if (!step.gpus.visible || step.gpus.visible->empty()) {
         if (options.gpus_per_task && *options.gpus_per_task > 0) {
-            throw errors::invalid_argument(
-                "--gpus-per-task",
+            throw errors::invalid_setting(
+                "gpus_per_task",
                 "no GPU is visible to this task (CUDA_VISIBLE_DEVICES is unset or empty)",
                 std::to_string(*options.gpus_per_task),
-                "request GPUs from Slurm (--gpus-per-node, --gres=gpu:N) or drop --gpus-per-task");
+                "request GPUs from Slurm (srun --gpus-per-node, --gres=gpu:N) or drop " +
+                    setting_ref("gpus_per_task"));
         }
         return;
     }
@@ -244,8 +245,8 @@ void assign_gpus(Plan& plan,
             const auto need =
                 std::uint64_t{*options.gpus_per_task} * allocation.tasks_per_node[node];
             if (need > visible.size()) {
-                throw errors::invalid_argument(
-                    "--gpus-per-task",
+                throw errors::invalid_setting(
+                    "gpus_per_task",
                     fmt::format("{} tasks on node {} need {} GPUs but {} are visible ({})",
                                 allocation.tasks_per_node[node],
                                 allocation.hosts[node],
@@ -397,11 +398,12 @@ AddressResolver system_address_resolver() {
         const int rc = ::getaddrinfo(name.c_str(), nullptr, &hints, &found);
         if (rc != 0 || found == nullptr) {
             throw errors::make(Errc::io,
-                               "--address ip",
+                               setting_ref("address", "ip"),
                                fmt::format("cannot resolve {} to an IPv4 address ({})",
                                            quote(name),
                                            ::gai_strerror(rc)),
-                               "check the host pattern (--host-pattern) or use --address name");
+                               "check " + setting_ref("host_pattern") + " or use " +
+                                   setting_ref("address", "name"));
         }
         std::array<char, INET_ADDRSTRLEN> text{};
         const auto* address = reinterpret_cast<const sockaddr_in*>(found->ai_addr); // NOLINT
@@ -442,7 +444,7 @@ std::uint16_t derive_port_base(std::uint64_t job_id, std::uint64_t step_id, std:
                         k_derived_port_first,
                         k_derived_port_end - 1),
             std::to_string(stride),
-            "use srun --resv-ports or --port-base");
+            "use srun --resv-ports or " + setting_ref("port_base"));
     }
     const std::uint64_t windows = span / stride;
     // Consecutive job ids land 16 windows apart and the step picks one of those 16, so jobs
@@ -460,9 +462,9 @@ Plan make_plan(const StepInfo& step,
         return make_tf_compat_plan(step, allocation, options, resolve);
     }
     if (options.tf_gpus_per_node) {
-        throw errors::invalid_argument(
-            "--gpus-per-node",
-            "applies to --layout tf-compat only",
+        throw errors::invalid_setting(
+            "gpus_per_node",
+            "applies to " + setting_ref("layout", "tf-compat") + " only",
             std::to_string(*options.tf_gpus_per_node),
             "the native layout splits the GPUs Slurm makes visible (CUDA_VISIBLE_DEVICES)");
     }
@@ -470,21 +472,21 @@ Plan make_plan(const StepInfo& step,
     std::vector<Role> roles;
     if (!options.role_list.empty()) {
         if (options.role_list.size() != ntasks) {
-            throw errors::invalid_argument("--roles",
-                                           fmt::format("gives {} roles for a step of {} tasks",
-                                                       options.role_list.size(),
-                                                       ntasks),
-                                           detail::join_roles(options.role_list),
-                                           "give exactly one role per task (ROLE*N repeats)");
+            throw errors::invalid_setting("roles",
+                                          fmt::format("gives {} roles for a step of {} tasks",
+                                                      options.role_list.size(),
+                                                      ntasks),
+                                          detail::join_roles(options.role_list),
+                                          "give exactly one role per task (ROLE*N repeats)");
         }
         const auto chiefs =
             std::count(options.role_list.begin(), options.role_list.end(), Role::chief);
         const auto evaluators =
             std::count(options.role_list.begin(), options.role_list.end(), Role::evaluator);
         if (chiefs > 1 || evaluators > 1) {
-            throw errors::invalid_argument("--roles",
-                                           "at most one chief and one evaluator",
-                                           detail::join_roles(options.role_list));
+            throw errors::invalid_setting("roles",
+                                          "at most one chief and one evaluator",
+                                          detail::join_roles(options.role_list));
         }
         roles = options.role_list;
     } else {

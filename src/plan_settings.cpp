@@ -7,35 +7,38 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
+#include <utility>
+
 namespace tfslurm {
 namespace {
 
-bool parse_bool(std::string_view value, std::string_view subject) {
+bool parse_bool(std::string_view value, std::string_view key) {
     if (value.empty() || value == "1" || value == "yes" || value == "true" || value == "on") {
         return true;
     }
     if (value == "0" || value == "no" || value == "false" || value == "off") {
         return false;
     }
-    throw errors::invalid_argument(subject, "expected yes/no, true/false, on/off or 1/0", value);
+    throw errors::invalid_setting(key, "expected yes/no, true/false, on/off or 1/0", value);
 }
 
-template <typename T>
-T parse_number(std::string_view value, std::string_view subject, T low, T high) {
+template <typename T> T parse_number(std::string_view value, std::string_view key, T low, T high) {
     const auto parsed = detail::parse_decimal(value);
     if (!parsed || *parsed < low || *parsed > high) {
-        throw errors::invalid_argument(
-            subject, fmt::format("expected an integer from {} to {}", low, high), value);
+        throw errors::invalid_setting(
+            key, fmt::format("expected an integer from {} to {}", low, high), value);
     }
     return static_cast<T>(*parsed);
 }
 
-void validate_pattern(std::string_view pattern, std::string_view subject) {
+void validate_pattern(std::string_view pattern, std::string_view key) {
     std::size_t pos = 0;
     while ((pos = pattern.find_first_of("{}", pos)) != std::string_view::npos) {
         if (pattern.compare(pos, 6, "{host}") != 0) {
-            throw errors::invalid_argument(
-                subject,
+            throw errors::invalid_setting(
+                key,
                 fmt::format("unknown placeholder at offset {} (only {{host}} is known)", pos),
                 pattern);
         }
@@ -43,65 +46,451 @@ void validate_pattern(std::string_view pattern, std::string_view subject) {
     }
 }
 
+/// One of `names`, as its enumerator in `values`.
+template <typename T, std::size_t N>
+T parse_choice(std::string_view value,
+               std::string_view key,
+               const std::array<std::pair<std::string_view, T>, N>& choices,
+               std::string_view expected) {
+    for (const auto& [name, choice] : choices) {
+        if (value == name) {
+            return choice;
+        }
+    }
+    throw errors::invalid_setting(key, expected, value);
+}
+
+using Values = SettingValues;
+using G = SettingGroup;
+using K = SettingKind;
+
+// The registry. Adding a setting is one row here; a setting with a parser also gets its case
+// in the lambda of its row. Preview fields and launcher settings have no parser: preview_step()
+// and the CLI's launcher options parse them, and name them through setting_ref() all the same.
+// NOLINTNEXTLINE(cert-err58-cpp): built once, from literals
+const std::vector<SettingSpec> k_registry{
+    {"nodelist",
+     "",
+     "--nodelist",
+     "HOSTLIST",
+     "",
+     K::value,
+     G::preview,
+     "Hosts of the step, as a Slurm hostlist (n[1-3])",
+     nullptr},
+    {"tasks_per_node",
+     "",
+     "--tasks-per-node",
+     "COUNTS",
+     "",
+     K::value,
+     G::preview,
+     "Tasks per node: one count for every node, or per node like 2(x3),1",
+     nullptr},
+    {"ntasks",
+     "",
+     "--ntasks",
+     "N",
+     "",
+     K::value,
+     G::preview,
+     "Total tasks, spread like srun -n (the first nodes get one more)",
+     nullptr},
+    {"distribution",
+     "",
+     "--distribution",
+     "DIST",
+     "",
+     K::value,
+     G::preview,
+     "block (default), cyclic, plane=N or arbitrary (with --hostfile)",
+     nullptr},
+    {"hostfile",
+     "",
+     "--hostfile",
+     "FILE",
+     "",
+     K::value,
+     G::preview,
+     "Rank i on the i-th host of FILE, like srun -m arbitrary with SLURM_HOSTFILE; without "
+     "--tasks-per-node the counts come from FILE",
+     nullptr},
+    {"job_id",
+     "",
+     "--job-id",
+     "ID",
+     "",
+     K::value,
+     G::preview,
+     "Job id (derives the ports)",
+     nullptr},
+    {"step_id",
+     "",
+     "--step-id",
+     "ID",
+     "",
+     K::value,
+     G::preview,
+     "Step id (derives the ports)",
+     nullptr},
+    {"rank",
+     "",
+     "--rank",
+     "N",
+     "",
+     K::value,
+     G::preview,
+     "The task to describe (for env)",
+     nullptr},
+    {"resv_ports",
+     "",
+     "--resv-ports",
+     "PORTS",
+     "",
+     K::value,
+     G::preview,
+     "Reserved ports, like SLURM_STEP_RESV_PORTS",
+     nullptr},
+    {"gpus",
+     "",
+     "--gpus",
+     "LIST",
+     "",
+     K::value,
+     G::preview,
+     "Visible GPUs, like CUDA_VISIBLE_DEVICES",
+     nullptr},
+
+    {"ps",
+     "TFSLURM_PS",
+     "--ps",
+     "N",
+     "ps",
+     K::value,
+     G::roles,
+     "Number of parameter servers (default 0)",
+     [](Values& v, std::string_view s) {
+         v.plan.counts.ps = parse_number<std::uint32_t>(s, "ps", 0, k_max_expanded_hosts);
+     }},
+    {"chief",
+     "TFSLURM_CHIEF",
+     "--chief",
+     "",
+     "chief",
+     K::flag,
+     G::roles,
+     "One task is the chief",
+     [](Values& v, std::string_view s) { v.plan.counts.chief = parse_bool(s, "chief"); }},
+    {"evaluator",
+     "TFSLURM_EVALUATOR",
+     "--evaluator",
+     "",
+     "evaluator",
+     K::flag,
+     G::roles,
+     "One task is the evaluator",
+     [](Values& v, std::string_view s) { v.plan.counts.evaluator = parse_bool(s, "evaluator"); }},
+    {"roles",
+     "TFSLURM_ROLES",
+     "--roles",
+     "LIST",
+     "roles",
+     K::list,
+     G::roles,
+     "Explicit role of every rank, e.g. ps,worker*3 (instead of counts)",
+     [](Values& v, std::string_view s) {
+         v.plan.role_list =
+             s.empty() ? std::vector<Role>{} : parse_role_list(s, setting_ref("roles"));
+     }},
+    {"ps_placement",
+     "TFSLURM_PS_PLACEMENT",
+     "--ps-placement",
+     "WHERE",
+     "ps_placement",
+     K::value,
+     G::roles,
+     "first: ranks 0..N-1 (default); spread: one ps per node",
+     [](Values& v, std::string_view s) {
+         v.plan.ps_placement = parse_choice<PsPlacement, 2>(
+             s,
+             "ps_placement",
+             {{{"first", PsPlacement::first}, {"spread", PsPlacement::spread}}},
+             "expected first or spread");
+     }},
+    {"layout",
+     "TFSLURM_LAYOUT",
+     "--layout",
+     "LAYOUT",
+     "layout",
+     K::value,
+     G::network,
+     "native (default) or tf-compat (TensorFlow's SlurmClusterResolver spec)",
+     [](Values& v, std::string_view s) {
+         v.plan.layout = parse_choice<Layout, 3>(s,
+                                                 "layout",
+                                                 {{{"native", Layout::native},
+                                                   {"tf-compat", Layout::tf_compat},
+                                                   {"tf_compat", Layout::tf_compat}}},
+                                                 "expected native or tf-compat");
+     }},
+    {"port_base",
+     "TFSLURM_PORT_BASE",
+     "--port-base",
+     "PORT",
+     "port_base",
+     K::value,
+     G::network,
+     "First port (default: SLURM_STEP_RESV_PORTS, else derived from job and step)",
+     [](Values& v, std::string_view s) {
+         v.plan.port_base = parse_number<std::uint16_t>(s, "port_base", 1, 65535);
+     }},
+    {"address",
+     "TFSLURM_ADDRESS",
+     "--address",
+     "name|ip",
+     "address",
+     K::value,
+     G::network,
+     "name (default) or ip: what peers connect to",
+     [](Values& v, std::string_view s) {
+         v.plan.address =
+             parse_choice<AddressMode, 2>(s,
+                                          "address",
+                                          {{{"name", AddressMode::name}, {"ip", AddressMode::ip}}},
+                                          "expected name or ip");
+     }},
+    {"host_pattern",
+     "TFSLURM_HOST_PATTERN",
+     "--host-pattern",
+     "PATTERN",
+     "host_pattern",
+     K::value,
+     G::network,
+     "Network name of a node, e.g. {host}-ib0 (default {host})",
+     [](Values& v, std::string_view s) {
+         validate_pattern(s, "host_pattern");
+         v.plan.host_pattern = std::string{s};
+     }},
+    {"gpus_per_task",
+     "TFSLURM_GPUS_PER_TASK",
+     "--gpus-per-task",
+     "N",
+     "gpus_per_task",
+     K::value,
+     G::network,
+     "GPUs per task (default: split the visible GPUs among the node's tasks)",
+     [](Values& v, std::string_view s) {
+         v.plan.gpus_per_task = parse_number<std::uint32_t>(s, "gpus_per_task", 0, 1U << 16);
+     }},
+    {"gpus_per_node",
+     "TFSLURM_GPUS_PER_NODE",
+     "--gpus-per-node",
+     "N",
+     "gpus_per_node",
+     K::value,
+     G::network,
+     "tf-compat only: TensorFlow's gpus_per_node",
+     [](Values& v, std::string_view s) {
+         v.plan.tf_gpus_per_node = parse_number<std::uint32_t>(s, "gpus_per_node", 0, 1U << 16);
+     }},
+    {"rpc_layer",
+     "TFSLURM_RPC_LAYER",
+     "--rpc-layer",
+     "PROTOCOL",
+     "rpc_layer",
+     K::value,
+     G::network,
+     "Add \"rpc_layer\" to TF_CONFIG, e.g. grpc",
+     [](Values& v, std::string_view s) {
+         if (s.find_first_of("\"\\") != std::string_view::npos) {
+             throw errors::invalid_setting("rpc_layer", "expected a protocol name such as grpc", s);
+         }
+         v.plan.rpc_layer = std::string{s};
+     }},
+
+    {"format",
+     "TFSLURM_FORMAT",
+     "--format",
+     "FORMAT",
+     "",
+     K::value,
+     G::output,
+     "export (default: 'export NAME=...' lines safe to eval), env (NAME=value lines) or json",
+     [](Values& v, std::string_view s) { v.format = parse_env_format(s, setting_ref("format")); },
+     "-f"},
+    {"only",
+     "TFSLURM_ONLY",
+     "--only",
+     "LIST",
+     "only",
+     K::list,
+     G::output,
+     "all (default) or a comma list of tf, servers, torch, gpus",
+     [](Values& v, std::string_view s) {
+         v.outputs = parse_output_selection(s, setting_ref("only"));
+     }},
+
+    {"until",
+     "TFSLURM_UNTIL",
+     "--until",
+     "workers|chief",
+     "",
+     K::value,
+     G::launcher,
+     "workers (default): stop ps and evaluator when every worker and the chief exited 0; chief: "
+     "stop everyone when the chief exited 0 (TF2 PSS)",
+     nullptr},
+    {"grace",
+     "TFSLURM_GRACE",
+     "--grace",
+     "SECONDS",
+     "",
+     K::value,
+     G::launcher,
+     "Seconds between SIGTERM and SIGKILL when a trainer is stopped (default 10)",
+     nullptr},
+    {"heartbeat",
+     "TFSLURM_HEARTBEAT",
+     "--heartbeat",
+     "SECONDS",
+     "",
+     K::value,
+     G::launcher,
+     "Seconds between heartbeats (default 1)",
+     nullptr},
+    {"heartbeat_timeout",
+     "TFSLURM_HEARTBEAT_TIMEOUT",
+     "--heartbeat-timeout",
+     "SECONDS",
+     "",
+     K::value,
+     G::launcher,
+     "Seconds without heartbeat after which a launcher or the coordinator is lost (default 10)",
+     nullptr},
+    {"connect_timeout",
+     "TFSLURM_CONNECT_TIMEOUT",
+     "--connect-timeout",
+     "SECONDS",
+     "",
+     K::value,
+     G::launcher,
+     "Seconds for every launcher to register with rank 0's coordinator (default 60)",
+     nullptr},
+    {"auth",
+     "TFSLURM_AUTH",
+     "--auth",
+     "METHOD",
+     "",
+     K::value,
+     G::launcher,
+     "auto (default: munge if munged answers, else TFSLURM_SECRET), munge or secret",
+     nullptr},
+};
+
+bool in_face(const SettingSpec& spec, Face face) {
+    return face == Face::plugin ? !spec.plugin_key.empty() : !spec.option.empty();
+}
+
+bool is_plan_setting(const SettingSpec& spec) {
+    return spec.group == G::roles || spec.group == G::network;
+}
+
+template <typename Predicate> std::string keys_where(Predicate wanted) {
+    std::string out;
+    for (const auto& spec : k_registry) {
+        if (spec.apply != nullptr && wanted(spec)) {
+            out += out.empty() ? "" : ", ";
+            out += spec.key;
+        }
+    }
+    return out;
+}
+
+Error unknown_setting(std::string_view key, const std::string& known) {
+    return errors::invalid_argument(
+        "setting", fmt::format("unknown setting (known: {})", known), key);
+}
+
 } // namespace
 
-void apply_plan_setting(PlanOptions& options,
-                        std::string_view key,
-                        std::string_view value,
-                        std::string_view subject) {
-    if (key == "ps") {
-        options.counts.ps = parse_number<std::uint32_t>(value, subject, 0, k_max_expanded_hosts);
-    } else if (key == "chief") {
-        options.counts.chief = parse_bool(value, subject);
-    } else if (key == "evaluator") {
-        options.counts.evaluator = parse_bool(value, subject);
-    } else if (key == "roles") {
-        options.role_list = value.empty() ? std::vector<Role>{} : parse_role_list(value, subject);
-    } else if (key == "ps_placement") {
-        if (value == "first") {
-            options.ps_placement = PsPlacement::first;
-        } else if (value == "spread") {
-            options.ps_placement = PsPlacement::spread;
-        } else {
-            throw errors::invalid_argument(subject, "expected first or spread", value);
-        }
-    } else if (key == "layout") {
-        if (value == "native") {
-            options.layout = Layout::native;
-        } else if (value == "tf-compat" || value == "tf_compat") {
-            options.layout = Layout::tf_compat;
-        } else {
-            throw errors::invalid_argument(subject, "expected native or tf-compat", value);
-        }
-    } else if (key == "port_base") {
-        options.port_base = parse_number<std::uint16_t>(value, subject, 1, 65535);
-    } else if (key == "address") {
-        if (value == "name") {
-            options.address = AddressMode::name;
-        } else if (value == "ip") {
-            options.address = AddressMode::ip;
-        } else {
-            throw errors::invalid_argument(subject, "expected name or ip", value);
-        }
-    } else if (key == "host_pattern") {
-        validate_pattern(value, subject);
-        options.host_pattern = std::string{value};
-    } else if (key == "gpus_per_task") {
-        options.gpus_per_task = parse_number<std::uint32_t>(value, subject, 0, 1U << 16);
-    } else if (key == "gpus_per_node") {
-        options.tf_gpus_per_node = parse_number<std::uint32_t>(value, subject, 0, 1U << 16);
-    } else if (key == "rpc_layer") {
-        if (value.find_first_of("\"\\") != std::string_view::npos) {
-            throw errors::invalid_argument(subject, "expected a protocol name such as grpc", value);
-        }
-        options.rpc_layer = std::string{value};
-    } else {
-        throw errors::invalid_argument(
-            subject,
-            "unknown setting (known: ps, chief, evaluator, roles, ps_placement, layout, "
-            "port_base, address, host_pattern, gpus_per_task, gpus_per_node, rpc_layer)",
-            key);
+const std::vector<SettingSpec>& setting_registry() {
+    return k_registry;
+}
+
+const SettingSpec* find_setting(std::string_view key) {
+    const auto found = std::find_if(
+        k_registry.begin(), k_registry.end(), [key](const auto& spec) { return spec.key == key; });
+    return found == k_registry.end() ? nullptr : &*found;
+}
+
+std::string known_setting_keys(Face face) {
+    return keys_where([face](const SettingSpec& spec) { return in_face(spec, face); });
+}
+
+void apply_setting(SettingValues& values, std::string_view key, std::string_view value) {
+    const auto* spec = find_setting(key);
+    if (spec == nullptr || spec->apply == nullptr) {
+        throw unknown_setting(key, keys_where([](const SettingSpec&) { return true; }));
     }
+    spec->apply(values, value);
+}
+
+void apply_plan_setting(PlanOptions& options, std::string_view key, std::string_view value) {
+    const auto* spec = find_setting(key);
+    if (spec == nullptr || spec->apply == nullptr || !is_plan_setting(*spec)) {
+        throw unknown_setting(key, keys_where(is_plan_setting));
+    }
+    SettingValues values;
+    values.plan = std::move(options);
+    spec->apply(values, value);
+    options = std::move(values.plan);
+}
+
+std::map<std::string, SettingValue, std::less<>>
+winning_settings(const std::vector<SettingValue>& given) {
+    std::map<std::string, SettingValue, std::less<>> winners;
+    for (const auto& value : given) {
+        auto [it, inserted] = winners.try_emplace(value.key, value);
+        if (!inserted && value.origin >= it->second.origin) {
+            it->second = value;
+        }
+    }
+    return winners;
+}
+
+ResolvedSettings resolve_settings(const std::vector<SettingValue>& given) {
+    ResolvedSettings resolved;
+    const auto winners = winning_settings(given);
+    // Registry order, so that a result never depends on the order of the layers' contents.
+    for (const auto& spec : k_registry) {
+        const auto found = winners.find(spec.key);
+        if (found == winners.end()) {
+            continue;
+        }
+        if (spec.apply != nullptr) {
+            spec.apply(resolved.values, found->second.value);
+        }
+        resolved.origins.emplace(found->first, found->second.origin);
+    }
+    for (const auto& [key, value] : winners) {
+        if (find_setting(key) == nullptr) {
+            apply_setting(resolved.values, key, value.value); // throws: unknown setting
+        }
+    }
+    return resolved;
+}
+
+std::vector<SettingValue> environment_settings(const Environment& env, Face face) {
+    std::vector<SettingValue> found;
+    for (const auto& spec : k_registry) {
+        if (spec.variable.empty() || !in_face(spec, face)) {
+            continue;
+        }
+        if (const auto value = env.get(spec.variable); value && !value->empty()) {
+            found.push_back({std::string{spec.key}, std::string{*value}, Origin::environment});
+        }
+    }
+    return found;
 }
 
 } // namespace tfslurm

@@ -16,9 +16,10 @@
 namespace tfslurm {
 namespace {
 
-constexpr std::string_view k_not_in_slurm_hint =
-    "not inside a Slurm job or step? outside Slurm, describe the allocation with "
-    "--nodelist and --tasks-per-node (see 'tfslurm plan --help')";
+std::string not_in_slurm_hint() {
+    return "not inside a Slurm job or step? outside Slurm, describe the allocation with " +
+           setting_ref("nodelist") + " and " + setting_ref("tasks_per_node") + " (a preview)";
+}
 
 /// The first of `names` that is set, with its name.
 struct Found {
@@ -125,28 +126,51 @@ DistributionSpec parse_distribution(std::string_view text, std::string_view subj
     return spec;
 }
 
-StepInfo read_step(const Environment& env, const FileReader& read) {
-    StepInfo step;
+namespace {
+
+// Readers per field group. read_step() takes the fields from Slurm's variables, preview_step()
+// from StepOverrides; both name what they read in messages: the variable, or the setting
+// (setting_ref(), rendered by the face as its option).
+
+/// The nodelist group: raw text, where it came from, the expanded hosts (never empty).
+void read_nodelist(StepInfo& step, const std::string& subject, std::string_view text) {
+    step.nodelist = std::string{text};
+    step.nodelist_variable = subject;
+    step.hosts = expand_hostlist(text, subject);
+    if (step.hosts.empty()) {
+        throw errors::invalid_hostlist(subject, "empty host list", text);
+    }
+}
+
+/// Rank i's host from the hostfile `path` (its first `ntasks` names, or all of them).
+std::vector<std::string> read_rank_hosts(const FileReader& read,
+                                         const std::string& path,
+                                         const std::string& subject,
+                                         std::optional<std::uint32_t> ntasks) {
+    return parse_hostfile(read(path, subject), ntasks, subject);
+}
+
+// --- from the environment ----------------------------------------------------------------
+
+void env_nodelist(StepInfo& step, const Environment& env) {
     const auto nodelist =
         first_set(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"});
     if (!nodelist) {
-        throw errors::missing_env("SLURM_STEP_NODELIST", std::string{k_not_in_slurm_hint});
+        throw errors::missing_env("SLURM_STEP_NODELIST", not_in_slurm_hint());
     }
     step.scope = nodelist->name == "SLURM_STEP_NODELIST" ? Scope::step : Scope::job;
-    step.nodelist = std::string{nodelist->value};
-    step.nodelist_variable = std::string{nodelist->name};
-    step.hosts = expand_hostlist(nodelist->value, nodelist->name);
-    if (step.hosts.empty()) {
-        throw errors::invalid_hostlist(nodelist->name, "empty host list", nodelist->value);
-    }
+    read_nodelist(step, std::string{nodelist->name}, nodelist->value);
+}
 
-    const auto tasks = step.scope == Scope::step
+/// The counts group: tasks per node, and the total checked against the declared ntasks.
+void env_counts(StepInfo& step, const Environment& env) {
+    const bool in_step = step.scope == Scope::step;
+    const auto tasks = in_step
                            ? first_set(env, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"})
                            : first_set(env, {"SLURM_TASKS_PER_NODE"});
     if (!tasks) {
-        throw errors::missing_env(step.scope == Scope::step ? "SLURM_STEP_TASKS_PER_NODE"
-                                                            : "SLURM_TASKS_PER_NODE",
-                                  std::string{k_not_in_slurm_hint});
+        throw errors::missing_env(in_step ? "SLURM_STEP_TASKS_PER_NODE" : "SLURM_TASKS_PER_NODE",
+                                  not_in_slurm_hint());
     }
     step.tasks_variable = std::string{tasks->name};
     step.tasks_per_node = expand_counts(tasks->value, tasks->name);
@@ -155,16 +179,15 @@ StepInfo read_step(const Environment& env, const FileReader& read) {
             tasks->name,
             fmt::format("gives counts for {} nodes but {} lists {}",
                         step.tasks_per_node.size(),
-                        nodelist->name,
+                        step.nodelist_variable,
                         step.hosts.size()),
             tasks->value);
     }
     step.ntasks = detail::checked_total(step.tasks_per_node, tasks->name);
 
     const auto ntasks =
-        step.scope == Scope::step
-            ? first_set(env, {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"})
-            : first_set(env, {"SLURM_NTASKS", "SLURM_NPROCS"});
+        in_step ? first_set(env, {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"})
+                : first_set(env, {"SLURM_NTASKS", "SLURM_NPROCS"});
     if (ntasks) {
         const auto declared = parse_unsigned<std::uint32_t>(ntasks->value, ntasks->name);
         if (declared != step.ntasks) {
@@ -175,7 +198,10 @@ StepInfo read_step(const Environment& env, const FileReader& read) {
                 ntasks->value);
         }
     }
+}
 
+/// The distribution group: SLURM_DISTRIBUTION (plane size), and SLURM_HOSTFILE when arbitrary.
+void env_distribution(StepInfo& step, const Environment& env, const FileReader& read) {
     if (const auto dist = env.get("SLURM_DISTRIBUTION")) {
         step.distribution = parse_distribution(*dist, "SLURM_DISTRIBUTION");
         if (step.distribution.kind == Distribution::plane && step.distribution.plane_size == 0) {
@@ -191,7 +217,6 @@ StepInfo read_step(const Environment& env, const FileReader& read) {
             }
         }
     }
-
     if (step.distribution.kind == Distribution::arbitrary) {
         const auto path = env.get("SLURM_HOSTFILE");
         if (!path || path->empty()) {
@@ -201,10 +226,13 @@ StepInfo read_step(const Environment& env, const FileReader& read) {
                 "SLURM_HOSTFILE names: keep it set, and the file in place, for the whole step");
         }
         step.hostfile = std::string{*path};
-        const auto subject = hostfile_subject("SLURM_HOSTFILE", step.hostfile);
-        step.rank_hosts = parse_hostfile(read(step.hostfile, subject), step.ntasks, subject);
+        step.rank_hosts = read_rank_hosts(
+            read, step.hostfile, hostfile_subject("SLURM_HOSTFILE", step.hostfile), step.ntasks);
     }
+}
 
+/// The ids group: job and step ids, and the step's reserved ports.
+void env_ids(StepInfo& step, const Environment& env) {
     if (const auto job = first_set(env, {"SLURM_JOB_ID", "SLURM_JOBID"})) {
         step.job_id = parse_unsigned<std::uint64_t>(job->value, job->name);
     }
@@ -216,37 +244,200 @@ StepInfo read_step(const Environment& env, const FileReader& read) {
             step.resv_ports = expand_ports(*ports, "SLURM_STEP_RESV_PORTS");
         }
     }
+}
 
-    if (const auto procid = env.get("SLURM_PROCID")) {
-        TaskIdentity self;
-        self.rank = parse_unsigned<std::uint32_t>(*procid, "SLURM_PROCID");
-        if (const auto value = env.get("SLURM_LOCALID")) {
-            self.local_id = parse_unsigned<std::uint32_t>(*value, "SLURM_LOCALID");
-        }
-        if (const auto value = env.get("SLURM_NODEID")) {
-            self.node_id = parse_unsigned<std::uint32_t>(*value, "SLURM_NODEID");
-        }
-        if (const auto value = env.get("SLURM_GTIDS")) {
-            self.gtids = parse_id_list(*value, "SLURM_GTIDS");
-        }
-        if (const auto value = env.get("SLURMD_NODENAME")) {
-            self.node_name = std::string{*value};
-        }
-        step.self = std::move(self);
+/// The identity group: what the task knows about itself, absent outside a task.
+std::optional<TaskIdentity> env_identity(const Environment& env) {
+    const auto procid = env.get("SLURM_PROCID");
+    if (!procid) {
+        return std::nullopt;
     }
+    TaskIdentity self;
+    self.rank = parse_unsigned<std::uint32_t>(*procid, "SLURM_PROCID");
+    if (const auto value = env.get("SLURM_LOCALID")) {
+        self.local_id = parse_unsigned<std::uint32_t>(*value, "SLURM_LOCALID");
+    }
+    if (const auto value = env.get("SLURM_NODEID")) {
+        self.node_id = parse_unsigned<std::uint32_t>(*value, "SLURM_NODEID");
+    }
+    if (const auto value = env.get("SLURM_GTIDS")) {
+        self.gtids = parse_id_list(*value, "SLURM_GTIDS");
+    }
+    if (const auto value = env.get("SLURMD_NODENAME")) {
+        self.node_name = std::string{*value};
+    }
+    return self;
+}
 
+/// The GPU group.
+GpuEnv env_gpus(const Environment& env) {
+    GpuEnv gpus;
     if (const auto value = env.get("CUDA_VISIBLE_DEVICES")) {
-        step.gpus.visible = parse_device_list(*value);
+        gpus.visible = parse_device_list(*value);
     }
     if (const auto value = env.get("SLURM_STEP_GPUS")) {
-        step.gpus.step_gpus = parse_device_list(*value);
+        gpus.step_gpus = parse_device_list(*value);
     }
     if (const auto value = env.get("SLURM_JOB_GPUS")) {
-        step.gpus.job_gpus = parse_device_list(*value);
+        gpus.job_gpus = parse_device_list(*value);
     }
     if (const auto value = env.get("SLURM_GPUS_ON_NODE")) {
-        step.gpus.gpus_on_node = parse_unsigned<std::uint32_t>(*value, "SLURM_GPUS_ON_NODE");
+        gpus.gpus_on_node = parse_unsigned<std::uint32_t>(*value, "SLURM_GPUS_ON_NODE");
     }
+    return gpus;
+}
+
+// --- from preview values (each names its setting) ---------------------------------------
+
+/// The distribution group of a preview: a hostfile means an arbitrary distribution, as with
+/// srun -m arbitrary. Returns the hostfile's text (empty without one).
+std::string
+preview_distribution(StepInfo& step, const StepOverrides& overrides, const FileReader& read) {
+    if (!overrides.distribution.empty()) {
+        step.distribution = parse_distribution(overrides.distribution, setting_ref("distribution"));
+        if (step.distribution.kind == Distribution::plane && step.distribution.plane_size == 0) {
+            throw errors::invalid_setting(
+                "distribution", "plane needs a size: plane=N", overrides.distribution);
+        }
+    }
+    if (overrides.hostfile.empty()) {
+        if (step.distribution.kind == Distribution::arbitrary) {
+            throw errors::invalid_setting("distribution",
+                                          "arbitrary needs " + setting_ref("hostfile", "FILE"),
+                                          overrides.distribution,
+                                          "rank i runs on the i-th host of FILE, as with srun -m "
+                                          "arbitrary and SLURM_HOSTFILE");
+        }
+        return {};
+    }
+    if (!overrides.distribution.empty() && step.distribution.kind != Distribution::arbitrary) {
+        throw errors::invalid_setting(
+            "hostfile",
+            fmt::format("places every rank itself: it cannot be combined with {}",
+                        setting_ref("distribution", overrides.distribution)),
+            overrides.hostfile,
+            "drop " + setting_ref("distribution") + ", or give " +
+                setting_ref("distribution", "arbitrary"));
+    }
+    step.distribution = DistributionSpec{Distribution::arbitrary, 0};
+    step.hostfile = overrides.hostfile;
+    return read(step.hostfile, hostfile_subject(setting_ref("hostfile"), step.hostfile));
+}
+
+/// Counts from the hostfile: its first `ntasks` names (or all), each on a --nodelist host.
+void counts_from_hostfile(StepInfo& step,
+                          std::string_view hostfile_text,
+                          std::optional<std::uint32_t> ntasks) {
+    const auto subject = hostfile_subject(setting_ref("hostfile"), step.hostfile);
+    step.rank_hosts = parse_hostfile(hostfile_text, ntasks, subject);
+    step.tasks_per_node.assign(step.hosts.size(), 0);
+    const auto node_of = detail::node_index(step.hosts);
+    for (const auto& host : step.rank_hosts) {
+        const auto found = node_of.find(host);
+        if (found == node_of.end()) {
+            throw errors::invalid_argument(subject,
+                                           "names a host that is not in " + setting_ref("nodelist"),
+                                           host,
+                                           "list every host of the hostfile in " +
+                                               setting_ref("nodelist"));
+        }
+        ++step.tasks_per_node[found->second];
+    }
+}
+
+/// Counts from tasks_per_node: one count for every node, or one per node.
+void counts_from_text(StepInfo& step, const std::string& text) {
+    const auto nodes = step.hosts.size();
+    step.tasks_per_node = expand_counts(text, setting_ref("tasks_per_node"));
+    if (step.tasks_per_node.size() == 1 && nodes > 1) {
+        step.tasks_per_node.assign(nodes, step.tasks_per_node.front());
+    }
+    if (step.tasks_per_node.size() != nodes) {
+        throw errors::invalid_setting("tasks_per_node",
+                                      fmt::format("gives counts for {} nodes but {} has {}",
+                                                  step.tasks_per_node.size(),
+                                                  setting_ref("nodelist"),
+                                                  nodes),
+                                      text,
+                                      "give one count (same on every node) or one per node");
+    }
+}
+
+/// Counts like `srun -N<nodes> -n<ntasks>` with enough CPUs: the first nodes get one more.
+void counts_from_ntasks(StepInfo& step, std::uint32_t ntasks) {
+    const auto nodes = step.hosts.size();
+    if (ntasks < nodes) {
+        throw errors::invalid_setting(
+            "ntasks",
+            fmt::format("fewer tasks than the {} nodes of {}", nodes, setting_ref("nodelist")),
+            std::to_string(ntasks));
+    }
+    const auto base = static_cast<std::uint32_t>(ntasks / nodes);
+    const auto extra = ntasks % nodes;
+    step.tasks_per_node.assign(nodes, base);
+    for (std::size_t node = 0; node < extra; ++node) {
+        ++step.tasks_per_node[node];
+    }
+}
+
+/// The counts group of a preview: from the hostfile, tasks_per_node, ntasks, or 1 per node.
+void preview_counts(StepInfo& step, const StepOverrides& overrides, std::string_view hostfile) {
+    if (!step.hostfile.empty() && overrides.tasks_per_node.empty()) {
+        counts_from_hostfile(step, hostfile, overrides.ntasks);
+    } else if (!overrides.tasks_per_node.empty()) {
+        counts_from_text(step, overrides.tasks_per_node);
+    } else if (overrides.ntasks) {
+        counts_from_ntasks(step, *overrides.ntasks);
+    } else {
+        step.tasks_per_node.assign(step.hosts.size(), 1);
+    }
+    step.ntasks = detail::checked_total(step.tasks_per_node, setting_ref("tasks_per_node"));
+    if (overrides.ntasks && *overrides.ntasks != step.ntasks) {
+        throw errors::invalid_setting(
+            "ntasks",
+            fmt::format("disagrees with {} ({} tasks)",
+                        setting_ref("tasks_per_node", compress_counts(step.tasks_per_node)),
+                        step.ntasks),
+            std::to_string(*overrides.ntasks));
+    }
+    if (!step.hostfile.empty() && step.rank_hosts.empty()) {
+        step.rank_hosts = parse_hostfile(
+            hostfile, step.ntasks, hostfile_subject(setting_ref("hostfile"), step.hostfile));
+    }
+}
+
+/// The ids, identity and GPU groups of a preview.
+void preview_ids(StepInfo& step, const StepOverrides& overrides) {
+    step.job_id = overrides.job_id;
+    step.step_id = overrides.step_id;
+    if (!overrides.resv_ports.empty()) {
+        step.resv_ports = expand_ports(overrides.resv_ports, setting_ref("resv_ports"));
+    }
+    if (overrides.rank) {
+        if (*overrides.rank >= step.ntasks) {
+            throw errors::invalid_setting("rank",
+                                          fmt::format("the step has only {} tasks", step.ntasks),
+                                          std::to_string(*overrides.rank));
+        }
+        TaskIdentity self;
+        self.rank = *overrides.rank;
+        step.self = self;
+    }
+    if (!overrides.gpus.empty()) {
+        step.gpus.visible = parse_device_list(overrides.gpus);
+    }
+}
+
+} // namespace
+
+StepInfo read_step(const Environment& env, const FileReader& read) {
+    StepInfo step;
+    env_nodelist(step, env);
+    env_counts(step, env);
+    env_distribution(step, env, read);
+    env_ids(step, env);
+    step.self = env_identity(env);
+    step.gpus = env_gpus(env);
     logger().debug("step snapshot: scope={} {}={} ({} hosts) {}={} ntasks={} distribution={}",
                    step.scope == Scope::step ? "step" : "job",
                    step.nodelist_variable,
@@ -262,121 +453,11 @@ StepInfo read_step(const Environment& env, const FileReader& read) {
 StepInfo preview_step(const StepOverrides& overrides, const FileReader& read) {
     StepInfo step;
     step.scope = Scope::preview;
-    step.nodelist = overrides.nodelist;
-    step.nodelist_variable = "--nodelist";
-    step.hosts = expand_hostlist(overrides.nodelist, "--nodelist");
-    if (step.hosts.empty()) {
-        throw errors::invalid_hostlist("--nodelist", "empty host list", overrides.nodelist);
-    }
-    const auto nodes = step.hosts.size();
-    step.tasks_variable = "--tasks-per-node";
-
-    if (!overrides.distribution.empty()) {
-        step.distribution = parse_distribution(overrides.distribution, "--distribution");
-        if (step.distribution.kind == Distribution::plane && step.distribution.plane_size == 0) {
-            throw errors::invalid_argument(
-                "--distribution", "plane needs a size: plane=N", overrides.distribution);
-        }
-    }
-    // A hostfile means an arbitrary distribution, as with srun -m arbitrary.
-    std::string hostfile_text;
-    const auto subject = hostfile_subject("--hostfile", overrides.hostfile);
-    if (!overrides.hostfile.empty()) {
-        if (!overrides.distribution.empty() && step.distribution.kind != Distribution::arbitrary) {
-            throw errors::invalid_argument("--hostfile",
-                                           fmt::format("places every rank itself: it cannot be "
-                                                       "combined with --distribution {}",
-                                                       overrides.distribution),
-                                           overrides.hostfile,
-                                           "drop --distribution, or give --distribution arbitrary");
-        }
-        step.distribution = DistributionSpec{Distribution::arbitrary, 0};
-        step.hostfile = overrides.hostfile;
-        hostfile_text = read(step.hostfile, subject);
-    } else if (step.distribution.kind == Distribution::arbitrary) {
-        throw errors::invalid_argument("--distribution",
-                                       "arbitrary needs --hostfile FILE",
-                                       overrides.distribution,
-                                       "rank i runs on the i-th host of FILE, as with srun -m "
-                                       "arbitrary and SLURM_HOSTFILE");
-    }
-
-    if (!step.hostfile.empty() && overrides.tasks_per_node.empty()) {
-        // The counts per node are the hostfile's (its first --ntasks names, or all of them).
-        step.rank_hosts = parse_hostfile(hostfile_text, overrides.ntasks, subject);
-        step.tasks_per_node.assign(nodes, 0);
-        const auto node_of = detail::node_index(step.hosts);
-        for (const auto& host : step.rank_hosts) {
-            const auto found = node_of.find(host);
-            if (found == node_of.end()) {
-                throw errors::invalid_argument(subject,
-                                               "names a host that is not in --nodelist",
-                                               host,
-                                               "list every host of the hostfile in --nodelist");
-            }
-            ++step.tasks_per_node[found->second];
-        }
-    } else if (!overrides.tasks_per_node.empty()) {
-        step.tasks_per_node = expand_counts(overrides.tasks_per_node, "--tasks-per-node");
-        if (step.tasks_per_node.size() == 1 && nodes > 1) {
-            step.tasks_per_node.assign(nodes, step.tasks_per_node.front());
-        }
-        if (step.tasks_per_node.size() != nodes) {
-            throw errors::invalid_argument(
-                "--tasks-per-node",
-                fmt::format("gives counts for {} nodes but --nodelist has {}",
-                            step.tasks_per_node.size(),
-                            nodes),
-                overrides.tasks_per_node,
-                "give one count (same on every node) or one per node");
-        }
-    } else if (overrides.ntasks) {
-        // Like `srun -N<nodes> -n<ntasks>` with enough CPUs: the first nodes get one more.
-        const auto ntasks = *overrides.ntasks;
-        if (ntasks < nodes) {
-            throw errors::invalid_argument(
-                "--ntasks",
-                fmt::format("fewer tasks than the {} nodes of --nodelist", nodes),
-                std::to_string(ntasks));
-        }
-        const auto base = static_cast<std::uint32_t>(ntasks / nodes);
-        const auto extra = ntasks % nodes;
-        step.tasks_per_node.resize(nodes, base);
-        for (std::size_t node = 0; node < extra; ++node) {
-            ++step.tasks_per_node[node];
-        }
-    } else {
-        step.tasks_per_node.assign(nodes, 1);
-    }
-    step.ntasks = detail::checked_total(step.tasks_per_node, "--tasks-per-node");
-    if (overrides.ntasks && *overrides.ntasks != step.ntasks) {
-        throw errors::invalid_argument("--ntasks",
-                                       fmt::format("disagrees with --tasks-per-node {} ({} tasks)",
-                                                   compress_counts(step.tasks_per_node),
-                                                   step.ntasks),
-                                       std::to_string(*overrides.ntasks));
-    }
-    if (!step.hostfile.empty() && step.rank_hosts.empty()) {
-        step.rank_hosts = parse_hostfile(hostfile_text, step.ntasks, subject);
-    }
-    step.job_id = overrides.job_id;
-    step.step_id = overrides.step_id;
-    if (!overrides.resv_ports.empty()) {
-        step.resv_ports = expand_ports(overrides.resv_ports, "--resv-ports");
-    }
-    if (overrides.rank) {
-        if (*overrides.rank >= step.ntasks) {
-            throw errors::invalid_argument("--rank",
-                                           fmt::format("the step has only {} tasks", step.ntasks),
-                                           std::to_string(*overrides.rank));
-        }
-        TaskIdentity self;
-        self.rank = *overrides.rank;
-        step.self = self;
-    }
-    if (!overrides.gpus.empty()) {
-        step.gpus.visible = parse_device_list(overrides.gpus);
-    }
+    read_nodelist(step, setting_ref("nodelist"), overrides.nodelist);
+    step.tasks_variable = setting_ref("tasks_per_node");
+    const auto hostfile_text = preview_distribution(step, overrides, read);
+    preview_counts(step, overrides, hostfile_text);
+    preview_ids(step, overrides);
     return step;
 }
 

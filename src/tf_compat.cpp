@@ -28,9 +28,12 @@ Plan make_tf_compat_plan(const StepInfo& step,
                          const PlanOptions& options,
                          const AddressResolver& resolve) {
     if (!options.role_list.empty()) {
-        throw errors::invalid_argument(
-            "--roles",
-            "the tf-compat layout takes role counts only (--ps, --chief, --evaluator)",
+        throw errors::invalid_setting(
+            "roles",
+            fmt::format("the tf-compat layout takes role counts only ({}, {}, {})",
+                        setting_ref("ps"),
+                        setting_ref("chief"),
+                        setting_ref("evaluator")),
             detail::join_roles(options.role_list));
     }
     std::map<std::string, std::uint32_t> per_host; // sorted, duplicates collapse like a dict
@@ -50,7 +53,7 @@ Plan make_tf_compat_plan(const StepInfo& step,
     const std::uint32_t requested = special + workers;
     if (requested != num_tasks) {
         throw errors::invalid_argument(
-            "--layout tf-compat",
+            setting_ref("layout", "tf-compat"),
             fmt::format("Requested {} tasks but only {} were assigned.", requested, num_tasks),
             step.nodelist,
             "the nodelist has duplicate hosts, which TensorFlow collapses");
@@ -68,7 +71,7 @@ Plan make_tf_compat_plan(const StepInfo& step,
                                             ? *options.gpus_per_task
                                             : (max_per_host ? gpus_per_node / max_per_host : 0);
     if (std::uint64_t{max_per_host} * gpus_per_task > gpus_per_node) {
-        throw errors::invalid_argument("--layout tf-compat",
+        throw errors::invalid_argument(setting_ref("layout", "tf-compat"),
                                        "Requested more GPUs per node than available.",
                                        fmt::format("{} GPUs per task x {} tasks per node, {} GPUs",
                                                    gpus_per_task,
@@ -77,8 +80,8 @@ Plan make_tf_compat_plan(const StepInfo& step,
     }
     const auto base = options.port_base.value_or(k_tf_compat_port_base);
     if (std::uint32_t{base} + max_per_host > 65535U) {
-        throw errors::invalid_argument(
-            "--port-base", "the ports do not fit below 65536", std::to_string(base));
+        throw errors::invalid_setting(
+            "port_base", "the ports do not fit below 65536", std::to_string(base));
     }
 
     Plan plan;

@@ -85,8 +85,9 @@ void check_size(std::string_view name, std::string_view value, const Plan& plan)
                         size,
                         plan.ranks.size(),
                         k_max_env_string),
-            "use fewer tasks per job or shorter addresses (--address ip), or build the "
-            "cluster spec from 'tfslurm plan --json' instead of TF_CONFIG");
+            "use fewer tasks per job or shorter addresses (" + setting_ref("address", "ip") +
+                "), or build the cluster spec from the JSON of 'tfslurm plan' instead of "
+                "TF_CONFIG");
     }
 }
 

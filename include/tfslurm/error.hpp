@@ -8,6 +8,7 @@
 /// `SLURM_STEP_NODELIST: unterminated '[' at offset 4: "node[1-"`, optionally with an
 /// actionable hint (`not inside an srun step?`) that front-ends print on a second line.
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -39,20 +40,52 @@ enum class Errc {
 /// Input: Errc::missing_env. Output: 3.
 [[nodiscard]] int exit_status(Errc code) noexcept;
 
+/// How a face spells a setting it mentions: `key` is a setting key (`gpus_per_task`), `value`
+/// the value the message suggests or names (`tf-compat`), empty when there is none.
+/// The CLI answers `--gpus-per-task` (or `TFSLURM_GPUS_PER_TASK` when that is where the value
+/// came from), the SPANK plugin `--tfslurm gpus_per_task`, `plugstack.conf gpus_per_task`, ...
+using SettingNamer = std::function<std::string(std::string_view key, std::string_view value)>;
+
+/// A reference to a setting inside a message or hint: the library never spells a CLI option or
+/// a plugin key itself; it writes setting_ref() and each face renders it (Error::rendered()).
+/// Without a face the reference reads `key` or `key=value` (Error::what(), Error::hint()).
+/// The markers are control characters, which quote() escapes: user input cannot forge one.
+/// Input: `layout`, `tf-compat`. Output (rendered by the CLI): `--layout tf-compat`.
+[[nodiscard]] std::string setting_ref(std::string_view key, std::string_view value = {});
+
+/// Replace every setting_ref() in `text` by `name(key, value)`.
+/// Input: "use " + setting_ref("port_base"), a namer giving `--port-base`.
+/// Output: `use --port-base`.
+[[nodiscard]] std::string render_settings(std::string_view text, const SettingNamer& name);
+
+/// The neutral rendering: `key`, or `key=value` when the reference names a value.
+[[nodiscard]] std::string neutral_setting_name(std::string_view key, std::string_view value);
+
 /// The exception thrown by libtfslurm for every expected failure.
 class Error : public std::runtime_error {
   public:
     /// \param code coarse category
-    /// \param message the full `<subject>: <problem>: "<input>"` text
-    /// \param hint optional advice, empty when there is none
+    /// \param message the full `<subject>: <problem>: "<input>"` text, which may contain
+    ///        setting_ref()s (a leading one is the setting the error is about)
+    /// \param hint optional advice, empty when there is none; may contain setting_ref()s
     Error(Errc code, const std::string& message, std::string hint = {});
 
     [[nodiscard]] Errc code() const noexcept { return m_code; }
+    /// The hint with setting references in their neutral form (`port_base`).
     [[nodiscard]] const std::string& hint() const noexcept { return m_hint; }
+    /// The key of the setting this error is about (its subject is setting_ref(key)), or empty.
+    /// Input: the error of gpus_per_task=x. Output: `gpus_per_task`.
+    [[nodiscard]] const std::string& setting() const noexcept { return m_setting; }
+    /// This error as a face words it: every setting reference in the message and the hint
+    /// rendered by `name`; same code and setting().
+    [[nodiscard]] Error rendered(const SettingNamer& name) const;
 
   private:
     Errc m_code;
-    std::string m_hint;
+    std::string m_message_template; ///< with setting references
+    std::string m_hint_template;    ///< with setting references
+    std::string m_hint;             ///< neutral rendering of m_hint_template
+    std::string m_setting;
 };
 
 /// Quote a user value (or a peer's text) for a message or a log line: double quotes, C
@@ -92,6 +125,15 @@ invalid_ports(std::string_view subject, std::string_view problem, std::string_vi
                                      std::string_view problem,
                                      std::string_view input,
                                      std::string hint = {});
+
+/// `<key>: <problem>: "<input>"` as Errc::invalid_argument, about the setting `key` (a
+/// setting_ref() subject: each face names it as its user typed it).
+/// Input: `gpus_per_task`, `expected an integer from 0 to 65536`, `x`.
+/// Output: what() `gpus_per_task: expected an integer from 0 to 65536: "x"`.
+[[nodiscard]] Error invalid_setting(std::string_view key,
+                                    std::string_view problem,
+                                    std::string_view input,
+                                    std::string hint = {});
 
 /// `<subject>: <problem>` as Errc::too_large (the input is usually too big to quote).
 [[nodiscard]] Error too_large(std::string_view subject, std::string_view problem, std::string hint);

@@ -43,7 +43,8 @@ inline constexpr std::size_t k_max_text_file = std::size_t{16} * 1024 * 1024;
 ///         than 16777216 bytes`.
 [[nodiscard]] std::string read_text_file(const std::string& path, std::string_view subject);
 
-/// The subject of hostfile errors: `SLURM_HOSTFILE (<path>)` or `--hostfile (<path>)`.
+/// The subject of hostfile errors: `SLURM_HOSTFILE (<path>)`, or for a preview
+/// setting_ref(`hostfile`) + ` (<path>)` (the CLI renders `--hostfile (<path>)`).
 [[nodiscard]] std::string hostfile_subject(std::string_view name, std::string_view path);
 
 } // namespace tfslurm

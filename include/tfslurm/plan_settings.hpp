@@ -2,26 +2,129 @@
 #pragma once
 
 /// \file
-/// Plan settings as text: the one entry point that turns a `key=value` setting, whichever face
-/// it came from, into PlanOptions.
+/// The one registry of settings: every plan setting (and `only`, `format`, the launcher's
+/// settings and the preview fields) with its key, its `TFSLURM_*` variable, its CLI spelling,
+/// its plugstack/`--tfslurm` spelling, its kind, its parser and its help text; and the one
+/// layering of values (option > `TFSLURM_*` variable > plugstack.conf > default) that both
+/// faces, the `tfslurm` CLI and the SPANK plugin, use. Library messages name settings by key
+/// through setting_ref() (error.hpp); each face renders the key as its user typed it.
 
+#include <tfslurm/env.hpp>
 #include <tfslurm/plan.hpp>
+#include <tfslurm/tf_config.hpp>
 
+#include <map>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace tfslurm {
 
-/// Apply one `key=value` setting to `options`. The keys are the snake_case names shared by
-/// plugstack.conf arguments, the SPANK option, `TFSLURM_*` variables and (in kebab-case) the
-/// CLI: `ps`, `chief`, `evaluator` (value `1`/`0`/`yes`/`no`/`true`/`false`, empty = true),
-/// `roles`, `ps_placement` (`first`/`spread`), `layout` (`native`/`tf-compat`), `port_base`,
-/// `address` (`name`/`ip`), `host_pattern`, `gpus_per_task`, `gpus_per_node` (tf-compat only),
-/// `rpc_layer`.
-/// Input: key `ps`, value `2`. Output: options.counts.ps == 2.
-/// \throws Error (Errc::invalid_argument) naming `subject` for an unknown key or a bad value.
-void apply_plan_setting(PlanOptions& options,
-                        std::string_view key,
-                        std::string_view value,
-                        std::string_view subject);
+/// Everything a setting's parser may set.
+struct SettingValues {
+    PlanOptions plan;
+    OutputSelection outputs;
+    EnvFormat format = EnvFormat::export_lines;
+};
+
+/// The shape of a setting's value.
+enum class SettingKind {
+    value, ///< one value
+    list,  ///< a comma list (`roles`, `only`): the plugin also accepts `+` (and `:` in the option)
+    flag   ///< a boolean: the CLI has `--key`/`--no-key`, the plugin accepts a bare `key`
+};
+
+/// Where a setting belongs: its `--help` group in the CLI, and what consumes it.
+enum class SettingGroup {
+    preview,  ///< a field of a preview allocation (CLI only, read by preview_step())
+    roles,    ///< a plan setting about roles
+    network,  ///< a plan setting about addresses, ports and GPUs
+    output,   ///< what `tfslurm env` and the plugin print or set (`only`, `format`)
+    launcher, ///< a setting of `tfslurm run`'s launcher (CLI only, parsed by the CLI)
+};
+
+/// One row of the registry.
+struct SettingSpec {
+    std::string_view key;        ///< snake_case, e.g. `gpus_per_task`
+    std::string_view variable;   ///< `TFSLURM_GPUS_PER_TASK`; empty: no variable
+    std::string_view option;     ///< CLI long option, `--gpus-per-task`; empty: not on the CLI
+    std::string_view type_name;  ///< the value's name in `--help`, e.g. `N`
+    std::string_view plugin_key; ///< plugstack.conf and `--tfslurm` key; empty: not in the plugin
+    SettingKind kind;
+    SettingGroup group;
+    std::string_view help;
+    /// Parse `value` into `values`; \throws Error (Errc::invalid_argument) with the subject
+    /// setting_ref(key). Null for preview fields and launcher settings (parsed elsewhere).
+    void (*apply)(SettingValues& values, std::string_view value);
+    std::string_view short_option{}; ///< CLI short option (`-f`), usually none
+};
+
+/// Every setting, in the CLI's `--help` order.
+[[nodiscard]] const std::vector<SettingSpec>& setting_registry();
+
+/// The registry row of `key`, or null. Input: `port_base`. Output: the row of `--port-base`.
+[[nodiscard]] const SettingSpec* find_setting(std::string_view key);
+
+/// Which face a question is about.
+enum class Face { cli, plugin };
+
+/// The keys a face accepts as `key=value` settings, comma-separated, in registry order.
+/// Input: Face::plugin. Output: `ps, chief, evaluator, ..., rpc_layer, only`.
+[[nodiscard]] std::string known_setting_keys(Face face);
+
+/// Apply one setting that has a parser (plan settings, `only`, `format`).
+/// Input: key `ps`, value `2`. Output: values.plan.counts.ps == 2.
+/// \throws Error (Errc::invalid_argument) with the subject setting_ref(key) for a bad value,
+///         or setting_ref(`setting`) for an unknown key (the key is the quoted input).
+void apply_setting(SettingValues& values, std::string_view key, std::string_view value);
+
+/// apply_setting() for a plan setting, on PlanOptions alone.
+/// Input: key `ps`, value `2`. Output: options.counts.ps == 2. \throws as apply_setting().
+void apply_plan_setting(PlanOptions& options, std::string_view key, std::string_view value);
+
+/// Where a setting's value came from, lowest precedence first.
+enum class Origin {
+    plugstack,   ///< an argument in plugstack.conf
+    environment, ///< a `TFSLURM_*` variable
+    option,      ///< a CLI option or a `--tfslurm` item
+};
+
+/// One given value of one setting.
+struct SettingValue {
+    std::string key; ///< a registry key
+    std::string value;
+    Origin origin = Origin::option;
+
+    friend bool operator==(const SettingValue& a, const SettingValue& b) {
+        return a.key == b.key && a.value == b.value && a.origin == b.origin;
+    }
+};
+
+/// Where the value of each resolved setting came from (keys without a value are absent).
+using SettingOrigins = std::map<std::string, Origin, std::less<>>;
+
+/// The winner for every key: the value of the highest Origin (the last one among equals).
+/// Input: {ps=1 plugstack, ps=2 environment}. Output: {ps: ps=2 environment}.
+[[nodiscard]] std::map<std::string, SettingValue, std::less<>>
+winning_settings(const std::vector<SettingValue>& given);
+
+/// The resolved settings and where each one came from.
+struct ResolvedSettings {
+    SettingValues values;
+    SettingOrigins origins;
+};
+
+/// Layer `given` (any order): for each key the winner of winning_settings() is applied to the
+/// defaults; keys without a parser (launcher settings) only get their origin recorded. A
+/// value replaces lower layers as a whole (an empty `roles=` clears roles from below).
+/// Input: {ps=1 plugstack, ps=3 option, layout=tf-compat environment}.
+/// Output: values.plan.counts.ps == 3, layout tf_compat; origins {ps: option, layout: environment}.
+/// \throws Error from apply_setting() for a bad winning value.
+[[nodiscard]] ResolvedSettings resolve_settings(const std::vector<SettingValue>& given);
+
+/// The `TFSLURM_*` variables of the settings `face` reads from the environment (unset or empty
+/// = not given), in registry order, unvalidated.
+/// Input: env {TFSLURM_PS=2, TFSLURM_CHIEF=""}. Output: {ps=2 (Origin::environment)}.
+[[nodiscard]] std::vector<SettingValue> environment_settings(const Environment& env, Face face);
 
 } // namespace tfslurm

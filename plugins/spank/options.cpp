@@ -7,49 +7,22 @@
 #include <tfslurm/step.hpp>
 
 #include <algorithm>
-#include <array>
-#include <cctype>
 #include <exception>
 #include <utility>
 
 namespace tfslurm::spank {
 namespace {
 
-/// The apply_plan_setting() keys, in the CLI's order, plus `only`.
-constexpr std::array<std::string_view, 13> k_keys{
-    "ps",
-    "chief",
-    "evaluator",
-    "roles",
-    "ps_placement",
-    "layout",
-    "port_base",
-    "address",
-    "host_pattern",
-    "gpus_per_task",
-    "gpus_per_node",
-    "rpc_layer",
-    "only",
-};
-
-constexpr std::string_view k_known_keys =
-    "ps, chief, evaluator, roles, ps_placement, layout, port_base, address, host_pattern, "
-    "gpus_per_task, gpus_per_node, rpc_layer, only";
-
 constexpr std::string_view k_man_hint = "see spank_tfslurm(8)";
 
-bool is_known_key(std::string_view key) {
-    return std::find(k_keys.begin(), k_keys.end(), key) != k_keys.end();
-}
-
-/// Keys whose value is a list: the only ones where `+` (and `:` in the option) stand for `,`.
-bool is_list_key(std::string_view key) {
-    return key == "roles" || key == "only";
-}
-
-/// Keys that may be given bare (`chief` = `chief=1`).
-bool is_flag_key(std::string_view key) {
-    return key == "chief" || key == "evaluator";
+/// The registry row of a plugstack/`--tfslurm` key, or null.
+const SettingSpec* plugin_setting(std::string_view key) {
+    for (const auto& spec : setting_registry()) {
+        if (!spec.plugin_key.empty() && spec.plugin_key == key) {
+            return &spec;
+        }
+    }
+    return nullptr;
 }
 
 std::vector<std::string_view> split(std::string_view text, char separator) {
@@ -77,45 +50,25 @@ std::string with_commas(std::string_view value, const char* separators) {
     return out;
 }
 
-std::string subject_for(std::string_view subject, const std::string& key) {
-    std::string out{subject};
-    out += ' ';
-    out += key;
-    return out;
-}
-
-std::string env_name(std::string_view key) {
-    std::string name = "TFSLURM_";
-    for (const char c : key) {
-        name.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
-    }
-    return name;
-}
-
-/// Throw now, with the right subject, what would otherwise only fail inside the task. List
+/// Throw now, in the plugin's words, what would otherwise only fail inside the task. List
 /// values are checked item by item first so that a message quotes what the user typed (`+`
 /// and all) rather than the whole translated list.
 void validate(const Setting& setting, std::string_view raw_value, std::string_view list_seps) {
-    if (is_list_key(setting.key) && !list_seps.empty()) {
-        for (const auto item : split(raw_value, list_seps.front())) {
-            for (const auto piece : split(item, list_seps.back())) {
-                if (piece.empty()) {
-                    continue; // reported below with the whole value
-                }
-                if (setting.key == "only") {
-                    static_cast<void>(parse_output_selection(piece, setting.subject));
-                } else {
-                    PlanOptions scratch;
-                    apply_plan_setting(scratch, setting.key, piece, setting.subject);
+    const SettingOrigins origins{{setting.key, setting.origin}};
+    try {
+        SettingValues scratch;
+        if (plugin_setting(setting.key)->kind == SettingKind::list && !list_seps.empty()) {
+            for (const auto item : split(raw_value, list_seps.front())) {
+                for (const auto piece : split(item, list_seps.back())) {
+                    if (!piece.empty()) { // an empty piece is reported below with the whole value
+                        apply_setting(scratch, setting.key, piece);
+                    }
                 }
             }
         }
-    }
-    if (setting.key == "only") {
-        static_cast<void>(parse_output_selection(setting.value, setting.subject));
-    } else {
-        PlanOptions scratch;
-        apply_plan_setting(scratch, setting.key, setting.value, setting.subject);
+        apply_setting(scratch, setting.key, setting.value);
+    } catch (const Error& e) {
+        throw plugin_error(e, origins);
     }
 }
 
@@ -127,6 +80,25 @@ void reject_repeated(const std::vector<Setting>& settings,
         throw errors::invalid_argument(
             subject, "setting given twice", key, "give each setting once");
     }
+}
+
+EnvVars task_variables_of(const TaskSettings& settings,
+                          const Environment& task_env,
+                          std::optional<std::uint32_t> rank) {
+    const auto step = read_step(task_env);
+    const auto allocation = resolve_allocation(step);
+    const auto plan = make_plan(step, allocation, settings.plan);
+    const auto self = rank ? rank : plan.self_rank;
+    if (!self) {
+        throw errors::missing_env("SLURM_PROCID", "not a task of a Slurm step?");
+    }
+    if (*self >= plan.ranks.size()) {
+        throw errors::inconsistent_allocation("SLURM_PROCID",
+                                              "rank outside the step's " +
+                                                  std::to_string(plan.ranks.size()) + " tasks",
+                                              std::to_string(*self));
+    }
+    return task_environment(plan, *self, settings.outputs);
 }
 
 } // namespace
@@ -157,22 +129,23 @@ SiteConfig parse_plugstack_args(const std::vector<std::string>& args) {
                 site.activation = Activation::always;
             } else {
                 throw errors::invalid_argument(
-                    subject_for(k_plugstack_subject, key), "expected option or always", value);
+                    "plugstack.conf enabled", "expected option or always", value);
             }
             continue;
         }
-        if (!is_known_key(key)) {
-            throw errors::invalid_argument(k_plugstack_subject,
-                                           "unknown setting (known: " + std::string{k_known_keys} +
-                                               ", enabled)",
-                                           key,
-                                           std::string{k_man_hint});
+        const auto* spec = plugin_setting(key);
+        if (spec == nullptr) {
+            throw errors::invalid_argument(
+                k_plugstack_subject,
+                "unknown setting (known: " + known_setting_keys(Face::plugin) + ", enabled)",
+                key,
+                std::string{k_man_hint});
         }
         reject_repeated(site.settings, key, k_plugstack_subject);
-        Setting setting{key,
-                        is_list_key(key) ? with_commas(value, "+") : std::string{value},
-                        subject_for(k_plugstack_subject, key)};
-        validate(setting, value, is_list_key(key) ? ",+" : "");
+        const bool list = spec->kind == SettingKind::list;
+        Setting setting{
+            key, list ? with_commas(value, "+") : std::string{value}, Origin::plugstack};
+        validate(setting, value, list ? ",+" : "");
         site.settings.push_back(std::move(setting));
     }
     return site;
@@ -204,17 +177,18 @@ OptionSpec parse_option_spec(std::string_view spec) {
             throw errors::invalid_argument(
                 k_option_subject, "off cannot be combined with settings", spec);
         }
-        if (!is_known_key(key)) {
+        const auto* row = plugin_setting(key);
+        if (row == nullptr) {
             throw errors::invalid_argument(
                 k_option_subject,
-                "unknown setting (known: " + std::string{k_known_keys} + ")",
+                "unknown setting (known: " + known_setting_keys(Face::plugin) + ")",
                 item.substr(0, eq),
                 "write --tfslurm=key=value,...; " + std::string{k_man_hint});
         }
         reject_repeated(option.settings, key, k_option_subject);
         std::string_view raw_value;
         if (eq == std::string_view::npos) {
-            if (!is_flag_key(key)) {
+            if (row->kind != SettingKind::flag) {
                 throw errors::invalid_argument(k_option_subject,
                                                "setting needs a value (write " + key + "=...)",
                                                item,
@@ -224,26 +198,19 @@ OptionSpec parse_option_spec(std::string_view spec) {
         } else {
             raw_value = item.substr(eq + 1);
         }
-        Setting setting{key,
-                        is_list_key(key) ? with_commas(raw_value, "+:") : std::string{raw_value},
-                        subject_for(k_option_subject, key)};
-        validate(setting, raw_value, is_list_key(key) ? "+:" : "");
+        const bool list = row->kind == SettingKind::list;
+        Setting setting{
+            key, list ? with_commas(raw_value, "+:") : std::string{raw_value}, Origin::option};
+        validate(setting, raw_value, list ? "+:" : "");
         option.settings.push_back(std::move(setting));
     }
     return option;
 }
 
 std::vector<Setting> environment_settings(const Environment& env) {
-    std::vector<Setting> settings;
-    for (const auto key : k_keys) {
-        auto name = env_name(key);
-        const auto value = env.get(name);
-        if (!value || value->empty()) {
-            continue; // like the CLI: an empty variable is not a setting
-        }
-        Setting setting{std::string{key}, std::string{*value}, std::move(name)};
+    auto settings = tfslurm::environment_settings(env, Face::plugin);
+    for (const auto& setting : settings) {
         validate(setting, setting.value, "");
-        settings.push_back(std::move(setting));
     }
     return settings;
 }
@@ -251,36 +218,45 @@ std::vector<Setting> environment_settings(const Environment& env) {
 TaskSettings resolve_settings(const SiteConfig& site,
                               const std::vector<Setting>& environment,
                               const OptionSpec& option) {
-    TaskSettings resolved;
-    for (const auto* layer : {&site.settings, &environment, &option.settings}) {
-        for (const auto& setting : *layer) {
-            if (setting.key == "only") {
-                resolved.outputs = parse_output_selection(setting.value, setting.subject);
-            } else {
-                apply_plan_setting(resolved.plan, setting.key, setting.value, setting.subject);
-            }
-        }
-    }
-    return resolved;
+    std::vector<SettingValue> given = site.settings;
+    given.insert(given.end(), environment.begin(), environment.end());
+    given.insert(given.end(), option.settings.begin(), option.settings.end());
+    auto resolved = tfslurm::resolve_settings(given);
+    return {std::move(resolved.values.plan), resolved.values.outputs, std::move(resolved.origins)};
 }
 
 EnvVars task_variables(const TaskSettings& settings,
                        const Environment& task_env,
                        std::optional<std::uint32_t> rank) {
-    const auto step = read_step(task_env);
-    const auto allocation = resolve_allocation(step);
-    const auto plan = make_plan(step, allocation, settings.plan);
-    const auto self = rank ? rank : plan.self_rank;
-    if (!self) {
-        throw errors::missing_env("SLURM_PROCID", "not a task of a Slurm step?");
+    try {
+        return task_variables_of(settings, task_env, rank);
+    } catch (const Error& e) {
+        throw plugin_error(e, settings.origins);
     }
-    if (*self >= plan.ranks.size()) {
-        throw errors::inconsistent_allocation("SLURM_PROCID",
-                                              "rank outside the step's " +
-                                                  std::to_string(plan.ranks.size()) + " tasks",
-                                              std::to_string(*self));
+}
+
+std::string
+plugin_setting_name(std::string_view key, std::string_view value, const SettingOrigins& origins) {
+    const auto found = origins.find(key);
+    const auto* spec = find_setting(key);
+    if (found == origins.end() || spec == nullptr) {
+        return neutral_setting_name(key, value);
     }
-    return task_environment(plan, *self, settings.outputs);
+    switch (found->second) {
+    case Origin::option:
+        return "--tfslurm " + neutral_setting_name(spec->plugin_key, value);
+    case Origin::plugstack:
+        return "plugstack.conf " + neutral_setting_name(spec->plugin_key, value);
+    case Origin::environment:
+        return neutral_setting_name(spec->variable, value);
+    }
+    return neutral_setting_name(key, value);
+}
+
+Error plugin_error(const Error& error, const SettingOrigins& origins) {
+    return error.rendered([&origins](std::string_view key, std::string_view value) {
+        return plugin_setting_name(key, value, origins);
+    });
 }
 
 std::string describe(const std::exception& error) {

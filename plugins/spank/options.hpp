@@ -14,6 +14,7 @@
 /// the `tfslurm` CLI and has no second implementation.
 
 #include <tfslurm/env.hpp>
+#include <tfslurm/error.hpp>
 #include <tfslurm/plan.hpp>
 #include <tfslurm/plan_settings.hpp>
 #include <tfslurm/tf_config.hpp>
@@ -26,23 +27,24 @@
 
 namespace tfslurm::spank {
 
-/// The subject of every message about the `--tfslurm` value.
+/// The subject of every message about the structure of the `--tfslurm` value.
 inline constexpr std::string_view k_option_subject = "--tfslurm";
-/// The subject of every message about plugstack.conf arguments.
+/// The subject of every message about the structure of plugstack.conf arguments.
 inline constexpr std::string_view k_plugstack_subject = "plugstack.conf";
 
-/// One validated `key=value` setting. `key` is canonical: an apply_plan_setting() key or
-/// `only`; `value` is what apply_plan_setting()/parse_output_selection() take (list separators
-/// already turned into commas); `subject` names where it came from, for later messages.
-struct Setting {
-    std::string key;
-    std::string value;
-    std::string subject;
+/// One validated `key=value` setting: a registry key (plan_settings.hpp) with a plugstack and
+/// `--tfslurm` spelling; `value` is what apply_setting() takes (list separators already turned
+/// into commas); `origin` is where it came from, for later messages.
+using Setting = SettingValue;
 
-    friend bool operator==(const Setting& a, const Setting& b) {
-        return a.key == b.key && a.value == b.value && a.subject == b.subject;
-    }
-};
+/// The plugin's spelling of a setting, by where its value came from: `--tfslurm ps`,
+/// `plugstack.conf ps`, `TFSLURM_PS` (with a value: `--tfslurm layout=tf-compat`,
+/// `TFSLURM_LAYOUT=tf-compat`); a setting not given at all reads `ps` (`layout=tf-compat`).
+[[nodiscard]] std::string
+plugin_setting_name(std::string_view key, std::string_view value, const SettingOrigins& origins);
+
+/// An error as the plugin words it (plugin_setting_name() with `origins`).
+[[nodiscard]] Error plugin_error(const Error& error, const SettingOrigins& origins);
 
 /// When the plugin acts in a step without `--tfslurm`.
 enum class Activation {
@@ -57,9 +59,8 @@ struct SiteConfig {
 };
 
 /// Parse plugstack.conf arguments: whitespace-separated `key=value` words. Keys are the
-/// snake_case plan keys (`ps`, `chief`, `evaluator`, `roles`, `ps_placement`, `layout`,
-/// `port_base`, `address`, `host_pattern`, `gpus_per_task`, `gpus_per_node`, `rpc_layer`),
-/// `only` (output selection) and `enabled` (`option` or `always`). Lists (`roles`, `only`) use
+/// registry's plugin keys (known_setting_keys(Face::plugin): `ps`, `chief`, ..., `rpc_layer`,
+/// `only`) and `enabled` (`option` or `always`). Lists (`roles`, `only`) use
 /// `,` or `+`. Every value is validated here.
 ///
 /// Input: {"ps=1", "only=tf,servers", "enabled=always"}.
@@ -85,9 +86,9 @@ struct OptionSpec {
 ///         unknown or repeated key, missing value), `--tfslurm <key>` for a bad value.
 [[nodiscard]] OptionSpec parse_option_spec(std::string_view spec);
 
-/// `TFSLURM_<KEY>` variables of the plan keys and `TFSLURM_ONLY`, as the CLI reads them (unset
-/// or empty = not given), validated. Subject: the variable name.
-/// Input: env {TFSLURM_PS=2}. Output: {ps=2 (subject TFSLURM_PS)}.
+/// The `TFSLURM_*` variables of the plugin's settings, as the CLI reads them (unset or empty =
+/// not given), validated. Subject of errors: the variable name.
+/// Input: env {TFSLURM_PS=2}. Output: {ps=2 (Origin::environment)}.
 /// \throws Error (Errc::invalid_argument) for a bad value.
 [[nodiscard]] std::vector<Setting> environment_settings(const Environment& env);
 
@@ -95,12 +96,13 @@ struct OptionSpec {
 struct TaskSettings {
     PlanOptions plan;
     OutputSelection outputs;
+    SettingOrigins origins; ///< where each setting came from, for messages
 };
 
-/// Layer the settings, lowest precedence first: defaults < plugstack.conf < `TFSLURM_*`
-/// environment < `--tfslurm`. Each key is replaced as a whole by a higher layer (as in the CLI,
-/// a non-empty `roles` from any layer overrides the `ps`/`chief`/`evaluator` counts; an empty
-/// `roles=` clears it).
+/// Layer the settings with libtfslurm's resolve_settings(): defaults < plugstack.conf <
+/// `TFSLURM_*` environment < `--tfslurm`. Each key is replaced as a whole by a higher layer (as
+/// in the CLI, a non-empty `roles` from any layer overrides the `ps`/`chief`/`evaluator`
+/// counts; an empty `roles=` clears it).
 /// \throws Error only for values that bypassed the parsers above.
 [[nodiscard]] TaskSettings resolve_settings(const SiteConfig& site,
                                             const std::vector<Setting>& environment,
@@ -111,7 +113,8 @@ struct TaskSettings {
 /// task's SLURM_PROCID. Uses the system resolver for `address=ip`.
 /// Input: the environment of task 3 of `srun -N3 -n6`, ps=1.
 /// Output: TF_CONFIG with `"task":{"type":"worker","index":2}`, TFSLURM_RANK=3, ...
-/// \throws Error from libtfslurm (missing or inconsistent variables, impossible plans).
+/// \throws Error from libtfslurm (missing or inconsistent variables, impossible plans), its
+///         settings named as plugin_setting_name() spells them.
 [[nodiscard]] EnvVars task_variables(const TaskSettings& settings,
                                      const Environment& task_env,
                                      std::optional<std::uint32_t> rank = std::nullopt);

@@ -294,3 +294,67 @@ TEST_CASE("cli: the man page documents every option of every command", "[cli]") 
         }
     }
 }
+
+TEST_CASE("cli: a bad setting is named as the user typed it", "[cli]") {
+    const std::string problem = R"(expected an integer from 0 to 65536: "8x")";
+    auto r = tfslurm_cli({"plan", "--nodelist", "n1", "--gpus-per-task", "8x"});
+    CHECK(r.status == 2);
+    CHECK(r.err == "tfslurm: error: --gpus-per-task: " + problem + "\n");
+    r = tfslurm_cli({"plan", "--nodelist", "n1"}, {"TFSLURM_GPUS_PER_TASK=8x"});
+    CHECK(r.status == 2);
+    CHECK(r.err == "tfslurm: error: TFSLURM_GPUS_PER_TASK: " + problem + "\n");
+    // The option wins over the variable: a bad variable under a good option is not read.
+    r = tfslurm_cli({"plan", "--nodelist", "n1", "--gpus-per-task", "0"},
+                    {"TFSLURM_GPUS_PER_TASK=8x"});
+    CHECK(r.status == 0);
+
+    r = tfslurm_cli({"env", "--nodelist", "n1", "--rank", "0"}, {"TFSLURM_FORMAT=xml"});
+    CHECK(r.status == 2);
+    CHECK(r.err == "tfslurm: error: TFSLURM_FORMAT: expected export, env or json: \"xml\"\n");
+    r = tfslurm_cli({"env", "-f", "xml", "--nodelist", "n1", "--rank", "0"});
+    CHECK(r.err == "tfslurm: error: --format: expected export, env or json: \"xml\"\n");
+    // Output settings are checked before the step is read.
+    r = tfslurm_cli({"env"}, {"TFSLURM_ONLY=tf,bogus"});
+    CHECK(r.status == 2);
+    CHECK(r.err == "tfslurm: error: TFSLURM_ONLY: expected all, or a comma list of tf, servers, "
+                   "torch, gpus: \"tf,bogus\"\n");
+    // plan has no --only: TFSLURM_ONLY is not its business.
+    r = tfslurm_cli({"plan", "--nodelist", "n1"}, {"TFSLURM_ONLY=bogus"});
+    CHECK(r.status == 0);
+}
+
+TEST_CASE("cli: library messages and hints name options or variables", "[cli]") {
+    const std::string no_gpu =
+        R"(no GPU is visible to this task (CUDA_VISIBLE_DEVICES is unset or empty): "1")";
+    auto r = tfslurm_cli({"plan", "--nodelist", "n1", "--gpus-per-task", "1"});
+    CHECK(r.status == 2);
+    CHECK(r.err == "tfslurm: error: --gpus-per-task: " + no_gpu +
+                       "\ntfslurm: hint: request GPUs from Slurm (srun --gpus-per-node, "
+                       "--gres=gpu:N) or drop --gpus-per-task\n");
+    r = tfslurm_cli({"plan", "--nodelist", "n1"}, {"TFSLURM_GPUS_PER_TASK=1"});
+    CHECK(r.err == "tfslurm: error: TFSLURM_GPUS_PER_TASK: " + no_gpu +
+                       "\ntfslurm: hint: request GPUs from Slurm (srun --gpus-per-node, "
+                       "--gres=gpu:N) or drop TFSLURM_GPUS_PER_TASK\n");
+    r = tfslurm_cli({"plan", "--nodelist", "n1", "--gpus-per-node", "2"});
+    CHECK(r.err.rfind("tfslurm: error: --gpus-per-node: applies to --layout tf-compat only: "
+                      "\"2\"\n",
+                      0) == 0);
+    r = tfslurm_cli({"plan", "--nodelist", "n1", "--roles", "ps"}, {"TFSLURM_LAYOUT=tf-compat"});
+    CHECK(r.err == "tfslurm: error: --roles: the tf-compat layout takes role counts only (--ps, "
+                   "--chief, --evaluator): \"ps\"\n");
+    r = tfslurm_cli({"plan", "--nodelist", "n1", "--distribution", "arbitrary"});
+    CHECK(r.err.rfind(
+              "tfslurm: error: --distribution: arbitrary needs --hostfile FILE: \"arbitrary\"\n",
+              0) == 0);
+    r = tfslurm_cli({"plan", "--nodelist", "n[1-2]", "--tasks-per-node", "1,1,1"});
+    CHECK(r.err.rfind("tfslurm: error: --tasks-per-node: gives counts for 3 nodes but --nodelist "
+                      "has 2: \"1,1,1\"\n",
+                      0) == 0);
+    r = tfslurm_cli({"run", "--local", "1", "--", "true"}, {"TFSLURM_HEARTBEAT_TIMEOUT=0.5"});
+    CHECK(r.status == 2);
+    CHECK(r.err == "tfslurm: error: TFSLURM_HEARTBEAT_TIMEOUT: must be longer than --heartbeat: "
+                   "\"0.5\"\ntfslurm: hint: e.g. --heartbeat 1 TFSLURM_HEARTBEAT_TIMEOUT=10\n");
+    r = tfslurm_cli({"run", "--local", "1", "--auth", "none", "--", "true"});
+    CHECK(r.err == "tfslurm: error: --auth: expected auto, munge or secret: \"none\"\n"
+                   "tfslurm: hint: e.g. --auth secret\n");
+}

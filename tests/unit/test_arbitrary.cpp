@@ -219,27 +219,27 @@ TEST_CASE("arbitrary: a preview takes --hostfile", "[arbitrary]") {
         const auto step = tfslurm::preview_step(preview, read);
         require_error([&] { (void)tfslurm::resolve_allocation(step); },
                       Errc::inconsistent_allocation,
-                      "--hostfile (hf): puts 2 ranks on n1 where the step has 1 tasks (per node: "
+                      "hostfile (hf): puts 2 ranks on n1 where the step has 1 tasks (per node: "
                       "1(x3)): \"n1\"");
     }
     SECTION("a host outside --nodelist") {
         preview.nodelist = "n[1-2]";
         require_error([&] { (void)tfslurm::preview_step(preview, read); },
                       Errc::invalid_argument,
-                      "--hostfile (hf): names a host that is not in --nodelist: \"n3\"");
+                      "hostfile (hf): names a host that is not in nodelist: \"n3\"");
     }
     SECTION("another distribution") {
         preview.distribution = "cyclic";
         require_error([&] { (void)tfslurm::preview_step(preview, read); },
                       Errc::invalid_argument,
-                      "--hostfile: places every rank itself: it cannot be combined with "
-                      "--distribution cyclic: \"hf\"");
+                      "hostfile: places every rank itself: it cannot be combined with "
+                      "distribution=cyclic: \"hf\"");
     }
     SECTION("arbitrary without a hostfile") {
         preview.hostfile.clear();
         preview.distribution = "arbitrary";
         require_error([&] { (void)tfslurm::preview_step(preview, read); },
                       Errc::invalid_argument,
-                      "--distribution: arbitrary needs --hostfile FILE: \"arbitrary\"");
+                      "distribution: arbitrary needs hostfile=FILE: \"arbitrary\"");
     }
 }

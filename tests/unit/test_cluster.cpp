@@ -75,7 +75,7 @@ std::string gpus_of(const tfslurm::RankPlan& rank) {
 PlanOptions with(std::initializer_list<std::pair<const char*, const char*>> settings) {
     PlanOptions options;
     for (const auto& [key, value] : settings) {
-        tfslurm::apply_plan_setting(options, key, value, key);
+        tfslurm::apply_plan_setting(options, key, value);
     }
     return options;
 }
@@ -111,13 +111,13 @@ TEST_CASE("cluster: impossible role requests are errors", "[cluster]") {
             (void)preview("n[1-2]", "1", with({{"roles", "ps*3"}}));
         },
         Errc::invalid_argument,
-        "--roles: gives 3 roles for a step of 2 tasks: \"ps,ps,ps\"");
+        "roles: gives 3 roles for a step of 2 tasks: \"ps,ps,ps\"");
     require_error(
         [] {
             (void)preview("n[1-2]", "1", with({{"roles", "chief,chief"}}));
         },
         Errc::invalid_argument,
-        "--roles: at most one chief and one evaluator: \"chief,chief\"");
+        "roles: at most one chief and one evaluator: \"chief,chief\"");
     require_error(
         [] {
             (void)with({{"roles", "ps,master"}});
@@ -136,7 +136,7 @@ TEST_CASE("cluster: impossible role requests are errors", "[cluster]") {
             (void)with({{"colour", "red"}});
         },
         Errc::invalid_argument,
-        "colour: unknown setting (known: ps, chief, evaluator, roles, ps_placement, "
+        "setting: unknown setting (known: ps, chief, evaluator, roles, ps_placement, "
         "layout, port_base, address, host_pattern, gpus_per_task, gpus_per_node, "
         "rpc_layer): \"colour\"");
     require_error(
@@ -197,7 +197,7 @@ TEST_CASE("cluster: reserved and explicit ports", "[cluster]") {
             (void)build(env, with({{"port_base", "65535"}}));
         },
         Errc::invalid_argument,
-        "--port-base: 2 tasks per node and a control port do not fit below 65536: "
+        "port_base: 2 tasks per node and a control port do not fit below 65536: "
         "\"65535\"");
     require_error(
         [] {
@@ -247,8 +247,8 @@ TEST_CASE("cluster: the system resolver resolves localhost and reports failures"
     } catch (const Error& e) {
         CHECK(e.code() == Errc::io);
         CHECK(std::string{e.what()}.rfind(
-                  "--address ip: cannot resolve \"no-such-host.invalid\" to an IPv4 address (",
-                  0) == 0);
+                  "address=ip: cannot resolve \"no-such-host.invalid\" to an IPv4 address (", 0) ==
+              0);
     }
 }
 
@@ -308,7 +308,7 @@ TEST_CASE("cluster: --gpus-per-task and zero GPUs", "[cluster]") {
             (void)build(env, with({{"gpus_per_task", "2"}}));
         },
         Errc::invalid_argument,
-        "--gpus-per-task: 2 tasks on node n1 need 4 GPUs but 2 are visible (0,1): \"2\"");
+        "gpus_per_task: 2 tasks on node n1 need 4 GPUs but 2 are visible (0,1): \"2\"");
     CHECK(gpus_of(build(env, with({{"gpus_per_task", "0"}})).plan.ranks[3]).empty());
     env.unset("CUDA_VISIBLE_DEVICES");
     CHECK(gpus_of(build(env).plan.ranks[3]).empty()); // CPU-only: normal, not an error
@@ -317,7 +317,7 @@ TEST_CASE("cluster: --gpus-per-task and zero GPUs", "[cluster]") {
             (void)build(env, with({{"gpus_per_task", "1"}}));
         },
         Errc::invalid_argument,
-        "--gpus-per-task: no GPU is visible to this task (CUDA_VISIBLE_DEVICES is unset "
+        "gpus_per_task: no GPU is visible to this task (CUDA_VISIBLE_DEVICES is unset "
         "or empty): \"1\"");
 }
 
@@ -437,7 +437,7 @@ TEST_CASE("cluster: tf-compat reproduces TensorFlow's SlurmClusterResolver (V4, 
                               std::vector<std::string>{"0", "1"});
             },
             Errc::invalid_argument,
-            "--layout tf-compat: Requested more GPUs per node than available.: \"1 GPUs per task x "
+            "layout=tf-compat: Requested more GPUs per node than available.: \"1 GPUs per task x "
             "4 tasks per node, 2 GPUs\"");
         require_error(
             [] {
@@ -448,6 +448,6 @@ TEST_CASE("cluster: tf-compat reproduces TensorFlow's SlurmClusterResolver (V4, 
                               std::vector<std::string>{"0"});
             },
             Errc::invalid_argument,
-            "--layout tf-compat: Requested 2 tasks but only 1 were assigned.: \"n1,n1\"");
+            "layout=tf-compat: Requested 2 tasks but only 1 were assigned.: \"n1,n1\"");
     }
 }

@@ -140,7 +140,7 @@ TEST_CASE("coordinator: until chief stops workers, ps and evaluator when the chi
 
 TEST_CASE("coordinator: until chief needs a chief", "[coordinator]") {
     CHECK_THROWS_WITH(Coordinator(settings({Role::ps, Role::worker}, Until::chief), k_t0),
-                      R"(--until: the plan has no chief: "chief")");
+                      R"(until: the plan has no chief: "chief")");
     CHECK_THROWS_WITH(Coordinator(settings({}), k_t0), R"(coordinator: the step has no rank: "0")");
 }
 

@@ -403,7 +403,7 @@ TEST_CASE("protocol: authentication must be available", "[protocol]") {
         } catch (const Error& e) {
             CHECK(e.code() == Errc::auth);
             CHECK(std::string(e.what()) ==
-                  "--auth: no authentication available: munged is not reachable and "
+                  "auth: no authentication available: munged is not reachable and "
                   "TFSLURM_SECRET is not set");
             CHECK_THAT(e.hint(), Catch::Contains("TFSLURM_SECRET=$(openssl rand -hex 32)"));
         }
@@ -419,11 +419,11 @@ TEST_CASE("protocol: authentication must be available", "[protocol]") {
     }
     SECTION("--auth secret without a secret") {
         CHECK_THROWS_WITH(Authenticator::create({AuthMethod::secret, std::nullopt, k_no_munge}),
-                          "--auth secret: TFSLURM_SECRET is not set");
+                          "auth=secret: TFSLURM_SECRET is not set");
     }
     SECTION("--auth munge without munged") {
         CHECK_THROWS_WITH(Authenticator::create({AuthMethod::munge, k_secret_hex, k_no_munge}),
-                          Catch::StartsWith("--auth munge: munged is not reachable: "));
+                          Catch::StartsWith("auth=munge: munged is not reachable: "));
         CHECK_FALSE(munge_available(k_no_munge));
     }
 }

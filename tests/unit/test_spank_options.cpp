@@ -20,6 +20,7 @@ namespace {
 using tfslurm::Environment;
 using tfslurm::Errc;
 using tfslurm::Error;
+using tfslurm::Origin;
 using tfslurm::spank::Activation;
 using tfslurm::spank::OptionSpec;
 using tfslurm::spank::Setting;
@@ -96,15 +97,15 @@ TEST_CASE("parse_option_spec: accepted forms", "[spank]") {
         const auto spec = parse_option_spec(input);
         CHECK_FALSE(spec.off);
         REQUIRE(spec.settings.size() == 1);
-        CHECK(spec.settings[0] == Setting{key, value, "--tfslurm " + key});
+        CHECK(spec.settings[0] == Setting{key, value, Origin::option});
     }
     SECTION("several settings keep their order") {
         const auto spec = parse_option_spec("ps=2,chief,roles=ps+worker*3,only=tf+servers");
         const std::vector<Setting> expected{
-            {"ps", "2", "--tfslurm ps"},
-            {"chief", "1", "--tfslurm chief"},
-            {"roles", "ps,worker*3", "--tfslurm roles"},
-            {"only", "tf,servers", "--tfslurm only"},
+            {"ps", "2", Origin::option},
+            {"chief", "1", Origin::option},
+            {"roles", "ps,worker*3", Origin::option},
+            {"only", "tf,servers", Origin::option},
         };
         CHECK(spec.settings == expected);
     }
@@ -192,11 +193,11 @@ TEST_CASE("parse_plugstack_args: accepted forms", "[spank]") {
                                                 "enabled=always"});
         CHECK(site.activation == Activation::always);
         const std::vector<Setting> expected{
-            {"ps", "1", "plugstack.conf ps"},
-            {"only", "tf,servers", "plugstack.conf only"},
-            {"roles", "ps,worker*2", "plugstack.conf roles"},
-            {"rpc_layer", "grpc+verbs", "plugstack.conf rpc_layer"},
-            {"host_pattern", "{host}-ib0", "plugstack.conf host_pattern"},
+            {"ps", "1", Origin::plugstack},
+            {"only", "tf,servers", Origin::plugstack},
+            {"roles", "ps,worker*2", Origin::plugstack},
+            {"rpc_layer", "grpc+verbs", Origin::plugstack},
+            {"host_pattern", "{host}-ib0", Origin::plugstack},
         };
         CHECK(site.settings == expected);
     }
@@ -242,9 +243,9 @@ TEST_CASE("environment_settings: TFSLURM_* variables as the CLI reads them", "[s
                               {"TFSLURM_LAYOUT", "tf-compat"},
                               {"SLURM_PROCID", "3"}};
         const std::vector<Setting> expected{
-            {"ps", "2", "TFSLURM_PS"},
-            {"layout", "tf-compat", "TFSLURM_LAYOUT"},
-            {"only", "tf,torch", "TFSLURM_ONLY"},
+            {"ps", "2", Origin::environment},
+            {"layout", "tf-compat", Origin::environment},
+            {"only", "tf,torch", Origin::environment},
         };
         CHECK(environment_settings(env) == expected);
     }
@@ -371,4 +372,70 @@ TEST_CASE("describe: one line with the hint in parentheses", "[spank]") {
     CHECK(describe(Error{Errc::invalid_argument, "a: b: \"c\"", "do d"}) == "a: b: \"c\" (do d)");
     CHECK(describe(Error{Errc::invalid_argument, "a: b: \"c\""}) == "a: b: \"c\"");
     CHECK(describe(std::runtime_error{"plain"}) == "plain");
+}
+
+TEST_CASE("spank: a bad value is named as the plugin user typed it", "[spank]") {
+    using tfslurm::spank::environment_settings;
+    using tfslurm::spank::parse_option_spec;
+    using tfslurm::spank::parse_plugstack_args;
+
+    const std::string problem = R"(expected an integer from 0 to 65536: "8x")";
+    require_error([] { (void)parse_option_spec("gpus_per_task=8x"); },
+                  Errc::invalid_argument,
+                  "--tfslurm gpus_per_task: " + problem);
+    require_error([] { (void)parse_option_spec("gpus-per-task=8x"); },
+                  Errc::invalid_argument,
+                  "--tfslurm gpus_per_task: " + problem);
+    require_error([] { (void)parse_plugstack_args({"gpus_per_task=8x"}); },
+                  Errc::invalid_argument,
+                  "plugstack.conf gpus_per_task: " + problem);
+    require_error(
+        [] {
+            (void)environment_settings(Environment{{"TFSLURM_GPUS_PER_TASK", "8x"}});
+        },
+        Errc::invalid_argument,
+        "TFSLURM_GPUS_PER_TASK: " + problem);
+}
+
+TEST_CASE("spank: plan errors in a task name the setting where it was given", "[spank]") {
+    using tfslurm::spank::environment_settings;
+    using tfslurm::spank::parse_option_spec;
+    using tfslurm::spank::parse_plugstack_args;
+    using tfslurm::spank::resolve_settings;
+    using tfslurm::spank::task_variables;
+
+    // Task 3 of `srun -N3 -n6`: no GPU is visible.
+    const auto env = tfslurm::test::load_env_dump("slurm-env/srun-N3-n6-SLURM-env-task3.txt");
+    const std::string problem =
+        R"(no GPU is visible to this task (CUDA_VISIBLE_DEVICES is unset or empty): "1")";
+    const auto [site_args, variables, spec, subject] =
+        GENERATE(table<std::vector<std::string>, Environment, std::string, std::string>({
+            {{}, Environment{}, "gpus_per_task=1", "--tfslurm gpus_per_task"},
+            {{"gpus_per_task=1"}, Environment{}, "", "plugstack.conf gpus_per_task"},
+            {{"gpus_per_task=2"},
+             Environment{{"TFSLURM_GPUS_PER_TASK", "1"}},
+             "",
+             "TFSLURM_GPUS_PER_TASK"},
+        }));
+    const auto settings = resolve_settings(
+        parse_plugstack_args(site_args), environment_settings(variables), parse_option_spec(spec));
+    try {
+        (void)task_variables(settings, env);
+        FAIL("no exception");
+    } catch (const Error& e) {
+        CHECK(std::string{e.what()} == subject + ": " + problem);
+        CHECK(e.hint() ==
+              "request GPUs from Slurm (srun --gpus-per-node, --gres=gpu:N) or drop " + subject);
+        CHECK(e.setting() == "gpus_per_task");
+    }
+}
+
+TEST_CASE("spank: references to settings not given read as keys", "[spank]") {
+    using tfslurm::SettingOrigins;
+    using tfslurm::spank::plugin_setting_name;
+    const SettingOrigins origins{{"layout", Origin::plugstack}, {"ps", Origin::environment}};
+    CHECK(plugin_setting_name("layout", "tf-compat", origins) == "plugstack.conf layout=tf-compat");
+    CHECK(plugin_setting_name("ps", "", origins) == "TFSLURM_PS");
+    CHECK(plugin_setting_name("gpus_per_node", "", origins) == "gpus_per_node");
+    CHECK(plugin_setting_name("layout", "", {{"layout", Origin::option}}) == "--tfslurm layout");
 }

@@ -285,10 +285,10 @@ TEST_CASE("tasks: preview_step describes allocations like srun", "[tasks]") {
     preview.tasks_per_node = "2(x2)";
     require_error([&] { (void)tfslurm::preview_step(preview); },
                   Errc::invalid_argument,
-                  "--tasks-per-node: gives counts for 2 nodes but --nodelist has 3: \"2(x2)\"");
+                  "tasks_per_node: gives counts for 2 nodes but nodelist has 3: \"2(x2)\"");
     preview.tasks_per_node = "1";
     preview.rank = 3;
     require_error([&] { (void)tfslurm::preview_step(preview); },
                   Errc::invalid_argument,
-                  "--rank: the step has only 3 tasks: \"3\"");
+                  "rank: the step has only 3 tasks: \"3\"");
 }

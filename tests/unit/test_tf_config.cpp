@@ -43,7 +43,7 @@ tfslurm::Plan preview_plan(const std::string& nodelist,
 
 PlanOptions roles(const std::string& list) {
     PlanOptions options;
-    tfslurm::apply_plan_setting(options, "roles", list, "--roles");
+    tfslurm::apply_plan_setting(options, "roles", list);
     return options;
 }
 
@@ -94,11 +94,11 @@ TEST_CASE("tf_config: tf4slurm server dictionaries (V12), uneven layouts fixed",
 TEST_CASE("tf_config: TF_CONFIG of every role; the evaluator is outside the cluster",
           "[tf_config]") {
     PlanOptions options;
-    tfslurm::apply_plan_setting(options, "ps", "1", "--ps");
-    tfslurm::apply_plan_setting(options, "chief", "1", "--chief");
-    tfslurm::apply_plan_setting(options, "evaluator", "1", "--evaluator");
-    tfslurm::apply_plan_setting(options, "port_base", "2222", "--port-base");
-    tfslurm::apply_plan_setting(options, "rpc_layer", "grpc", "--rpc-layer");
+    tfslurm::apply_plan_setting(options, "ps", "1");
+    tfslurm::apply_plan_setting(options, "chief", "1");
+    tfslurm::apply_plan_setting(options, "evaluator", "1");
+    tfslurm::apply_plan_setting(options, "port_base", "2222");
+    tfslurm::apply_plan_setting(options, "rpc_layer", "grpc");
     const auto plan = preview_plan("a,b", "2", options);
     const std::string cluster =
         R"({"cluster":{"chief":["a:2223"],"ps":["a:2222"],"worker":["b:2222"]},)";
@@ -120,7 +120,7 @@ TEST_CASE("tf_config: task_environment of a real task", "[tf_config]") {
         tfslurm::test::load_env_dump("slurm-env/srun-N3-n6-gpus-per-node2-env-task3.txt");
     const auto step = tfslurm::read_step(env);
     PlanOptions options;
-    tfslurm::apply_plan_setting(options, "ps", "1", "--ps");
+    tfslurm::apply_plan_setting(options, "ps", "1");
     const auto plan = tfslurm::make_plan(step, tfslurm::resolve_allocation(step), options);
     const auto vars = tfslurm::task_environment(plan, 3, {});
     std::vector<std::string> names;
@@ -239,13 +239,13 @@ TEST_CASE("tf_config: a TF_CONFIG too large for the environment is a clear error
         CHECK(message.rfind("TF_CONFIG: ", 0) == 0);
         CHECK(message.find(" bytes for 8000 tasks do not fit in one environment variable (Linux "
                            "allows 131072 bytes per NAME=value string)") != std::string::npos);
-        CHECK(e.hint().find("tfslurm plan --json") != std::string::npos);
+        CHECK(e.hint().find("JSON of 'tfslurm plan'") != std::string::npos);
     }
 }
 
 TEST_CASE("tf_config: plan table and JSON", "[tf_config]") {
     PlanOptions options;
-    tfslurm::apply_plan_setting(options, "ps", "1", "--ps");
+    tfslurm::apply_plan_setting(options, "ps", "1");
     tfslurm::StepOverrides overrides;
     overrides.nodelist = "n[1-2]";
     overrides.tasks_per_node = "2,1";
