@@ -450,7 +450,8 @@ void CoordinatorServer::Impl::listen(const std::string& bind_address, std::uint1
                                         port,
                                         error.message()),
                             "another job or a stale launcher holds the control port; choose "
-                            "another --port-base");
+                            "another " +
+                                setting_ref("port_base"));
     };
     acceptor.open(endpoint.protocol(), ec);
     detail::set_cloexec(acceptor.native_handle());

@@ -25,8 +25,6 @@ std::string_view to_string(Errc code) noexcept {
         return "too_large";
     case Errc::spawn_failed:
         return "spawn_failed";
-    case Errc::child_failed:
-        return "child_failed";
     case Errc::aborted:
         return "aborted";
     case Errc::timeout:
@@ -61,7 +59,6 @@ int exit_status(Errc code) noexcept {
     case Errc::auth:
         return 7;
     case Errc::aborted:
-    case Errc::child_failed:
         return 8;
     case Errc::timeout:
         return 124;

@@ -475,7 +475,8 @@ void LauncherShell::start_trainer() {
                                "trainer",
                                fmt::format("port {} is already in use", m_self.port),
                                "another job or a stale process holds it: stop it, or choose "
-                               "another --port-base");
+                               "another " +
+                                   setting_ref("port_base"));
         }
         SpawnRequest request;
         request.argv = m_argv;
@@ -569,8 +570,7 @@ LaunchResult run_launcher(const Plan& plan,
                           const LauncherOptions& options) {
     if (!plan.self_rank || *plan.self_rank >= plan.ranks.size()) {
         throw errors::missing_env("SLURM_PROCID",
-                                  "tfslurm run starts one task's trainer: run it with srun, or "
-                                  "use --local N");
+                                  "a launcher runs one task of a Slurm step: run it with srun");
     }
     if (argv.empty()) {
         throw errors::invalid_argument(

@@ -345,10 +345,10 @@ void LocalRun::reap() {
 
 int run_local(const LocalOptions& options) {
     if (options.ntasks == 0) {
-        throw errors::invalid_argument("--local", "needs at least one task", "0");
+        throw errors::invalid_argument("local run", "needs at least one task", "0");
     }
     if (options.launcher_argv.empty()) {
-        throw errors::invalid_argument("--local", "no launcher command", "");
+        throw errors::invalid_argument("local run", "no launcher command", "");
     }
     detail::ignore_sigpipe();
     try {
