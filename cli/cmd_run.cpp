@@ -9,6 +9,7 @@
 #include <tfslurm/log.hpp>
 #include <tfslurm/protocol.hpp>
 #include <tfslurm/run.hpp>
+#include <tfslurm/slurm_config.hpp>
 #include <tfslurm/tf_config.hpp>
 
 #include <fmt/format.h>
@@ -76,9 +77,13 @@ LauncherOptions launcher_options(const RunArgs& args, const Environment& env) {
     if (const auto secret = env.get("TFSLURM_SECRET")) {
         options.auth.secret_hex = std::string(*secret);
     }
-    if (const auto socket = env.get("TFSLURM_MUNGE_SOCKET")) {
-        options.auth.munge_socket = std::string(*socket);
-    }
+    // Where munged listens: TFSLURM_MUNGE_SOCKET, else Slurm's own AuthInfo in slurm.conf.
+    auto socket = find_munge_socket(env);
+    logger().debug("munge socket: {} ({})",
+                   socket.path.empty() ? "libmunge's default" : socket.path,
+                   socket.origin);
+    options.auth.munge_socket = std::move(socket.path);
+    options.auth.munge_socket_origin = std::move(socket.origin);
     return options;
 }
 

@@ -312,11 +312,27 @@ MungeContext make_context(const std::string& socket) {
     }
     if (!socket.empty() &&
         munge_ctx_set(ctx.get(), MUNGE_OPT_SOCKET, socket.c_str()) != EMUNGE_SUCCESS) {
-        throw errors::make(Errc::auth,
-                           "TFSLURM_MUNGE_SOCKET",
-                           fmt::format("rejected by libmunge: {}", quote(socket)));
+        throw errors::make(
+            Errc::auth, "munge", fmt::format("socket rejected by libmunge: {}", quote(socket)));
     }
     return ctx;
+}
+
+/// `munged at /run/munge/munge.socket.2 (libmunge's default)`: which munged was asked, and
+/// where its socket path came from, for the messages of a munge failure.
+std::string munged_at(const AuthSettings& settings) {
+    std::string socket = settings.munge_socket;
+    if (socket.empty()) {
+        // libmunge's compiled-in default, as the library itself reports it.
+        const MungeContext ctx(munge_ctx_create());
+        char* path = nullptr;
+        if (ctx && munge_ctx_get(ctx.get(), MUNGE_OPT_SOCKET, &path) == EMUNGE_SUCCESS &&
+            path != nullptr) {
+            socket = path;
+        }
+    }
+    return fmt::format(
+        "munged at {} ({})", socket.empty() ? "?" : socket, settings.munge_socket_origin);
 }
 
 /// Encode `payload`; the error text (munge's own) when it fails.
@@ -369,10 +385,12 @@ Authenticator Authenticator::create(const AuthSettings& settings) {
     switch (settings.method) {
     case AuthMethod::munge:
         if (!munge_works()) {
-            throw errors::make(Errc::auth,
-                               setting_ref("auth", "munge"),
-                               fmt::format("munged is not reachable: {}", munge_error),
-                               "is munged running on this node? (TFSLURM_MUNGE_SOCKET)");
+            throw errors::make(
+                Errc::auth,
+                setting_ref("auth", "munge"),
+                fmt::format("{} is not reachable: {}", munged_at(settings), munge_error),
+                "is munged running on this node? Slurm's AuthInfo=socket=... in slurm.conf "
+                "names its socket; TFSLURM_MUNGE_SOCKET overrides it");
         }
         auth.m_method = AuthMethod::munge;
         break;
@@ -395,11 +413,13 @@ Authenticator Authenticator::create(const AuthSettings& settings) {
             throw errors::make(
                 Errc::auth,
                 setting_ref("auth"),
-                "no authentication available: munged is not reachable and TFSLURM_SECRET is "
-                "not set",
-                fmt::format("start munged ({}), or export TFSLURM_SECRET=$(openssl rand -hex 32) "
-                            "before srun",
-                            munge_error));
+                fmt::format("no authentication available: {} is not reachable ({}) and "
+                            "TFSLURM_SECRET is not set",
+                            munged_at(settings),
+                            munge_error),
+                "start munged (Slurm's AuthInfo=socket=... in slurm.conf names its socket; "
+                "TFSLURM_MUNGE_SOCKET overrides it), or export TFSLURM_SECRET=$(openssl rand "
+                "-hex 32) before srun");
         }
         break;
     }

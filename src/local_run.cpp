@@ -41,8 +41,11 @@ Environment local_task_environment(const Environment& base,
                                    std::uint64_t job_id) {
     Environment::Map vars;
     for (const auto& [name, value] : base.vars()) {
-        if (name.rfind("SLURM_", 0) == 0 || name.rfind("SLURMD_", 0) == 0 ||
-            name == k_local_status_variable || name == "TFSLURM_HOST_PATTERN") {
+        // SLURM_CONF stays: it says where Slurm's configuration is (munged's socket), not
+        // which step this is.
+        const bool slurm_step =
+            (name.rfind("SLURM_", 0) == 0 && name != "SLURM_CONF") || name.rfind("SLURMD_", 0) == 0;
+        if (slurm_step || name == k_local_status_variable || name == "TFSLURM_HOST_PATTERN") {
             continue;
         }
         vars.emplace(name, value);

@@ -59,7 +59,10 @@ munge_payload(std::string_view nonce_hex, std::uint64_t job, std::uint32_t rank)
 struct AuthSettings {
     AuthMethod method = AuthMethod::automatic;
     std::optional<std::string> secret_hex; ///< TFSLURM_SECRET
-    std::string munge_socket;              ///< TFSLURM_MUNGE_SOCKET; empty = libmunge's default
+    std::string munge_socket;              ///< empty = libmunge's default
+    /// Where munge_socket came from, for messages: `TFSLURM_MUNGE_SOCKET`, `AuthInfo in
+    /// /etc/slurm/slurm.conf`, ... (find_munge_socket() in slurm_config.hpp).
+    std::string munge_socket_origin = "libmunge's default";
 };
 
 /// Creates hello credentials (launcher side) and verifies them (coordinator side).

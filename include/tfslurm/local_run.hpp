@@ -15,7 +15,8 @@
 
 namespace tfslurm {
 
-/// The variables of task `rank` of a local job: `base` without any SLURM_* / SLURMD_* variable,
+/// The variables of task `rank` of a local job: `base` without any SLURM_* / SLURMD_* variable
+/// (but SLURM_CONF, which says where Slurm's configuration is),
 /// TFSLURM_HOST_PATTERN or k_local_status_variable, plus a one-node step on `localhost`
 /// (SLURM_STEP_NODELIST=localhost,
 /// SLURM_STEP_TASKS_PER_NODE=N, SLURM_PROCID=rank, SLURM_GTIDS=0,...,N-1, SLURM_JOB_ID=job,

@@ -5,6 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -77,4 +81,39 @@ TEST_CASE("cli: hostfiles are read with their limit enforced", "[cli]") {
         CHECK(r.err.find("tfslurm: error: --hostfile (/): cannot read \"/\": Is a directory\n") ==
               0);
     }
+}
+
+TEST_CASE("cli: run asks munged where Slurm says it listens, and says where that came from",
+          "[cli]") {
+    const std::string dir = std::filesystem::temp_directory_path() /
+                            ("tfslurm-test-slurmconf-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string conf = dir + "/slurm.conf";
+    std::ofstream{conf} << "ClusterName=test\nAuthType=auth/munge\n"
+                           "AuthInfo=socket=/nonexistent/tfslurm-test.sock # site munged\n";
+    const std::vector<std::string> run{"run", "--local", "1", "--auth", "munge", "--", "true"};
+    const std::string hint =
+        "tfslurm: hint: is munged running on this node? Slurm's AuthInfo=socket=... in "
+        "slurm.conf names its socket; TFSLURM_MUNGE_SOCKET overrides it\n";
+    SECTION("AuthInfo in the slurm.conf that SLURM_CONF names") {
+        const Result r = tfslurm_cli(run, {"PATH=/usr/bin:/bin", "SLURM_CONF=" + conf});
+        CHECK(r.status == 7);
+        CHECK(r.err.rfind("tfslurm: error: --auth munge: munged at /nonexistent/tfslurm-test.sock "
+                          "(AuthInfo in " +
+                              conf + ") is not reachable: ",
+                          0) == 0);
+        CHECK(r.err.size() > hint.size());
+        CHECK(r.err.substr(r.err.size() - hint.size()) == hint);
+    }
+    SECTION("TFSLURM_MUNGE_SOCKET overrides it") {
+        const Result r = tfslurm_cli(run,
+                                     {"PATH=/usr/bin:/bin",
+                                      "SLURM_CONF=" + conf,
+                                      "TFSLURM_MUNGE_SOCKET=/nonexistent/override.sock"});
+        CHECK(r.status == 7);
+        CHECK(r.err.rfind("tfslurm: error: --auth munge: munged at /nonexistent/override.sock "
+                          "(TFSLURM_MUNGE_SOCKET) is not reachable: ",
+                          0) == 0);
+    }
+    std::filesystem::remove_all(dir);
 }

@@ -262,12 +262,13 @@ require_tfslurm() {
 
 # require_trainer: for `tfslurm run` on the cluster: TFSLURM_TRAINER must name the fake
 # TensorFlow trainer and TFSLURM_BIN tfslurm (both set by CTest); the launchers authenticate
-# with MUNGE credentials from the test cluster's own munged.
+# with MUNGE credentials from the test cluster's own munged, whose socket they find where Slurm
+# says it is (AuthInfo=socket=... in the cluster's slurm.conf): TFSLURM_MUNGE_SOCKET is unset.
 require_trainer() {
     [[ -n ${TFSLURM_TRAINER:-} && -x ${TFSLURM_TRAINER:-} ]] ||
         fail "TFSLURM_TRAINER is not an executable (\"${TFSLURM_TRAINER:-}\"); run the test through ctest"
     require_tfslurm
-    export TFSLURM_MUNGE_SOCKET="$TC_DIR/munge/run/munge.socket"
+    unset TFSLURM_MUNGE_SOCKET
     export TFSLURM_TRAINER TFSLURM_BIN
 }
 

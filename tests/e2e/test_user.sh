@@ -29,8 +29,9 @@ tfslurm=$dir/bin/${TFSLURM_BIN##*/}
 trainer=$dir/bin/${TFSLURM_TRAINER##*/}
 cd "$dir"
 
-# "${as_user[@]}" CMD...: CMD as the user, with the cluster's configuration and MUNGE socket.
-as_user=(runuser -u "$user" -- env SLURM_CONF="$SLURM_CONF" TFSLURM_MUNGE_SOCKET="$TFSLURM_MUNGE_SOCKET")
+# "${as_user[@]}" CMD...: CMD as the user, with the cluster's configuration (which also names
+# munged's socket).
+as_user=(runuser -u "$user" -- env SLURM_CONF="$SLURM_CONF")
 
 # --- tfslurm env --------------------------------------------------------------------------------
 # shellcheck disable=SC2016 # expanded by the task's shell
@@ -83,8 +84,7 @@ control=$(<"$dir/control")
 # impostor USER: a launcher of USER on n2 with rank 1's Slurm environment; prints its output.
 impostor() {
     local rc=0
-    timeout -k 5 60 "$TFSLURM_TC" node n2 runuser -u "$1" -- env -i PATH="$PATH" \
-        TFSLURM_MUNGE_SOCKET="$TFSLURM_MUNGE_SOCKET" "${rank1[@]}" \
+    timeout -k 5 60 "$TFSLURM_TC" node n2 runuser -u "$1" -- env -i PATH="$PATH" "${rank1[@]}" \
         "$tfslurm" run --ps 1 --auth munge --grace 5 -- "$trainer" 2>&1 || rc=$?
     printf 'status %s\n' "$rc"
 }
