@@ -13,6 +13,7 @@
 //    wall time and the coordinator's peak memory.
 //
 // The trainers of 1 and 2 are this program itself (`bench_run --trainer DIR`).
+#include <tfslurm/auth.hpp>
 #include <tfslurm/coordinator.hpp>
 #include <tfslurm/coordinator_server.hpp>
 #include <tfslurm/error.hpp>

@@ -3,6 +3,7 @@
 
 #include "plan_args.hpp"
 
+#include <tfslurm/auth.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/launcher.hpp>
 #include <tfslurm/local_run.hpp>

@@ -21,32 +21,6 @@
 
 namespace tfslurm::protocol {
 
-std::string_view to_string(AuthMethod method) noexcept {
-    switch (method) {
-    case AuthMethod::automatic:
-        return "auto";
-    case AuthMethod::munge:
-        return "munge";
-    case AuthMethod::secret:
-        return "secret";
-    }
-    return "auto";
-}
-
-AuthMethod parse_auth_method(std::string_view text, std::string_view subject) {
-    if (text == "auto") {
-        return AuthMethod::automatic;
-    }
-    if (text == "munge") {
-        return AuthMethod::munge;
-    }
-    if (text == "secret") {
-        return AuthMethod::secret;
-    }
-    throw errors::invalid_argument(
-        subject, "expected auto, munge or secret", text, "e.g. " + setting_ref("auth", "secret"));
-}
-
 // --- SHA-256 (FIPS 180-4) --------------------------------------------------------------------
 
 namespace {

@@ -3,6 +3,7 @@
 // pure Coordinator. Single-threaded on the caller's io_context; handlers never throw.
 #include "detail/fd.hpp"
 
+#include <tfslurm/auth.hpp>
 #include <tfslurm/coordinator_server.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/log.hpp>

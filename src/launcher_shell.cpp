@@ -7,6 +7,7 @@
 // machine's and the shell only performs its actions.
 #include "detail/fd.hpp"
 
+#include <tfslurm/auth.hpp>
 #include <tfslurm/coordinator_server.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/exit_status.hpp>

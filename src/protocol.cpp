@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <limits>
 #include <type_traits>
 
@@ -35,6 +36,12 @@ constexpr std::array<std::pair<FailureCause, std::string_view>, 4> k_causes{{
 constexpr int k_max_depth = 8;
 /// Longest string field accepted (a MUNGE credential of our payload is ~200 bytes).
 constexpr std::size_t k_max_string = 4096;
+
+bool is_hex(std::string_view text) noexcept {
+    return std::all_of(text.begin(), text.end(), [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+    });
+}
 
 std::string_view role_name(Role role) noexcept {
     for (const auto& [value, name] : k_roles) {
@@ -233,7 +240,7 @@ Message decode_object(const Fields& f, std::string_view type, std::string_view p
     if (type == "challenge") {
         Challenge m;
         m.nonce = f.string("nonce");
-        if (m.nonce.size() != 2 * k_nonce_size || !from_hex(m.nonce)) {
+        if (m.nonce.size() != 2 * k_nonce_size || !is_hex(m.nonce)) {
             fail("field \"nonce\" of challenge is not 32 bytes of hex", payload);
         }
         return m;
@@ -442,6 +449,32 @@ std::string describe(const Failure& failure) {
         break;
     }
     return out;
+}
+
+std::string_view to_string(AuthMethod method) noexcept {
+    switch (method) {
+    case AuthMethod::automatic:
+        return "auto";
+    case AuthMethod::munge:
+        return "munge";
+    case AuthMethod::secret:
+        return "secret";
+    }
+    return "auto";
+}
+
+AuthMethod parse_auth_method(std::string_view text, std::string_view subject) {
+    if (text == "auto") {
+        return AuthMethod::automatic;
+    }
+    if (text == "munge") {
+        return AuthMethod::munge;
+    }
+    if (text == "secret") {
+        return AuthMethod::secret;
+    }
+    throw errors::invalid_argument(
+        subject, "expected auto, munge or secret", text, "e.g. " + setting_ref("auth", "secret"));
 }
 
 } // namespace tfslurm::protocol

@@ -20,7 +20,7 @@ constexpr std::uint16_t k_tf_compat_port_base = 8888;
 
 } // namespace
 
-/// TensorFlow's SlurmClusterResolver, reproduced on purpose (tensorflow-resolver.md §2):
+/// TensorFlow's SlurmClusterResolver, reproduced on purpose (tensorflow/python/distribute/cluster_resolver/slurm_cluster_resolver.py):
 /// hosts sorted by name (duplicates collapse), jobs in alphabetical order over the flat list
 /// of (host, local index), ports 8888 + local index, node-relative GPU numbers.
 Plan make_tf_compat_plan(const StepInfo& step,

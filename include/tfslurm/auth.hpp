@@ -5,6 +5,8 @@
 /// How launchers and the coordinator prove who they are: MUNGE credentials or an HMAC-SHA256
 /// of the challenge with the per-job TFSLURM_SECRET.
 
+#include <tfslurm/protocol.hpp>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -13,20 +15,6 @@
 #include <string_view>
 
 namespace tfslurm::protocol {
-
-struct Hello;
-
-/// How a launcher proves it belongs to the job.
-enum class AuthMethod {
-    automatic, ///< munge when a credential can be encoded, else secret when one is set
-    munge,     ///< a MUNGE credential (same uid, same job, same rank, not replayed)
-    secret     ///< HMAC-SHA256 of the challenge with the per-job TFSLURM_SECRET
-};
-
-[[nodiscard]] std::string_view to_string(AuthMethod method) noexcept;
-
-/// Parse `auto`, `munge` or `secret`. \throws Error (Errc::invalid_argument) naming `subject`.
-[[nodiscard]] AuthMethod parse_auth_method(std::string_view text, std::string_view subject);
 
 using Digest = std::array<std::uint8_t, 32>;
 

@@ -3,7 +3,7 @@
 
 /// \file
 /// The launcher <-> coordinator wire protocol (described for humans in docs/protocol.md); the
-/// proofs carried in a hello are auth.hpp's.
+/// proofs carried in a hello are made and checked by auth.hpp.
 ///
 /// A frame is a 4-byte big-endian payload length followed by the payload: one compact JSON
 /// object with `"v":1` and a `"type"`. Frames larger than k_max_frame are refused before any
@@ -12,7 +12,6 @@
 ///
 /// Example: `encode_frame(Heartbeat{})` is `\0\0\0\x1a{"type":"heartbeat","v":1}`.
 
-#include <tfslurm/auth.hpp>
 #include <tfslurm/exit_status.hpp>
 #include <tfslurm/plan.hpp>
 
@@ -34,6 +33,18 @@ inline constexpr std::size_t k_header_size = 4;
 inline constexpr std::size_t k_max_frame = std::size_t{64} * 1024;
 /// Bytes of randomness in a challenge.
 inline constexpr std::size_t k_nonce_size = 32;
+
+/// How a launcher proves it belongs to the job.
+enum class AuthMethod {
+    automatic, ///< munge when a credential can be encoded, else secret when one is set
+    munge,     ///< a MUNGE credential (same uid, same job, same rank, not replayed)
+    secret     ///< HMAC-SHA256 of the challenge with the per-job TFSLURM_SECRET
+};
+
+[[nodiscard]] std::string_view to_string(AuthMethod method) noexcept;
+
+/// Parse `auto`, `munge` or `secret`. \throws Error (Errc::invalid_argument) naming `subject`.
+[[nodiscard]] AuthMethod parse_auth_method(std::string_view text, std::string_view subject);
 
 /// Coordinator -> launcher, first frame of every connection: a fresh random challenge.
 struct Challenge {

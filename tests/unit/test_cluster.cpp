@@ -323,7 +323,7 @@ TEST_CASE("cluster: --gpus-per-task and zero GPUs", "[cluster]") {
 
 namespace {
 
-/// The V4 test environment of TensorFlow's resolver tests (tensorflow-resolver.md).
+/// The V4 test environment of TensorFlow's resolver tests (slurm_cluster_resolver_test.py).
 Built tf_case(const std::string& nodelist,
               std::vector<std::uint32_t> tasks,
               std::uint32_t procid,

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include <tfslurm/auth.hpp>
 #include <tfslurm/coordinator.hpp>
 #include <tfslurm/coordinator_server.hpp>
 #include <tfslurm/error.hpp>

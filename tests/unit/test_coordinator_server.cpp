@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The coordinator server's admission and noise rules (pure), and a connection flood over real
 // loopback sockets.
+#include <tfslurm/auth.hpp>
 #include <tfslurm/coordinator_server.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/log.hpp>

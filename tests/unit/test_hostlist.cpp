@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Tests of the hostlist, counts and port-list grammars (src/hostlist.cpp). The hostlist vectors
-// are the examples of tests/data/hostlists.tsv (from /work/shared/reference: hostlists.md S01-S90
-// and sections 4, 6, 7, 8, tensorflow-resolver.md V2, V3, other-launchers.md submitit).
+// are the examples of tests/data/hostlists.tsv: 90 real `scontrol show hostnames` outputs (S01 to
+// S90), Slurm's documented edge cases, and the examples of TensorFlow's resolver tests and of
+// submitit.
 #include "../fuzz/fuzz_checks.hpp"
 #include "hostlist_table.hpp"
 
@@ -101,7 +102,7 @@ void check_hosts(const Example& example) {
 } // namespace
 
 TEST_CASE("hostlist: reference rows S01-S90 that expand give scontrol's hosts", "[hostlist]") {
-    // The >= 23.02.5 column of hostlists.md section 4 for S14, S22, S23 and S88.
+    // The >= 23.02.5 column of Slurm >= 23.02.5's behaviour for S14, S22, S23 and S88.
     check_hosts(GENERATE(from_range(examples("reference", Expect::hosts))));
 }
 
@@ -130,7 +131,7 @@ TEST_CASE("hostlist: TensorFlow resolver vectors TFH1-TFH5", "[hostlist]") {
 }
 
 TEST_CASE("hostlist: submitit vectors", "[hostlist]") {
-    // other-launchers.md says Slurm rejects compute-b2[1-,4]; scontrol 22.05.8 prints
+    // submitit's documentation says Slurm rejects compute-b2[1-,4]; scontrol 22.05.8 prints
     // compute-b21 compute-b24 (an empty high bound means "= low"), and so do we.
     check_hosts(GENERATE(from_range(examples("submitit", Expect::hosts))));
 }
@@ -240,7 +241,7 @@ void check_compression(const Example& example) {
 } // namespace
 
 TEST_CASE("hostlist: compression matches scontrol show hostlist", "[hostlist]") {
-    // hostlists.md section 6, and scontrol 22.05.8 outputs checked by hand.
+    // Slurm's documented edge cases, and scontrol 22.05.8 outputs checked by hand.
     check_compression(GENERATE(from_range(examples("compress", Expect::hosts))));
 }
 

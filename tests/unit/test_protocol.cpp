@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include <tfslurm/auth.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/protocol.hpp>
 
@@ -402,9 +403,11 @@ TEST_CASE("protocol: authentication must be available", "[protocol]") {
             FAIL("no exception");
         } catch (const Error& e) {
             CHECK(e.code() == Errc::auth);
-            CHECK(std::string(e.what()) ==
-                  "auth: no authentication available: munged is not reachable and "
-                  "TFSLURM_SECRET is not set");
+            CHECK_THAT(std::string(e.what()),
+                       Catch::StartsWith("auth: no authentication available: munged at " +
+                                         std::string(k_no_munge) +
+                                         " (libmunge's default) is not reachable (") &&
+                           Catch::EndsWith(") and TFSLURM_SECRET is not set"));
             CHECK_THAT(e.hint(), Catch::Contains("TFSLURM_SECRET=$(openssl rand -hex 32)"));
         }
     }
@@ -423,7 +426,14 @@ TEST_CASE("protocol: authentication must be available", "[protocol]") {
     }
     SECTION("--auth munge without munged") {
         CHECK_THROWS_WITH(Authenticator::create({AuthMethod::munge, k_secret_hex, k_no_munge}),
-                          Catch::StartsWith("auth=munge: munged is not reachable: "));
+                          Catch::StartsWith("auth=munge: munged at " + std::string(k_no_munge) +
+                                            " (libmunge's default) is not reachable: "));
+        AuthSettings from_conf{AuthMethod::munge, k_secret_hex, k_no_munge};
+        from_conf.munge_socket_origin = "AuthInfo in /etc/slurm/slurm.conf";
+        CHECK_THROWS_WITH(Authenticator::create(from_conf),
+                          Catch::StartsWith("auth=munge: munged at " + std::string(k_no_munge) +
+                                            " (AuthInfo in /etc/slurm/slurm.conf) is not "
+                                            "reachable: "));
         CHECK_FALSE(munge_available(k_no_munge));
     }
 }
