@@ -266,6 +266,17 @@ std::string munge_payload(std::string_view nonce_hex, std::uint64_t job, std::ui
     return fmt::format("tfslurm/1 job={} rank={} nonce={}", job, rank, nonce_hex);
 }
 
+std::string
+coordinator_secret_message(std::string_view nonce_hex, std::uint64_t job, std::uint32_t rank) {
+    // A distinct prefix: a launcher's proof can never pass for the coordinator's.
+    return "tfslurm/1 coordinator " + secret_message(nonce_hex, job, rank);
+}
+
+std::string
+coordinator_munge_payload(std::string_view nonce_hex, std::uint64_t job, std::uint32_t rank) {
+    return fmt::format("tfslurm/1 coordinator job={} rank={} nonce={}", job, rank, nonce_hex);
+}
+
 // --- MUNGE -------------------------------------------------------------------------------------
 
 namespace {
@@ -434,6 +445,11 @@ Authenticator::verify(const Hello& hello, std::string_view nonce_hex, std::uint6
     if (hello.auth != AuthMethod::munge || m_requested == AuthMethod::secret) {
         return std::string("munge authentication is not enabled");
     }
+    return check_munge(hello.credential, munge_payload(nonce_hex, job, hello.rank));
+}
+
+std::optional<std::string> Authenticator::check_munge(const std::string& credential,
+                                                      const std::string& expected) const {
     MungeContext ctx;
     try {
         ctx = make_context(m_munge_socket);
@@ -445,7 +461,7 @@ Authenticator::verify(const Hello& hello, std::string_view nonce_hex, std::uint6
     uid_t uid = 0;
     gid_t gid = 0;
     const munge_err_t status =
-        munge_decode(hello.credential.c_str(), ctx.get(), &raw, &length, &uid, &gid);
+        munge_decode(credential.c_str(), ctx.get(), &raw, &length, &uid, &gid);
     const std::unique_ptr<void, FreeDeleter> payload(raw);
     if (status != EMUNGE_SUCCESS) {
         const char* detail = munge_ctx_strerror(ctx.get());
@@ -455,13 +471,48 @@ Authenticator::verify(const Hello& hello, std::string_view nonce_hex, std::uint6
     if (uid != ::getuid()) {
         return fmt::format("munge credential of uid {} (expected {})", uid, ::getuid());
     }
-    const std::string expected = munge_payload(nonce_hex, job, hello.rank);
     const std::string_view got(static_cast<const char*>(payload.get()),
                                payload ? static_cast<std::size_t>(length) : 0U);
     if (got != expected) {
         return std::string("munge credential payload does not match the job, rank and challenge");
     }
     return std::nullopt;
+}
+
+std::string Authenticator::prove_coordinator(AuthMethod method,
+                                             std::string_view nonce_hex,
+                                             std::uint64_t job,
+                                             std::uint32_t rank) const {
+    if (method == AuthMethod::secret) {
+        if (m_secret.empty()) {
+            throw errors::make(Errc::auth, "coordinator", "no secret to prove itself with");
+        }
+        return to_hex(hmac_sha256(m_secret, coordinator_secret_message(nonce_hex, job, rank)));
+    }
+    std::string error;
+    auto credential = munge_encode_payload(
+        m_munge_socket, coordinator_munge_payload(nonce_hex, job, rank), error);
+    if (!credential) {
+        throw errors::make(
+            Errc::auth, "munge", fmt::format("cannot encode a credential: {}", error));
+    }
+    return std::move(*credential);
+}
+
+std::optional<std::string> Authenticator::verify_coordinator(const std::string& credential,
+                                                             std::string_view nonce_hex,
+                                                             std::uint64_t job,
+                                                             std::uint32_t rank) const {
+    if (m_method == AuthMethod::secret) {
+        const auto mac = from_hex(credential);
+        const Digest expected =
+            hmac_sha256(m_secret, coordinator_secret_message(nonce_hex, job, rank));
+        if (!mac || !constant_time_equal(*mac, as_chars(expected))) {
+            return std::string("bad secret proof");
+        }
+        return std::nullopt;
+    }
+    return check_munge(credential, coordinator_munge_payload(nonce_hex, job, rank));
 }
 
 } // namespace tfslurm::protocol

@@ -368,13 +368,23 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
                 m_close_after_write = true;
                 return;
             }
+            std::string proof;
+            try {
+                proof = m_server->auth.prove_coordinator(
+                    hello->auth, hello->nonce, m_server->job, hello->rank);
+            } catch (const Error& e) {
+                logger().error(
+                    "coordinator: cannot prove itself to rank {}: {}", hello->rank, e.what());
+                close();
+                return;
+            }
             m_registered = true;
             m_rank = hello->rank;
             m_hello_timer.cancel();
             m_server->handshakes.remove(m_id);
             m_server->pending.erase(m_id);
             m_server->by_rank[m_rank] = shared_from_this();
-            send(protocol::Welcome{static_cast<std::uint32_t>(state.size())});
+            send(protocol::Welcome{static_cast<std::uint32_t>(state.size()), std::move(proof)});
             state.registered(m_rank, now);
             m_server->flush();
             return;

@@ -132,6 +132,7 @@ class LauncherShell {
     std::vector<std::string> m_env;
     const LauncherOptions& m_options;
     std::optional<protocol::Authenticator> m_auth;
+    std::string m_nonce; ///< this connection's challenge to the coordinator (hex)
     LauncherMachine m_machine;
 
     asio::io_context m_io;
@@ -396,12 +397,28 @@ void LauncherShell::handshake(const protocol::Message& message) {
         hello.auth = m_auth->method();
         try {
             hello.credential = m_auth->prove(challenge->nonce, hello.job, m_rank);
-        } catch (const Error& e) {
-            fatal(e);
+            m_nonce = protocol::to_hex(protocol::random_bytes(protocol::k_nonce_size));
+        } catch (const std::exception& e) {
+            fatal(errors::make(Errc::auth, "launcher", e.what()));
             return;
         }
+        hello.nonce = m_nonce;
         send(hello);
-    } else if (std::holds_alternative<protocol::Welcome>(message)) {
+    } else if (const auto* welcome = std::get_if<protocol::Welcome>(&message)) {
+        // Nothing the peer says is believed before it proves it is this job's coordinator:
+        // any user of the node can bind the control port first.
+        const auto job = m_plan.job_id.value_or(0);
+        if (const auto why =
+                m_auth->verify_coordinator(welcome->credential, m_nonce, job, m_rank)) {
+            fatal(errors::make(
+                Errc::auth,
+                "coordinator",
+                fmt::format(
+                    "{} did not prove that it is job {}'s coordinator: {}", control(), job, *why),
+                "another process holds the control port (any user of the node can bind it); "
+                "rank 0's launcher reports why it could not listen there"));
+            return;
+        }
         m_link = Link::session;
         m_deadline_timer.cancel();
         m_retry_timer.cancel();

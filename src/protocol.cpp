@@ -202,8 +202,12 @@ struct Encoder {
         out["pid"] = m.pid;
         out["auth"] = to_string(m.auth);
         out["credential"] = m.credential;
+        out["nonce"] = m.nonce;
     }
-    void operator()(const Welcome& m) const { out["ranks"] = m.ranks; }
+    void operator()(const Welcome& m) const {
+        out["ranks"] = m.ranks;
+        out["credential"] = m.credential;
+    }
     void operator()(const Reject& m) const { out["reason"] = m.reason; }
     void operator()(const Heartbeat& /*unused*/) const {}
     void operator()(const Exit& m) const {
@@ -258,10 +262,14 @@ Message decode_object(const Fields& f, std::string_view type, std::string_view p
                               {AuthMethod::secret, "secret"},
                           }});
         m.credential = f.string("credential");
+        m.nonce = f.string("nonce");
+        if (m.nonce.size() != 2 * k_nonce_size || !is_hex(m.nonce)) {
+            fail("field \"nonce\" of hello is not 32 bytes of hex", payload);
+        }
         return m;
     }
     if (type == "welcome") {
-        return Welcome{f.integer<std::uint32_t>("ranks")};
+        return Welcome{f.integer<std::uint32_t>("ranks"), f.string("credential")};
     }
     if (type == "reject") {
         return Reject{f.string("reason")};

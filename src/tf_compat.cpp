@@ -20,9 +20,10 @@ constexpr std::uint16_t k_tf_compat_port_base = 8888;
 
 } // namespace
 
-/// TensorFlow's SlurmClusterResolver, reproduced on purpose (tensorflow/python/distribute/cluster_resolver/slurm_cluster_resolver.py):
-/// hosts sorted by name (duplicates collapse), jobs in alphabetical order over the flat list
-/// of (host, local index), ports 8888 + local index, node-relative GPU numbers.
+/// TensorFlow's SlurmClusterResolver, reproduced on purpose
+/// (tensorflow/python/distribute/cluster_resolver/slurm_cluster_resolver.py): hosts sorted by name
+/// (duplicates collapse), jobs in alphabetical order over the flat list of (host, local index),
+/// ports 8888 + local index, node-relative GPU numbers.
 Plan make_tf_compat_plan(const StepInfo& step,
                          const Allocation& allocation,
                          const PlanOptions& options,

@@ -43,6 +43,16 @@ secret_message(std::string_view nonce_hex, std::uint64_t job, std::uint32_t rank
 [[nodiscard]] std::string
 munge_payload(std::string_view nonce_hex, std::uint64_t job, std::uint32_t rank);
 
+/// What the coordinator HMACs to prove itself: `tfslurm/1 coordinator ` || secret_message()
+/// of the launcher's nonce (never equal to a launcher's message).
+[[nodiscard]] std::string
+coordinator_secret_message(std::string_view nonce_hex, std::uint64_t job, std::uint32_t rank);
+
+/// What the coordinator MUNGE-encodes to prove itself:
+/// `tfslurm/1 coordinator job=<job> rank=<rank> nonce=<launcher's nonce>`.
+[[nodiscard]] std::string
+coordinator_munge_payload(std::string_view nonce_hex, std::uint64_t job, std::uint32_t rank);
+
 /// What the user configured.
 struct AuthSettings {
     AuthMethod method = AuthMethod::automatic;
@@ -79,7 +89,27 @@ class Authenticator {
     [[nodiscard]] std::optional<std::string>
     verify(const Hello& hello, std::string_view nonce_hex, std::uint64_t job) const;
 
+    /// The coordinator's credential for the welcome to the launcher of `rank`: it answers the
+    /// nonce of that launcher's hello with `method` (the hello's). Both directions are proved,
+    /// so that a process holding the control port first cannot pass for the coordinator.
+    /// \throws Error (Errc::auth) when munge_encode fails or there is no secret.
+    [[nodiscard]] std::string prove_coordinator(AuthMethod method,
+                                                std::string_view nonce_hex,
+                                                std::uint64_t job,
+                                                std::uint32_t rank) const;
+
+    /// Launcher side: nullopt when a welcome's `credential` proves that its sender belongs to
+    /// `job` (same MUNGE uid, or the same secret) and answers this launcher's `nonce_hex` for
+    /// `rank`; otherwise why not.
+    [[nodiscard]] std::optional<std::string> verify_coordinator(const std::string& credential,
+                                                                std::string_view nonce_hex,
+                                                                std::uint64_t job,
+                                                                std::uint32_t rank) const;
+
   private:
+    [[nodiscard]] std::optional<std::string> check_munge(const std::string& credential,
+                                                         const std::string& expected) const;
+
     AuthMethod m_method = AuthMethod::secret;
     AuthMethod m_requested = AuthMethod::automatic;
     std::string m_secret; ///< raw bytes, empty when none

@@ -60,11 +60,14 @@ struct Hello {
     std::int64_t pid = 0;
     AuthMethod auth = AuthMethod::secret; ///< munge or secret, never automatic
     std::string credential;               ///< the MUNGE credential or the hex HMAC
+    std::string nonce; ///< the launcher's challenge to the coordinator: k_nonce_size bytes, hex
 };
 
-/// Coordinator -> launcher: registered.
+/// Coordinator -> launcher: registered, with the coordinator's proof (the hello's method, over
+/// the hello's nonce); a launcher believes nothing the coordinator says before checking it.
 struct Welcome {
     std::uint32_t ranks = 0; ///< size of the step
+    std::string credential;  ///< Authenticator::prove_coordinator()
 };
 
 /// Coordinator -> launcher: refused (then the connection is closed).

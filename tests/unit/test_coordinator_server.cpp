@@ -159,6 +159,7 @@ TEST_CASE("coordinator_server: a connection flood does not lock out a late launc
     hello.role = Role::worker;
     hello.host = "localhost";
     hello.auth = protocol::AuthMethod::secret;
+    hello.nonce = std::string(64, 'a');
     hello.credential = auth.prove(std::get<protocol::Challenge>(*challenge).nonce, 7, 0);
     const std::string frame = protocol::encode_frame(hello);
     REQUIRE(::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL) ==
@@ -210,6 +211,7 @@ TEST_CASE("coordinator_server: a peer's host name is quoted in the log", "[coord
     hello.job = 7;
     hello.host = "n1\ntfslurm: error: aborting: forged\x1b[2J";
     hello.auth = protocol::AuthMethod::secret;
+    hello.nonce = std::string(64, 'a');
     hello.credential = std::string(64, '0');
     const std::string frame = protocol::encode_frame(hello);
     REQUIRE(::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL) ==

@@ -92,7 +92,7 @@ void feed(LauncherMachine& m, const std::string& event, Clock::time_point now) {
     } else if (word == "abort") {
         m.received(abort_rank3(), now);
     } else if (word == "unexpected") {
-        m.received(protocol::Welcome{4}, now);
+        m.received(protocol::Welcome{4, {}}, now);
     } else if (word == "eof") {
         m.connection_lost("connection closed", now);
     } else if (word == "lost") {

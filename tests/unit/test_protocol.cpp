@@ -60,6 +60,7 @@ TEST_CASE("protocol: every message survives a round trip", "[protocol]") {
     hello.pid = 12345;
     hello.auth = AuthMethod::munge;
     hello.credential = "MUNGE:AwQ...:";
+    hello.nonce = std::string(64, 'e');
     Failure failure;
     failure.rank = 3;
     failure.role = Role::worker;
@@ -71,7 +72,7 @@ TEST_CASE("protocol: every message survives a round trip", "[protocol]") {
     const std::vector<Message> messages{
         Challenge{std::string(64, 'f')},
         hello,
-        Welcome{16},
+        Welcome{16, "MUNGE:AwQ...:"},
         Reject{"rank 3 is already registered"},
         Heartbeat{},
         Exit{ExitStatus::exited(3), ""},
@@ -140,6 +141,12 @@ TEST_CASE("protocol: malformed payloads are protocol errors", "[protocol]") {
          "protocol: field \"auth\" of hello has an unknown value: "},
         {R"({"v":1,"type":"hello","job":1,"rank":4294967296,"role":"ps","host":"n","pid":1,"auth":"secret","credential":""})",
          "protocol: field \"rank\" of hello is not an integer in [0, 4294967295]: "},
+        {R"({"v":1,"type":"hello","job":1,"rank":0,"role":"ps","host":"n","pid":1,"auth":"secret","credential":"","nonce":"ab"})",
+         "protocol: field \"nonce\" of hello is not 32 bytes of hex: "},
+        {R"({"v":1,"type":"hello","job":1,"rank":0,"role":"ps","host":"n","pid":1,"auth":"secret","credential":""})",
+         "protocol: missing field \"nonce\" in hello: "},
+        {R"({"v":1,"type":"welcome","ranks":2})",
+         "protocol: missing field \"credential\" in welcome: "},
         {"[[[[[[[[[[1]]]]]]]]]]", R"(protocol: nested too deeply: "[[[[[[[[[[1]]]]]]]]]]")"},
         {"{\"v\":1,\"type\":\"reject\",\"reason\":\"\xff\"}", "protocol: not valid JSON: "},
     }));
@@ -396,6 +403,35 @@ TEST_CASE("protocol: secret authentication", "[protocol]") {
     }
 }
 
+TEST_CASE("protocol: the coordinator proves itself to each launcher", "[protocol]") {
+    const auto coordinator =
+        Authenticator::create({AuthMethod::automatic, k_secret_hex, k_no_munge});
+    const auto launcher = Authenticator::create({AuthMethod::secret, k_secret_hex, k_no_munge});
+    const std::string proof = coordinator.prove_coordinator(AuthMethod::secret, k_nonce, 77, 3);
+    CHECK(proof.size() == 64);
+    CHECK_FALSE(launcher.verify_coordinator(proof, k_nonce, 77, 3));
+    SECTION("bound to the launcher's nonce, the job and the rank") {
+        CHECK(launcher.verify_coordinator(proof, std::string(64, 'b'), 77, 3) ==
+              std::string("bad secret proof"));
+        CHECK(launcher.verify_coordinator(proof, k_nonce, 78, 3) ==
+              std::string("bad secret proof"));
+        CHECK(launcher.verify_coordinator(proof, k_nonce, 77, 4) ==
+              std::string("bad secret proof"));
+    }
+    SECTION("a launcher's proof never passes for the coordinator's") {
+        CHECK(launcher.verify_coordinator(launcher.prove(k_nonce, 77, 3), k_nonce, 77, 3) ==
+              std::string("bad secret proof"));
+    }
+    SECTION("a process without the secret cannot prove it") {
+        const auto impostor =
+            Authenticator::create({AuthMethod::secret, std::string(64, '1'), k_no_munge});
+        CHECK(launcher.verify_coordinator(
+                  impostor.prove_coordinator(AuthMethod::secret, k_nonce, 77, 3), k_nonce, 77, 3) ==
+              std::string("bad secret proof"));
+        CHECK(launcher.verify_coordinator("", k_nonce, 77, 3) == std::string("bad secret proof"));
+    }
+}
+
 TEST_CASE("protocol: authentication must be available", "[protocol]") {
     SECTION("auto without munged and without a secret") {
         try {
@@ -537,6 +573,13 @@ TEST_CASE("protocol: munge authentication with a private munged", "[protocol][mu
         const auto reason = auth.verify(forged, k_nonce, 99);
         REQUIRE(reason);
         CHECK_THAT(*reason, Catch::StartsWith("munge credential rejected: "));
+    }
+    SECTION("the coordinator's proof, and a launcher's that cannot pass for it") {
+        const std::string proof = auth.prove_coordinator(AuthMethod::munge, k_nonce, 99, 2);
+        CHECK_THAT(proof, Catch::StartsWith("MUNGE:"));
+        CHECK_FALSE(auth.verify_coordinator(proof, k_nonce, 99, 2));
+        CHECK(auth.verify_coordinator(auth.prove(k_nonce, 99, 2), k_nonce, 99, 2) ==
+              std::string("munge credential payload does not match the job, rank and challenge"));
     }
     SECTION("munge refused when only the secret is allowed") {
         const auto secret_only =
