@@ -240,6 +240,22 @@ void assign_gpus(Plan& plan,
                        *step.gpus.gpus_on_node);
         return;
     }
+    if (options.gpu_bind == GpuBind::node) {
+        // torch's habit: every process of a node sees the node's GPUs and picks
+        // cuda:LOCAL_RANK. A split per task would contradict that, so the two do not mix.
+        if (options.gpus_per_task) {
+            throw errors::invalid_setting(
+                "gpu_bind",
+                "every task sees the node's GPUs, so there is no per-task share to size",
+                "node",
+                "drop " + setting_ref("gpus_per_task") + " or use " +
+                    setting_ref("gpu_bind", "task"));
+        }
+        for (auto& rank : plan.ranks) {
+            rank.gpus = visible;
+        }
+        return;
+    }
     if (options.gpus_per_task) {
         for (std::uint32_t node = 0; node < allocation.hosts.size(); ++node) {
             const auto need =
@@ -344,6 +360,18 @@ std::string_view to_string(PortSource value) noexcept {
         return "explicit";
     }
     return "derived";
+}
+
+std::string_view to_string(GpuBind value) noexcept {
+    switch (value) {
+    case GpuBind::automatic:
+        return "auto";
+    case GpuBind::task:
+        return "task";
+    case GpuBind::node:
+        return "node";
+    }
+    return "auto";
 }
 
 Role parse_role(std::string_view text, std::string_view subject) {

@@ -46,7 +46,7 @@ std::vector<std::string> names_of(const tfslurm::EnvVars& vars) {
 
 const std::string k_known =
     "ps, chief, evaluator, roles, ps_placement, layout, port_base, address, host_pattern, "
-    "gpus_per_task, gpus_per_node, rpc_layer, only";
+    "gpus_per_task, gpu_bind, gpus_per_node, rpc_layer, only";
 
 } // namespace
 
