@@ -58,6 +58,11 @@ TEST_CASE("parse_option_spec: accepted forms", "[spank]") {
         CHECK_FALSE(spec.off);
         CHECK(spec.settings.empty());
     }
+    SECTION("bare sbatch/salloc --tfslurm, as Slurm hands it to the job's steps: the defaults") {
+        const auto spec = parse_option_spec("(null)");
+        CHECK_FALSE(spec.off);
+        CHECK(spec.settings.empty());
+    }
     SECTION("off") {
         const auto spec = parse_option_spec("off");
         CHECK(spec.off);
