@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <fstream>
@@ -142,6 +143,37 @@ TEST_CASE("cli: env in a batch script describes rank 0 of the job", "[cli]") {
     CHECK(r.status == 0);
     CHECK(r.out.find("RANK=0\nWORLD_SIZE=6\nLOCAL_RANK=0\nLOCAL_WORLD_SIZE=2\nNODE_RANK=0\n") !=
           std::string::npos);
+    // Said on stderr: eval'd here, the variables would make every task of an srun rank 0.
+    CHECK(r.err == "tfslurm: warning: batch script: not a task of a step: these variables "
+                   "describe rank 0 of the job's 6 tasks, and every task started with them would "
+                   "be rank 0; set them in each task instead: srun bash -c 'eval "
+                   "\"$(tfslurm env)\"; exec python train.py'\n");
+    // stdout is the same with the warning silenced.
+    const auto quiet = tfslurm_cli({"env", "-q", "--format", "env", "--only", "torch,gpus"}, env);
+    CHECK(quiet.out == r.out);
+    CHECK(quiet.err.empty());
+    // A one-task job's batch script is that task: nothing to say.
+    const auto set = [&env](const std::string& name, const std::string& value) {
+        env.erase(std::remove_if(
+                      env.begin(),
+                      env.end(),
+                      [&name](const std::string& var) { return var.rfind(name + "=", 0) == 0; }),
+                  env.end());
+        env.push_back(name + "=" + value);
+    };
+    for (const auto* name :
+         {"SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"}) {
+        set(name, "1");
+    }
+    set("SLURM_TASKS_PER_NODE", "1");
+    set("SLURM_NTASKS_PER_NODE", "1");
+    set("SLURM_JOB_NODELIST", "n1");
+    set("SLURM_NODELIST", "n1");
+    set("SLURM_JOB_CPUS_PER_NODE", "2");
+    const auto single = tfslurm_cli({"env", "--format", "env", "--only", "torch"}, env);
+    CHECK(single.status == 0);
+    CHECK(single.out.find("WORLD_SIZE=1\n") != std::string::npos);
+    CHECK(single.err.empty());
 }
 
 TEST_CASE("cli: inconsistent environments fail loudly", "[cli]") {
