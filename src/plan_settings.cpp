@@ -332,7 +332,8 @@ const std::vector<SettingSpec> k_registry{
      "",
      K::value,
      G::output,
-     "export (default: 'export NAME=...' lines safe to eval), env (NAME=value lines) or json",
+     "export (default: 'export NAME=...' lines safe to eval), env (NAME=value lines), json, or "
+     "task-prolog (unquoted export lines for srun --task-prolog and TaskProlog)",
      [](Values& v, std::string_view s) { v.format = parse_env_format(s, setting_ref("format")); },
      "-f"},
     {"only",

@@ -327,6 +327,37 @@ TEST_CASE("cli: the man page documents every option of every command", "[cli]") 
     }
 }
 
+TEST_CASE("cli: env --format task-prolog prints what Slurm's TaskProlog reads", "[cli]") {
+    auto env = task_env("srun-N3-n6-SLURM-env-task3.txt");
+    auto r = tfslurm_cli({"env", "--format", "task-prolog", "--only", "torch"}, env);
+    CHECK(r.status == 0);
+    CHECK(r.err.empty());
+    CHECK(r.out.rfind("export MASTER_ADDR=n1\nexport MASTER_PORT=", 0) == 0);
+    CHECK(r.out.find("\nexport RANK=3\nexport WORLD_SIZE=6\nexport LOCAL_RANK=1\n") !=
+          std::string::npos);
+    env.emplace_back("TFSLURM_FORMAT=task-prolog");
+    const auto by_variable = tfslurm_cli({"env", "--only", "torch"}, env);
+    CHECK(by_variable.out == r.out);
+    // A value with a newline cannot be one TaskProlog line: refused, naming the variable.
+    r = tfslurm_cli({"env",
+                     "--nodelist",
+                     "n1",
+                     "--rank",
+                     "0",
+                     "--only",
+                     "torch",
+                     "--host-pattern",
+                     "{host}\nprint x",
+                     "-f",
+                     "task-prolog"});
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err == "tfslurm: error: MASTER_ADDR: a newline in the value cannot be written for "
+                   "Slurm's TaskProlog (it reads one 'export NAME=value' line per variable, "
+                   "verbatim): \"n1\\nprint x\"\ntfslurm: hint: remove the newline from the "
+                   "setting it comes from, or evaluate --format export in the task itself\n");
+}
+
 TEST_CASE("cli: a bad setting is named as the user typed it", "[cli]") {
     const std::string problem = R"(expected an integer from 0 to 65536: "8x")";
     auto r = tfslurm_cli({"plan", "--nodelist", "n1", "--gpus-per-task", "8x"});
@@ -342,9 +373,11 @@ TEST_CASE("cli: a bad setting is named as the user typed it", "[cli]") {
 
     r = tfslurm_cli({"env", "--nodelist", "n1", "--rank", "0"}, {"TFSLURM_FORMAT=xml"});
     CHECK(r.status == 2);
-    CHECK(r.err == "tfslurm: error: TFSLURM_FORMAT: expected export, env or json: \"xml\"\n");
+    CHECK(r.err ==
+          "tfslurm: error: TFSLURM_FORMAT: expected export, env, json or task-prolog: \"xml\"\n");
     r = tfslurm_cli({"env", "-f", "xml", "--nodelist", "n1", "--rank", "0"});
-    CHECK(r.err == "tfslurm: error: --format: expected export, env or json: \"xml\"\n");
+    CHECK(r.err ==
+          "tfslurm: error: --format: expected export, env, json or task-prolog: \"xml\"\n");
     // Output settings are checked before the step is read.
     r = tfslurm_cli({"env"}, {"TFSLURM_ONLY=tf,bogus"});
     CHECK(r.status == 2);

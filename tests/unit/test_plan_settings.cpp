@@ -89,7 +89,7 @@ TEST_CASE("plan_settings: bad values name the setting key", "[plan_settings]") {
         {"roles", "ps,boss", R"(roles: expected a role: ps, worker, chief or evaluator: "boss")"},
         {"layout", "tf", R"(layout: expected native or tf-compat: "tf")"},
         {"gpus_per_task", "x", R"(gpus_per_task: expected an integer from 0 to 65536: "x")"},
-        {"format", "xml", R"(format: expected export, env or json: "xml")"},
+        {"format", "xml", R"(format: expected export, env, json or task-prolog: "xml")"},
         {"only",
          "tf,bogus",
          R"(only: expected all, or a comma list of tf, servers, torch, gpus: "tf,bogus")"},

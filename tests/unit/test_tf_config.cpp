@@ -322,7 +322,8 @@ TEST_CASE("tf_config: env and json formats", "[tf_config]") {
         FAIL("no exception");
     } catch (const Error& e) {
         CHECK(e.code() == Errc::invalid_argument);
-        CHECK(std::string{e.what()} == "--format: expected export, env or json: \"yaml\"");
+        CHECK(std::string{e.what()} ==
+              "--format: expected export, env, json or task-prolog: \"yaml\"");
     }
     try {
         (void)tfslurm::parse_output_selection("tf,pytorch", "--only");
@@ -331,6 +332,28 @@ TEST_CASE("tf_config: env and json formats", "[tf_config]") {
         CHECK(std::string{e.what()} ==
               "--only: expected all, or a comma list of tf, servers, torch, gpus: \"tf,pytorch\"");
     }
+}
+
+TEST_CASE("tf_config: task-prolog format, what Slurm's TaskProlog reads", "[tf_config]") {
+    CHECK(tfslurm::parse_env_format("task-prolog", "format") == tfslurm::EnvFormat::task_prolog);
+    // slurmstepd sets NAME to the rest of the line, verbatim: no quotes, spaces kept.
+    const tfslurm::EnvVars vars{
+        {"TF_CONFIG", R"({"cluster":{"worker":["n1:2000"]},"task":{"type":"worker","index":0}})"},
+        {"A", " it's $HOME "},
+        {"EMPTY", ""}};
+    CHECK(tfslurm::render_env(vars, tfslurm::EnvFormat::task_prolog) ==
+          "export TF_CONFIG={\"cluster\":{\"worker\":[\"n1:2000\"]},\"task\":{\"type\":"
+          "\"worker\",\"index\":0}}\n"
+          "export A= it's $HOME \n"
+          "export EMPTY=\n");
+    tfslurm::test::require_error(
+        [] {
+            (void)tfslurm::render_env({{"OK", "1"}, {"MASTER_ADDR", "n1\nprint hi"}},
+                                      tfslurm::EnvFormat::task_prolog);
+        },
+        Errc::invalid_argument,
+        "MASTER_ADDR: a newline in the value cannot be written for Slurm's TaskProlog (it reads "
+        "one 'export NAME=value' line per variable, verbatim): \"n1\\nprint hi\"");
 }
 
 TEST_CASE("tf_config: a TF_CONFIG too large for the environment is a clear error", "[tf_config]") {
