@@ -29,6 +29,11 @@ namespace {
 constexpr std::uint32_t k_derived_port_first = 20000;
 constexpr std::uint32_t k_derived_port_end = 32000; // below Linux's ephemeral range (32768)
 constexpr std::uint32_t k_steps_per_job = 16;
+/// srun --resv-ports fails without a port range for slurmctld to reserve from: every hint that
+/// recommends it says so.
+constexpr std::string_view k_resv_ports_need =
+    "it needs MpiParams=ports=LOW-HIGH in slurm.conf; Slurm then sets SLURM_STEP_RESV_PORTS in "
+    "every task";
 
 /// `{host}` is the only placeholder; anything else in braces is a mistake worth reporting.
 std::string apply_pattern(std::string_view pattern, std::string_view host) {
@@ -162,8 +167,9 @@ layout_ports(const StepInfo& step, const Allocation& allocation, const PlanOptio
                     "reserves {} ports but a node runs {} tasks", step.resv_ports.size(), per_node),
                 format_ports(step.resv_ports),
                 fmt::format("use srun --resv-ports={} (one per task on a node, plus one for "
-                            "the launcher)",
-                            per_node + 1));
+                            "the launcher; {})",
+                            per_node + 1,
+                            k_resv_ports_need));
         }
         std::copy_n(step.resv_ports.begin(), per_node, ports.by_local.begin());
         if (step.resv_ports.size() > per_node) {
@@ -472,7 +478,8 @@ std::uint16_t derive_port_base(std::uint64_t job_id, std::uint64_t step_id, std:
                         k_derived_port_first,
                         k_derived_port_end - 1),
             std::to_string(stride),
-            "use srun --resv-ports or " + setting_ref("port_base"));
+            fmt::format(
+                "use srun --resv-ports ({}) or {}", k_resv_ports_need, setting_ref("port_base")));
     }
     const std::uint64_t windows = span / stride;
     // Consecutive job ids land 16 windows apart and the step picks one of those 16, so jobs
