@@ -29,7 +29,17 @@ void setup_env(CLI::App& app, int& exit_status) {
                 "tfslurm env describes one task: run it inside srun, or preview with --nodelist "
                 "... --rank N");
         }
-        if (resolved.step.scope == Scope::job) {
+        if (resolved.step.scope == Scope::job && resolved.plan.ranks.size() > 1) {
+            // `eval "$(tfslurm env)"` in the batch script, then srun: every task inherits
+            // RANK=0 and the framework's rendezvous waits forever for the other ranks.
+            logger().warn("batch script: not a task of a step: these variables describe rank {} "
+                          "of the job's {} tasks, and every task started with them would be "
+                          "rank {}; set them in each task instead: srun bash -c 'eval "
+                          "\"$(tfslurm env)\"; exec python train.py'",
+                          *resolved.plan.self_rank,
+                          resolved.plan.ranks.size(),
+                          *resolved.plan.self_rank);
+        } else if (resolved.step.scope == Scope::job) {
             logger().debug("no step variables: describing rank {} of the job's layout (this is "
                            "the batch script, not a task of a step)",
                            *resolved.plan.self_rank);

@@ -29,6 +29,11 @@ namespace {
 constexpr std::uint32_t k_derived_port_first = 20000;
 constexpr std::uint32_t k_derived_port_end = 32000; // below Linux's ephemeral range (32768)
 constexpr std::uint32_t k_steps_per_job = 16;
+/// srun --resv-ports fails without a port range for slurmctld to reserve from: every hint that
+/// recommends it says so.
+constexpr std::string_view k_resv_ports_need =
+    "it needs MpiParams=ports=LOW-HIGH in slurm.conf; Slurm then sets SLURM_STEP_RESV_PORTS in "
+    "every task";
 
 /// `{host}` is the only placeholder; anything else in braces is a mistake worth reporting.
 std::string apply_pattern(std::string_view pattern, std::string_view host) {
@@ -162,8 +167,9 @@ layout_ports(const StepInfo& step, const Allocation& allocation, const PlanOptio
                     "reserves {} ports but a node runs {} tasks", step.resv_ports.size(), per_node),
                 format_ports(step.resv_ports),
                 fmt::format("use srun --resv-ports={} (one per task on a node, plus one for "
-                            "the launcher)",
-                            per_node + 1));
+                            "the launcher; {})",
+                            per_node + 1,
+                            k_resv_ports_need));
         }
         std::copy_n(step.resv_ports.begin(), per_node, ports.by_local.begin());
         if (step.resv_ports.size() > per_node) {
@@ -238,6 +244,22 @@ void assign_gpus(Plan& plan,
                        "SLURM_GPUS_ON_NODE={}): kept as they are",
                        detail::join(visible, ","),
                        *step.gpus.gpus_on_node);
+        return;
+    }
+    if (options.gpu_bind == GpuBind::node) {
+        // torch's habit: every process of a node sees the node's GPUs and picks
+        // cuda:LOCAL_RANK. A split per task would contradict that, so the two do not mix.
+        if (options.gpus_per_task) {
+            throw errors::invalid_setting(
+                "gpu_bind",
+                "every task sees the node's GPUs, so there is no per-task share to size",
+                "node",
+                "drop " + setting_ref("gpus_per_task") + " or use " +
+                    setting_ref("gpu_bind", "task"));
+        }
+        for (auto& rank : plan.ranks) {
+            rank.gpus = visible;
+        }
         return;
     }
     if (options.gpus_per_task) {
@@ -346,6 +368,18 @@ std::string_view to_string(PortSource value) noexcept {
     return "derived";
 }
 
+std::string_view to_string(GpuBind value) noexcept {
+    switch (value) {
+    case GpuBind::automatic:
+        return "auto";
+    case GpuBind::task:
+        return "task";
+    case GpuBind::node:
+        return "node";
+    }
+    return "auto";
+}
+
 Role parse_role(std::string_view text, std::string_view subject) {
     if (text == "chief") {
         return Role::chief;
@@ -444,7 +478,8 @@ std::uint16_t derive_port_base(std::uint64_t job_id, std::uint64_t step_id, std:
                         k_derived_port_first,
                         k_derived_port_end - 1),
             std::to_string(stride),
-            "use srun --resv-ports or " + setting_ref("port_base"));
+            fmt::format(
+                "use srun --resv-ports ({}) or {}", k_resv_ports_need, setting_ref("port_base")));
     }
     const std::uint64_t windows = span / stride;
     // Consecutive job ids land 16 windows apart and the step picks one of those 16, so jobs

@@ -282,6 +282,23 @@ const std::vector<SettingSpec> k_registry{
      [](Values& v, std::string_view s) {
          v.plan.gpus_per_task = parse_number<std::uint32_t>(s, "gpus_per_task", 0, 1U << 16);
      }},
+    {"gpu_bind",
+     "TFSLURM_GPU_BIND",
+     "--gpu-bind",
+     "auto|task|node",
+     "gpu_bind",
+     K::value,
+     G::network,
+     "What CUDA_VISIBLE_DEVICES lists: task (the task's own GPUs, cuda:0 inside it), node (the "
+     "node's GPUs, pick cuda:LOCAL_RANK) or auto (default: node when the torch variables are "
+     "output, task when they are not or GPUs per task are given)",
+     [](Values& v, std::string_view s) {
+         v.plan.gpu_bind = parse_choice<GpuBind, 3>(
+             s,
+             "gpu_bind",
+             {{{"auto", GpuBind::automatic}, {"task", GpuBind::task}, {"node", GpuBind::node}}},
+             "expected auto, task or node");
+     }},
     {"gpus_per_node",
      "TFSLURM_GPUS_PER_NODE",
      "--gpus-per-node",
@@ -315,7 +332,8 @@ const std::vector<SettingSpec> k_registry{
      "",
      K::value,
      G::output,
-     "export (default: 'export NAME=...' lines safe to eval), env (NAME=value lines) or json",
+     "export (default: 'export NAME=...' lines safe to eval), env (NAME=value lines), json, or "
+     "task-prolog (unquoted export lines for srun --task-prolog and TaskProlog)",
      [](Values& v, std::string_view s) { v.format = parse_env_format(s, setting_ref("format")); },
      "-f"},
     {"only",
@@ -476,6 +494,13 @@ ResolvedSettings resolve_settings(const std::vector<SettingValue>& given) {
         if (find_setting(key) == nullptr) {
             apply_setting(resolved.values, key, value.value); // throws: unknown setting
         }
+    }
+    // torch code calls set_device(LOCAL_RANK): with a per-task CUDA_VISIBLE_DEVICES every
+    // LOCAL_RANK but 0 is an invalid ordinal. A given gpus_per_task asks for the split.
+    auto& plan = resolved.values.plan;
+    if (plan.gpu_bind == GpuBind::automatic) {
+        plan.gpu_bind =
+            resolved.values.outputs.torch && !plan.gpus_per_task ? GpuBind::node : GpuBind::task;
     }
     return resolved;
 }

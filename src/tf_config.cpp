@@ -215,7 +215,10 @@ EnvFormat parse_env_format(std::string_view text, std::string_view subject) {
     if (text == "json") {
         return EnvFormat::json;
     }
-    throw errors::invalid_argument(subject, "expected export, env or json", text);
+    if (text == "task-prolog") {
+        return EnvFormat::task_prolog;
+    }
+    throw errors::invalid_argument(subject, "expected export, env, json or task-prolog", text);
 }
 
 std::string shell_quote(std::string_view value) {
@@ -244,6 +247,22 @@ std::string render_env(const EnvVars& vars, EnvFormat format) {
     case EnvFormat::key_value:
         for (const auto& [name, value] : vars) {
             out += fmt::format("{}={}\n", name, value);
+        }
+        break;
+    case EnvFormat::task_prolog:
+        // slurmstepd splits the prolog's stdout at newlines and sets NAME to the rest of an
+        // `export NAME=value` line as it is: no quoting exists, so a newline cannot be written.
+        for (const auto& [name, value] : vars) {
+            if (value.find('\n') != std::string::npos) {
+                throw errors::invalid_argument(
+                    name,
+                    "a newline in the value cannot be written for Slurm's TaskProlog (it reads "
+                    "one 'export NAME=value' line per variable, verbatim)",
+                    value,
+                    "remove the newline from the setting it comes from, or evaluate " +
+                        setting_ref("format", "export") + " in the task itself");
+            }
+            out += fmt::format("export {}={}\n", name, value);
         }
         break;
     case EnvFormat::json: {

@@ -51,10 +51,19 @@ enum class AddressMode {
 /// Where the ports came from.
 enum class PortSource { reserved, derived, explicit_base };
 
+/// Which GPUs a task's CUDA_VISIBLE_DEVICES lists. Inside a process CUDA numbers the visible
+/// devices from 0, so the choice decides which device index a framework must pick.
+enum class GpuBind {
+    automatic, ///< `node` when the torch variables are output, else `task` (resolve_settings())
+    task,      ///< the task's own share: its devices are cuda:0..N-1 (TensorFlow takes them all)
+    node       ///< every GPU visible on the node: the task picks cuda:LOCAL_RANK (torch's habit)
+};
+
 [[nodiscard]] std::string_view to_string(PsPlacement value) noexcept;
 [[nodiscard]] std::string_view to_string(Layout value) noexcept;
 [[nodiscard]] std::string_view to_string(AddressMode value) noexcept;
 [[nodiscard]] std::string_view to_string(PortSource value) noexcept;
+[[nodiscard]] std::string_view to_string(GpuBind value) noexcept;
 
 /// Role counts; every rank not given another role is a worker.
 struct RoleCounts {
@@ -73,6 +82,7 @@ struct PlanOptions {
     AddressMode address = AddressMode::name;
     std::string host_pattern;                      ///< e.g. `{host}-ib0`; empty = the node name
     std::optional<std::uint32_t> gpus_per_task;    ///< empty = split the visible GPUs
+    GpuBind gpu_bind = GpuBind::automatic;         ///< make_plan() takes automatic as task
     std::optional<std::uint32_t> tf_gpus_per_node; ///< tf-compat only: TensorFlow's gpus_per_node
     std::string rpc_layer;                         ///< e.g. `grpc`; empty = not written
 };

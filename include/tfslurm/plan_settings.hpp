@@ -117,6 +117,8 @@ struct ResolvedSettings {
 /// Layer `given` (any order): for each key the winner of winning_settings() is applied to the
 /// defaults; keys without a parser (launcher settings) only get their origin recorded. A
 /// value replaces lower layers as a whole (an empty `roles=` clears roles from below).
+/// `gpu_bind=auto` is resolved here: `node` when the torch variables are in `only` and
+/// `gpus_per_task` is not given, else `task`.
 /// Input: {ps=1 plugstack, ps=3 option, layout=tf-compat environment}.
 /// Output: values.plan.counts.ps == 3, layout tf_compat; origins {ps: option, layout: environment}.
 /// \throws Error from apply_setting() for a bad winning value.

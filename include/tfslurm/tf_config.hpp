@@ -54,13 +54,17 @@ task_environment(const Plan& plan, std::uint32_t rank, const OutputSelection& se
 enum class EnvFormat {
     export_lines, ///< `export NAME='value'` (safe to eval in sh/bash/zsh)
     key_value,    ///< `NAME=value` raw lines
-    json          ///< one JSON object
+    json,         ///< one JSON object
+    task_prolog   ///< `export NAME=value`, unquoted: what Slurm's TaskProlog reads literally
 };
 
-/// Parse `export`, `env` or `json`. \throws Error (Errc::invalid_argument).
+/// Parse `export`, `env`, `json` or `task-prolog`. \throws Error (Errc::invalid_argument).
 [[nodiscard]] EnvFormat parse_env_format(std::string_view text, std::string_view subject);
 
 /// Render variables; every line (and the JSON) ends with a newline.
+/// Input: {{"A", "x y"}}, task_prolog. Output: `export A=x y\n`.
+/// \throws Error (Errc::invalid_argument) naming the variable, for task_prolog, when a value
+///         holds a newline: Slurm takes each `export` line up to its newline, verbatim.
 [[nodiscard]] std::string render_env(const EnvVars& vars, EnvFormat format);
 
 /// POSIX shell single-quoting. Input: `it's`. Output: `'it'\''s'`.

@@ -14,6 +14,8 @@ namespace tfslurm::spank {
 namespace {
 
 constexpr std::string_view k_man_hint = "see spank_tfslurm(8)";
+/// What Slurm 22.05 stores for an option given without a value (`sbatch --tfslurm`).
+constexpr std::string_view k_bare_option_in_job = "(null)";
 
 /// The registry row of a plugstack/`--tfslurm` key, or null.
 const SettingSpec* plugin_setting(std::string_view key) {
@@ -153,7 +155,9 @@ SiteConfig parse_plugstack_args(const std::vector<std::string>& args) {
 
 OptionSpec parse_option_spec(std::string_view spec) {
     OptionSpec option;
-    if (spec.empty()) {
+    // sbatch and salloc export a bare --tfslurm as SLURM_SPANK__SLURM_SPANK_OPTION_tfslurm_tfslurm
+    // =(null) (printf of a null optarg); every srun of the job hands that text back to us.
+    if (spec.empty() || spec == k_bare_option_in_job) {
         return option;
     }
     if (spec == "off") {

@@ -75,7 +75,8 @@ struct OptionSpec {
     std::vector<Setting> settings; ///< in the order given
 };
 
-/// Parse the value of `--tfslurm[=SPEC]`. SPEC is empty (the defaults), `off`, or a
+/// Parse the value of `--tfslurm[=SPEC]`. SPEC is empty (the defaults), `(null)` (the same:
+/// Slurm's spelling of a bare `sbatch|salloc --tfslurm` in the job's environment), `off`, or a
 /// comma-separated list of `key[=value]` items: the plan keys and `only` (`-` may replace `_`
 /// in keys). A bare boolean key (`chief`, `evaluator`) means `=1`. Inside values of the list
 /// keys `roles` and `only`, `+` or `:` stands for the comma that separates settings.

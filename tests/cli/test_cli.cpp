@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <fstream>
@@ -142,6 +143,37 @@ TEST_CASE("cli: env in a batch script describes rank 0 of the job", "[cli]") {
     CHECK(r.status == 0);
     CHECK(r.out.find("RANK=0\nWORLD_SIZE=6\nLOCAL_RANK=0\nLOCAL_WORLD_SIZE=2\nNODE_RANK=0\n") !=
           std::string::npos);
+    // Said on stderr: eval'd here, the variables would make every task of an srun rank 0.
+    CHECK(r.err == "tfslurm: warning: batch script: not a task of a step: these variables "
+                   "describe rank 0 of the job's 6 tasks, and every task started with them would "
+                   "be rank 0; set them in each task instead: srun bash -c 'eval "
+                   "\"$(tfslurm env)\"; exec python train.py'\n");
+    // stdout is the same with the warning silenced.
+    const auto quiet = tfslurm_cli({"env", "-q", "--format", "env", "--only", "torch,gpus"}, env);
+    CHECK(quiet.out == r.out);
+    CHECK(quiet.err.empty());
+    // A one-task job's batch script is that task: nothing to say.
+    const auto set = [&env](const std::string& name, const std::string& value) {
+        env.erase(std::remove_if(
+                      env.begin(),
+                      env.end(),
+                      [&name](const std::string& var) { return var.rfind(name + "=", 0) == 0; }),
+                  env.end());
+        env.push_back(name + "=" + value);
+    };
+    for (const auto* name :
+         {"SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"}) {
+        set(name, "1");
+    }
+    set("SLURM_TASKS_PER_NODE", "1");
+    set("SLURM_NTASKS_PER_NODE", "1");
+    set("SLURM_JOB_NODELIST", "n1");
+    set("SLURM_NODELIST", "n1");
+    set("SLURM_JOB_CPUS_PER_NODE", "2");
+    const auto single = tfslurm_cli({"env", "--format", "env", "--only", "torch"}, env);
+    CHECK(single.status == 0);
+    CHECK(single.out.find("WORLD_SIZE=1\n") != std::string::npos);
+    CHECK(single.err.empty());
 }
 
 TEST_CASE("cli: inconsistent environments fail loudly", "[cli]") {
@@ -295,6 +327,37 @@ TEST_CASE("cli: the man page documents every option of every command", "[cli]") 
     }
 }
 
+TEST_CASE("cli: env --format task-prolog prints what Slurm's TaskProlog reads", "[cli]") {
+    auto env = task_env("srun-N3-n6-SLURM-env-task3.txt");
+    auto r = tfslurm_cli({"env", "--format", "task-prolog", "--only", "torch"}, env);
+    CHECK(r.status == 0);
+    CHECK(r.err.empty());
+    CHECK(r.out.rfind("export MASTER_ADDR=n1\nexport MASTER_PORT=", 0) == 0);
+    CHECK(r.out.find("\nexport RANK=3\nexport WORLD_SIZE=6\nexport LOCAL_RANK=1\n") !=
+          std::string::npos);
+    env.emplace_back("TFSLURM_FORMAT=task-prolog");
+    const auto by_variable = tfslurm_cli({"env", "--only", "torch"}, env);
+    CHECK(by_variable.out == r.out);
+    // A value with a newline cannot be one TaskProlog line: refused, naming the variable.
+    r = tfslurm_cli({"env",
+                     "--nodelist",
+                     "n1",
+                     "--rank",
+                     "0",
+                     "--only",
+                     "torch",
+                     "--host-pattern",
+                     "{host}\nprint x",
+                     "-f",
+                     "task-prolog"});
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err == "tfslurm: error: MASTER_ADDR: a newline in the value cannot be written for "
+                   "Slurm's TaskProlog (it reads one 'export NAME=value' line per variable, "
+                   "verbatim): \"n1\\nprint x\"\ntfslurm: hint: remove the newline from the "
+                   "setting it comes from, or evaluate --format export in the task itself\n");
+}
+
 TEST_CASE("cli: a bad setting is named as the user typed it", "[cli]") {
     const std::string problem = R"(expected an integer from 0 to 65536: "8x")";
     auto r = tfslurm_cli({"plan", "--nodelist", "n1", "--gpus-per-task", "8x"});
@@ -310,9 +373,11 @@ TEST_CASE("cli: a bad setting is named as the user typed it", "[cli]") {
 
     r = tfslurm_cli({"env", "--nodelist", "n1", "--rank", "0"}, {"TFSLURM_FORMAT=xml"});
     CHECK(r.status == 2);
-    CHECK(r.err == "tfslurm: error: TFSLURM_FORMAT: expected export, env or json: \"xml\"\n");
+    CHECK(r.err ==
+          "tfslurm: error: TFSLURM_FORMAT: expected export, env, json or task-prolog: \"xml\"\n");
     r = tfslurm_cli({"env", "-f", "xml", "--nodelist", "n1", "--rank", "0"});
-    CHECK(r.err == "tfslurm: error: --format: expected export, env or json: \"xml\"\n");
+    CHECK(r.err ==
+          "tfslurm: error: --format: expected export, env, json or task-prolog: \"xml\"\n");
     // Output settings are checked before the step is read.
     r = tfslurm_cli({"env"}, {"TFSLURM_ONLY=tf,bogus"});
     CHECK(r.status == 2);

@@ -2,12 +2,14 @@
 # SPDX-License-Identifier: MIT
 #
 # GPUs on the test cluster's fake GRES devices: with --gpus-per-node each task gets its share
-# of the visible GPUs; with --gpus-per-task (Slurm binds per task) each keeps its own; without
-# GPUs nothing is set and nothing fails.
+# of the visible GPUs (--only gpus: no torch variables, so gpu_bind=auto splits); with
+# --gpus-per-task (Slurm binds per task) each keeps its own; without GPUs nothing is set and
+# nothing fails. With the torch variables (the default), cuda:LOCAL_RANK must be a device of the
+# task, under `tfslurm env` and `tfslurm run` alike: CUDA numbers CUDA_VISIBLE_DEVICES from 0.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
-require_tfslurm
+require_trainer
 
 # shellcheck disable=SC2016 # expanded by the task's shell, not here
 task='printf "%s %s\n" "$SLURM_PROCID" "$("$TFSLURM_BIN" env --format env --only gpus | sed -n "s/^CUDA_VISIBLE_DEVICES=//p")"'
@@ -23,6 +25,32 @@ assert_eq "0 0,1 1 2,3 2 0,1 3 2,3 4 0,1 5 2,3 " "$(gpus_of --gpus-per-node=4)" 
 assert_eq "0 0 1 1 2 0 3 1 4 0 5 1 " "$(gpus_of --gpus-per-task=1)" "--gpus-per-task=1"
 assert_eq "0 0,1 1 2,3 2 0,1 3 2,3 4 0,1 5 2,3 " "$(gpus_of --gpus-per-task=2)" "--gpus-per-task=2"
 assert_eq "0  1  2  3  4  5  " "$(gpus_of)" "no GPUs requested"
+
+# torch.cuda.set_device(LOCAL_RANK) works iff LOCAL_RANK < the number of visible devices.
+# shellcheck disable=SC2016 # expanded by the task
+ordinal_check='import os
+visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+count = len(visible.split(",")) if visible else 0
+local = int(os.environ["LOCAL_RANK"])
+print(os.environ["RANK"], "ok" if local < count else "bad", "cuda:%d" % local, visible)'
+sorted_lines() { sort -n | paste -sd'|'; }
+want="0 ok cuda:0 0,1|1 ok cuda:1 0,1|2 ok cuda:0 0,1|3 ok cuda:1 0,1|4 ok cuda:0 0,1|5 ok cuda:1 0,1"
+
+# shellcheck disable=SC2016 # expanded by the task's shell
+run_stdout 0 60 srun -N3 --ntasks-per-node=2 --gpus-per-node=2 \
+    bash -c 'eval "$("$TFSLURM_BIN" env)"; exec python3 -c "$1"' check "$ordinal_check"
+assert_eq "$want" "$(sorted_lines <<<"$E2E_OUTPUT")" "tfslurm env: cuda:LOCAL_RANK among CUDA_VISIBLE_DEVICES"
+
+run_stdout 0 120 srun -N3 --ntasks-per-node=2 --gpus-per-node=2 \
+    "$TFSLURM_BIN" run --auth munge -- python3 -c "$ordinal_check"
+assert_eq "$want" "$(grep ' cuda:' <<<"$E2E_OUTPUT" | sorted_lines)" \
+    "tfslurm run: cuda:LOCAL_RANK among CUDA_VISIBLE_DEVICES"
+
+# --gpu-bind task: TensorFlow's split, each task's share is cuda:0 inside it.
+# shellcheck disable=SC2016 # expanded by the task's shell
+run_stdout 0 60 srun -N3 --ntasks-per-node=2 --gpus-per-node=2 \
+    bash -c 'eval "$("$TFSLURM_BIN" env --gpu-bind task)"; echo "$RANK $CUDA_VISIBLE_DEVICES"'
+assert_eq "0 0|1 1|2 0|3 1|4 0|5 1" "$(sorted_lines <<<"$E2E_OUTPUT")" "--gpu-bind task"
 
 no_leftovers 20
 e2e_log "PASS"

@@ -31,10 +31,11 @@ assert_status 0 run_bounded 120 srun -N3 --ntasks-per-node=2 \
 assert_contains "$E2E_OUTPUT" "coordinator: the work is done (the chief exited 0): stopping 5 remaining ranks" \
     "--until chief verdict"
 
-# Every trainer sees the GPUs it should: its share of the node's visible GPUs.
+# Every trainer sees the GPUs it should: with --gpu-bind task its share of the node's visible
+# GPUs; by default (torch variables set) the node's GPUs, cuda:LOCAL_RANK being its own.
 # shellcheck disable=SC2016 # expanded by the trainer's shell
 assert_status 0 run_bounded 120 srun -N3 --ntasks-per-node=2 --gpus-per-node=4 \
-    "$TFSLURM_BIN" run --auth munge -- bash -c 'echo "gpu $SLURM_PROCID $CUDA_VISIBLE_DEVICES"'
+    "$TFSLURM_BIN" run --auth munge --gpu-bind task -- bash -c 'echo "gpu $SLURM_PROCID $CUDA_VISIBLE_DEVICES"'
 assert_eq "gpu 0 0,1|gpu 1 2,3|gpu 2 0,1|gpu 3 2,3|gpu 4 0,1|gpu 5 2,3" \
     "$(grep '^gpu ' <<<"$E2E_OUTPUT" | sort | paste -sd'|')" "trainers' CUDA_VISIBLE_DEVICES"
 

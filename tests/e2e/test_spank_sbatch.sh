@@ -4,7 +4,9 @@
 # spank_tfslurm.so through sbatch and salloc (the allocator context): `sbatch --tfslurm=ps=1`
 # leaves the batch script itself alone (it is no task of a step) and every inner srun step gets
 # per-task TF_CONFIGs for its own layout; an inner srun may override (--tfslurm=...) or cancel
-# (--tfslurm=off) the inherited value; salloc passes the option on in the same way.
+# (--tfslurm=off) the inherited value; salloc passes the option on in the same way. A bare
+# --tfslurm (no value) reaches the job as the literal "(null)" (SLURM_SPANK_..._tfslurm_tfslurm):
+# the inner steps take it as "no settings", with sbatch and with salloc.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -40,6 +42,25 @@ assert_eq 6 "$(grep -c ' unset$' "$dir/step3.txt")" "inner srun --tfslurm=off st
 e2e_log "salloc --tfslurm=ps=1 srun ..."
 run_stdout 0 60 salloc -N3 --ntasks-per-node=2 --tfslurm=ps=1 srun bash -c "$SPANK_PRINT_TASK"
 check_tf_configs "$E2E_OUTPUT" 6 1
+
+e2e_log "sbatch --tfslurm (bare) with an inner srun"
+cat >"$dir/bare.sh" <<SCRIPT
+#!/bin/bash
+set -e
+echo "batch \${SLURM_SPANK__SLURM_SPANK_OPTION_tfslurm_tfslurm-unset}"
+srun bash -c '$SPANK_PRINT_TASK' >"$dir/bare0.txt"
+SCRIPT
+jid=$(sbatch_submit -N3 --ntasks-per-node=2 --tfslurm -o "$dir/bare.out" -e "$dir/bare.err" \
+    "$dir/bare.sh")
+rc=0
+sbatch_wait "$jid" 120 || rc=$?
+assert_eq 0 "$rc" "bare --tfslurm: batch job $jid ended with status $rc ($E2E_JOB_STATE): $(cat "$dir/bare.out" "$dir/bare.err")"
+assert_eq "batch (null)" "$(cat "$dir/bare.out")" "Slurm's spelling of a bare option in the job"
+check_tf_configs "$(cat "$dir/bare0.txt")" 6 0
+
+e2e_log "salloc --tfslurm (bare) srun ..."
+run_stdout 0 60 salloc -N3 --ntasks-per-node=2 --tfslurm srun bash -c "$SPANK_PRINT_TASK"
+check_tf_configs "$E2E_OUTPUT" 6 0
 
 no_leftovers 20
 e2e_log "PASS"

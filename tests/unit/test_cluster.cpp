@@ -137,7 +137,7 @@ TEST_CASE("cluster: impossible role requests are errors", "[cluster]") {
         },
         Errc::invalid_argument,
         "setting: unknown setting (known: ps, chief, evaluator, roles, ps_placement, "
-        "layout, port_base, address, host_pattern, gpus_per_task, gpus_per_node, "
+        "layout, port_base, address, host_pattern, gpus_per_task, gpu_bind, gpus_per_node, "
         "rpc_layer): \"colour\"");
     require_error(
         [] {
@@ -187,6 +187,23 @@ TEST_CASE("cluster: reserved and explicit ports", "[cluster]") {
     require_error([&] { (void)build(env); },
                   Errc::invalid_argument,
                   "SLURM_STEP_RESV_PORTS: reserves 1 ports but a node runs 2 tasks: \"12000\"");
+    try {
+        (void)build(env);
+    } catch (const Error& e) {
+        // The hint recommends srun --resv-ports, and what it needs from slurm.conf.
+        CHECK(e.hint() == "use srun --resv-ports=3 (one per task on a node, plus one for the "
+                          "launcher; it needs MpiParams=ports=LOW-HIGH in slurm.conf; Slurm then "
+                          "sets SLURM_STEP_RESV_PORTS in every task)");
+    }
+    try {
+        (void)tfslurm::derive_port_base(1, 0, 20000);
+        FAIL("no exception");
+    } catch (const Error& e) {
+        CHECK(std::string{e.what()} ==
+              "ports: 20000 ports per node do not fit in the derived range 20000-31999: \"20000\"");
+        CHECK(e.hint() == "use srun --resv-ports (it needs MpiParams=ports=LOW-HIGH in slurm.conf; "
+                          "Slurm then sets SLURM_STEP_RESV_PORTS in every task) or port_base");
+    }
 
     built = build(env, with({{"port_base", "40000"}}));
     CHECK(built.plan.port_source == tfslurm::PortSource::explicit_base);

@@ -76,10 +76,10 @@ TEST_CASE("plan_settings: every registry row follows the naming rules", "[plan_s
 TEST_CASE("plan_settings: the keys each face accepts", "[plan_settings]") {
     CHECK(tfslurm::known_setting_keys(Face::plugin) ==
           "ps, chief, evaluator, roles, ps_placement, layout, port_base, address, host_pattern, "
-          "gpus_per_task, gpus_per_node, rpc_layer, only");
+          "gpus_per_task, gpu_bind, gpus_per_node, rpc_layer, only");
     CHECK(tfslurm::known_setting_keys(Face::cli) ==
           "ps, chief, evaluator, roles, ps_placement, layout, port_base, address, host_pattern, "
-          "gpus_per_task, gpus_per_node, rpc_layer, format, only");
+          "gpus_per_task, gpu_bind, gpus_per_node, rpc_layer, format, only");
 }
 
 TEST_CASE("plan_settings: bad values name the setting key", "[plan_settings]") {
@@ -89,14 +89,15 @@ TEST_CASE("plan_settings: bad values name the setting key", "[plan_settings]") {
         {"roles", "ps,boss", R"(roles: expected a role: ps, worker, chief or evaluator: "boss")"},
         {"layout", "tf", R"(layout: expected native or tf-compat: "tf")"},
         {"gpus_per_task", "x", R"(gpus_per_task: expected an integer from 0 to 65536: "x")"},
-        {"format", "xml", R"(format: expected export, env or json: "xml")"},
+        {"format", "xml", R"(format: expected export, env, json or task-prolog: "xml")"},
         {"only",
          "tf,bogus",
          R"(only: expected all, or a comma list of tf, servers, torch, gpus: "tf,bogus")"},
         {"until",
          "x",
          "setting: unknown setting (known: ps, chief, evaluator, roles, ps_placement, layout, "
-         "port_base, address, host_pattern, gpus_per_task, gpus_per_node, rpc_layer, format, "
+         "port_base, address, host_pattern, gpus_per_task, gpu_bind, gpus_per_node, rpc_layer, "
+         "format, "
          "only): \"until\""},
     }));
     // Named copies: C++17 lambdas cannot capture structured bindings.
@@ -118,11 +119,12 @@ TEST_CASE("plan_settings: apply_plan_setting knows only plan settings", "[plan_s
     tfslurm::PlanOptions options;
     tfslurm::apply_plan_setting(options, "ps", "2");
     CHECK(options.counts.ps == 2);
-    require_error([&] { tfslurm::apply_plan_setting(options, "only", "tf"); },
-                  Errc::invalid_argument,
-                  "setting: unknown setting (known: ps, chief, evaluator, roles, ps_placement, "
-                  "layout, port_base, address, host_pattern, gpus_per_task, gpus_per_node, "
-                  "rpc_layer): \"only\"");
+    require_error(
+        [&] { tfslurm::apply_plan_setting(options, "only", "tf"); },
+        Errc::invalid_argument,
+        "setting: unknown setting (known: ps, chief, evaluator, roles, ps_placement, "
+        "layout, port_base, address, host_pattern, gpus_per_task, gpu_bind, gpus_per_node, "
+        "rpc_layer): \"only\"");
 }
 
 TEST_CASE("plan_settings: option > TFSLURM_* > plugstack.conf > default", "[plan_settings]") {

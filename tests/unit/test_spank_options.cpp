@@ -46,7 +46,7 @@ std::vector<std::string> names_of(const tfslurm::EnvVars& vars) {
 
 const std::string k_known =
     "ps, chief, evaluator, roles, ps_placement, layout, port_base, address, host_pattern, "
-    "gpus_per_task, gpus_per_node, rpc_layer, only";
+    "gpus_per_task, gpu_bind, gpus_per_node, rpc_layer, only";
 
 } // namespace
 
@@ -55,6 +55,11 @@ TEST_CASE("parse_option_spec: accepted forms", "[spank]") {
 
     SECTION("bare --tfslurm: the defaults") {
         const auto spec = parse_option_spec("");
+        CHECK_FALSE(spec.off);
+        CHECK(spec.settings.empty());
+    }
+    SECTION("bare sbatch/salloc --tfslurm, as Slurm hands it to the job's steps: the defaults") {
+        const auto spec = parse_option_spec("(null)");
         CHECK_FALSE(spec.off);
         CHECK(spec.settings.empty());
     }

@@ -15,8 +15,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <string>
 
 using tfslurm::Errc;
@@ -121,6 +123,7 @@ TEST_CASE("tf_config: task_environment of a real task", "[tf_config]") {
     const auto step = tfslurm::read_step(env);
     PlanOptions options;
     tfslurm::apply_plan_setting(options, "ps", "1");
+    tfslurm::apply_plan_setting(options, "gpu_bind", "task");
     const auto plan = tfslurm::make_plan(step, tfslurm::resolve_allocation(step), options);
     const auto vars = tfslurm::task_environment(plan, 3, {});
     std::vector<std::string> names;
@@ -165,6 +168,109 @@ TEST_CASE("tf_config: task_environment of a real task", "[tf_config]") {
         tfslurm::task_environment(plan, 3, tfslurm::parse_output_selection("torch", "--only"));
     CHECK(only_torch.size() == 10);
     CHECK(value_of(only_torch, "TF_CONFIG") == "<unset>");
+}
+
+namespace {
+
+/// The variables of `rank` in a real task environment, settings layered like both faces do.
+tfslurm::EnvVars resolved_task_vars(tfslurm::Environment env,
+                                    const std::string& nodelist,
+                                    const std::string& tasks,
+                                    int rank,
+                                    const std::vector<tfslurm::SettingValue>& given) {
+    env.set("SLURM_STEP_NODELIST", nodelist);
+    env.set("SLURM_STEP_TASKS_PER_NODE", tasks);
+    env.set("SLURM_PROCID", std::to_string(rank));
+    const auto settings = tfslurm::resolve_settings(given).values;
+    const auto step = tfslurm::read_step(env);
+    const auto plan = tfslurm::make_plan(step, tfslurm::resolve_allocation(step), settings.plan);
+    return tfslurm::task_environment(plan, static_cast<std::uint32_t>(rank), settings.outputs);
+}
+
+std::size_t device_count(const std::string& visible) {
+    return visible == "<unset>"
+               ? 0
+               : static_cast<std::size_t>(std::count(visible.begin(), visible.end(), ',')) + 1;
+}
+
+} // namespace
+
+TEST_CASE("tf_config: cuda:LOCAL_RANK is a device of the task whenever torch variables are output",
+          "[tf_config]") {
+    // Real GRES environments where every task of a node can have a GPU of its own and Slurm did
+    // not bind them per task. Inside a process CUDA numbers CUDA_VISIBLE_DEVICES from 0, so
+    // torch.cuda.set_device(LOCAL_RANK) needs LOCAL_RANK < the number of visible devices.
+    const std::map<std::string, std::pair<std::string, std::string>> layouts{
+        {"srun -N3 -n6 --gpus-per-node=2", {"n[1-3]", "2(x3)"}},
+        {"srun -N3 -n6 --gres=gpu:2", {"n[1-3]", "2(x3)"}},
+        {"srun -N3 -n6 --gres=gpu:4", {"n[1-3]", "2(x3)"}},
+        {"srun -N1 -n1 --gpus-per-node=3", {"n1", "1"}},
+    };
+    std::size_t checked = 0;
+    for (const auto& section : tfslurm::test::load_sections("slurm-env/gres-variants.txt")) {
+        const auto layout = layouts.find(section.title);
+        if (layout == layouts.end()) {
+            continue;
+        }
+        for (const auto& [rank, env] : section.tasks) {
+            INFO(section.title << ", rank " << rank);
+            const std::string node_gpus{env.get("CUDA_VISIBLE_DEVICES").value_or("")};
+            const auto& [nodelist, tasks] = layout->second;
+            // Defaults (only=all): torch's convention, the node's GPUs.
+            const auto vars = resolved_task_vars(env, nodelist, tasks, rank, {});
+            const auto local = std::stoul(value_of(vars, "LOCAL_RANK"));
+            CHECK(local < device_count(value_of(vars, "CUDA_VISIBLE_DEVICES")));
+            CHECK(value_of(vars, "CUDA_VISIBLE_DEVICES") == node_gpus);
+            // torch without the gpus group: Slurm's CUDA_VISIBLE_DEVICES stays, also valid.
+            const auto torch_only = resolved_task_vars(
+                env, nodelist, tasks, rank, {{"only", "torch", tfslurm::Origin::option}});
+            CHECK(value_of(torch_only, "CUDA_VISIBLE_DEVICES") == "<unset>");
+            CHECK(local < device_count(node_gpus));
+            // No torch variables (TensorFlow): each task gets its own share, cuda:0 inside it.
+            const auto tf = resolved_task_vars(
+                env, nodelist, tasks, rank, {{"only", "tf,gpus", tfslurm::Origin::option}});
+            CHECK(device_count(value_of(tf, "CUDA_VISIBLE_DEVICES")) ==
+                  device_count(node_gpus) / std::stoul(tasks.substr(0, 1)));
+            // An explicit gpu_bind=task keeps the share even with torch variables.
+            const auto split = resolved_task_vars(
+                env, nodelist, tasks, rank, {{"gpu_bind", "task", tfslurm::Origin::environment}});
+            CHECK(value_of(split, "CUDA_VISIBLE_DEVICES") == value_of(tf, "CUDA_VISIBLE_DEVICES"));
+            ++checked;
+        }
+    }
+    CHECK(checked == 19);
+}
+
+TEST_CASE("tf_config: gpu_bind settings", "[tf_config]") {
+    using tfslurm::GpuBind;
+    using tfslurm::Origin;
+    const auto bind = [](const std::vector<tfslurm::SettingValue>& given) {
+        return tfslurm::resolve_settings(given).values.plan.gpu_bind;
+    };
+    CHECK(bind({}) == GpuBind::node);
+    CHECK(bind({{"only", "tf,servers,gpus", Origin::option}}) == GpuBind::task);
+    CHECK(bind({{"gpus_per_task", "1", Origin::option}}) == GpuBind::task);
+    CHECK(bind({{"gpu_bind", "task", Origin::plugstack}}) == GpuBind::task);
+    CHECK(bind({{"gpu_bind", "node", Origin::option}, {"only", "tf", Origin::option}}) ==
+          GpuBind::node);
+    CHECK(bind({{"gpu_bind", "auto", Origin::option}, {"only", "torch", Origin::option}}) ==
+          GpuBind::node);
+    tfslurm::test::require_error(
+        [&] {
+            (void)bind({{"gpu_bind", "single:1", Origin::option}});
+        },
+        Errc::invalid_argument,
+        "gpu_bind: expected auto, task or node: \"single:1\"");
+    auto options = tfslurm::resolve_settings({{"gpu_bind", "node", Origin::option},
+                                              {"gpus_per_task", "1", Origin::option}})
+                       .values.plan;
+    const auto step = tfslurm::read_step(
+        tfslurm::test::load_env_dump("slurm-env/srun-N3-n6-gpus-per-node2-env-task3.txt"));
+    tfslurm::test::require_error(
+        [&] { (void)tfslurm::make_plan(step, tfslurm::resolve_allocation(step), options); },
+        Errc::invalid_argument,
+        "gpu_bind: every task sees the node's GPUs, so there is no per-task share to size: "
+        "\"node\"");
 }
 
 TEST_CASE("tf_config: export lines survive eval in a real shell", "[tf_config]") {
@@ -216,7 +322,8 @@ TEST_CASE("tf_config: env and json formats", "[tf_config]") {
         FAIL("no exception");
     } catch (const Error& e) {
         CHECK(e.code() == Errc::invalid_argument);
-        CHECK(std::string{e.what()} == "--format: expected export, env or json: \"yaml\"");
+        CHECK(std::string{e.what()} ==
+              "--format: expected export, env, json or task-prolog: \"yaml\"");
     }
     try {
         (void)tfslurm::parse_output_selection("tf,pytorch", "--only");
@@ -225,6 +332,28 @@ TEST_CASE("tf_config: env and json formats", "[tf_config]") {
         CHECK(std::string{e.what()} ==
               "--only: expected all, or a comma list of tf, servers, torch, gpus: \"tf,pytorch\"");
     }
+}
+
+TEST_CASE("tf_config: task-prolog format, what Slurm's TaskProlog reads", "[tf_config]") {
+    CHECK(tfslurm::parse_env_format("task-prolog", "format") == tfslurm::EnvFormat::task_prolog);
+    // slurmstepd sets NAME to the rest of the line, verbatim: no quotes, spaces kept.
+    const tfslurm::EnvVars vars{
+        {"TF_CONFIG", R"({"cluster":{"worker":["n1:2000"]},"task":{"type":"worker","index":0}})"},
+        {"A", " it's $HOME "},
+        {"EMPTY", ""}};
+    CHECK(tfslurm::render_env(vars, tfslurm::EnvFormat::task_prolog) ==
+          "export TF_CONFIG={\"cluster\":{\"worker\":[\"n1:2000\"]},\"task\":{\"type\":"
+          "\"worker\",\"index\":0}}\n"
+          "export A= it's $HOME \n"
+          "export EMPTY=\n");
+    tfslurm::test::require_error(
+        [] {
+            (void)tfslurm::render_env({{"OK", "1"}, {"MASTER_ADDR", "n1\nprint hi"}},
+                                      tfslurm::EnvFormat::task_prolog);
+        },
+        Errc::invalid_argument,
+        "MASTER_ADDR: a newline in the value cannot be written for Slurm's TaskProlog (it reads "
+        "one 'export NAME=value' line per variable, verbatim): \"n1\\nprint hi\"");
 }
 
 TEST_CASE("tf_config: a TF_CONFIG too large for the environment is a clear error", "[tf_config]") {
