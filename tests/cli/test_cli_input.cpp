@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -77,4 +79,14 @@ TEST_CASE("cli: hostfiles are read with their limit enforced", "[cli]") {
         CHECK(r.err.find("tfslurm: error: --hostfile (/): cannot read \"/\": Is a directory\n") ==
               0);
     }
+}
+
+TEST_CASE("cli: numeric options are decimal, as the SLURM_* variables are", "[cli]") {
+    // CLI11 alone reads 010 as octal 8; SLURM_JOB_ID=010 is job 10.
+    const Result option = tfslurm_cli({"plan", "--nodelist", "n1", "--job-id", "010"});
+    const Result variable = tfslurm_cli(
+        {"plan"}, {"SLURM_STEP_NODELIST=n1", "SLURM_STEP_TASKS_PER_NODE=1", "SLURM_JOB_ID=010"});
+    CHECK(option.status == 0);
+    CHECK(option.out.rfind("# job 10, step -: 1 tasks on 1 nodes (n1), native layout\n", 0) == 0);
+    CHECK(variable.out.rfind("# job 10, step -: 1 tasks on 1 nodes (n1), native layout\n", 0) == 0);
 }
