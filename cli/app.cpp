@@ -3,6 +3,7 @@
 
 #include "cmd_run.hpp"
 #include "commands.hpp"
+#include "help.hpp"
 #include "logging.hpp"
 #include "plan_args.hpp"
 
@@ -13,15 +14,116 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
 
 namespace tfslurm::cli {
+namespace {
+
+void print_error(const std::string& message, const std::string& hint) {
+    std::fputs(fmt::format("tfslurm: error: {}\n", message).c_str(), stderr);
+    if (!hint.empty()) {
+        std::fputs(fmt::format("tfslurm: hint: {}\n", hint).c_str(), stderr);
+    }
+}
+
+/// The subcommand being parsed when CLI11 failed (the deepest one that was given), or `app`.
+const CLI::App& failing_command(const CLI::App& app) {
+    const CLI::App* command = &app;
+    while (true) {
+        const auto parsed = command->get_subcommands();
+        if (parsed.empty()) {
+            return *command;
+        }
+        command = parsed.front();
+    }
+}
+
+std::string command_names(const CLI::App& app) {
+    std::string names;
+    for (const auto* sub : app.get_subcommands({})) {
+        names += names.empty() ? "" : ", ";
+        names += sub->get_name();
+    }
+    return names;
+}
+
+/// The problem of a CLI11 error in tfslurm's words where its text is known:
+/// `--job-id: 1 required ID missing` becomes `option needs a value (ID): "--job-id"`.
+std::string cli11_problem(const CLI::ParseError& e) {
+    const std::string text = e.what();
+    const auto colon = text.find(": ");
+    const std::string option = colon == std::string::npos ? "" : text.substr(0, colon);
+    const std::string rest = colon == std::string::npos ? text : text.substr(colon + 2);
+    if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr && !option.empty()) {
+        // "1 required TYPE missing" and "At Most 1 required but received 2".
+        const auto required = rest.find(" required ");
+        if (rest.size() > 8 && rest.compare(rest.size() - 8, 8, " missing") == 0 &&
+            required != std::string::npos && required + 10 <= rest.size() - 8) {
+            const auto type = rest.substr(required + 10, rest.size() - 8 - required - 10);
+            return fmt::format("option needs a value ({}): {}", type, quote(option));
+        }
+        if (rest.rfind("At Most ", 0) == 0) {
+            return "option given more than once: " + quote(option);
+        }
+    }
+    std::string problem = text;
+    if (!problem.empty() && problem.front() >= 'A' && problem.front() <= 'Z') {
+        problem.front() = static_cast<char>(problem.front() - 'A' + 'a');
+    }
+    return problem;
+}
+
+/// CLI11's parse errors in tfslurm's words: `tfslurm: error: ` and exit status 2 like every
+/// other usage mistake, the subject first, the input quoted, a hint to --help. Its own texts
+/// ("The following argument was not expected: b") are kept only where nothing better is known.
+int report_parse_error(const CLI::App& app, const CLI::ParseError& e) {
+    const CLI::App& command = failing_command(app);
+    const bool top = &command == &app;
+    const std::string subject = top ? "command line" : command.get_name();
+    const std::string help_hint =
+        fmt::format("'tfslurm {}--help' lists the options", top ? "" : command.get_name() + " ");
+    const std::string commands_hint =
+        fmt::format("the commands are {}; 'tfslurm --help' describes them", command_names(app));
+    // With fallthrough, an argument a subcommand did not take may be left to its parent.
+    auto extras = command.remaining();
+    if (extras.empty()) {
+        extras = app.remaining();
+    }
+    const bool no_command = top && app.get_subcommands().empty();
+    if (no_command && !extras.empty() && extras.front().rfind('-', 0) != 0) {
+        print_error("command: not a tfslurm command: " + quote(extras.front()), commands_hint);
+    } else if (!extras.empty() &&
+               (no_command || dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr)) {
+        const bool option = extras.front().size() > 1 && extras.front().front() == '-';
+        print_error(fmt::format("{}: {}: {}",
+                                subject,
+                                option ? "unknown option" : "unexpected argument",
+                                quote(extras.front())),
+                    help_hint);
+    } else if (no_command) {
+        print_error("command: missing", commands_hint);
+    } else {
+        print_error(fmt::format("{}: {}", subject, cli11_problem(e)), help_hint);
+    }
+    return 2;
+}
+
+} // namespace
 
 int run_main(int argc, char** argv) {
     CLI::App app{"tfslurm: exact TF_CONFIG, torch and tf4slurm settings for every task of a Slurm "
                  "step, and a launcher that ends the step when the training is done.",
                  "tfslurm"};
-    app.set_version_flag("--version", TFSLURM_VERSION);
+    // Before the subcommands: each one copies its parent's formatter.
+    const char* columns = std::getenv("COLUMNS");
+    app.formatter(std::make_shared<HelpFormatter>(
+        help_width(columns == nullptr ? std::nullopt : std::optional<std::string_view>{columns})));
+    app.set_version_flag("-V,--version", TFSLURM_VERSION);
     app.require_subcommand(1);
     app.fallthrough();
     app.footer("Run 'tfslurm <command> --help' for a command's options; man tfslurm for the "
@@ -42,18 +144,18 @@ int run_main(int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        // --help and --version are "errors" with status 0; usage mistakes exit 2.
-        return app.exit(e) == 0 ? 0 : 2;
+        // --help and --version are "errors" with status 0.
+        if (e.get_exit_code() == 0) {
+            return app.exit(e);
+        }
+        return report_parse_error(app, e);
     } catch (const Error& e) {
         // The library names settings by key; the user typed an option or a variable.
         const auto shown = cli_error(e);
-        std::fputs(fmt::format("tfslurm: error: {}\n", shown.what()).c_str(), stderr);
-        if (!shown.hint().empty()) {
-            std::fputs(fmt::format("tfslurm: hint: {}\n", shown.hint()).c_str(), stderr);
-        }
+        print_error(shown.what(), shown.hint());
         return exit_status(e.code());
     } catch (const std::exception& e) {
-        std::fputs(fmt::format("tfslurm: error: {}\n", e.what()).c_str(), stderr);
+        print_error(e.what(), {});
         return 1;
     }
     return status;

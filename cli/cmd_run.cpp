@@ -260,11 +260,15 @@ void setup_run(CLI::App& app, int& exit_status) {
         }
     }
     const std::string group = "Launcher (also TFSLURM_<NAME>, e.g. TFSLURM_GRACE)";
-    sub->add_option("--local",
-                    args->local,
-                    "Run the whole job on this machine: N tasks on one node 'localhost' "
-                    "(--job-id picks the ports)")
-        ->check(CLI::Range(1, 4096))
+    sub->add_option_function<std::string>(
+           "--local",
+           [args](const std::string& text) {
+               args->local =
+                   static_cast<std::uint32_t>(parse_option_number(text, "--local", 1, 4096));
+           },
+           "Run the whole job on this machine: N tasks on one node 'localhost' "
+           "(--job-id picks the ports)")
+        ->type_name("N")
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
         ->group(group);
     sub->add_option("command", args->command, "The trainer and its arguments, after '--'")

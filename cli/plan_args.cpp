@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: MIT
 #include "plan_args.hpp"
 
+#include "detail/text.hpp"
+
 #include <tfslurm/error.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 namespace tfslurm::cli {
 namespace {
@@ -40,6 +43,22 @@ template <typename T> void add_field(CLI::App& sub, std::string_view key, T& tar
         ->group(group_title(spec->group));
 }
 
+/// A numeric preview option, read as text and converted by parse_option_number(): CLI11 would
+/// detect a base (`010` is 8, `0x10` is 16) and wrap `-1` around to the maximum.
+template <typename T>
+void add_field(CLI::App& sub, std::string_view key, std::optional<T>& target) {
+    const auto* spec = find_setting(key);
+    sub.add_option_function<std::string>(
+           std::string{spec->option},
+           [&target, key](const std::string& text) {
+               target = static_cast<T>(
+                   parse_option_number(text, setting_ref(key), 0, std::numeric_limits<T>::max()));
+           },
+           std::string{spec->help})
+        ->type_name(std::string{spec->type_name})
+        ->group(group_title(spec->group));
+}
+
 /// The values of the output settings only: validated before the step is read, so that a bad
 /// --format is reported even outside Slurm.
 std::vector<SettingValue> output_values(const std::vector<SettingValue>& values) {
@@ -52,6 +71,18 @@ std::vector<SettingValue> output_values(const std::vector<SettingValue>& values)
 }
 
 } // namespace
+
+std::uint64_t parse_option_number(std::string_view text,
+                                  std::string_view subject,
+                                  std::uint64_t low,
+                                  std::uint64_t high) {
+    const auto value = detail::parse_decimal(text);
+    if (!value || *value < low || *value > high) {
+        throw errors::invalid_argument(
+            subject, fmt::format("expected an integer from {} to {}", low, high), text);
+    }
+    return *value;
+}
 
 void add_setting_options(CLI::App& sub, GivenSettings& given, SettingGroup group) {
     for (const auto& spec : setting_registry()) {
@@ -79,6 +110,8 @@ void add_setting_options(CLI::App& sub, GivenSettings& given, SettingGroup group
 
 void add_plan_options(CLI::App& sub, PlanArgs& args) {
     add_field(sub, "nodelist", args.preview.nodelist);
+    // An empty --nodelist '' is a preview with a bad nodelist, not "outside Slurm".
+    sub.get_option("--nodelist")->each([&args](const std::string&) { args.nodelist_given = true; });
     add_field(sub, "tasks_per_node", args.preview.tasks_per_node);
     add_field(sub, "ntasks", args.preview.ntasks);
     add_field(sub, "distribution", args.preview.distribution);
@@ -112,7 +145,7 @@ ResolvedPlan resolve_plan(const PlanArgs& args, const Environment& env) {
     record_origins(values);
     static_cast<void>(resolve_settings(output_values(values)));
     ResolvedPlan resolved;
-    if (!args.preview.nodelist.empty()) {
+    if (args.nodelist_given || !args.preview.nodelist.empty()) {
         resolved.step = preview_step(args.preview);
     } else {
         if (preview_requested(args.preview)) {

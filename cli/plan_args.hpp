@@ -15,6 +15,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -29,9 +30,20 @@ using GivenSettings = std::map<std::string, std::string, std::less<>>;
 
 /// Raw option values, converted by resolve_plan().
 struct PlanArgs {
-    StepOverrides preview; ///< used when --nodelist is given
-    GivenSettings given;   ///< plan settings, plus output settings for `env`
+    StepOverrides preview;       ///< used when --nodelist is given
+    bool nodelist_given = false; ///< --nodelist was given, even as ''
+    GivenSettings given;         ///< plan settings, plus output settings for `env`
 };
+
+/// An option's number, read like the SLURM_* variables (the library's strict decimal reader:
+/// ASCII digits only, so no sign, base prefix, octal or overflow), from `low` to `high`.
+/// Input: "010", 0, 9999. Output: 10. Input: "0x10". Output: throws
+/// `<subject>: expected an integer from 0 to 9999: "0x10"`.
+/// \throws Error (Errc::invalid_argument) naming `subject` (may be a setting_ref()).
+[[nodiscard]] std::uint64_t parse_option_number(std::string_view text,
+                                                std::string_view subject,
+                                                std::uint64_t low,
+                                                std::uint64_t high);
 
 /// Add the allocation-preview options and the plan settings (registry groups roles and
 /// network) to a subcommand. Every setting also reads its `TFSLURM_<NAME>` variable (option >

@@ -78,6 +78,10 @@ std::string_view unwritable_reason(std::string_view host) noexcept {
         case '\n':
             return "contains a newline";
         default:
+            // expand_hostlist() would refuse it: what is written must read back.
+            if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
+                return "not printable ASCII";
+            }
             break;
         }
     }

@@ -123,6 +123,7 @@ class HostlistParser {
         : m_input(input), m_subject(subject) {}
 
     std::vector<std::string> expand() {
+        check_bytes();
         std::uint64_t total_hosts = 0;
         std::size_t pos = 0;
         while (next_token(pos)) {
@@ -153,6 +154,25 @@ class HostlistParser {
     }
 
   private:
+    /// Host names are printable ASCII (Slurm's node names, DNS names): a control character or
+    /// a byte of 0x7f and above (not valid UTF-8, or valid but not a host name) would reach
+    /// TF_CONFIG, JSON and tables raw. Separators are the only other bytes allowed.
+    /// Inside brackets, C whitespace stays allowed: strtoul() skips it before a number, as
+    /// Slurm does (`n[\v1]` is n1).
+    void check_bytes() const {
+        bool inside = false;
+        for (std::size_t i = 0; i < m_input.size(); ++i) {
+            const char c = m_input[i];
+            inside = c == '[' ? true : c == ']' ? false : inside;
+            const auto byte = static_cast<unsigned char>(c);
+            if ((byte <= 0x20 || byte >= 0x7f) && !is_separator(c) && !(inside && is_c_space(c))) {
+                fail(fmt::format("host names are printable ASCII: byte 0x{:02x} at offset {}",
+                                 static_cast<unsigned>(byte),
+                                 i));
+            }
+        }
+    }
+
     struct CountedToken {
         Token token;
         std::uint64_t count = 0;

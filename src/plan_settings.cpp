@@ -33,7 +33,24 @@ template <typename T> T parse_number(std::string_view value, std::string_view ke
     return static_cast<T>(*parsed);
 }
 
+/// Values that end up inside TF_CONFIG and host names are printable ASCII, like the host names
+/// of a nodelist: a control character or a byte that is not ASCII would reach JSON raw.
+void check_printable(std::string_view value, std::string_view key) {
+    for (std::size_t i = 0; i < value.size(); ++i) {
+        const auto byte = static_cast<unsigned char>(value[i]);
+        if (byte < 0x20 || byte >= 0x7f) {
+            throw errors::invalid_setting(
+                key,
+                fmt::format("expected printable ASCII: byte 0x{:02x} at offset {}",
+                            static_cast<unsigned>(byte),
+                            i),
+                value);
+        }
+    }
+}
+
 void validate_pattern(std::string_view pattern, std::string_view key) {
+    check_printable(pattern, key);
     std::size_t pos = 0;
     while ((pos = pattern.find_first_of("{}", pos)) != std::string_view::npos) {
         if (pattern.compare(pos, 6, "{host}") != 0) {
@@ -319,6 +336,7 @@ const std::vector<SettingSpec> k_registry{
      G::network,
      "Add \"rpc_layer\" to TF_CONFIG, e.g. grpc",
      [](Values& v, std::string_view s) {
+         check_printable(s, "rpc_layer");
          if (s.find_first_of("\"\\") != std::string_view::npos) {
              throw errors::invalid_setting("rpc_layer", "expected a protocol name such as grpc", s);
          }

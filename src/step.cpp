@@ -361,11 +361,25 @@ void counts_from_text(StepInfo& step, const std::string& text) {
                                       text,
                                       "give one count (same on every node) or one per node");
     }
+    // Slurm never lists a node without a task; a 0 here is a typing mistake, not an allocation
+    // that contradicts itself (placement's check would call it inconsistent).
+    if (std::find(step.tasks_per_node.begin(), step.tasks_per_node.end(), 0U) !=
+        step.tasks_per_node.end()) {
+        throw errors::invalid_setting(
+            "tasks_per_node", "every node of a step runs at least one task", text);
+    }
 }
 
 /// Counts like `srun -N<nodes> -n<ntasks>` with enough CPUs: the first nodes get one more.
 void counts_from_ntasks(StepInfo& step, std::uint32_t ntasks) {
     const auto nodes = step.hosts.size();
+    if (ntasks > k_max_expanded_hosts) {
+        // Checked here so that the message names what was typed, not the derived counts.
+        throw errors::too_large(
+            setting_ref("ntasks"),
+            fmt::format("{} tasks exceed tfslurm's limit of {}", ntasks, k_max_expanded_hosts),
+            "split the job into several steps");
+    }
     if (ntasks < nodes) {
         throw errors::invalid_setting(
             "ntasks",

@@ -270,7 +270,19 @@ std::string render_env(const EnvVars& vars, EnvFormat format) {
         for (const auto& [name, value] : vars) {
             object[name] = value;
         }
-        out = object.dump(2) + "\n";
+        try {
+            out = object.dump(2) + "\n";
+        } catch (const nlohmann::json::type_error&) {
+            // Only text that is not UTF-8 fails to dump (type_error 316): name the variable.
+            for (const auto& [name, value] : vars) {
+                try {
+                    static_cast<void>(OrderedJson(value).dump());
+                } catch (const nlohmann::json::type_error&) {
+                    throw errors::invalid_argument(name, "not valid UTF-8, cannot be JSON", value);
+                }
+            }
+            throw;
+        }
         break;
     }
     }

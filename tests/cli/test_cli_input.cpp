@@ -7,6 +7,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -81,6 +83,68 @@ TEST_CASE("cli: hostfiles are read with their limit enforced", "[cli]") {
         CHECK(r.err.find("tfslurm: error: --hostfile (/): cannot read \"/\": Is a directory\n") ==
               0);
     }
+}
+
+TEST_CASE("cli: numeric options are decimal, as the SLURM_* variables are", "[cli]") {
+    // CLI11 alone reads 010 as octal 8; SLURM_JOB_ID=010 is job 10.
+    const Result option = tfslurm_cli({"plan", "--nodelist", "n1", "--job-id", "010"});
+    const Result variable = tfslurm_cli(
+        {"plan"}, {"SLURM_STEP_NODELIST=n1", "SLURM_STEP_TASKS_PER_NODE=1", "SLURM_JOB_ID=010"});
+    CHECK(option.status == 0);
+    CHECK(option.out.rfind("# job 10, step -: 1 tasks on 1 nodes (n1), native layout\n", 0) == 0);
+    CHECK(variable.out.rfind("# job 10, step -: 1 tasks on 1 nodes (n1), native layout\n", 0) == 0);
+}
+
+TEST_CASE("cli: -V is --version, and --help and --version exit 0", "[cli]") {
+    const Result short_name = tfslurm_cli({"-V"});
+    const Result long_name = tfslurm_cli({"--version"});
+    CHECK(short_name.status == 0);
+    CHECK(long_name.status == 0);
+    CHECK(!long_name.out.empty());
+    CHECK(short_name.out == long_name.out);
+    const Result help = tfslurm_cli({"plan", "--help"});
+    CHECK(help.status == 0);
+    CHECK(help.err.empty());
+}
+
+namespace {
+
+std::size_t widest_line(const std::string& text) {
+    std::size_t widest = 0;
+    std::size_t start = 0;
+    while (start < text.size()) {
+        const auto end = std::min(text.find('\n', start), text.size());
+        widest = std::max(widest, end - start);
+        start = end + 1;
+    }
+    return widest;
+}
+
+} // namespace
+
+TEST_CASE("cli: --help wraps at COLUMNS and reads like tfslurm's options", "[cli]") {
+    for (const std::vector<std::string>& args : {std::vector<std::string>{"--help"},
+                                                 std::vector<std::string>{"plan", "--help"},
+                                                 std::vector<std::string>{"env", "--help"},
+                                                 std::vector<std::string>{"run", "--help"}}) {
+        CAPTURE(args);
+        const Result narrow = tfslurm_cli(args, {"COLUMNS=60"});
+        REQUIRE(narrow.status == 0);
+        CHECK(widest_line(narrow.out) <= 60);
+        // Without COLUMNS and without a terminal: 80.
+        const Result piped = tfslurm_cli(args);
+        CHECK(widest_line(piped.out) <= 80);
+        CHECK(widest_line(piped.out) > 60);
+    }
+    const Result plan = tfslurm_cli({"plan", "--help"}, {"COLUMNS=100"});
+    CHECK(plan.out.find("  --chief/--no-chief") != std::string::npos);
+    CHECK(plan.out.find("{1}") == std::string::npos);
+    CHECK(plan.out.find("  --job-id ID ") != std::string::npos);
+    CHECK(plan.out.find("  --ntasks N ") != std::string::npos);
+    CHECK(plan.out.find("  --rank N ") != std::string::npos);
+    CHECK(plan.out.find("  -f, --format FORMAT") == std::string::npos); // env only
+    const Result env = tfslurm_cli({"env", "--help"}, {"COLUMNS=100"});
+    CHECK(env.out.find("  -f, --format FORMAT") != std::string::npos);
 }
 
 TEST_CASE("cli: run asks munged where Slurm says it listens, and says where that came from",

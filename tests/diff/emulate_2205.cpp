@@ -163,17 +163,26 @@ std::size_t error_offset(const std::string& message) {
 bool expand_token_2205(std::string token, Emulation& emulation) {
     const bool has_newline = token.find('\n') != std::string::npos;
     if (has_newline) {
-        // '\v' is C whitespace like '\n' but no separator: the token stays one token.
-        if (token.find('\v') != std::string::npos) {
+        // Keep the token one token: inside brackets '\v' (C whitespace like '\n', which
+        // strtoul skips, but no separator); outside, where tfslurm refuses control bytes in
+        // host names, '~' (never generated).
+        if (token.find_first_of("\v~") != std::string::npos) {
             emulation.complete = false;
             return false;
         }
-        std::replace(token.begin(), token.end(), '\n', '\v');
+        bool inside = false;
+        for (auto& c : token) {
+            inside = c == '[' ? true : c == ']' ? false : inside;
+            if (c == '\n') {
+                c = inside ? '\v' : '~';
+            }
+        }
     }
     try {
         for (auto host : tfslurm::expand_hostlist(token)) {
             if (has_newline) {
                 std::replace(host.begin(), host.end(), '\v', '\n');
+                std::replace(host.begin(), host.end(), '~', '\n');
             }
             for (auto& line : split_lines(host + "\n")) {
                 emulation.lines.push_back(std::move(line));
@@ -204,6 +213,7 @@ bool expand_token_2205(std::string token, Emulation& emulation) {
             token.substr(span.close);
         if (has_newline) {
             std::replace(truncated.begin(), truncated.end(), '\v', '\n');
+            std::replace(truncated.begin(), truncated.end(), '~', '\n');
         }
         return expand_token_2205(truncated, emulation);
     }

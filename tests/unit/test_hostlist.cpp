@@ -261,6 +261,8 @@ TEST_CASE("hostlist: compression rejects hosts that cannot be written", "[hostli
         {"a b", "contains a space"},
         {"a\tb", "contains a tab"},
         {"a\nb", "contains a newline"},
+        {"n1\r", "not printable ASCII"},
+        {"n\xff", "not printable ASCII"},
     }));
     const Hosts hosts{"n1", std::get<0>(row)};
     const Failure failure =

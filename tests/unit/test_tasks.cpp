@@ -291,4 +291,14 @@ TEST_CASE("tasks: preview_step describes allocations like srun", "[tasks]") {
     require_error([&] { (void)tfslurm::preview_step(preview); },
                   Errc::invalid_argument,
                   "rank: the step has only 3 tasks: \"3\"");
+    preview.rank.reset();
+    preview.tasks_per_node = "1,0,1";
+    require_error([&] { (void)tfslurm::preview_step(preview); },
+                  Errc::invalid_argument,
+                  "tasks_per_node: every node of a step runs at least one task: \"1,0,1\"");
+    preview.tasks_per_node.clear();
+    preview.ntasks = 100000000;
+    require_error([&] { (void)tfslurm::preview_step(preview); },
+                  Errc::too_large,
+                  "ntasks: 100000000 tasks exceed tfslurm's limit of 4194304");
 }

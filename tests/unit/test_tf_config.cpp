@@ -24,6 +24,7 @@
 using tfslurm::Errc;
 using tfslurm::Error;
 using tfslurm::PlanOptions;
+using tfslurm::test::require_error;
 
 namespace {
 
@@ -316,6 +317,14 @@ TEST_CASE("tf_config: env and json formats", "[tf_config]") {
           "A=1\nTF_CONFIG={\"x\":\"y\"}\n");
     CHECK(tfslurm::render_env(vars, tfslurm::EnvFormat::json) ==
           "{\n  \"A\": \"1\",\n  \"TF_CONFIG\": \"{\\\"x\\\":\\\"y\\\"}\"\n}\n");
+    // Text that is not UTF-8 cannot be JSON: an error naming the variable, not type_error 316.
+    require_error(
+        [] {
+            (void)tfslurm::render_env({{"A", "1"}, {"CUDA_VISIBLE_DEVICES", "0,\xff"}},
+                                      tfslurm::EnvFormat::json);
+        },
+        Errc::invalid_argument,
+        R"(CUDA_VISIBLE_DEVICES: not valid UTF-8, cannot be JSON: "0,\xff")");
     CHECK(tfslurm::parse_env_format("export", "--format") == tfslurm::EnvFormat::export_lines);
     try {
         (void)tfslurm::parse_env_format("yaml", "--format");
