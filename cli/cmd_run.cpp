@@ -139,8 +139,11 @@ std::vector<std::string> launcher_command_line(const CLI::App& run,
 /// How long a launcher waits after printing the reason for an abort (see run_task).
 constexpr std::chrono::milliseconds k_abort_linger{200};
 
-void print_line(std::string_view level, std::string_view message) {
-    std::fputs(fmt::format("tfslurm: {}: {}\n", level, message).c_str(), stderr);
+/// Print a launcher's message as the CLI words it (its setting references rendered as options).
+void print_line(Outcome outcome, const std::string& message) {
+    const std::string_view level = outcome == Outcome::interrupted ? "warning" : "error";
+    const std::string text = cli_error(Error(Errc::io, message)).what();
+    std::fputs(fmt::format("tfslurm: {}: {}\n", level, text).c_str(), stderr);
     std::fflush(stderr);
 }
 
@@ -179,20 +182,25 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     const std::optional<int> status_channel = local_status_channel(env);
     const LaunchResult result = run_launcher(plan, args.command, trainer, options);
     if (status_channel) {
-        write_local_report(*status_channel, {*plan.self_rank, result.outcome, result.step_status});
+        // `--local`: the parent shows each line once.
+        write_local_report(*status_channel,
+                           {*plan.self_rank, result.outcome, result.step_status, result.message});
+        return result.exit_status;
     }
-    if (!result.message.empty()) {
-        print_line(result.outcome == Outcome::interrupted ? "warning" : "error", result.message);
-    }
-    if (!status_channel &&
-        (result.outcome == Outcome::aborted || result.outcome == Outcome::coordinator_lost)) {
-        // Let Slurm forward the line above before it learns that this task exited: once a task
-        // of the step has died by SIGKILL or SIGTERM (a launcher killed by the OOM killer, say),
-        // srun stops reading task output as soon as every task has exited, and the line naming
-        // the failure would be lost. An abort is rare; 0.2 s on its way out is cheap.
-        logger().debug("waiting {} ms before exiting so that srun forwards the line above",
-                       k_abort_linger.count());
-        std::this_thread::sleep_for(k_abort_linger);
+    if (!result.message.empty() && !result.announce) {
+        logger().debug("{} (another launcher shows this line)", result.message);
+    } else if (!result.message.empty()) {
+        print_line(result.outcome, result.message);
+        if (result.outcome == Outcome::aborted || result.outcome == Outcome::coordinator_lost) {
+            // Let Slurm forward the line above before it learns that this task exited: once a
+            // task of the step has died by SIGKILL or SIGTERM (a launcher killed by the OOM
+            // killer, say), srun stops reading task output as soon as every task has exited,
+            // and the line naming the failure would be lost. An abort is rare; 0.2 s on its
+            // way out is cheap.
+            logger().debug("waiting {} ms before exiting so that srun forwards the line above",
+                           k_abort_linger.count());
+            std::this_thread::sleep_for(k_abort_linger);
+        }
     }
     return result.exit_status;
 }
@@ -231,7 +239,11 @@ int run_local_job(const PlanArgs& plan_args, const RunArgs& args, const CLI::App
     }
     local.env = std::move(env);
     local.launcher_argv = launcher_command_line(run, args.command);
-    return run_local(local);
+    const LocalResult result = run_local(local);
+    for (const LocalReport& report : result.messages) {
+        print_line(report.outcome, report.message);
+    }
+    return result.exit_status;
 }
 
 } // namespace
