@@ -151,7 +151,7 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     const Environment env = Environment::from_process();
     const LauncherOptions options = launcher_options(args, env);
     const std::string hint = "tfslurm run starts one task's trainer: run it with srun (srun "
-                             "tfslurm run ... -- CMD), or try the whole job on this machine with "
+                             "tfslurm run ... CMD), or try the whole job on this machine with "
                              "--local N";
     ResolvedPlan resolved;
     try {
@@ -172,7 +172,7 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
         throw errors::missing_env("SLURM_STEP_ID", hint);
     }
     Environment trainer = env;
-    for (auto& [name, value] : task_environment(plan, *plan.self_rank, OutputSelection{})) {
+    for (auto& [name, value] : task_environment(plan, *plan.self_rank, resolved.settings.outputs)) {
         trainer.set(std::move(name), std::move(value));
     }
     // Launcher-only variables: the trainer needs none of them (the secret least of all).
@@ -253,8 +253,9 @@ void setup_run(CLI::App& app, int& exit_status) {
         "run",
         "Run this task's trainer with its TF_CONFIG (and the other variables of 'tfslurm env'), "
         "and end the step: parameter servers are stopped once the training roles exit 0, and any "
-        "failure stops every rank. In a job script: srun tfslurm run --ps 2 -- python train.py. "
-        "Without Slurm: tfslurm run --local 4 --ps 1 -- python train.py.");
+        "failure stops every rank. Options end at the trainer's command (or at '--'). In a job "
+        "script: srun tfslurm run --ps 2 python train.py. Without Slurm: tfslurm run --local 4 "
+        "--ps 1 python train.py.");
     auto plan_args = std::make_shared<PlanArgs>();
     auto args = std::make_shared<RunArgs>();
     add_plan_options(*sub, *plan_args);
@@ -273,8 +274,20 @@ void setup_run(CLI::App& app, int& exit_status) {
         ->check(CLI::Range(1, 4096))
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
         ->group(group);
-    sub->add_option("command", args->command, "The trainer and its arguments, after '--'")
+    const SettingSpec* only = find_setting("only");
+    sub->add_option(std::string{only->option},
+                    plan_args->given[std::string{only->key}],
+                    std::string{only->help} + " (the variables given to the trainer)")
+        ->type_name(std::string{only->type_name})
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    sub->add_option("command",
+                    args->command,
+                    "The trainer and its arguments: options end at the first word that is not "
+                    "one (or at '--'); the rest goes to the trainer")
         ->required();
+    // Like srun, mpirun and torchrun: `tfslurm run python train.py --ps 2` gives `--ps 2` to
+    // train.py. Once the command's first word is read, everything else is the command's.
+    sub->positionals_at_end(true);
     sub->callback([plan_args, args, sub, &exit_status] {
         exit_status =
             args->local > 0 ? run_local_job(*plan_args, *args, *sub) : run_task(*plan_args, *args);

@@ -247,6 +247,82 @@ TEST_CASE("run: local launchers get the CLI's options, without --local, and the 
     cli.check_nothing_left();
 }
 
+TEST_CASE("run: options end at the trainer's command", "[run]") {
+    const std::string id = std::to_string(job_id(31));
+    SECTION("without '--'") {
+        Cli cli(
+            {"run", "--local", "1", "--job-id", id, "echo", "hello", "-v", "--rpc-layer", "grpc"});
+        CHECK(cli.wait() == 0);
+        const auto output = cli.output();
+        INFO(output);
+        CHECK(count(output, "hello -v --rpc-layer grpc\n") == 1);
+        CHECK(count(output, "debug:") == 0); // -v went to the trainer
+        cli.check_nothing_left();
+    }
+    SECTION("tfslurm's own options before the command, the trainer's after it") {
+        Cli cli({"run",
+                 "--local",
+                 "2",
+                 "--job-id",
+                 id,
+                 "--ps",
+                 "1",
+                 "sh",
+                 "-c",
+                 R"(echo "$TFSLURM_ROLE:$*")",
+                 "sh",
+                 "--ps",
+                 "2",
+                 "--",
+                 "--local"});
+        CHECK(cli.wait() == 0);
+        const auto output = cli.output();
+        INFO(output);
+        CHECK(count(output, "ps:--ps 2 -- --local\n") == 1);
+        CHECK(count(output, "worker:--ps 2 -- --local\n") == 1);
+        cli.check_nothing_left();
+    }
+    SECTION("a command named like a tfslurm command is the trainer") {
+        Cli cli({"run", "--local", "1", "--job-id", id, "env"});
+        CHECK(cli.wait() == 0);
+        CHECK(count(cli.output(), "\nTFSLURM_RANK=0\n") == 1);
+        cli.check_nothing_left();
+    }
+    SECTION("'--' still ends the options") {
+        Cli cli({"run", "--local", "1", "--job-id", id, "--", "echo", "--ps", "2"});
+        CHECK(cli.wait() == 0);
+        CHECK(count(cli.output(), "--ps 2\n") == 1);
+        cli.check_nothing_left();
+    }
+}
+
+TEST_CASE("run: --only and TFSLURM_ONLY select the variables given to the trainer", "[run]") {
+    const std::string id = std::to_string(job_id(32));
+    const std::string show = R"(echo "tf=${TF_CONFIG:+set} servers=${TFSLURM_SERVERS:+set} )"
+                             R"(torch=${MASTER_ADDR:+set} rank=$TFSLURM_RANK")";
+    SECTION("all by default") {
+        Cli cli({"run", "--local", "1", "--job-id", id, "sh", "-c", show});
+        CHECK(cli.wait() == 0);
+        CHECK(count(cli.output(), "tf=set servers=set torch=set rank=0\n") == 1);
+    }
+    SECTION("--only tf") {
+        Cli cli({"run", "--local", "1", "--job-id", id, "--only", "tf", "sh", "-c", show});
+        CHECK(cli.wait() == 0);
+        CHECK(count(cli.output(), "tf=set servers= torch= rank=0\n") == 1);
+    }
+    SECTION("TFSLURM_ONLY=torch,servers") {
+        Cli cli({"run", "--local", "1", "--job-id", id, "sh", "-c", show},
+                {{"TFSLURM_ONLY", "torch,servers"}});
+        CHECK(cli.wait() == 0);
+        CHECK(count(cli.output(), "tf= servers=set torch=set rank=0\n") == 1);
+    }
+    SECTION("a bad list") {
+        Cli cli({"run", "--local", "1", "--job-id", id, "--only", "tf,nope", "true"});
+        CHECK(cli.wait() == exit_status(Errc::invalid_argument));
+        CHECK_THAT(cli.output(), Catch::StartsWith("tfslurm: error: --only: "));
+    }
+}
+
 TEST_CASE("run: the exact output of a failing local job: one line, the culprit's status", "[run]") {
     const std::string script = "[ $TFSLURM_RANK = 2 ] && exit 5; exec sleep 1000";
     Cli cli(local(4, 33, {"--ps", "1", "sh", "-c", script}));

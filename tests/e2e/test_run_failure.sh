@@ -12,7 +12,7 @@ require_trainer
 
 # Layout: rank 0 ps:0 on n1, ranks 1..5 workers; worker:3 is rank 4 on n3.
 rc=0
-out=$(run_bounded 90 srun -N3 --ntasks-per-node=2 "$TFSLURM_BIN" run --ps 1 --auth munge --grace 5 -- \
+out=$(run_bounded 90 srun -N3 --ntasks-per-node=2 "$TFSLURM_BIN" run --ps 1 --auth munge --grace 5 \
     "$TFSLURM_TRAINER" --work-ms 60000 --on worker:3 --work-ms 500 --exit-code 1 2>&1) || rc=$?
 assert_eq 1 "$rc" "srun reports the failing trainer's status"$'\n'"$out"
 line="tfslurm: error: aborting: rank 4 (worker:3) on n3 exited with status 1"

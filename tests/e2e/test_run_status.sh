@@ -18,7 +18,7 @@ start=$SECONDS
 # shellcheck disable=SC2016 # expanded by the task's bash
 out=$(timeout -k 5 90 srun -N3 --ntasks-per-node=1 bash -c \
     '[ "$SLURM_PROCID" = 2 ] && exit 0; exec "$0" "$@"' "$TFSLURM_BIN" run --ps 1 --auth munge \
-    --grace 3 --connect-timeout 3 -- "$TFSLURM_TRAINER" --work-ms 60000 2>&1) || rc=$?
+    --grace 3 --connect-timeout 3 "$TFSLURM_TRAINER" --work-ms 60000 2>&1) || rc=$?
 ((SECONDS - start < 85)) || fail "srun did not end by itself"$'\n'"$out"
 assert_eq 124 "$rc" "srun reports the registration timeout"$'\n'"$out"
 line="tfslurm: error: aborting: rank 2 (worker:1) on n3 did not register within 3 s"
@@ -28,7 +28,7 @@ e2e_log "registration timeout: srun status $rc"
 
 # --- a launcher that stops heartbeating: SIGSTOP, then SIGCONT once the step aborted ----------
 timeout -k 5 120 srun -N3 --ntasks-per-node=1 -o "$dir/hb-%t.out" "$TFSLURM_BIN" run --ps 1 \
-    --auth munge --grace 3 --heartbeat-timeout 3 -- "$TFSLURM_TRAINER" --work-ms 60000 \
+    --auth munge --grace 3 --heartbeat-timeout 3 "$TFSLURM_TRAINER" --work-ms 60000 \
     >"$dir/hb-srun.out" 2>&1 &
 srun_pid=$!
 on_exit "kill $srun_pid 2>/dev/null || true"
@@ -64,7 +64,7 @@ on_exit "kill $holder 2>/dev/null || true"
 wait_for_lines ready 1 20 "$dir/holder.ready"
 rc=0
 out=$(run_bounded 90 srun -N3 --ntasks-per-node=1 "$TFSLURM_BIN" run --ps 1 --auth munge \
-    --grace 3 --port-base 23000 -- "$TFSLURM_TRAINER" --work-ms 60000 2>&1) || rc=$?
+    --grace 3 --port-base 23000 "$TFSLURM_TRAINER" --work-ms 60000 2>&1) || rc=$?
 kill "$holder" 2>/dev/null || true
 wait "$holder" 2>/dev/null || true
 assert_eq 7 "$rc" "srun reports the port error's status"$'\n'"$out"
