@@ -145,8 +145,11 @@ std::vector<std::string> launcher_command_line(const CLI::App& run,
 /// How long a launcher waits after printing the reason for an abort (see run_task).
 constexpr std::chrono::milliseconds k_abort_linger{200};
 
-void print_line(std::string_view level, std::string_view message) {
-    std::fputs(fmt::format("tfslurm: {}: {}\n", level, message).c_str(), stderr);
+/// Print a launcher's message as the CLI words it (its setting references rendered as options).
+void print_line(Outcome outcome, const std::string& message) {
+    const std::string_view level = outcome == Outcome::interrupted ? "warning" : "error";
+    const std::string text = cli_error(Error(Errc::io, message)).what();
+    std::fputs(fmt::format("tfslurm: {}: {}\n", level, text).c_str(), stderr);
     std::fflush(stderr);
 }
 
@@ -154,7 +157,7 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     const Environment env = Environment::from_process();
     const LauncherOptions options = launcher_options(args, env);
     const std::string hint = "tfslurm run starts one task's trainer: run it with srun (srun "
-                             "tfslurm run ... -- CMD), or try the whole job on this machine with "
+                             "tfslurm run ... CMD), or try the whole job on this machine with "
                              "--local N";
     ResolvedPlan resolved;
     try {
@@ -175,7 +178,7 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
         throw errors::missing_env("SLURM_STEP_ID", hint);
     }
     Environment trainer = env;
-    for (auto& [name, value] : task_environment(plan, *plan.self_rank, OutputSelection{})) {
+    for (auto& [name, value] : task_environment(plan, *plan.self_rank, resolved.settings.outputs)) {
         trainer.set(std::move(name), std::move(value));
     }
     // Launcher-only variables: the trainer needs none of them (the secret least of all).
@@ -185,20 +188,25 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     const std::optional<int> status_channel = local_status_channel(env);
     const LaunchResult result = run_launcher(plan, args.command, trainer, options);
     if (status_channel) {
-        write_local_report(*status_channel, {*plan.self_rank, result.outcome, result.step_status});
+        // `--local`: the parent shows each line once.
+        write_local_report(*status_channel,
+                           {*plan.self_rank, result.outcome, result.step_status, result.message});
+        return result.exit_status;
     }
-    if (!result.message.empty()) {
-        print_line(result.outcome == Outcome::interrupted ? "warning" : "error", result.message);
-    }
-    if (!status_channel &&
-        (result.outcome == Outcome::aborted || result.outcome == Outcome::coordinator_lost)) {
-        // Let Slurm forward the line above before it learns that this task exited: once a task
-        // of the step has died by SIGKILL or SIGTERM (a launcher killed by the OOM killer, say),
-        // srun stops reading task output as soon as every task has exited, and the line naming
-        // the failure would be lost. An abort is rare; 0.2 s on its way out is cheap.
-        logger().debug("waiting {} ms before exiting so that srun forwards the line above",
-                       k_abort_linger.count());
-        std::this_thread::sleep_for(k_abort_linger);
+    if (!result.message.empty() && !result.announce) {
+        logger().debug("{} (another launcher shows this line)", result.message);
+    } else if (!result.message.empty()) {
+        print_line(result.outcome, result.message);
+        if (result.outcome == Outcome::aborted || result.outcome == Outcome::coordinator_lost) {
+            // Let Slurm forward the line above before it learns that this task exited: once a
+            // task of the step has died by SIGKILL or SIGTERM (a launcher killed by the OOM
+            // killer, say), srun stops reading task output as soon as every task has exited,
+            // and the line naming the failure would be lost. An abort is rare; 0.2 s on its
+            // way out is cheap.
+            logger().debug("waiting {} ms before exiting so that srun forwards the line above",
+                           k_abort_linger.count());
+            std::this_thread::sleep_for(k_abort_linger);
+        }
     }
     return result.exit_status;
 }
@@ -237,7 +245,11 @@ int run_local_job(const PlanArgs& plan_args, const RunArgs& args, const CLI::App
     }
     local.env = std::move(env);
     local.launcher_argv = launcher_command_line(run, args.command);
-    return run_local(local);
+    const LocalResult result = run_local(local);
+    for (const LocalReport& report : result.messages) {
+        print_line(report.outcome, report.message);
+    }
+    return result.exit_status;
 }
 
 } // namespace
@@ -247,8 +259,9 @@ void setup_run(CLI::App& app, int& exit_status) {
         "run",
         "Run this task's trainer with its TF_CONFIG (and the other variables of 'tfslurm env'), "
         "and end the step: parameter servers are stopped once the training roles exit 0, and any "
-        "failure stops every rank. In a job script: srun tfslurm run --ps 2 -- python train.py. "
-        "Without Slurm: tfslurm run --local 4 --ps 1 -- python train.py.");
+        "failure stops every rank. Options end at the trainer's command (or at '--'). In a job "
+        "script: srun tfslurm run --ps 2 python train.py. Without Slurm: tfslurm run --local 4 "
+        "--ps 1 python train.py.");
     auto plan_args = std::make_shared<PlanArgs>();
     auto args = std::make_shared<RunArgs>();
     add_plan_options(*sub, *plan_args);
@@ -271,8 +284,20 @@ void setup_run(CLI::App& app, int& exit_status) {
         ->type_name("N")
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
         ->group(group);
-    sub->add_option("command", args->command, "The trainer and its arguments, after '--'")
+    const SettingSpec* only = find_setting("only");
+    sub->add_option(std::string{only->option},
+                    plan_args->given[std::string{only->key}],
+                    std::string{only->help} + " (the variables given to the trainer)")
+        ->type_name(std::string{only->type_name})
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    sub->add_option("command",
+                    args->command,
+                    "The trainer and its arguments: options end at the first word that is not "
+                    "one (or at '--'); the rest goes to the trainer")
         ->required();
+    // Like srun, mpirun and torchrun: `tfslurm run python train.py --ps 2` gives `--ps 2` to
+    // train.py. Once the command's first word is read, everything else is the command's.
+    sub->positionals_at_end(true);
     sub->callback([plan_args, args, sub, &exit_status] {
         exit_status =
             args->local > 0 ? run_local_job(*plan_args, *args, *sub) : run_task(*plan_args, *args);

@@ -168,7 +168,7 @@ void Coordinator::connection_lost(std::uint32_t rank, Clock::time_point now) {
         protocol::Failure failure = failure_of(rank);
         failure.cause = protocol::FailureCause::lost;
         failure.detail = "connection closed";
-        failure.step_status = exit_status(Errc::aborted);
+        failure.step_status = k_status_lost;
         fail(std::move(failure), now);
         return;
     }
@@ -187,7 +187,7 @@ void Coordinator::tick(Clock::time_point now) {
             failure.cause = protocol::FailureCause::unregistered;
             failure.detail = format_seconds(m_settings.connect_timeout);
             failure.missing = static_cast<std::uint32_t>(m_ranks.size() - m_registered);
-            failure.step_status = exit_status(Errc::timeout);
+            failure.step_status = k_status_unregistered;
             fail(std::move(failure), now);
             return;
         }
@@ -199,7 +199,7 @@ void Coordinator::tick(Clock::time_point now) {
                 failure.cause = protocol::FailureCause::lost;
                 failure.detail = fmt::format("no heartbeat for {}",
                                              format_seconds(m_settings.heartbeat_timeout));
-                failure.step_status = exit_status(Errc::aborted);
+                failure.step_status = k_status_lost;
                 fail(std::move(failure), now);
                 return;
             }

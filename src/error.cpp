@@ -25,10 +25,6 @@ std::string_view to_string(Errc code) noexcept {
         return "too_large";
     case Errc::spawn_failed:
         return "spawn_failed";
-    case Errc::aborted:
-        return "aborted";
-    case Errc::timeout:
-        return "timeout";
     case Errc::protocol:
         return "protocol";
     case Errc::auth:
@@ -58,10 +54,6 @@ int exit_status(Errc code) noexcept {
     case Errc::protocol:
     case Errc::auth:
         return 7;
-    case Errc::aborted:
-        return 8;
-    case Errc::timeout:
-        return 124;
     case Errc::spawn_failed:
         return 127;
     }

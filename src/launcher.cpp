@@ -62,11 +62,15 @@ struct Describer {
     std::string operator()(const action::Disconnect& /*unused*/) const { return "disconnect"; }
     std::string operator()(const action::Finish& finish) const {
         const LaunchResult& r = finish.result;
-        return fmt::format("finish {} {} {}{}{}",
+        if (r.message.empty()) {
+            return fmt::format(
+                "finish {} {} {}", to_string(r.outcome), r.exit_status, r.step_status);
+        }
+        return fmt::format("finish {} {} {} {} {}",
                            to_string(r.outcome),
                            r.exit_status,
                            r.step_status,
-                           r.message.empty() ? "" : " ",
+                           r.announce ? "announce" : "quiet",
                            r.message);
     }
 };
@@ -377,27 +381,37 @@ LaunchResult LauncherMachine::compute_result() const {
         out.outcome = Outcome::interrupted;
         out.exit_status = 128 + m_interrupt;
         out.step_status = out.exit_status;
+        out.announce = true;
         out.message = fmt::format("stopping: {} received signal {} ({}) before its trainer started",
                                   label(),
                                   m_interrupt,
                                   signal_description(m_interrupt));
         return out;
     }
-    const ExitStatus status = m_status.value_or(ExitStatus::exited(exit_status(Errc::aborted)));
+    const ExitStatus status = m_status.value_or(ExitStatus::exited(k_status_lost));
     const int trainer_status = status.shell_status();
     if (!m_verdict) {
+        // No step status: a trainer that failed by itself keeps its status (it is the likely
+        // culprit); the others say that they lost the coordinator.
         out.outcome = Outcome::coordinator_lost;
-        out.exit_status = status.success() ? exit_status(Errc::aborted) : trainer_status;
+        out.exit_status = !status.success() && !m_stopped_by_us ? trainer_status : k_status_lost;
         out.step_status = out.exit_status;
+        out.announce = true; // each launcher's own observation (the reason may differ)
         out.message = fmt::format(
             "aborting: coordinator at {} lost ({})", m_settings.control, m_lost.value_or("?"));
         return out;
     }
     if (const auto* abort = std::get_if<protocol::Abort>(&*m_verdict)) {
+        const protocol::Failure& failure = abort->failure;
         out.outcome = Outcome::aborted;
-        out.exit_status = status.success() ? exit_status(Errc::aborted) : trainer_status;
-        out.step_status = abort->failure.step_status;
-        out.message = "aborting: " + protocol::describe(abort->failure);
+        // Every launcher exits with the culprit's status: srun reports the highest one.
+        out.exit_status = failure.step_status;
+        out.step_status = failure.step_status;
+        const bool by_itself = failure.cause == protocol::FailureCause::trainer ||
+                               failure.cause == protocol::FailureCause::start;
+        out.announce =
+            by_itself ? failure.rank == m_settings.rank : m_settings.host == CoordinatorHost::here;
+        out.message = "aborting: " + protocol::describe(failure);
         return out;
     }
     const auto& stop = std::get<protocol::Stop>(*m_verdict);
@@ -411,6 +425,7 @@ LaunchResult LauncherMachine::compute_result() const {
     out.outcome = Outcome::interrupted;
     out.exit_status = m_never_started ? 128 + stop.signal : trainer_status;
     out.step_status = trainer_status;
+    out.announce = stop.rank == m_settings.rank;
     const Member who = stop.rank < m_settings.ranks.size() ? m_settings.ranks[stop.rank] : Member{};
     out.message = fmt::format("stopping: {} received signal {} ({})",
                               rank_label(stop.rank, who),

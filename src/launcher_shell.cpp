@@ -489,12 +489,18 @@ void LauncherShell::arm(LauncherTimer which, Clock::time_point at) {
 void LauncherShell::start_trainer() {
     try {
         if (!port_is_free(m_self.port)) {
-            throw errors::make(Errc::io,
-                               "trainer",
-                               fmt::format("port {} is already in use", m_self.port),
-                               "another job or a stale process holds it: stop it, or choose "
-                               "another " +
-                                   setting_ref("port_base"));
+            // The step fails before any trainer binds a port of another job. Reported as text
+            // (not thrown): the setting reference must reach the CLI that renders it.
+            m_machine.trainer_failed(
+                ExitStatus::exited(exit_status(Errc::io)),
+                fmt::format("trainer: port {} is already in use on {}: another process holds it; "
+                            "choose other ports with {}, or let Slurm reserve them with srun "
+                            "--resv-ports (MpiParams=ports=... in slurm.conf)",
+                            m_self.port,
+                            m_self.host,
+                            setting_ref("port_base")),
+                Clock::now());
+            return;
         }
         SpawnRequest request;
         request.argv = m_argv;

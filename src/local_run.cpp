@@ -88,7 +88,14 @@ Environment local_task_environment(const Environment& base,
 // ----------------------------------------------------------------------------
 
 std::string format_local_report(const LocalReport& report) {
-    return fmt::format("{} {} {}\n", report.rank, to_string(report.outcome), report.step_status);
+    std::string out =
+        fmt::format("{} {} {}", report.rank, to_string(report.outcome), report.step_status);
+    if (!report.message.empty()) {
+        std::string message = report.message;
+        std::replace(message.begin(), message.end(), '\n', ' '); // one report, one line
+        out += " " + message;
+    }
+    return out + "\n";
 }
 
 namespace {
@@ -130,7 +137,11 @@ LocalReport parse_local_report(std::string_view line) {
     const auto rank = decimal(line.substr(0, first), UINT32_MAX);
     const std::string_view outcome_text = line.substr(first + 1, second - first - 1);
     const auto outcome = parse_outcome(outcome_text);
-    const auto status = decimal(line.substr(second + 1), 255);
+    const auto third = line.find(' ', second + 1);
+    const std::string_view status_text = third == std::string_view::npos
+                                             ? line.substr(second + 1)
+                                             : line.substr(second + 1, third - second - 1);
+    const auto status = decimal(status_text, 255);
     if (!rank) {
         bad_report("bad rank", line);
     }
@@ -140,7 +151,14 @@ LocalReport parse_local_report(std::string_view line) {
     if (!status) {
         bad_report("bad step status (expected 0 to 255)", line);
     }
-    return {static_cast<std::uint32_t>(*rank), *outcome, static_cast<int>(*status)};
+    LocalReport report{static_cast<std::uint32_t>(*rank), *outcome, static_cast<int>(*status), {}};
+    if (third != std::string_view::npos) {
+        report.message = std::string(line.substr(third + 1));
+        if (report.message.empty()) {
+            bad_report("empty message after the step status", line);
+        }
+    }
+    return report;
 }
 
 std::optional<int> local_status_channel(const Environment& env) {
@@ -176,7 +194,7 @@ class LocalRun {
         }
     }
 
-    int run();
+    LocalResult run();
 
   private:
     void wait_signal();
@@ -193,10 +211,10 @@ class LocalRun {
     std::vector<pid_t> m_pids;
     std::vector<std::optional<ExitStatus>> m_statuses;
     std::size_t m_running = 0;
-    std::optional<int> m_abort_status;
+    std::vector<LocalReport> m_messages; ///< each distinct message once, in arrival order
 };
 
-int LocalRun::run() {
+LocalResult LocalRun::run() {
     int pipe_fds[2] = {-1, -1};
     if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
         throw std::system_error(errno, std::generic_category(), "pipe2");
@@ -265,14 +283,21 @@ int LocalRun::run() {
     }
     parse_reports();
     kill_all_children();
-    if (m_abort_status) {
-        return *m_abort_status;
-    }
+    // What srun reports for the same launchers: a launcher killed by a signal wins (128 +
+    // signo), else the highest exit status (on an abort, every launcher exits with the step's
+    // status).
+    LocalResult result;
+    result.messages = std::move(m_messages);
     int highest = 0;
     for (const auto& status : m_statuses) {
-        highest = std::max(highest, status ? status->shell_status() : exit_status(Errc::aborted));
+        if (status && status->kind == ExitStatus::Kind::signaled) {
+            result.exit_status = status->shell_status();
+            return result;
+        }
+        highest = std::max(highest, status ? status->shell_status() : k_status_lost);
     }
-    return highest;
+    result.exit_status = highest;
+    return result;
 }
 
 void LocalRun::wait_signal() {
@@ -313,9 +338,13 @@ void LocalRun::parse_reports() {
         const std::string line = m_text.substr(0, end);
         m_text.erase(0, end + 1);
         try {
-            const LocalReport report = parse_local_report(line);
-            if (report.outcome == Outcome::aborted && !m_abort_status) {
-                m_abort_status = report.step_status;
+            LocalReport report = parse_local_report(line);
+            const bool known = std::any_of(
+                m_messages.begin(), m_messages.end(), [&report](const LocalReport& seen) {
+                    return seen.message == report.message;
+                });
+            if (!report.message.empty() && !known) {
+                m_messages.push_back(std::move(report));
             }
         } catch (const Error& e) {
             logger().warn("local: ignoring a launcher's report: {}", e.what());
@@ -346,7 +375,7 @@ void LocalRun::reap() {
 
 } // namespace
 
-int run_local(const LocalOptions& options) {
+LocalResult run_local(const LocalOptions& options) {
     if (options.ntasks == 0) {
         throw errors::invalid_argument("local run", "needs at least one task", "0");
     }

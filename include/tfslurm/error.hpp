@@ -25,8 +25,6 @@ enum class Errc {
     invalid_argument,        ///< a command-line option or setting is invalid
     too_large,               ///< a result exceeds a hard limit (host count, env size, ...)
     spawn_failed,            ///< a child process could not be started
-    aborted,                 ///< the step was stopped because of another rank
-    timeout,                 ///< a deadline passed
     protocol,                ///< a malformed or unexpected coordinator message
     auth,                    ///< a peer failed authentication
     io,                      ///< an I/O or network operation failed

@@ -127,7 +127,8 @@ using LauncherAction = std::variant<launcher_action::Send,
 /// One line per action, for logs and tests; times are milliseconds since `epoch`.
 /// Input: Send{Interrupt{15}}. Output: `send {"signal":15,"type":"interrupt","v":1}`.
 /// Others: `signal 15`, `arm grace 10000`, `cancel grace`, `schedule start`, `start trainer`,
-/// `half-close`, `disconnect`, `finish interrupted 143 143 stopping: ...`.
+/// `half-close`, `disconnect`, `finish <outcome> <exit status> <step status>[ announce|quiet
+/// <message>]`, e.g. `finish interrupted 143 143 announce stopping: ...`.
 [[nodiscard]] std::string describe(const LauncherAction& action, Clock::time_point epoch);
 
 /// The launcher's decisions, from registration to its result. Pure: the caller feeds events

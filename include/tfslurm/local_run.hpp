@@ -38,31 +38,45 @@ struct LocalOptions {
     Environment env;
 };
 
+/// What a launcher of `--local` tells its parent once it is done: one line
+/// `<rank> <outcome> <step_status>[ <message>]`, e.g. `3 aborted 3 aborting: rank 3 ...`.
+struct LocalReport {
+    std::uint32_t rank = 0;
+    Outcome outcome = Outcome::done;
+    int step_status = 0; ///< LaunchResult::step_status
+    std::string message; ///< LaunchResult::message (newlines become spaces), may be empty
+};
+
+/// What run_local() ends with.
+struct LocalResult {
+    /// What srun would report for the same launchers: 128 + signo if a launcher was killed by a
+    /// signal, else the highest launcher exit status (on an abort every launcher exits with the
+    /// failing rank's status, see LaunchResult); k_status_lost for a launcher that left no status.
+    int exit_status = 0;
+    /// The launchers' messages (LocalReport::message), each distinct line once, in the order
+    /// they arrived: the launchers of `--local` print nothing, the caller shows these.
+    std::vector<LocalReport> messages;
+};
+
 /// `tfslurm run --local N`: start N launchers with local_task_environment(), forward signals to
-/// them, wait for all, kill any leftover descendant. Returns the step's status: on an abort the
-/// failing rank's status (as reported by the launchers, see LocalReport), otherwise the highest
-/// launcher exit status (like srun). \throws Error (Errc::spawn_failed) when a launcher cannot be
-/// started, (Errc::invalid_argument) for 0 tasks or an empty launcher command.
-[[nodiscard]] int run_local(const LocalOptions& options);
+/// them, wait for all, kill any leftover descendant, and return the step's status and messages.
+/// Input: 4 tasks whose rank 2 exits 3. Output: {3, {{2, aborted, 3, "aborting: rank 2 ..."}}}.
+/// \throws Error (Errc::spawn_failed) when a launcher cannot be started, (Errc::invalid_argument)
+///         for 0 tasks or an empty launcher command.
+[[nodiscard]] LocalResult run_local(const LocalOptions& options);
 
 // --- the status channel: launchers -> run_local --------------------------------------------------
 
 /// The variable naming the descriptor on which a launcher of run_local() reports.
 inline constexpr std::string_view k_local_status_variable = "TFSLURM_LOCAL_STATUS_FD";
 
-/// What a launcher of `--local` tells its parent once it is done: one line
-/// `<rank> <outcome> <step_status>`, e.g. `3 aborted 3`.
-struct LocalReport {
-    std::uint32_t rank = 0;
-    Outcome outcome = Outcome::done;
-    int step_status = 0; ///< LaunchResult::step_status
-};
-
-/// The line, with its newline. Input: {3, Outcome::aborted, 3}. Output: `3 aborted 3\n`.
+/// The line, with its newline. Input: {3, Outcome::aborted, 3, "aborting: x"}.
+/// Output: `3 aborted 3 aborting: x\n`.
 [[nodiscard]] std::string format_local_report(const LocalReport& report);
 
 /// Parse one line (without its newline): a decimal rank, one space, an outcome as to_string()
-/// writes it, one space, a decimal status in [0, 255]; nothing else.
+/// writes it, one space, a decimal status in [0, 255], optionally one space and a non-empty
+/// message.
 /// Input: `3 aborted 3`. Output: {3, Outcome::aborted, 3}.
 /// \throws Error (Errc::protocol), e.g. `local report: unknown outcome "finished": "3 finished
 ///         3"`.

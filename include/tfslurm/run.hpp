@@ -68,16 +68,34 @@ enum class Outcome {
 
 [[nodiscard]] std::string_view to_string(Outcome outcome) noexcept;
 
+/// The exit statuses of `tfslurm run` that are its own; every other status of a launcher is a
+/// trainer's (128 + signo when it was killed by a signal) or a setup error's (tfslurm(1)).
+/// Rule: on an abort, every launcher of the step exits with the step's status (the failing
+/// rank's), so that srun, which reports the highest task status (or 128 + signo when a task
+/// died by a signal), reports the culprit's own status.
+/// A launcher (or the coordinator) was lost: it vanished or fell silent, its status is unknown.
+/// (A launcher killed by signal N makes srun itself report 128 + N.)
+inline constexpr int k_status_lost = 8;
+/// Ranks did not register within connect_timeout.
+inline constexpr int k_status_unregistered = 124;
+
 struct LaunchResult {
-    /// The trainer's status (128 + signo if signalled); 0 for a trainer stopped because the work
-    /// is done; exit_status(Errc::aborted) when the step aborted although this trainer
-    /// succeeded; the Error's status when the trainer could not be started.
+    /// What this launcher exits with. Aborted: the step's status (step_status) whatever its own
+    /// trainer did. Coordinator lost: its trainer's status if the trainer failed by itself, else
+    /// k_status_lost. Done: the trainer's status, 0 for a trainer stopped because the work is
+    /// done. Interrupted: the trainer's status (128 + signo if signalled, 128 + signo of the
+    /// interrupt if it never started).
     int exit_status = 0;
     Outcome outcome = Outcome::done;
     /// One line for the user, without a `tfslurm: ` prefix: `aborting: rank 3 (worker:2) on n2
     /// exited with status 3` (aborted, coordinator_lost), `stopping: rank 1 (worker:0) on n1
     /// received signal 15 (Terminated)` (interrupted); empty when done.
     std::string message;
+    /// Whether this launcher is the one that shows `message` to the user (every launcher of the
+    /// step has the same line; one is enough): the failing rank's launcher; rank 0's (the
+    /// coordinator's host) for a launcher that was lost or never registered; the launcher that
+    /// received the interrupt; every launcher that lost the coordinator.
+    bool announce = false;
     /// The step's status as decided by the coordinator (the failing rank's status on abort).
     int step_status = 0;
 };

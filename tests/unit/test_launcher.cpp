@@ -8,6 +8,7 @@
 #include <tfslurm/run.hpp>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <csignal>
 #include <sstream>
@@ -197,7 +198,7 @@ TEST_CASE("launcher: abort while running stops the trainer and names the failure
             {600, "abort", k_nothing}, // a second verdict is ignored
             {700, "killed 15", {"cancel grace", "send exit was killed by signal 15 (Terminated)"}},
             {700, "written", {"half-close", "arm close 2700"}},
-            {800, "eof", {"disconnect", "finish aborted 143 3 " + k_abort_line}},
+            {800, "eof", {"disconnect", "finish aborted 3 3 quiet " + k_abort_line}},
         });
     REQUIRE(m.result());
     CHECK(m.result()->message == k_abort_line);
@@ -207,10 +208,10 @@ TEST_CASE("launcher: abort while running stops the trainer and names the failure
 TEST_CASE("launcher: a verdict before the trainer started: it is never started", "[launcher]") {
     using Row = std::tuple<std::string, std::string>;
     const auto [verdict, finish] = GENERATE(table<std::string, std::string>({
-        Row{"abort", "finish aborted 8 3 " + k_abort_line},
+        Row{"abort", "finish aborted 3 3 quiet " + k_abort_line},
         Row{"stop done", "finish done 0 0"},
         Row{"stop signal 1 15",
-            "finish interrupted 143 0 stopping: rank 1 (worker:0) on n1 received signal 15 "
+            "finish interrupted 143 0 quiet stopping: rank 1 (worker:0) on n1 received signal 15 "
             "(Terminated)"},
     }));
     INFO(verdict);
@@ -229,14 +230,15 @@ TEST_CASE("launcher: SIGTERM before registration: nothing is started, it finishe
          {
              {0,
               "signal 15",
-              {"finish interrupted 143 143 stopping: rank 2 (worker:1) received signal 15 "
+              {"finish interrupted 143 143 announce stopping: rank 2 (worker:1) received signal "
+               "15 "
                "(Terminated) before its trainer started"}},
          });
     play(1,
          {
              {0,
               "signal 2",
-              {"finish interrupted 130 130 stopping: rank 1 (worker:0) received signal 2 "
+              {"finish interrupted 130 130 announce stopping: rank 1 (worker:0) received signal 2 "
                "(Interrupt) before its trainer started"}},
          });
 }
@@ -258,7 +260,7 @@ TEST_CASE("launcher: SIGTERM while running is forwarded, sent as interrupt, and 
             {300, "stop signal 1 15", {"signal 15"}},
             {400, "killed 15", {"cancel grace", "send exit was killed by signal 15 (Terminated)"}},
             {400, "written", {"half-close", "arm close 2400"}},
-            {500, "eof", {"disconnect", "finish interrupted 143 143 " + stopping}},
+            {500, "eof", {"disconnect", "finish interrupted 143 143 quiet " + stopping}},
         });
     REQUIRE(m.result());
     CHECK(m.result()->outcome == Outcome::interrupted);
@@ -280,7 +282,8 @@ TEST_CASE("launcher: SIGTERM after registration before the start: reported, neve
              {20,
               "eof",
               {"disconnect",
-               "finish interrupted 143 143 stopping: rank 2 (worker:1) on n2 received signal 15 "
+               "finish interrupted 143 143 announce stopping: rank 2 (worker:1) on n2 received "
+               "signal 15 "
                "(Terminated)"}},
          });
 }
@@ -319,8 +322,8 @@ TEST_CASE("launcher: losing the coordinator stops the trainer", "[launcher]") {
              {3500,
               "killed 15",
               {"cancel grace",
-               "finish coordinator_lost 143 143 aborting: coordinator at n1:29000 lost (" + why +
-                   ")"}},
+               "finish coordinator_lost 8 8 announce aborting: coordinator at n1:29000 lost (" +
+                   why + ")"}},
          });
 }
 
@@ -336,7 +339,8 @@ TEST_CASE("launcher: no message from the coordinator for the heartbeat timeout",
              {16000,
               "exited 0",
               {"cancel grace",
-               "finish coordinator_lost 8 8 aborting: coordinator at n1:29000 lost (no heartbeat "
+               "finish coordinator_lost 8 8 announce aborting: coordinator at n1:29000 lost (no "
+               "heartbeat "
                "for 10 s)"}},
          });
 }
@@ -395,35 +399,39 @@ TEST_CASE("launcher: a trainer that cannot start is reported with its error", "[
     m.connection_lost("connection closed", k_t0);
     CHECK(render(m.take_actions()) ==
           Actions{"disconnect",
-                  "finish aborted 7 7 aborting: rank 2 (worker:1) on n2 could not start its "
+                  "finish aborted 7 7 announce aborting: rank 2 (worker:1) on n2 could not start "
+                  "its "
                   "trainer: trainer: port 2222 is already in use"});
 }
 
 TEST_CASE("launcher: exit statuses of the result", "[launcher]") {
     // verdict, how the trainer ended (before or after the verdict), expected finish.
     using Row = std::tuple<std::string, std::string, bool, std::string>;
-    const auto [verdict, trainer, stopped, finish] =
-        GENERATE(table<std::string, std::string, bool, std::string>({
-            Row{"stop done", "exited 0", false, "finish done 0 0"},
-            Row{"stop done", "exited 3", false, "finish done 3 0"},
-            Row{"stop done", "killed 15", true, "finish done 0 0"},
-            Row{"stop done", "exited 143", true, "finish done 0 0"},
-            Row{"abort", "exited 3", false, "finish aborted 3 3 " + k_abort_line},
-            Row{"abort", "exited 0", false, "finish aborted 8 3 " + k_abort_line},
-            Row{"abort", "killed 15", true, "finish aborted 143 3 " + k_abort_line},
-            Row{"abort", "killed 9", true, "finish aborted 137 3 " + k_abort_line},
-            Row{"abort", "exited 0", true, "finish aborted 8 3 " + k_abort_line},
-            Row{"stop signal 1 15",
-                "killed 15",
-                true,
-                "finish interrupted 143 143 stopping: rank 1 (worker:0) on n1 received signal 15 "
-                "(Terminated)"},
-            Row{"stop signal 3 2",
-                "exited 0",
-                true,
-                "finish interrupted 0 0 stopping: rank 3 (worker:2) on n2 received signal 2 "
-                "(Interrupt)"},
-        }));
+    const auto [verdict,
+                trainer,
+                stopped,
+                finish] = GENERATE(table<std::string, std::string, bool, std::string>({
+        Row{"stop done", "exited 0", false, "finish done 0 0"},
+        Row{"stop done", "exited 3", false, "finish done 3 0"},
+        Row{"stop done", "killed 15", true, "finish done 0 0"},
+        Row{"stop done", "exited 143", true, "finish done 0 0"},
+        Row{"abort", "exited 3", false, "finish aborted 3 3 quiet " + k_abort_line},
+        Row{"abort", "exited 0", false, "finish aborted 3 3 quiet " + k_abort_line},
+        Row{"abort", "killed 15", true, "finish aborted 3 3 quiet " + k_abort_line},
+        Row{"abort", "killed 9", true, "finish aborted 3 3 quiet " + k_abort_line},
+        Row{"abort", "exited 0", true, "finish aborted 3 3 quiet " + k_abort_line},
+        Row{"stop signal 1 15",
+            "killed 15",
+            true,
+            "finish interrupted 143 143 quiet stopping: rank 1 (worker:0) on n1 received signal "
+            "15 "
+            "(Terminated)"},
+        Row{"stop signal 3 2",
+            "exited 0",
+            true,
+            "finish interrupted 0 0 quiet stopping: rank 3 (worker:2) on n2 received signal 2 "
+            "(Interrupt)"},
+    }));
     INFO(verdict << " / " << trainer << (stopped ? " after" : " before"));
     LauncherMachine m(settings(2));
     m.registered(k_t0);
@@ -451,4 +459,60 @@ TEST_CASE("launcher: actions are described in one line", "[launcher]") {
           "arm grace 10000");
     CHECK(describe(launcher_action::CancelTimer{LauncherTimer::close}, k_t0) == "cancel close");
     CHECK(describe(launcher_action::SignalTrainer{9}, k_t0) == "signal 9");
+}
+
+TEST_CASE("launcher: every launcher exits with the step's status; one of them shows the line",
+          "[launcher]") {
+    // The failure's cause and status, this launcher's rank, and its finish.
+    using Row = std::tuple<protocol::FailureCause, int, std::uint32_t, std::string>;
+    const auto [cause, step_status, rank, finish] =
+        GENERATE(table<protocol::FailureCause, int, std::uint32_t, std::string>({
+            // A trainer that failed by itself: its own launcher shows the line.
+            Row{protocol::FailureCause::trainer, 1, 3, "finish aborted 1 1 announce"},
+            Row{protocol::FailureCause::trainer, 1, 0, "finish aborted 1 1 quiet"},
+            Row{protocol::FailureCause::trainer, 139, 2, "finish aborted 139 139 quiet"},
+            Row{protocol::FailureCause::start, 127, 3, "finish aborted 127 127 announce"},
+            // A lost or missing launcher cannot: rank 0, the coordinator's host, does.
+            Row{protocol::FailureCause::lost, k_status_lost, 0, "finish aborted 8 8 announce"},
+            Row{protocol::FailureCause::lost, k_status_lost, 2, "finish aborted 8 8 quiet"},
+            Row{protocol::FailureCause::unregistered,
+                k_status_unregistered,
+                0,
+                "finish aborted 124 124 announce"},
+            Row{protocol::FailureCause::unregistered,
+                k_status_unregistered,
+                1,
+                "finish aborted 124 124 quiet"},
+        }));
+    protocol::Failure failure;
+    failure.rank = 3;
+    failure.role = Role::worker;
+    failure.index = 2;
+    failure.host = "n2";
+    failure.cause = cause;
+    failure.status = ExitStatus::exited(step_status);
+    failure.step_status = step_status;
+    INFO(protocol::describe(failure) << " / rank " << rank);
+    LauncherMachine m(settings(rank));
+    m.registered(k_t0);
+    m.start_due(k_t0);
+    m.trainer_started(k_t0);
+    m.received(protocol::Abort{failure}, k_t0);
+    // Stopped by the abort, this trainer dies of SIGTERM: the launcher still exits with the
+    // step's status (srun reports the highest task status).
+    m.trainer_exited(ExitStatus::signaled(SIGTERM), k_t0);
+    m.written(k_t0);
+    m.connection_lost("connection closed", k_t0);
+    if (rank == 0) {
+        m.server_finished(k_t0);
+    }
+    (void)m.take_actions();
+    REQUIRE(m.result());
+    const LaunchResult& r = *m.result();
+    CHECK(fmt::format("finish {} {} {} {}",
+                      to_string(r.outcome),
+                      r.exit_status,
+                      r.step_status,
+                      r.announce ? "announce" : "quiet") == finish);
+    CHECK(r.message == "aborting: " + protocol::describe(failure));
 }

@@ -47,16 +47,24 @@ TEST_CASE("run: local task environments look like one Slurm node", "[run]") {
 TEST_CASE("run: local reports are one line each way", "[run]") {
     using Row = std::tuple<LocalReport, std::string>;
     const auto [report, line] = GENERATE(table<LocalReport, std::string>({
-        Row{{3, Outcome::aborted, 3}, "3 aborted 3"},
-        Row{{0, Outcome::done, 0}, "0 done 0"},
-        Row{{1, Outcome::interrupted, 143}, "1 interrupted 143"},
-        Row{{4294967295U, Outcome::coordinator_lost, 255}, "4294967295 coordinator_lost 255"},
+        Row{{3, Outcome::aborted, 3, {}}, "3 aborted 3"},
+        Row{{0, Outcome::done, 0, {}}, "0 done 0"},
+        Row{{1, Outcome::interrupted, 143, {}}, "1 interrupted 143"},
+        Row{{4294967295U, Outcome::coordinator_lost, 255, {}}, "4294967295 coordinator_lost 255"},
+        Row{{3, Outcome::aborted, 3, "aborting: rank 3 (worker:2) on n2 exited with status 3"},
+            "3 aborted 3 aborting: rank 3 (worker:2) on n2 exited with status 3"},
+        Row{{1, Outcome::interrupted, 130, " two  spaces "}, "1 interrupted 130  two  spaces "},
     }));
     CHECK(format_local_report(report) == line + "\n");
     const LocalReport parsed = parse_local_report(line);
     CHECK(parsed.rank == report.rank);
     CHECK(parsed.outcome == report.outcome);
     CHECK(parsed.step_status == report.step_status);
+    CHECK(parsed.message == report.message);
+}
+
+TEST_CASE("run: a local report's message stays on its line", "[run]") {
+    CHECK(format_local_report({2, Outcome::aborted, 7, "a\nb"}) == "2 aborted 7 a b\n");
 }
 
 TEST_CASE("run: local reports are parsed strictly", "[run]") {
@@ -64,9 +72,8 @@ TEST_CASE("run: local reports are parsed strictly", "[run]") {
     const auto [line, message] = GENERATE(table<std::string, std::string>({
         Row{"", R"(local report: expected "<rank> <outcome> <step_status>": "")"},
         Row{"3 aborted", R"(local report: expected "<rank> <outcome> <step_status>": "3 aborted")"},
-        Row{"3 aborted 3 x",
-            R"(local report: bad step status (expected 0 to 255): "3 aborted 3 x")"},
-        Row{"3 aborted 3 ", R"(local report: bad step status (expected 0 to 255): "3 aborted 3 ")"},
+        Row{"3 aborted 3x", R"(local report: bad step status (expected 0 to 255): "3 aborted 3x")"},
+        Row{"3 aborted 3 ", R"(local report: empty message after the step status: "3 aborted 3 ")"},
         Row{"3 aborted 256",
             R"(local report: bad step status (expected 0 to 255): "3 aborted 256")"},
         Row{"3 aborted -1", R"(local report: bad step status (expected 0 to 255): "3 aborted -1")"},
@@ -100,7 +107,7 @@ TEST_CASE("run: the local status channel is written by the launcher, read by the
     REQUIRE(channel == write_end);
     // The trainer must not inherit it.
     CHECK((::fcntl(write_end, F_GETFD) & FD_CLOEXEC) != 0);
-    write_local_report(*channel, {2, Outcome::aborted, 137});
+    write_local_report(*channel, {2, Outcome::aborted, 137, {}});
     ::close(write_end);
     std::array<char, 64> buffer{};
     const ssize_t n = ::read(fds[0], buffer.data(), buffer.size());

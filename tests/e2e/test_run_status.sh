@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# srun's status is the culprit's when the failure is not a trainer's own exit (those are in
+# test_run_failure.sh and test_run_kill_launcher.sh): a rank that never registers (124), a
+# launcher that stops heartbeating (8), a trainer port held by another process on one node (7,
+# with one line naming the port, the node and the way out). Each failure is told in one line.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+require_trainer
+dir=$(make_tmpdir)
+
+# --- a rank that never registers: task 2 runs no launcher ------------------------------------
+# (not run_bounded: its 124 would be indistinguishable from srun's own 124)
+rc=0
+start=$SECONDS
+# shellcheck disable=SC2016 # expanded by the task's bash
+out=$(timeout -k 5 90 srun -N3 --ntasks-per-node=1 bash -c \
+    '[ "$SLURM_PROCID" = 2 ] && exit 0; exec "$0" "$@"' "$TFSLURM_BIN" run --ps 1 --auth munge \
+    --grace 3 --connect-timeout 3 "$TFSLURM_TRAINER" --work-ms 60000 2>&1) || rc=$?
+((SECONDS - start < 85)) || fail "srun did not end by itself"$'\n'"$out"
+assert_eq 124 "$rc" "srun reports the registration timeout"$'\n'"$out"
+line="tfslurm: error: aborting: rank 2 (worker:1) on n3 did not register within 3 s"
+assert_eq 1 "$(grep -cF "$line" <<<"$out")" "rank 0's launcher names the missing rank"$'\n'"$out"
+assert_eq 1 "$(grep -c 'tfslurm: error' <<<"$out")" "one line per failure"$'\n'"$out"
+e2e_log "registration timeout: srun status $rc"
+
+# --- a launcher that stops heartbeating: SIGSTOP, then SIGCONT once the step aborted ----------
+timeout -k 5 120 srun -N3 --ntasks-per-node=1 -o "$dir/hb-%t.out" "$TFSLURM_BIN" run --ps 1 \
+    --auth munge --grace 3 --heartbeat-timeout 3 "$TFSLURM_TRAINER" --work-ms 60000 \
+    >"$dir/hb-srun.out" 2>&1 &
+srun_pid=$!
+on_exit "kill $srun_pid 2>/dev/null || true"
+wait_for_lines 'listening on' 3 60 "$dir"/hb-{0,1,2}.out
+mapfile -t victims < <(launcher_pids n3)
+((${#victims[@]} == 1)) || fail "expected one launcher on n3, found: ${victims[*]:-none}"
+kill -STOP "${victims[0]}"
+on_exit "kill -CONT ${victims[0]} 2>/dev/null || true"
+line="tfslurm: error: aborting: rank 2 (worker:1) on n3 launcher lost (no heartbeat for 3 s)"
+wait_for_lines "$line" 1 30 "$dir/hb-0.out"
+kill -CONT "${victims[0]}"
+rc=0
+wait "$srun_pid" || rc=$?
+out=$(cat -- "$dir"/hb-{0,1,2}.out "$dir/hb-srun.out")
+assert_eq 8 "$rc" "srun reports a lost launcher"$'\n'"$out"
+assert_eq 1 "$(grep -cF "$line" <<<"$out")" "one line names the silent launcher"$'\n'"$out"
+assert_eq 0 "$(grep -cF 'tfslurm: error' "$dir/hb-1.out")" "rank 1 says nothing"$'\n'"$out"
+e2e_log "heartbeat timeout: srun status $rc"
+
+# --- a trainer port held on n2 ------------------------------------------------------------------
+# With --port-base 23000 and one task per node, every trainer listens on 23000 (the control
+# endpoint is n1:23001): hold 23000 on n2 only, for at most 60 s.
+timeout -k 5 60 "$TFSLURM_TC" node n2 python3 -c '
+import socket, sys, time
+s = socket.socket()
+s.bind(("0.0.0.0", 23000))
+s.listen()
+open(sys.argv[1], "w").write("ready\n")
+time.sleep(60)
+' "$dir/holder.ready" &
+holder=$!
+on_exit "kill $holder 2>/dev/null || true"
+wait_for_lines ready 1 20 "$dir/holder.ready"
+rc=0
+out=$(run_bounded 90 srun -N3 --ntasks-per-node=1 "$TFSLURM_BIN" run --ps 1 --auth munge \
+    --grace 3 --port-base 23000 "$TFSLURM_TRAINER" --work-ms 60000 2>&1) || rc=$?
+kill "$holder" 2>/dev/null || true
+wait "$holder" 2>/dev/null || true
+assert_eq 7 "$rc" "srun reports the port error's status"$'\n'"$out"
+line="tfslurm: error: aborting: rank 1 (worker:0) on n2 could not start its trainer: trainer: port"
+line+=" 23000 is already in use on n2: another process holds it; choose other ports with"
+line+=" --port-base, or let Slurm reserve them with srun --resv-ports (MpiParams=ports=... in"
+line+=" slurm.conf)"
+assert_eq 1 "$(grep -cxF "$line" <<<"$out")" "one line names the port and the node"$'\n'"$out"
+assert_eq 1 "$(grep -c 'tfslurm: error' <<<"$out")" "one line per failure"$'\n'"$out"
+e2e_log "port held on n2: srun status $rc"
+
+no_leftovers 20
+e2e_log "PASS"
