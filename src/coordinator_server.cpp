@@ -339,6 +339,46 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
         read();
     }
 
+    /// Check a hello (its proof, then the plan), prove ourselves and register it; else reject.
+    void register_hello(const protocol::Hello& hello, Clock::time_point now) {
+        Coordinator& state = m_server->coordinator;
+        std::optional<std::string> reason = m_server->auth.verify(hello, m_nonce, m_server->job);
+        if (!reason) {
+            reason = state.admit(hello.rank, hello.role);
+        }
+        if (reason) {
+            // The host is the peer's own text: quoted, so that it cannot forge a log line
+            // or reach the terminal as escape sequences.
+            m_server->warn_connection(fmt::format("rejected rank {} from {} (pid {} on {}): {}",
+                                                  hello.rank,
+                                                  m_peer,
+                                                  hello.pid,
+                                                  quote(hello.host),
+                                                  *reason));
+            send(protocol::Reject{*reason});
+            m_close_after_write = true;
+            return;
+        }
+        std::string proof;
+        try {
+            proof = m_server->auth.prove_coordinator(
+                hello.auth, hello.nonce, m_server->job, hello.rank);
+        } catch (const Error& e) {
+            logger().error("coordinator: cannot prove itself to rank {}: {}", hello.rank, e.what());
+            close();
+            return;
+        }
+        m_registered = true;
+        m_rank = hello.rank;
+        m_hello_timer.cancel();
+        m_server->handshakes.remove(m_id);
+        m_server->pending.erase(m_id);
+        m_server->by_rank[m_rank] = shared_from_this();
+        send(protocol::Welcome{static_cast<std::uint32_t>(state.size()), std::move(proof)});
+        state.registered(m_rank, now);
+        m_server->flush();
+    }
+
     void handle(const protocol::Message& message) {
         const auto now = Clock::now();
         Coordinator& state = m_server->coordinator;
@@ -350,43 +390,7 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
                     "protocol",
                     fmt::format("expected hello, got {}", protocol::type_name(message)));
             }
-            std::optional<std::string> reason =
-                m_server->auth.verify(*hello, m_nonce, m_server->job);
-            if (!reason) {
-                reason = state.admit(hello->rank, hello->role);
-            }
-            if (reason) {
-                // The host is the peer's own text: quoted, so that it cannot forge a log line
-                // or reach the terminal as escape sequences.
-                m_server->warn_connection(fmt::format("rejected rank {} from {} (pid {} on {}): {}",
-                                                      hello->rank,
-                                                      m_peer,
-                                                      hello->pid,
-                                                      quote(hello->host),
-                                                      *reason));
-                send(protocol::Reject{*reason});
-                m_close_after_write = true;
-                return;
-            }
-            std::string proof;
-            try {
-                proof = m_server->auth.prove_coordinator(
-                    hello->auth, hello->nonce, m_server->job, hello->rank);
-            } catch (const Error& e) {
-                logger().error(
-                    "coordinator: cannot prove itself to rank {}: {}", hello->rank, e.what());
-                close();
-                return;
-            }
-            m_registered = true;
-            m_rank = hello->rank;
-            m_hello_timer.cancel();
-            m_server->handshakes.remove(m_id);
-            m_server->pending.erase(m_id);
-            m_server->by_rank[m_rank] = shared_from_this();
-            send(protocol::Welcome{static_cast<std::uint32_t>(state.size()), std::move(proof)});
-            state.registered(m_rank, now);
-            m_server->flush();
+            register_hello(*hello, now);
             return;
         }
         if (std::holds_alternative<protocol::Heartbeat>(message)) {

@@ -197,6 +197,11 @@ class LocalRun {
     LocalResult run();
 
   private:
+    /// Spawn one launcher per task, each inheriting `report_fd`; on failure, stop those started.
+    void start_launchers(int report_fd);
+    void read_remaining_reports();
+    /// What srun would report for these launchers, and their messages.
+    [[nodiscard]] LocalResult result();
     void wait_signal();
     void read_reports();
     void parse_reports();
@@ -222,6 +227,32 @@ LocalResult LocalRun::run() {
     m_reports.assign(pipe_fds[0]);
     const int report_fd = pipe_fds[1];
     wait_signal();
+    start_launchers(report_fd);
+    ::close(report_fd);
+    logger().debug("local: {} launchers started (job {})", m_options.ntasks, m_options.job_id);
+    read_reports();
+    reap();
+    if (m_running > 0) {
+        try {
+            m_io.run();
+        } catch (const std::exception& e) {
+            // Never leave launchers behind (they stop their trainers on SIGTERM).
+            for (std::size_t i = 0; i < m_pids.size(); ++i) {
+                if (!m_statuses[i]) {
+                    ::kill(m_pids[i], SIGTERM);
+                }
+            }
+            kill_all_children();
+            throw errors::make(Errc::io, "local", fmt::format("internal error: {}", e.what()));
+        }
+    }
+    // Launchers are gone; read what they reported, then make sure nothing else survives.
+    read_remaining_reports();
+    kill_all_children();
+    return result();
+}
+
+void LocalRun::start_launchers(int report_fd) {
     m_pids.assign(m_options.ntasks, 0);
     m_statuses.assign(m_options.ntasks, std::nullopt);
     try {
@@ -253,25 +284,9 @@ LocalResult LocalRun::run() {
         kill_all_children();
         throw;
     }
-    ::close(report_fd);
-    logger().debug("local: {} launchers started (job {})", m_options.ntasks, m_options.job_id);
-    read_reports();
-    reap();
-    if (m_running > 0) {
-        try {
-            m_io.run();
-        } catch (const std::exception& e) {
-            // Never leave launchers behind (they stop their trainers on SIGTERM).
-            for (std::size_t i = 0; i < m_pids.size(); ++i) {
-                if (!m_statuses[i]) {
-                    ::kill(m_pids[i], SIGTERM);
-                }
-            }
-            kill_all_children();
-            throw errors::make(Errc::io, "local", fmt::format("internal error: {}", e.what()));
-        }
-    }
-    // Launchers are gone; read what they reported, then make sure nothing else survives.
+}
+
+void LocalRun::read_remaining_reports() {
     error_code ec;
     m_reports.non_blocking(true, ec);
     for (;;) {
@@ -282,7 +297,9 @@ LocalResult LocalRun::run() {
         m_text.append(m_buffer.data(), n);
     }
     parse_reports();
-    kill_all_children();
+}
+
+LocalResult LocalRun::result() {
     // What srun reports for the same launchers: a launcher killed by a signal wins (128 +
     // signo), else the highest exit status (on an abort, every launcher exits with the step's
     // status).

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "detail/placement.hpp"
-
+#include "detail/step.hpp"
 #include "detail/text.hpp"
 
 #include <tfslurm/error.hpp>
@@ -18,33 +17,6 @@
 
 namespace tfslurm {
 
-namespace detail {
-
-std::uint32_t checked_total(const std::vector<std::uint32_t>& counts, std::string_view subject) {
-    std::uint64_t total = 0;
-    for (const auto count : counts) {
-        total += count;
-    }
-    if (total > k_max_expanded_hosts) {
-        throw errors::too_large(
-            subject,
-            fmt::format("{} tasks exceed tfslurm's limit of {}", total, k_max_expanded_hosts),
-            "split the job into several steps");
-    }
-    return static_cast<std::uint32_t>(total);
-}
-
-std::unordered_map<std::string_view, std::uint32_t>
-node_index(const std::vector<std::string>& hosts) {
-    std::unordered_map<std::string_view, std::uint32_t> index;
-    index.reserve(hosts.size());
-    for (std::uint32_t node = 0; node < hosts.size(); ++node) {
-        index.emplace(hosts[node], node);
-    }
-    return index;
-}
-
-} // namespace detail
 namespace {
 
 std::string describe_layout(const Allocation& allocation, const StepInfo& step) {
@@ -84,6 +56,34 @@ void assign_rank(Allocation& allocation, std::uint32_t rank, std::uint32_t node)
     auto& ranks = allocation.node_ranks[node];
     allocation.places[rank] = TaskPlace{node, static_cast<std::uint32_t>(ranks.size())};
     ranks.push_back(rank);
+}
+
+std::string join_ids(const std::vector<std::uint32_t>& ids) {
+    std::vector<std::string> text;
+    text.reserve(ids.size());
+    for (const auto id : ids) {
+        text.push_back(std::to_string(id));
+    }
+    return detail::join(text, ",");
+}
+
+/// SLURM_GTIDS must list the ranks the computed placement puts on this node (in any order).
+void check_gtids(const std::vector<std::uint32_t>& gtids,
+                 std::vector<std::uint32_t> expected,
+                 const std::string& where,
+                 std::string_view hint) {
+    auto actual = gtids;
+    std::sort(expected.begin(), expected.end());
+    std::sort(actual.begin(), actual.end());
+    if (expected != actual) {
+        throw errors::inconsistent_allocation(
+            "SLURM_GTIDS",
+            fmt::format("lists other ranks than the computed placement ({}): {}",
+                        join_ids(expected),
+                        where),
+            join_ids(gtids),
+            std::string{hint});
+    }
 }
 
 void check_identity(const StepInfo& step, const Allocation& allocation) {
@@ -138,28 +138,7 @@ void check_identity(const StepInfo& step, const Allocation& allocation) {
     }
     // The batch script (job scope) reports only itself in SLURM_GTIDS; steps list the node.
     if (step.scope == Scope::step && self.gtids) {
-        auto expected = allocation.node_ranks[place.node];
-        auto actual = *self.gtids;
-        std::sort(expected.begin(), expected.end());
-        std::sort(actual.begin(), actual.end());
-        if (expected != actual) {
-            std::vector<std::string> shown;
-            shown.reserve(self.gtids->size());
-            for (const auto id : *self.gtids) {
-                shown.push_back(std::to_string(id));
-            }
-            std::vector<std::string> wanted;
-            for (const auto id : expected) {
-                wanted.push_back(std::to_string(id));
-            }
-            throw errors::inconsistent_allocation(
-                "SLURM_GTIDS",
-                fmt::format("lists other ranks than the computed placement ({}): {}",
-                            detail::join(wanted, ","),
-                            where()),
-                detail::join(shown, ","),
-                std::string{hint});
-        }
+        check_gtids(*self.gtids, allocation.node_ranks[place.node], where(), hint);
     }
 }
 

@@ -35,26 +35,6 @@ constexpr std::string_view k_resv_ports_need =
     "it needs MpiParams=ports=LOW-HIGH in slurm.conf; Slurm then sets SLURM_STEP_RESV_PORTS in "
     "every task";
 
-/// `{host}` is the only placeholder; anything else in braces is a mistake worth reporting.
-std::string apply_pattern(std::string_view pattern, std::string_view host) {
-    if (pattern.empty()) {
-        return std::string{host};
-    }
-    std::string out;
-    std::size_t pos = 0;
-    while (pos < pattern.size()) {
-        const auto open = pattern.find('{', pos);
-        if (open == std::string_view::npos) {
-            out += pattern.substr(pos);
-            break;
-        }
-        out += pattern.substr(pos, open - pos);
-        out += host; // validated: every '{' starts "{host}"
-        pos = open + 6;
-    }
-    return out;
-}
-
 /// Ports as Slurm writes SLURM_STEP_RESV_PORTS: `12000-12003,12005`.
 std::string format_ports(const std::vector<std::uint16_t>& ports) {
     std::string out;
@@ -286,49 +266,6 @@ void assign_gpus(Plan& plan,
 }
 
 } // namespace
-
-namespace detail {
-
-std::string join_roles(const std::vector<Role>& roles) {
-    std::vector<std::string> names;
-    names.reserve(roles.size());
-    for (const auto role : roles) {
-        names.emplace_back(to_string(role));
-    }
-    return detail::join(names, ",");
-}
-
-void number_roles(Plan& plan) {
-    std::map<Role, std::uint32_t> next;
-    for (auto& rank : plan.ranks) {
-        rank.index = next[rank.role]++;
-    }
-}
-
-std::vector<std::string> resolve_addresses(const std::vector<std::string>& hosts,
-                                           const PlanOptions& options,
-                                           const AddressResolver& resolve) {
-    std::vector<std::string> addresses;
-    addresses.reserve(hosts.size());
-    std::map<std::string, std::string, std::less<>> cache;
-    for (const auto& host : hosts) {
-        auto name = apply_pattern(options.host_pattern, host);
-        if (options.address == AddressMode::ip) {
-            auto found = cache.find(name);
-            if (found == cache.end()) {
-                auto address = resolve ? resolve(name) : system_address_resolver()(name);
-                logger().debug("address of {}: {}", name, address);
-                found = cache.emplace(name, std::move(address)).first;
-            }
-            addresses.push_back(found->second);
-        } else {
-            addresses.push_back(std::move(name));
-        }
-    }
-    return addresses;
-}
-
-} // namespace detail
 
 std::string_view to_string(Role role) noexcept {
     switch (role) {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-#include "detail/placement.hpp"
+#include "detail/step.hpp"
+
 #include "detail/text.hpp"
 
 #include <tfslurm/error.hpp>
@@ -11,9 +12,38 @@
 
 #include <algorithm>
 #include <limits>
+#include <unordered_map>
 #include <utility>
 
 namespace tfslurm {
+
+namespace detail {
+
+std::uint32_t checked_total(const std::vector<std::uint32_t>& counts, std::string_view subject) {
+    std::uint64_t total = 0;
+    for (const auto count : counts) {
+        total += count;
+    }
+    if (total > k_max_expanded_hosts) {
+        throw errors::too_large(
+            subject,
+            fmt::format("{} tasks exceed tfslurm's limit of {}", total, k_max_expanded_hosts),
+            "split the job into several steps");
+    }
+    return static_cast<std::uint32_t>(total);
+}
+
+std::unordered_map<std::string_view, std::uint32_t>
+node_index(const std::vector<std::string>& hosts) {
+    std::unordered_map<std::string_view, std::uint32_t> index;
+    index.reserve(hosts.size());
+    for (std::uint32_t node = 0; node < hosts.size(); ++node) {
+        index.emplace(hosts[node], node);
+    }
+    return index;
+}
+
+} // namespace detail
 namespace {
 
 std::string not_in_slurm_hint() {

@@ -2,7 +2,7 @@
 #pragma once
 
 /// \file
-/// Helpers shared by step reading and placement.
+/// Helpers of step reading (src/step.cpp) that placement uses too.
 
 #include <cstdint>
 #include <string>
@@ -12,7 +12,8 @@
 
 namespace tfslurm::detail {
 
-/// The sum of `counts`. \throws Error (Errc::too_large) naming `subject` past 2^32-1 tasks.
+/// The sum of `counts`. \throws Error (Errc::too_large) naming `subject` past
+/// k_max_expanded_hosts tasks.
 [[nodiscard]] std::uint32_t checked_total(const std::vector<std::uint32_t>& counts,
                                           std::string_view subject);
 
