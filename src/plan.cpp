@@ -360,30 +360,6 @@ std::vector<Role> parse_role_list(std::string_view text, std::string_view subjec
     return roles;
 }
 
-AddressResolver system_address_resolver() {
-    return [](const std::string& name) {
-        addrinfo hints{};
-        hints.ai_family = AF_INET;
-        hints.ai_socktype = SOCK_STREAM;
-        addrinfo* found = nullptr;
-        const int rc = ::getaddrinfo(name.c_str(), nullptr, &hints, &found);
-        if (rc != 0 || found == nullptr) {
-            throw errors::make(Errc::io,
-                               setting_ref("address", "ip"),
-                               fmt::format("cannot resolve {} to an IPv4 address ({})",
-                                           quote(name),
-                                           ::gai_strerror(rc)),
-                               "check " + setting_ref("host_pattern") + " or use " +
-                                   setting_ref("address", "name"));
-        }
-        std::array<char, INET_ADDRSTRLEN> text{};
-        const auto* address = reinterpret_cast<const sockaddr_in*>(found->ai_addr); // NOLINT
-        ::inet_ntop(AF_INET, &address->sin_addr, text.data(), text.size());
-        ::freeaddrinfo(found);
-        return std::string{text.data()};
-    };
-}
-
 std::vector<std::uint32_t> Plan::members(Role role) const {
     std::vector<std::pair<std::uint32_t, std::uint32_t>> found; // (index, rank)
     for (const auto& rank : ranks) {

@@ -1,11 +1,20 @@
 // SPDX-License-Identifier: MIT
-// Plan-building helpers shared by the native layout (plan.cpp) and tf-compat (tf_compat.cpp):
-// in a file of their own so that neither layout depends on the other's file.
+// Plan-building helpers shared by the native layout (plan.cpp) and tf-compat (tf_compat.cpp),
+// with the system address resolver: in a file of their own so that neither layout depends on
+// the other's file.
 #include "detail/plan.hpp"
 #include "detail/text.hpp"
 
+#include <tfslurm/error.hpp>
 #include <tfslurm/log.hpp>
 #include <tfslurm/plan.hpp>
+
+#include <fmt/format.h>
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <map>
 #include <string>
@@ -79,5 +88,29 @@ std::vector<std::string> resolve_addresses(const std::vector<std::string>& hosts
 }
 
 } // namespace detail
+
+AddressResolver system_address_resolver() {
+    return [](const std::string& name) {
+        addrinfo hints{};
+        hints.ai_family = AF_INET;
+        hints.ai_socktype = SOCK_STREAM;
+        addrinfo* found = nullptr;
+        const int rc = ::getaddrinfo(name.c_str(), nullptr, &hints, &found);
+        if (rc != 0 || found == nullptr) {
+            throw errors::make(Errc::io,
+                               setting_ref("address", "ip"),
+                               fmt::format("cannot resolve {} to an IPv4 address ({})",
+                                           quote(name),
+                                           ::gai_strerror(rc)),
+                               "check " + setting_ref("host_pattern") + " or use " +
+                                   setting_ref("address", "name"));
+        }
+        std::array<char, INET_ADDRSTRLEN> text{};
+        const auto* address = reinterpret_cast<const sockaddr_in*>(found->ai_addr); // NOLINT
+        ::inet_ntop(AF_INET, &address->sin_addr, text.data(), text.size());
+        ::freeaddrinfo(found);
+        return std::string{text.data()};
+    };
+}
 
 } // namespace tfslurm
