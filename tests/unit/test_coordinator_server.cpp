@@ -145,6 +145,7 @@ TEST_CASE("coordinator_server: a connection flood does not lock out a late launc
     }
     REQUIRE((files.rlim_cur == RLIM_INFINITY || files.rlim_cur >= 2500));
     std::vector<int> flood;
+    flood.reserve(1100);
     for (int i = 0; i < 1100; ++i) {
         flood.push_back(connect_to(port));
     }
