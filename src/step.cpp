@@ -91,6 +91,25 @@ std::vector<std::uint32_t> parse_id_list(std::string_view text, std::string_view
     return ids;
 }
 
+/// The offset of the first byte of `text` that is not printable ASCII, if any. Device names
+/// (indices, GPU-<uuid>, MIG-<uuid>) are printable ASCII; anything else would reach the
+/// outputs (JSON included) as a raw byte.
+std::optional<std::size_t> first_unprintable(std::string_view text) noexcept {
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        if (c < 0x20 || c >= 0x7f) {
+            return i;
+        }
+    }
+    return std::nullopt;
+}
+
+std::string unprintable_problem(std::string_view text, std::size_t offset) {
+    return fmt::format("device names are printable ASCII: byte 0x{:02x} at offset {}",
+                       static_cast<unsigned char>(text[offset]),
+                       offset);
+}
+
 std::vector<std::string> parse_device_list(std::string_view text) {
     std::vector<std::string> devices;
     if (text.empty()) {
@@ -102,6 +121,14 @@ std::vector<std::string> parse_device_list(std::string_view text) {
         }
     }
     return devices;
+}
+
+/// A comma-separated device list from the variable `name`. \throws Error (Errc::invalid_argument).
+std::vector<std::string> env_device_list(std::string_view text, std::string_view name) {
+    if (const auto bad = first_unprintable(text)) {
+        throw errors::invalid_argument(name, unprintable_problem(text, *bad), text);
+    }
+    return parse_device_list(text);
 }
 
 } // namespace
@@ -303,13 +330,13 @@ std::optional<TaskIdentity> env_identity(const Environment& env) {
 GpuEnv env_gpus(const Environment& env) {
     GpuEnv gpus;
     if (const auto value = env.get("CUDA_VISIBLE_DEVICES")) {
-        gpus.visible = parse_device_list(*value);
+        gpus.visible = env_device_list(*value, "CUDA_VISIBLE_DEVICES");
     }
     if (const auto value = env.get("SLURM_STEP_GPUS")) {
-        gpus.step_gpus = parse_device_list(*value);
+        gpus.step_gpus = env_device_list(*value, "SLURM_STEP_GPUS");
     }
     if (const auto value = env.get("SLURM_JOB_GPUS")) {
-        gpus.job_gpus = parse_device_list(*value);
+        gpus.job_gpus = env_device_list(*value, "SLURM_JOB_GPUS");
     }
     if (const auto value = env.get("SLURM_GPUS_ON_NODE")) {
         gpus.gpus_on_node = parse_unsigned<std::uint32_t>(*value, "SLURM_GPUS_ON_NODE");
@@ -468,6 +495,10 @@ void preview_ids(StepInfo& step, const StepOverrides& overrides) {
         step.self = self;
     }
     if (!overrides.gpus.empty()) {
+        if (const auto bad = first_unprintable(overrides.gpus)) {
+            throw errors::invalid_setting(
+                "gpus", unprintable_problem(overrides.gpus, *bad), overrides.gpus);
+        }
         step.gpus.visible = parse_device_list(overrides.gpus);
     }
 }

@@ -339,8 +339,8 @@ TEST_CASE("cli: env --format task-prolog prints what Slurm's TaskProlog reads", 
     env.emplace_back("TFSLURM_FORMAT=task-prolog");
     const auto by_variable = tfslurm_cli({"env", "--only", "torch"}, env);
     CHECK(by_variable.out == r.out);
-    // A value with a newline cannot be one TaskProlog line: refused, naming the variable.
-    // (Host names and patterns with control characters are refused earlier; a GPU list is not.)
+    // No input can put a newline into a value any more (host names, patterns and device
+    // lists are printable ASCII); render_env's own refusal is unit-tested in test_tf_config.
     r = tfslurm_cli({"env",
                      "--nodelist",
                      "n1",
@@ -354,11 +354,8 @@ TEST_CASE("cli: env --format task-prolog prints what Slurm's TaskProlog reads", 
                      "task-prolog"});
     CHECK(r.status == 2);
     CHECK(r.out.empty());
-    CHECK(r.err ==
-          "tfslurm: error: CUDA_VISIBLE_DEVICES: a newline in the value cannot be "
-          "written for Slurm's TaskProlog (it reads one 'export NAME=value' line per "
-          "variable, verbatim): \"0,1\\nprint x\"\ntfslurm: hint: remove the newline from the "
-          "setting it comes from, or evaluate --format export in the task itself\n");
+    CHECK(r.err == "tfslurm: error: --gpus: device names are printable ASCII: byte 0x0a at "
+                   "offset 3: \"0,1\\nprint x\"\n");
 }
 
 TEST_CASE("cli: a bad setting is named as the user typed it", "[cli]") {
