@@ -507,8 +507,10 @@ class PrivateMunged {
     }
     ~PrivateMunged() {
         if (!m_dir.empty()) {
+            // By its unique socket path, not its pid file: munged may answer before it has
+            // written the pid file, and a test that ends then must not leave it running.
             const std::string stop =
-                "kill $(cat " + m_dir + "/munged.pid) 2>/dev/null; rm -rf " + m_dir;
+                "pkill -TERM -f -- '--socket=" + m_socket + "' 2>/dev/null; rm -rf " + m_dir;
             [[maybe_unused]] const int ignored = std::system(stop.c_str());
         }
     }
