@@ -509,8 +509,9 @@ class PrivateMunged {
         if (!m_dir.empty()) {
             // By its unique socket path, not its pid file: munged may answer before it has
             // written the pid file, and a test that ends then must not leave it running.
+            // ("[-]-socket" matches munged's "--socket", not this shell's own command line.)
             const std::string stop =
-                "pkill -TERM -f -- '--socket=" + m_socket + "' 2>/dev/null; rm -rf " + m_dir;
+                "pkill -TERM -f -- '[-]-socket=" + m_socket + "' 2>/dev/null; rm -rf " + m_dir;
             [[maybe_unused]] const int ignored = std::system(stop.c_str());
         }
     }
