@@ -187,7 +187,10 @@ struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer:
           handshakes(k_handshakes_per_peer, k_handshakes_headroom + coordinator.size()),
           noise(k_warnings_per_window, k_warning_window) {}
 
-    void listen(const std::string& bind_address, std::uint16_t port);
+    /// Listen on the first of `ports` that can be bound. \throws Error (Errc::io) if none.
+    void listen(const std::string& bind_address, const std::vector<std::uint16_t>& ports);
+    /// Open, bind and listen; on failure the acceptor is closed again.
+    [[nodiscard]] error_code try_listen(const Tcp::endpoint& endpoint);
     void accept();
     void tick();
     void flush();
@@ -452,27 +455,14 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
     std::uint32_t m_rank = 0;
 };
 
-void CoordinatorServer::Impl::listen(const std::string& bind_address, std::uint16_t port) {
+error_code CoordinatorServer::Impl::try_listen(const Tcp::endpoint& endpoint) {
     error_code ec;
-    const auto address = asio::ip::make_address(bind_address, ec);
-    const Tcp::endpoint endpoint(ec ? asio::ip::address(asio::ip::address_v4::any()) : address,
-                                 port);
-    const auto fail = [&](const error_code& error) {
-        return errors::make(Errc::io,
-                            "coordinator",
-                            fmt::format("cannot listen on {}:{} ({})",
-                                        endpoint.address().to_string(),
-                                        port,
-                                        error.message()),
-                            "another job or a stale launcher holds the control port; choose "
-                            "another " +
-                                setting_ref("port_base"));
-    };
     acceptor.open(endpoint.protocol(), ec);
-    detail::set_cloexec(acceptor.native_handle());
-    if (!ec) {
-        acceptor.set_option(Tcp::acceptor::reuse_address(true), ec);
+    if (ec) {
+        return ec;
     }
+    detail::set_cloexec(acceptor.native_handle());
+    acceptor.set_option(Tcp::acceptor::reuse_address(true), ec);
     if (!ec) {
         acceptor.bind(endpoint, ec);
     }
@@ -480,12 +470,61 @@ void CoordinatorServer::Impl::listen(const std::string& bind_address, std::uint1
         acceptor.listen(asio::socket_base::max_listen_connections, ec);
     }
     if (ec) {
-        throw fail(ec);
+        error_code ignored;
+        acceptor.close(ignored);
     }
-    logger().debug("coordinator: listening on {}:{} for {} ranks",
-                   endpoint.address().to_string(),
-                   acceptor.local_endpoint().port(),
-                   coordinator.size());
+    return ec;
+}
+
+void CoordinatorServer::Impl::listen(const std::string& bind_address,
+                                     const std::vector<std::uint16_t>& ports) {
+    error_code ec;
+    const auto address = asio::ip::make_address(bind_address, ec);
+    const auto host = ec ? asio::ip::address(asio::ip::address_v4::any()) : address;
+    error_code first_error;
+    for (std::size_t i = 0; i < ports.size(); ++i) {
+        const auto error = try_listen(Tcp::endpoint(host, ports[i]));
+        if (!error) {
+            if (i > 0) {
+                // Every launcher tries the same candidates in order: they find this one.
+                logger().warn("coordinator: cannot listen on {}:{} ({}): listening on fallback "
+                              "port {} ({} of {})",
+                              host.to_string(),
+                              ports.front(),
+                              first_error.message(),
+                              acceptor.local_endpoint().port(),
+                              i,
+                              ports.size() - 1);
+            }
+            logger().debug("coordinator: listening on {}:{} for {} ranks",
+                           host.to_string(),
+                           acceptor.local_endpoint().port(),
+                           coordinator.size());
+            return;
+        }
+        if (i == 0) {
+            first_error = error;
+        }
+        logger().debug("coordinator: cannot listen on {}:{} ({})",
+                       host.to_string(),
+                       ports[i],
+                       error.message());
+    }
+    std::string fallbacks;
+    if (ports.size() > 1) {
+        fallbacks = fmt::format(" nor on its fallback ports {}",
+                                fmt::join(ports.begin() + 1, ports.end(), ", "));
+    }
+    throw errors::make(Errc::io,
+                       "coordinator",
+                       fmt::format("cannot listen on {}:{} ({}){}",
+                                   host.to_string(),
+                                   ports.empty() ? 0 : ports.front(),
+                                   first_error.message(),
+                                   fallbacks),
+                       "another job or a stale launcher holds the control port; choose "
+                       "another " +
+                           setting_ref("port_base"));
 }
 
 void CoordinatorServer::Impl::accept() {
@@ -597,12 +636,25 @@ CoordinatorServer::CoordinatorServer(asio::io_context& io,
                                      protocol::Authenticator auth,
                                      std::uint64_t job,
                                      const std::string& bind_address,
-                                     std::uint16_t port) {
+                                     std::uint16_t port)
+    : CoordinatorServer(io,
+                        std::move(settings),
+                        std::move(auth),
+                        job,
+                        bind_address,
+                        std::vector<std::uint16_t>{port}) {}
+
+CoordinatorServer::CoordinatorServer(asio::io_context& io,
+                                     CoordinatorSettings settings,
+                                     protocol::Authenticator auth,
+                                     std::uint64_t job,
+                                     const std::string& bind_address,
+                                     const std::vector<std::uint16_t>& ports) {
     // One descriptor per launcher plus the listener, stdio and the unauthenticated headroom.
     ensure_descriptor_limit(settings.ranks.size() + 64,
                             fmt::format("{} launchers", settings.ranks.size()));
     m_impl = std::make_shared<Impl>(io, std::move(settings), std::move(auth), job);
-    m_impl->listen(bind_address, port);
+    m_impl->listen(bind_address, ports);
     m_impl->accept();
     m_impl->tick();
 }

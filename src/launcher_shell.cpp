@@ -64,6 +64,11 @@ bool port_is_free(std::uint16_t port) {
 
 namespace {
 
+/// How long a connected candidate control port may stay silent before the launcher tries the
+/// next: a coordinator sends its challenge as soon as it accepts, so a silent peer is some other
+/// program (a listener that never accepts) holding the port.
+constexpr Millis k_challenge_timeout{2000};
+
 LauncherSettings machine_settings(const Plan& plan, const LauncherOptions& options) {
     LauncherSettings settings;
     settings.rank = plan.self_rank.value_or(0);
@@ -84,11 +89,12 @@ class LauncherShell {
                   const LauncherOptions& options)
         : m_plan(plan), m_rank(plan.self_rank.value_or(0)), m_self(plan.ranks.at(m_rank)),
           m_argv(argv), m_env(trainer_env.to_strings()), m_options(options),
-          m_machine(machine_settings(plan, options)), m_signals(m_io), m_socket(m_io),
-          m_retry_timer(m_io), m_deadline_timer(m_io), m_timers{asio::steady_timer(m_io),
-                                                                asio::steady_timer(m_io),
-                                                                asio::steady_timer(m_io),
-                                                                asio::steady_timer(m_io)} {
+          m_machine(machine_settings(plan, options)), m_candidates(control_port_candidates(plan)),
+          m_signals(m_io), m_socket(m_io), m_retry_timer(m_io), m_deadline_timer(m_io),
+          m_challenge_timer(m_io), m_timers{asio::steady_timer(m_io),
+                                            asio::steady_timer(m_io),
+                                            asio::steady_timer(m_io),
+                                            asio::steady_timer(m_io)} {
         for (const int signo : k_handled_signals) {
             m_signals.add(signo);
         }
@@ -100,8 +106,9 @@ class LauncherShell {
     [[nodiscard]] std::string label() const {
         return fmt::format("rank {} ({}:{})", m_rank, to_string(m_self.role), m_self.index);
     }
+    /// The candidate control endpoint being tried (after `welcome`: the coordinator's).
     [[nodiscard]] std::string control() const {
-        return fmt::format("{}:{}", m_plan.control_address, m_plan.control_port);
+        return fmt::format("{}:{}", m_plan.control_address, m_candidates.at(m_candidate));
     }
     asio::steady_timer& timer(LauncherTimer which) {
         return m_timers.at(static_cast<std::size_t>(which));
@@ -113,6 +120,8 @@ class LauncherShell {
     void reap();
     void connect();
     void retry_connect(const std::string& why);
+    void next_candidate(const std::string& why);
+    void close_attempt();
     void read();
     void on_read(const error_code& ec, std::size_t n);
     void handshake(const protocol::Message& message);
@@ -134,6 +143,10 @@ class LauncherShell {
     std::optional<protocol::Authenticator> m_auth;
     std::string m_nonce; ///< this connection's challenge to the coordinator (hex)
     LauncherMachine m_machine;
+    /// Where the coordinator may listen (control_port_candidates()), tried in order; rank 0
+    /// knows where its own coordinator listens: that port only.
+    std::vector<std::uint16_t> m_candidates;
+    std::size_t m_candidate = 0;
 
     asio::io_context m_io;
     asio::signal_set m_signals;
@@ -141,6 +154,7 @@ class LauncherShell {
     Tcp::socket m_socket;
     asio::steady_timer m_retry_timer;
     asio::steady_timer m_deadline_timer;
+    asio::steady_timer m_challenge_timer;
     std::array<asio::steady_timer, 4> m_timers; ///< indexed by LauncherTimer
     Clock::time_point m_connect_deadline;
     Millis m_backoff{20};
@@ -179,7 +193,8 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
                                                    *m_auth,
                                                    job,
                                                    bind_address_for(m_plan.control_address),
-                                                   m_plan.control_port);
+                                                   m_candidates);
+    m_candidates = {m_server->port()};
     m_server->on_finished([this] {
         m_machine.server_finished(Clock::now());
         perform();
@@ -199,8 +214,13 @@ LaunchResult LauncherShell::run() {
         if (!ec && (m_link == Link::connecting || m_link == Link::handshake)) {
             fatal(errors::make(Errc::io,
                                "coordinator",
-                               fmt::format("cannot register with {} within {}: {}",
-                                           control(),
+                               fmt::format("cannot register with {}:{}{} within {}: {}",
+                                           m_plan.control_address,
+                                           m_plan.control_port,
+                                           m_candidates.size() > 1
+                                               ? fmt::format(" (nor its {} fallback ports)",
+                                                             m_candidates.size() - 1)
+                                               : std::string(),
                                            format_seconds(m_options.connect_timeout),
                                            m_last_connect_error),
                                "is rank 0's launcher running? all tasks must run 'tfslurm run' "
@@ -286,7 +306,7 @@ void LauncherShell::connect() {
     Tcp::resolver resolver(m_io);
     // Synchronous on purpose: Asio's async resolver would add a thread.
     const auto endpoints =
-        resolver.resolve(m_plan.control_address, std::to_string(m_plan.control_port), ec);
+        resolver.resolve(m_plan.control_address, std::to_string(m_candidates.at(m_candidate)), ec);
     if (ec) {
         retry_connect(fmt::format("cannot resolve {}: {}", m_plan.control_address, ec.message()));
         return;
@@ -311,23 +331,51 @@ void LauncherShell::connect() {
             return;
         }
         if (error) {
-            retry_connect(error.message());
+            next_candidate(error.message());
             return;
         }
         error_code ignored;
         m_socket.set_option(Tcp::no_delay(true), ignored);
         m_link = Link::handshake;
         m_decoder = protocol::FrameDecoder{};
+        m_challenge_timer.expires_after(k_challenge_timeout);
+        m_challenge_timer.async_wait([this](const error_code& wait_error) {
+            if (!wait_error && m_link == Link::handshake && m_nonce.empty()) {
+                next_candidate(
+                    fmt::format("no challenge within {}", format_seconds(k_challenge_timeout)));
+            }
+        });
         read();
     });
 }
 
-void LauncherShell::retry_connect(const std::string& why) {
-    m_last_connect_error = why;
+void LauncherShell::next_candidate(const std::string& why) {
+    // Refused, silent or not this job's coordinator: try the next candidate at once; back off
+    // only once every candidate has been tried.
+    const auto tried = control();
+    m_candidate = (m_candidate + 1) % m_candidates.size();
+    if (m_candidate == 0) {
+        retry_connect(fmt::format("{}: {}", tried, why));
+        return;
+    }
+    logger().debug("{}: {}: {}; trying {}", label(), tried, why, control());
+    m_last_connect_error = fmt::format("{}: {}", tried, why);
+    close_attempt();
+    asio::post(m_io, [this] { connect(); });
+}
+
+void LauncherShell::close_attempt() {
     m_link = Link::connecting;
+    m_nonce.clear();
+    m_challenge_timer.cancel();
     error_code ignored;
     m_socket.close(ignored);
     m_queue.clear();
+}
+
+void LauncherShell::retry_connect(const std::string& why) {
+    m_last_connect_error = why;
+    close_attempt();
     if (Clock::now() + m_backoff >= m_connect_deadline) {
         return; // the deadline timer reports it
     }
@@ -352,7 +400,7 @@ void LauncherShell::on_read(const error_code& ec, std::size_t n) {
     }
     if (ec) {
         if (m_link == Link::handshake) {
-            retry_connect(fmt::format("connection closed during registration ({})", ec.message()));
+            next_candidate(fmt::format("connection closed during registration ({})", ec.message()));
         } else {
             m_machine.connection_lost(ec == asio::error::eof ? "connection closed" : ec.message(),
                                       Clock::now());
@@ -388,6 +436,7 @@ void LauncherShell::on_read(const error_code& ec, std::size_t n) {
 
 void LauncherShell::handshake(const protocol::Message& message) {
     if (const auto* challenge = std::get_if<protocol::Challenge>(&message)) {
+        m_challenge_timer.cancel();
         protocol::Hello hello;
         hello.job = m_plan.job_id.value_or(0);
         hello.rank = m_rank;
@@ -410,21 +459,33 @@ void LauncherShell::handshake(const protocol::Message& message) {
         const auto job = m_plan.job_id.value_or(0);
         if (const auto why =
                 m_auth->verify_coordinator(welcome->credential, m_nonce, job, m_rank)) {
-            fatal(errors::make(
-                Errc::auth,
-                "coordinator",
-                fmt::format(
-                    "{} did not prove that it is job {}'s coordinator: {}", control(), job, *why),
-                "another process holds the control port (any user of the node can bind it); "
-                "rank 0's launcher reports why it could not listen there"));
+            // Another process holds this candidate (any user of the node can bind it): the
+            // coordinator listens on a later one.
+            logger().warn("{}: {} did not prove that it is job {}'s coordinator: {}; trying the "
+                          "next control port",
+                          label(),
+                          control(),
+                          job,
+                          *why);
+            next_candidate(
+                fmt::format("did not prove that it is job {}'s coordinator: {}", job, *why));
             return;
         }
+        logger().debug("{}: coordinator at {}", label(), control());
         m_link = Link::session;
         m_deadline_timer.cancel();
         m_retry_timer.cancel();
+        m_challenge_timer.cancel();
         m_machine.registered(Clock::now());
         perform();
     } else if (const auto* reject = std::get_if<protocol::Reject>(&message)) {
+        if (reject->reason.rfind("wrong job ", 0) == 0) {
+            // Another job's coordinator holds this candidate (its derived ports collide with
+            // ours): ours listens on a later one. The reason is unproven text, but believing it
+            // only makes us look further.
+            next_candidate(fmt::format("another job's coordinator ({})", reject->reason));
+            return;
+        }
         fatal(errors::make(Errc::auth,
                            "coordinator",
                            fmt::format("{} rejected {}: {}", control(), label(), reject->reason),
@@ -540,8 +601,8 @@ void LauncherShell::write() {
                 if (m_link == Link::session) {
                     m_machine.connection_lost(ec.message(), Clock::now());
                     perform();
-                } else if (m_link == Link::handshake) {
-                    retry_connect(ec.message());
+                } else if (m_link == Link::handshake && ec != asio::error::operation_aborted) {
+                    next_candidate(ec.message());
                 }
                 return;
             }
@@ -577,6 +638,7 @@ void LauncherShell::close_socket(asio::socket_base::shutdown_type how) {
 void LauncherShell::finish() {
     m_deadline_timer.cancel();
     m_retry_timer.cancel();
+    m_challenge_timer.cancel();
     timer(LauncherTimer::grace).cancel();
     error_code ignored;
     m_signals.cancel(ignored);

@@ -28,12 +28,32 @@ namespace {
 
 constexpr std::uint32_t k_derived_port_first = 20000;
 constexpr std::uint32_t k_derived_port_end = 32000; // below Linux's ephemeral range (32768)
-constexpr std::uint32_t k_steps_per_job = 16;
+/// Fallback control ports: between the derived range and Linux's ephemeral range (32768), so
+/// that a fallback never takes a port another job's derived window gives one of its trainers.
+constexpr std::uint32_t k_fallback_port_first = 32000;
+constexpr std::uint32_t k_fallback_port_end = 32768;
+constexpr std::size_t k_control_candidates = 8;
 /// srun --resv-ports fails without a port range for slurmctld to reserve from: every hint that
 /// recommends it says so.
 constexpr std::string_view k_resv_ports_need =
     "it needs MpiParams=ports=LOW-HIGH in slurm.conf; Slurm then sets SLURM_STEP_RESV_PORTS in "
     "every task";
+
+/// Distinguishes the control port sequence from the window choice (any odd constant).
+constexpr std::uint64_t k_control_sequence_seed = 0x636f6e74726f6c31ULL; // "control1"
+
+/// SplitMix64's finaliser: every input bit affects every output bit.
+[[nodiscard]] std::uint64_t splitmix64(std::uint64_t x) noexcept {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30U)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27U)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31U);
+}
+
+/// One well-mixed number per (job, step).
+[[nodiscard]] std::uint64_t mix_job_step(std::uint64_t job_id, std::uint64_t step_id) noexcept {
+    return splitmix64(splitmix64(job_id) ^ step_id);
+}
 
 /// Ports as Slurm writes SLURM_STEP_RESV_PORTS: `12000-12003,12005`.
 std::string format_ports(const std::vector<std::uint16_t>& ports) {
@@ -395,11 +415,33 @@ std::uint16_t derive_port_base(std::uint64_t job_id, std::uint64_t step_id, std:
                 "use srun --resv-ports ({}) or {}", k_resv_ports_need, setting_ref("port_base")));
     }
     const std::uint64_t windows = span / stride;
-    // Consecutive job ids land 16 windows apart and the step picks one of those 16, so jobs
-    // sharing a node only collide when their ids differ by a multiple of the window count.
-    const std::uint64_t slot =
-        ((job_id % windows) * k_steps_per_job + step_id % k_steps_per_job) % windows;
+    // A hash, not job * 16 + step: ids related arithmetically (jobs 250 apart, steps 16 apart)
+    // used to collide systematically; hashed, any two (job, step) pairs share a window with
+    // probability 1 / windows.
+    const std::uint64_t slot = mix_job_step(job_id, step_id) % windows;
     return static_cast<std::uint16_t>(k_derived_port_first + slot * stride);
+}
+
+std::vector<std::uint16_t> control_port_candidates(const Plan& plan) {
+    std::vector<std::uint16_t> candidates{plan.control_port};
+    const auto taken = [&](std::uint16_t port) {
+        return std::find(candidates.begin(), candidates.end(), port) != candidates.end() ||
+               std::any_of(plan.ranks.begin(), plan.ranks.end(), [&](const RankPlan& rank) {
+                   return rank.port == port;
+               });
+    };
+    // A sequence of its own (a different seed than the window), the same in every launcher.
+    std::uint64_t state =
+        mix_job_step(plan.job_id.value_or(0), plan.step_id.value_or(0)) ^ k_control_sequence_seed;
+    const std::uint64_t span = k_fallback_port_end - k_fallback_port_first;
+    while (candidates.size() < k_control_candidates) {
+        state = splitmix64(state);
+        const auto port = static_cast<std::uint16_t>(k_fallback_port_first + state % span);
+        if (!taken(port)) {
+            candidates.push_back(port);
+        }
+    }
+    return candidates;
 }
 
 Plan make_plan(const StepInfo& step,

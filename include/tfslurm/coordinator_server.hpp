@@ -97,6 +97,17 @@ class CoordinatorServer {
                       std::uint64_t job,
                       const std::string& bind_address,
                       std::uint16_t port);
+    /// Listen on the first of `ports` (control_port_candidates()) that can be bound; a
+    /// fallback is logged as a warning
+    /// (`coordinator: cannot listen on 0.0.0.0:22018 (Address already in use): listening on
+    /// fallback port 32246 (1 of 7)`). Throws as above, naming the first port and the fallbacks
+    /// (`... (Address already in use) nor on its fallback ports 32246, 32333, ...`).
+    CoordinatorServer(boost::asio::io_context& io,
+                      CoordinatorSettings settings,
+                      protocol::Authenticator auth,
+                      std::uint64_t job,
+                      const std::string& bind_address,
+                      const std::vector<std::uint16_t>& ports);
     ~CoordinatorServer();
     CoordinatorServer(const CoordinatorServer&) = delete;
     CoordinatorServer& operator=(const CoordinatorServer&) = delete;

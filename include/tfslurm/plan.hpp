@@ -128,13 +128,25 @@ struct Plan {
 };
 
 /// First port of a job's derived window and the window's stride: the range 20000..31999 is
-/// cut into windows of `stride` ports (max tasks per node + 1 control port); job and step pick
-/// the window (16 steps per job), so concurrent jobs on one node get disjoint ports when their
-/// ids differ by less than windows/16 (any steps below 16), or by less than the number of
-/// windows (step 0 only). Beyond that, use `srun --resv-ports` (Slurm guarantees those).
-/// Input: job 1234, step 0, stride 3. Output: 20000 + ((1234 * 16) mod 4000) * 3 = 31232.
+/// cut into windows of `stride` ports (max tasks per node + 1 control port) and a hash of job
+/// and step (SplitMix64) picks the window. No pair of ids collides systematically, but any two
+/// steps sharing a node land in the same window with probability 1 / windows (1/4000 with two
+/// tasks per node, 1/1714 with six): the control port then falls back
+/// (control_port_candidates()), a trainer port does not (the step fails naming it). Slurm's
+/// `srun --resv-ports` guarantees disjoint ports.
+/// Input: job 1234, step 0, stride 3. Output: 20000 + (mix(1234, 0) mod 4000) * 3 = 21863.
+/// \throws Error (Errc::invalid_argument) when `stride` is 0 or does not fit in the range.
 [[nodiscard]] std::uint16_t
 derive_port_base(std::uint64_t job_id, std::uint64_t step_id, std::uint32_t stride);
+
+/// Where rank 0's coordinator may listen, in the order it tries them: the plan's control port,
+/// then 7 fallbacks in 32000..32767 (between the derived range and Linux's ephemeral range)
+/// drawn from a sequence seeded by job and step, none of them a trainer port of the plan. Every
+/// launcher of the step computes the same list and tries it in order until a coordinator proves
+/// that it is this job's.
+/// Input: job 1234, step 0, stride 3 (control port 21865). Output: {21865, 32448, 32088, 32643,
+/// 32036, 32069, 32557, 32255}.
+[[nodiscard]] std::vector<std::uint16_t> control_port_candidates(const Plan& plan);
 
 /// Build the plan. `resolve` is used only with AddressMode::ip (default: the system resolver).
 /// \throws Error (Errc::invalid_argument) for impossible role/port/GPU requests,

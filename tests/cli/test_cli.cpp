@@ -97,15 +97,15 @@ TEST_CASE("cli: env prints a real task's settings as export lines", "[cli]") {
     CHECK(r.status == 0);
     CHECK(r.err.empty());
     CHECK(r.out ==
-          "export TF_CONFIG='{\"cluster\":{\"ps\":[\"n1:20240\"],\"worker\":[\"n1:20241\","
-          "\"n2:20240\",\"n2:20241\",\"n3:20240\",\"n3:20241\"]},\"task\":{\"type\":\"worker\","
+          "export TF_CONFIG='{\"cluster\":{\"ps\":[\"n1:31007\"],\"worker\":[\"n1:31008\","
+          "\"n2:31007\",\"n2:31008\",\"n3:31007\",\"n3:31008\"]},\"task\":{\"type\":\"worker\","
           "\"index\":2}}'\n"
-          "export TFSLURM_SERVERS='{\"ps\":[\"n1:20240\"],\"worker\":[\"n1:20241\",\"n2:20240\","
-          "\"n2:20241\",\"n3:20240\",\"n3:20241\"]}'\n"
+          "export TFSLURM_SERVERS='{\"ps\":[\"n1:31007\"],\"worker\":[\"n1:31008\",\"n2:31007\","
+          "\"n2:31008\",\"n3:31007\",\"n3:31008\"]}'\n"
           "export TFSLURM_TASK_TYPE='worker'\n"
           "export TFSLURM_TASK_INDEX='2'\n"
           "export MASTER_ADDR='n1'\n"
-          "export MASTER_PORT='20240'\n"
+          "export MASTER_PORT='31007'\n"
           "export RANK='3'\n"
           "export WORLD_SIZE='6'\n"
           "export LOCAL_RANK='1'\n"
@@ -113,22 +113,22 @@ TEST_CASE("cli: env prints a real task's settings as export lines", "[cli]") {
           "export NODE_RANK='1'\n"
           "export TFSLURM_RANK='3'\n"
           "export TFSLURM_ROLE='worker'\n"
-          "export TFSLURM_CONTROL='n1:20242'\n");
+          "export TFSLURM_CONTROL='n1:31009'\n");
 
     r = tfslurm_cli({"env", "--format", "json", "--only", "tf"}, env);
     CHECK(r.status == 0);
     CHECK(r.out ==
-          "{\n  \"TF_CONFIG\": \"{\\\"cluster\\\":{\\\"worker\\\":[\\\"n1:20240\\\","
-          "\\\"n1:20241\\\",\\\"n2:20240\\\",\\\"n2:20241\\\",\\\"n3:20240\\\","
-          "\\\"n3:20241\\\"]},\\\"task\\\":{\\\"type\\\":\\\"worker\\\",\\\"index\\\":3}}\",\n"
+          "{\n  \"TF_CONFIG\": \"{\\\"cluster\\\":{\\\"worker\\\":[\\\"n1:31007\\\","
+          "\\\"n1:31008\\\",\\\"n2:31007\\\",\\\"n2:31008\\\",\\\"n3:31007\\\","
+          "\\\"n3:31008\\\"]},\\\"task\\\":{\\\"type\\\":\\\"worker\\\",\\\"index\\\":3}}\",\n"
           "  \"TFSLURM_RANK\": \"3\",\n  \"TFSLURM_ROLE\": \"worker\",\n"
-          "  \"TFSLURM_CONTROL\": \"n1:20242\"\n}\n");
+          "  \"TFSLURM_CONTROL\": \"n1:31009\"\n}\n");
 
     // Settings also come from TFSLURM_* variables; options win over them.
     auto with_env = env;
     with_env.emplace_back("TFSLURM_PS=2");
     r = tfslurm_cli({"env", "--format", "env", "--only", "servers"}, with_env);
-    CHECK(r.out.rfind("TFSLURM_SERVERS={\"ps\":[\"n1:20240\",\"n1:20241\"],", 0) == 0);
+    CHECK(r.out.rfind("TFSLURM_SERVERS={\"ps\":[\"n1:31007\",\"n1:31008\"],", 0) == 0);
     r = tfslurm_cli({"env", "--ps", "0", "--format", "env", "--only", "servers"}, with_env);
     CHECK(r.out.rfind("TFSLURM_SERVERS={\"ps\":[],", 0) == 0);
     with_env.back() = "TFSLURM_PS=many";
@@ -202,15 +202,15 @@ TEST_CASE("cli: plan previews a layout without Slurm", "[cli]") {
                           "0"});
     CHECK(r.status == 0);
     CHECK(r.out == "# job 1234, step 0: 3 tasks on 2 nodes (n[1-2]), native layout\n"
-                   "# ports: derived; launcher control endpoint n1:31234\n"
+                   "# ports: derived; launcher control endpoint n1:21865\n"
                    "RANK  ROLE      HOST  ADDRESS  PORT   GPUS\n"
-                   "0     ps:0      n1    n1       31232  -\n"
-                   "1     worker:0  n1    n1       31233  -\n"
-                   "2     worker:1  n2    n2       31232  -\n");
+                   "0     ps:0      n1    n1       21863  -\n"
+                   "1     worker:0  n1    n1       21864  -\n"
+                   "2     worker:1  n2    n2       21863  -\n");
     r = tfslurm_cli({"plan", "--nodelist", "n[1-2]", "--json"});
     CHECK(r.status == 0);
     CHECK(r.out.find(
-              "\"cluster\": {\n    \"worker\": [\n      \"n1:20000\",\n      \"n2:20000\"\n") !=
+              "\"cluster\": {\n    \"worker\": [\n      \"n1:30110\",\n      \"n2:30110\"\n") !=
           std::string::npos);
 }
 
@@ -233,12 +233,12 @@ TEST_CASE("cli: plan previews an arbitrary distribution from a hostfile", "[cli]
                           "0"});
     CHECK(r.status == 0);
     CHECK(r.out == "# job 1234, step 0: 4 tasks on 3 nodes (n[1-3]), native layout\n"
-                   "# ports: derived; launcher control endpoint n2:31234\n"
+                   "# ports: derived; launcher control endpoint n2:21865\n"
                    "RANK  ROLE      HOST  ADDRESS  PORT   GPUS\n"
-                   "0     ps:0      n2    n2       31232  -\n"
-                   "1     worker:0  n1    n1       31232  -\n"
-                   "2     worker:1  n1    n1       31233  -\n"
-                   "3     worker:2  n3    n3       31232  -\n");
+                   "0     ps:0      n2    n2       21863  -\n"
+                   "1     worker:0  n1    n1       21863  -\n"
+                   "2     worker:1  n1    n1       21864  -\n"
+                   "3     worker:2  n3    n3       21863  -\n");
     std::remove(path.c_str());
     r = tfslurm_cli({"plan", "--nodelist", "n[1-3]", "--hostfile", path});
     CHECK(r.status == 7);

@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <spdlog/sinks/ostream_sink.h>
 
 #include <arpa/inet.h>
@@ -233,4 +234,71 @@ TEST_CASE("coordinator_server: a peer's host name is quoted in the log", "[coord
           std::string::npos);
     CHECK(text.find('\x1b') == std::string::npos);
     CHECK(std::count(text.begin(), text.end(), '\n') == 1);
+}
+
+namespace {
+
+/// A loopback listener on a free port; closed with the object.
+class HeldPort {
+  public:
+    HeldPort() : m_fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+        REQUIRE(m_fd >= 0);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        REQUIRE(::bind(m_fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+        REQUIRE(::listen(m_fd, 1) == 0);
+        socklen_t size = sizeof address;
+        REQUIRE(::getsockname(m_fd, reinterpret_cast<sockaddr*>(&address), &size) == 0);
+        m_port = ntohs(address.sin_port);
+    }
+    ~HeldPort() { ::close(m_fd); }
+    HeldPort(const HeldPort&) = delete;
+    HeldPort& operator=(const HeldPort&) = delete;
+    [[nodiscard]] std::uint16_t port() const noexcept { return m_port; }
+
+  private:
+    int m_fd;
+    std::uint16_t m_port = 0;
+};
+
+} // namespace
+
+TEST_CASE("coordinator_server: listens on the first free candidate port, or names them all",
+          "[coordinator_server]") {
+    std::ostringstream log_text;
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log_text);
+    sink->set_pattern("%l: %v");
+    logger().sinks().push_back(sink);
+    const HeldPort first;
+    const HeldPort second;
+    boost::asio::io_context io;
+    CoordinatorSettings s;
+    s.ranks = {Member{Role::worker, 0, "localhost"}};
+    const auto auth = protocol::Authenticator::create(
+        {protocol::AuthMethod::secret, std::string(64, 'c'), "/nonexistent/munge.socket"});
+    {
+        CoordinatorServer server(
+            io, s, auth, 7, "127.0.0.1", std::vector<std::uint16_t>{first.port(), 0});
+        CHECK(server.port() != first.port());
+        CHECK(server.port() != 0);
+        CHECK(log_text.str() == fmt::format("warning: coordinator: cannot listen on 127.0.0.1:{} "
+                                            "(Address already in use): listening on fallback "
+                                            "port {} (1 of 1)\n",
+                                            first.port(),
+                                            server.port()));
+    }
+    try {
+        const CoordinatorServer server(
+            io, s, auth, 7, "127.0.0.1", std::vector<std::uint16_t>{first.port(), second.port()});
+        FAIL("no exception");
+    } catch (const Error& e) {
+        CHECK(e.code() == Errc::io);
+        CHECK(std::string(e.what()) ==
+              fmt::format("coordinator: cannot listen on 127.0.0.1:{} (Address already in use) "
+                          "nor on its fallback ports {}",
+                          first.port(),
+                          second.port()));
+    }
+    logger().sinks().pop_back();
 }

@@ -394,16 +394,16 @@ TEST_CASE("tf_config: plan table and JSON", "[tf_config]") {
     const auto plan = tfslurm::make_plan(step, tfslurm::resolve_allocation(step), options);
     CHECK(tfslurm::plan_table(plan) ==
           "# job 1234, step 0: 3 tasks on 2 nodes (n[1-2]), native layout\n"
-          "# ports: derived; launcher control endpoint n1:31234\n"
+          "# ports: derived; launcher control endpoint n1:21865\n"
           "RANK  ROLE      HOST  ADDRESS  PORT   GPUS\n"
-          "0     ps:0      n1    n1       31232  0\n"
-          "1     worker:0  n1    n1       31233  1\n"
-          "2     worker:1  n2    n2       31232  0,1\n");
+          "0     ps:0      n1    n1       21863  0\n"
+          "1     worker:0  n1    n1       21864  1\n"
+          "2     worker:1  n2    n2       21863  0,1\n");
     const auto json = nlohmann::json::parse(tfslurm::plan_json(plan));
     CHECK(json["job_id"] == 1234);
-    CHECK(json["cluster"]["ps"] == nlohmann::json::array({"n1:31232"}));
-    CHECK(json["cluster"]["worker"] == nlohmann::json::array({"n1:31233", "n2:31232"}));
-    CHECK(json["control"]["port"] == 31234);
+    CHECK(json["cluster"]["ps"] == nlohmann::json::array({"n1:21863"}));
+    CHECK(json["cluster"]["worker"] == nlohmann::json::array({"n1:21864", "n2:21863"}));
+    CHECK(json["control"]["port"] == 21865);
     CHECK(json["ranks"][2]["gpus"] == nlohmann::json::array({"0", "1"}));
     CHECK(json["self_rank"].is_null());
 }
