@@ -568,6 +568,8 @@ void LauncherShell::start_trainer() {
         request.env = m_env;
         request.group = ProcessGroup::new_group;
         request.death_signal = SIGKILL;
+        // Nothing the trainer starts outlives us, even if we are killed by SIGKILL.
+        request.contain = true;
         request.before_fork = [this] { m_io.notify_fork(asio::execution_context::fork_prepare); };
         request.after_fork = [this] { m_io.notify_fork(asio::execution_context::fork_parent); };
         m_pid = spawn_process(request);

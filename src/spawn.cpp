@@ -7,15 +7,20 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -59,22 +64,27 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
     return out;
 }
 
+/// What a child needs to exec the command, prepared before fork().
+struct ExecArgs {
+    const char* path;
+    char* const* argv;
+    char* const* envp;
+    const std::vector<int>* inherit_fds;
+    int report_fd; ///< the errno of a failed execve is written here
+};
+
 /// The child's side of spawn_process(), between fork() and exec: async-signal-safe calls only.
 /// On failure the errno of execve goes to `report_fd` and the child exits 127.
-[[noreturn]] void exec_child(const SpawnRequest& request,
-                             const char* path,
-                             char* const* argv,
-                             char* const* envp,
-                             int report_fd,
-                             pid_t parent) noexcept {
-    if (request.group == ProcessGroup::new_group) {
+[[noreturn]] void
+exec_child(const ExecArgs& exec, ProcessGroup group, int death_signal, pid_t parent) noexcept {
+    if (group == ProcessGroup::new_group) {
         ::setpgid(0, 0);
     }
-    if (request.death_signal != 0) {
-        ::prctl(PR_SET_PDEATHSIG, request.death_signal);
+    if (death_signal != 0) {
+        ::prctl(PR_SET_PDEATHSIG, death_signal);
         if (::getppid() != parent) {
             // The parent died before prctl: the death signal will never come.
-            ::_exit(128 + request.death_signal);
+            ::_exit(128 + death_signal);
         }
     }
     // Handlers are reset by exec, ignored signals are not, and the mask is inherited.
@@ -89,13 +99,249 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
     sigset_t none;
     ::sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (const int fd : request.inherit_fds) {
+    for (const int fd : *exec.inherit_fds) {
         ::fcntl(fd, F_SETFD, 0);
     }
-    ::execve(path, argv, envp);
+    ::execve(exec.path, exec.argv, exec.envp);
     const int error = errno;
-    [[maybe_unused]] const auto written = ::write(report_fd, &error, sizeof error);
+    [[maybe_unused]] const auto written = ::write(exec.report_fd, &error, sizeof error);
     ::_exit(127);
+}
+
+// --- containment (see spawn.hpp) -----------------------------------------------------------------
+//
+// Everything below runs between fork() and exec (or _exit) in a copy of the caller:
+// async-signal-safe calls only, no allocation, no logging.
+
+/// What the supervisor needs, prepared before fork().
+struct ContainArgs {
+    /// `unshare` flags: CLONE_NEWPID, with CLONE_NEWUSER unless we are root.
+    int flags = 0;
+    /// For a user namespace: "<uid> <uid> 1" and "<gid> <gid> 1".
+    std::string uid_map;
+    std::string gid_map;
+    /// Descriptors the supervisor keeps (sorted): the report pipe and `inherit_fds`.
+    std::vector<int> keep_fds;
+};
+
+/// Write `text` to the file at `path` (a /proc control file); false on any failure.
+bool write_control(const char* path, const std::string& text) noexcept {
+    const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return false;
+    }
+    const auto written = ::write(fd, text.data(), text.size());
+    ::close(fd);
+    return written == static_cast<ssize_t>(text.size());
+}
+
+/// Every signal but SIGKILL, SIGSTOP and SIGCHLD ignored (SIGCHLD keeps its default so that
+/// waitpid still sees the children): the group's signals are for the command, not for us.
+void ignore_signals() noexcept {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigemptyset(&ignore.sa_mask);
+    for (int signo = 1; signo < NSIG; ++signo) {
+        if (signo != SIGKILL && signo != SIGSTOP && signo != SIGCHLD) {
+            ::sigaction(signo, &ignore, nullptr);
+        }
+    }
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+/// Close every descriptor from 3 up except `keep` (sorted): a supervisor never execs, so it
+/// must not hold the caller's sockets open.
+void close_other_fds(const std::vector<int>& keep) noexcept {
+    unsigned first = 3;
+    for (const int fd : keep) {
+        if (fd >= static_cast<int>(first)) {
+            if (fd > static_cast<int>(first)) {
+                ::close_range(first, static_cast<unsigned>(fd) - 1, 0);
+            }
+            first = static_cast<unsigned>(fd) + 1;
+        }
+    }
+    ::close_range(first, ~0U, 0);
+}
+
+/// End this process the way `wait_status` says the command ended: the same exit code, or
+/// killed by the same signal (without a core file of our own).
+[[noreturn]] void end_like(int wait_status) noexcept {
+    if (WIFEXITED(wait_status)) {
+        ::_exit(WEXITSTATUS(wait_status));
+    }
+    const int signo = WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : SIGKILL;
+    const rlimit no_core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigemptyset(&dfl.sa_mask);
+    ::sigaction(signo, &dfl, nullptr);
+    sigset_t only;
+    ::sigemptyset(&only);
+    ::sigaddset(&only, signo);
+    ::sigprocmask(SIG_UNBLOCK, &only, nullptr);
+    ::kill(::getpid(), signo);
+    ::_exit(128 + signo); // not reached for a fatal signal
+}
+
+/// The namespace's init I: start the command, reap every process of the namespace until the
+/// command ends, hand its wait status to the supervisor on `status_fd`, and end (the kernel
+/// then kills whatever is left in the namespace).
+[[noreturn]] void namespace_init(const ExecArgs& exec, int status_fd) noexcept {
+    ignore_signals();
+    const pid_t self = ::getpid(); // 1
+    const pid_t command = ::fork();
+    if (command == 0) {
+        ::close(status_fd);
+        exec_child(exec, ProcessGroup::inherit, SIGKILL, self);
+    }
+    if (command < 0) {
+        const int error = errno;
+        [[maybe_unused]] const auto written = ::write(exec.report_fd, &error, sizeof error);
+        ::_exit(127);
+    }
+    ::close(exec.report_fd);
+    int command_status = 0;
+    for (;;) {
+        int wait_status = 0;
+        const pid_t pid = ::waitpid(-1, &wait_status, 0);
+        if (pid == command) {
+            command_status = wait_status;
+            break;
+        }
+        if (pid < 0 && errno != EINTR) {
+            command_status = 127 << 8;
+            break;
+        }
+    }
+    [[maybe_unused]] const auto written =
+        ::write(status_fd, &command_status, sizeof command_status);
+    ::_exit(0);
+}
+
+/// Enter a new PID namespace (and user namespace, see ContainArgs). Returns 0, or the errno.
+int enter_namespace(const ContainArgs& contain) noexcept {
+    if (::unshare(contain.flags) != 0) {
+        return errno;
+    }
+    if ((contain.flags & CLONE_NEWUSER) != 0 &&
+        !(write_control("/proc/self/setgroups", "deny") &&
+          write_control("/proc/self/uid_map", contain.uid_map) &&
+          write_control("/proc/self/gid_map", contain.gid_map))) {
+        return errno != 0 ? errno : EPERM;
+    }
+    return 0;
+}
+
+/// The supervisor S (see spawn.hpp). A negative errno on `report_fd` tells the caller that no
+/// namespace could be made; S then execs the command itself.
+[[noreturn]] void
+supervise(const ExecArgs& exec, const ContainArgs& contain, pid_t parent) noexcept {
+    ::setpgid(0, 0);
+    // Our command line is still the caller's: the name tells us apart in ps and /proc.
+    ::prctl(PR_SET_NAME, "tfslurm-super");
+    close_other_fds(contain.keep_fds);
+    ignore_signals();
+    if (const int error = enter_namespace(contain); error != 0) {
+        const int report = -error;
+        [[maybe_unused]] const auto written = ::write(exec.report_fd, &report, sizeof report);
+        exec_child(exec, ProcessGroup::new_group, SIGKILL, parent);
+    }
+    // After unshare: a change of user namespace clears the death signal.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) {
+        ::_exit(128 + SIGKILL);
+    }
+    int lifeline[2] = {-1, -1}; // S holds the write end: its death hangs the pipe up
+    int status[2] = {-1, -1};
+    if (::pipe2(lifeline, O_CLOEXEC) != 0 || ::pipe2(status, O_CLOEXEC) != 0) {
+        ::_exit(127);
+    }
+    const pid_t init = ::fork();
+    if (init == 0) {
+        ::close(lifeline[1]);
+        ::close(status[0]);
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        pollfd hangup{lifeline[0], POLLIN, 0};
+        if (::poll(&hangup, 1, 0) != 0) {
+            ::_exit(128 + SIGKILL); // S died before prctl
+        }
+        ::close(lifeline[0]);
+        ::prctl(PR_SET_NAME, "tfslurm-init");
+        namespace_init(exec, status[1]);
+    }
+    ::close(lifeline[0]);
+    ::close(status[1]);
+    ::close(exec.report_fd);
+    if (init < 0) {
+        ::_exit(127);
+    }
+    int init_status = 0;
+    while (::waitpid(init, &init_status, 0) < 0 && errno == EINTR) {
+    }
+    // I ends only once every process of its namespace is gone.
+    int command_status = 0;
+    ssize_t got = 0;
+    do {
+        got = ::read(status[0], &command_status, sizeof command_status);
+    } while (got < 0 && errno == EINTR);
+    end_like(got == static_cast<ssize_t>(sizeof command_status) ? command_status : init_status);
+}
+
+/// The supervisor's arguments for the caller's identity and `request.inherit_fds`.
+ContainArgs contain_args(const SpawnRequest& request, int report_fd) {
+    ContainArgs contain;
+    contain.flags = CLONE_NEWPID;
+    if (::geteuid() != 0) {
+        contain.flags |= CLONE_NEWUSER;
+        contain.uid_map = fmt::format("{0} {0} 1", ::geteuid());
+        contain.gid_map = fmt::format("{0} {0} 1", ::getegid());
+    }
+    contain.keep_fds = request.inherit_fds;
+    contain.keep_fds.push_back(report_fd);
+    std::sort(contain.keep_fds.begin(), contain.keep_fds.end());
+    return contain;
+}
+
+/// Warn once per process that the command is not contained (`error` is unshare's errno).
+void warn_not_contained(int error) {
+    static bool warned = false;
+    const std::string text = fmt::format(
+        "trainer: cannot start in a PID namespace of its own ({}): a process that leaves its "
+        "process group can outlive a launcher killed by SIGKILL",
+        std::strerror(error));
+    if (warned) {
+        logger().debug("{}", text);
+    } else {
+        warned = true;
+        logger().warn("{}", text);
+    }
+}
+
+/// Read the child's report until EOF (the exec happened): the errno of a failed exec, or 0.
+/// A negative value first says that containment failed (see supervise()).
+int read_report(int fd) {
+    int child_error = 0;
+    for (;;) {
+        int value = 0;
+        const ssize_t got = ::read(fd, &value, sizeof value);
+        if (got < 0 && errno == EINTR) {
+            continue;
+        }
+        if (got != static_cast<ssize_t>(sizeof value)) {
+            break;
+        }
+        if (value < 0) {
+            warn_not_contained(-value);
+        } else {
+            child_error = value;
+        }
+    }
+    ::close(fd);
+    return child_error;
 }
 
 } // namespace
@@ -160,6 +406,11 @@ pid_t spawn_process(const SpawnRequest& request) {
     if (::pipe2(report, O_CLOEXEC) != 0) {
         throw std::system_error(errno, std::generic_category(), "pipe2");
     }
+    std::optional<ContainArgs> contain;
+    if (request.contain) {
+        contain = contain_args(request, report[1]);
+    }
+    const ExecArgs exec{path.c_str(), argv.data(), envp.data(), &request.inherit_fds, report[1]};
     const pid_t parent = ::getpid();
     if (request.before_fork) {
         request.before_fork();
@@ -167,7 +418,10 @@ pid_t spawn_process(const SpawnRequest& request) {
     const pid_t pid = ::fork();
     if (pid == 0) {
         ::close(report[0]);
-        exec_child(request, path.c_str(), argv.data(), envp.data(), report[1], parent);
+        if (contain) {
+            supervise(exec, *contain, parent);
+        }
+        exec_child(exec, request.group, request.death_signal, parent);
     }
     const int fork_error = errno;
     if (request.after_fork) {
@@ -178,18 +432,13 @@ pid_t spawn_process(const SpawnRequest& request) {
         ::close(report[0]);
         throw std::system_error(fork_error, std::generic_category(), "fork");
     }
-    if (request.group == ProcessGroup::new_group) {
+    if (request.group == ProcessGroup::new_group || contain) {
         // Also done in the child: whichever runs first, the group exists before we signal it.
         // EACCES after the child's exec is expected and harmless.
         ::setpgid(pid, pid);
     }
-    int child_error = 0;
-    ssize_t got = 0;
-    do {
-        got = ::read(report[0], &child_error, sizeof child_error);
-    } while (got < 0 && errno == EINTR);
-    ::close(report[0]);
-    if (got == static_cast<ssize_t>(sizeof child_error)) {
+    const int child_error = read_report(report[0]);
+    if (child_error != 0) {
         int status = 0;
         while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
         }

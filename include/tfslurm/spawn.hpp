@@ -34,6 +34,10 @@ struct SpawnRequest {
     ProcessGroup group = ProcessGroup::new_group;
     /// `prctl(PR_SET_PDEATHSIG)` in the child: sent to it when the parent dies; 0 = none.
     int death_signal = 0;
+    /// Run the command in a PID namespace of its own, under a supervisor, so that nothing it
+    /// starts (setsid daemons included) outlives the caller, even one killed by SIGKILL. See
+    /// "Containment" below. `group` and `death_signal` are then new_group and SIGKILL.
+    bool contain = false;
     /// Descriptors that the child keeps across exec (every other one is expected to be
     /// CLOEXEC already); their CLOEXEC flag is cleared in the child only.
     std::vector<int> inherit_fds;
@@ -50,6 +54,19 @@ struct SpawnRequest {
 /// \throws Error (Errc::spawn_failed) `trainer: command not found in PATH: "<name>"`.
 [[nodiscard]] std::string find_executable(std::string_view name, std::string_view path_var);
 
+/// Containment (`request.contain`): the returned pid is a supervisor S, a forked copy of the
+/// caller that never execs, with `PR_SET_PDEATHSIG(SIGKILL)`. S enters a new PID namespace
+/// (as root: `unshare(CLONE_NEWPID)`; otherwise together with a user namespace that maps the
+/// caller's uid and gid to themselves) and forks its init I (`PR_SET_PDEATHSIG(SIGKILL)` on
+/// S), which forks and execs the command T. When the caller dies, the kernel kills S, then I,
+/// then every process of the namespace. S, I and T share S's process group, so signalling the
+/// group reaches T and its children; S and I ignore every signal but SIGKILL. I reaps the
+/// namespace's orphans and hands T's wait status to S, which ends with it (same exit code,
+/// or killed by the same signal): the caller sees T's status. When T ends, I ends and the
+/// kernel kills what is left in the namespace. When no namespace can be made (EPERM, no user
+/// namespaces), spawn_process() warns (once per process, then debug lines) and S execs the command
+/// directly, as without `contain`.
+///
 /// fork() + exec of `request.argv` without a shell. stdin/stdout/stderr are inherited, the
 /// signal mask and every signal disposition are reset to the defaults in the child. Whether
 /// exec succeeded is known on return (a CLOEXEC pipe carries the child's errno).

@@ -205,13 +205,23 @@ std::vector<std::string> local(int ntasks, int test, std::vector<std::string> re
     return args;
 }
 
+/// Shell code that sets `me` to the trainer's pid and `launcher` to its launcher's, as the host
+/// sees them: the trainer runs in a PID namespace of its own ($$ is 2, $PPID 1) under the
+/// launcher's supervisors (tfslurm-super, tfslurm-init); /proc is the host's.
+const char* const k_find_launcher =
+    "read -r me _ _ launcher _ < /proc/self/stat; "
+    "while read -r _ name _ up _ < /proc/$launcher/stat && "
+    "{ [ \"$name\" = '(tfslurm-init)' ] || [ \"$name\" = '(tfslurm-super)' ]; }; "
+    "do launcher=$up; done; ";
+
 /// A sh trainer: ps sleep forever, workers sleep a little and exit 0; each writes its
-/// launcher's pid ($PPID) to `<dir>/launcher.<rank>` first.
+/// launcher's pid (see k_find_launcher) to `<dir>/launcher.<rank>` first.
 std::string sh_trainer(const std::string& dir, const std::string& worker_body = "sleep 0.2") {
     // A trainer inherits no socket of its launcher (the control connection, the coordinator).
-    return "ls -l /proc/$$/fd | grep -q socket: && echo INHERITED-SOCKET; "
-           "echo $PPID > " +
-           dir + "/launcher.$TFSLURM_RANK; echo $$ > " + dir +
+    return std::string(k_find_launcher) +
+           "ls -l /proc/$me/fd | grep -q socket: && echo INHERITED-SOCKET; "
+           "echo $launcher > " +
+           dir + "/launcher.$TFSLURM_RANK; echo $me > " + dir +
            "/trainer.$TFSLURM_RANK; if [ \"$TFSLURM_ROLE\" = ps ]; then exec sleep 1000; fi; " +
            worker_body;
 }
@@ -232,7 +242,8 @@ TEST_CASE("run: local launchers get the CLI's options, without --local, and the 
              "--",
              "sh",
              "-c",
-             R"(echo "args:$*"; tr '\0' ' ' < /proc/$PPID/cmdline; echo)",
+             std::string(k_find_launcher) +
+                 R"(echo "args:$*"; tr '\0' ' ' < /proc/$launcher/cmdline; echo)",
              "sh",
              "--local",
              "2",

@@ -272,11 +272,13 @@ require_trainer() {
     export TFSLURM_TRAINER TFSLURM_BIN
 }
 
-# launcher_pids NODE: pids of the tfslurm launchers ("tfslurm run ...") running on NODE.
+# launcher_pids NODE: pids of the tfslurm launchers ("tfslurm run ...") running on NODE; not
+# their trainers' supervisors (forked copies named tfslurm-super and tfslurm-init).
 launcher_pids() {
     local pid exe arg1
     while read -r pid; do
         [[ -n $pid ]] || continue
+        [[ $(cat "/proc/$pid/comm" 2>/dev/null) != tfslurm-* ]] || continue
         exe=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | sed -n 1p) || continue
         arg1=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | sed -n 2p) || continue
         [[ $exe == "$TFSLURM_BIN" && $arg1 == run ]] && printf '%s\n' "$pid"

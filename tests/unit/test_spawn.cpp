@@ -299,3 +299,126 @@ TEST_CASE("spawn: a busy TCP port is detected", "[spawn]") {
     ::close(fd);
     CHECK(port_is_free(port));
 }
+
+namespace {
+
+/// The host pid a contained trainer wrote to `file` (`$$` is its namespace's pid).
+pid_t read_pid(const std::string& file) {
+    pid_t pid = 0;
+    for (int i = 0; i < 1000 && pid == 0; ++i) {
+        std::ifstream(file) >> pid;
+        std::this_thread::sleep_for(5ms);
+    }
+    return pid;
+}
+
+/// Gone, or a zombie waiting for its new parent to reap it.
+bool gone(pid_t pid) {
+    for (int i = 0; i < 1000; ++i) {
+        std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+        std::string line;
+        std::getline(stat, line);
+        if (line.empty() || line.find(") Z ") != std::string::npos) {
+            return true;
+        }
+        std::this_thread::sleep_for(5ms);
+    }
+    return false;
+}
+
+/// A shell line that writes its own host pid (read from /proc/self, which is the host's) to
+/// `file`, then sleeps.
+std::string record_and_sleep(const std::string& file) {
+    return "read -r pid rest < /proc/self/stat; echo $pid > " + file + "; exec sleep 30";
+}
+
+SpawnRequest contained(const std::string& script) {
+    SpawnRequest request;
+    request.argv = {"sh", "-c", script};
+    request.env = base_env();
+    request.death_signal = SIGKILL;
+    request.contain = true;
+    return request;
+}
+
+} // namespace
+
+TEST_CASE("spawn: a contained trainer keeps its exit status and its signals", "[spawn]") {
+    CHECK(wait_for(spawn_process(contained("exit 0"))) == ExitStatus::exited(0));
+    CHECK(wait_for(spawn_process(contained("exit 3"))) == ExitStatus::exited(3));
+    CHECK(wait_for(spawn_process(contained("kill -TERM $$; sleep 5"))) ==
+          ExitStatus::signaled(SIGTERM));
+    // In a namespace of its own (pid 2 under its init), unless namespaces are not available.
+    const TempDir dir;
+    CHECK(wait_for(spawn_process(contained("echo $$ > " + dir.path + "/pid"))) ==
+          ExitStatus::exited(0));
+    CHECK(read_pid(dir.path + "/pid") == 2);
+
+    // A signal to the group reaches the trainer, not the supervisor.
+    const pid_t pid = spawn_process(contained(record_and_sleep(dir.path + "/sleeper")));
+    const pid_t sleeper = read_pid(dir.path + "/sleeper");
+    REQUIRE(sleeper > 0);
+    CHECK(::getpgid(sleeper) == pid);
+    CHECK(signal_group(pid, SIGTERM));
+    CHECK(wait_for(pid) == ExitStatus::signaled(SIGTERM));
+    CHECK(gone(sleeper));
+}
+
+TEST_CASE("spawn: a contained trainer's exec failure is reported by spawn_process", "[spawn]") {
+    const TempDir dir;
+    const auto script = dir.write("script", "echo no shebang\n", 0755);
+    SpawnRequest request = contained("");
+    request.argv = {script};
+    CHECK_THROWS_WITH(spawn_process(request),
+                      Catch::Contains("cannot execute (Exec format error)"));
+    CHECK(::waitpid(-1, nullptr, WNOHANG) < 0);
+}
+
+TEST_CASE("spawn: a contained trainer's descendants end with it", "[spawn]") {
+    const TempDir dir;
+    // A daemon: double fork and setsid, out of the trainer's process group and session.
+    const std::string script = "(" + record_and_sleep(dir.path + "/child") + ") & " +
+                               "setsid sh -c '(" + record_and_sleep(dir.path + "/daemon") +
+                               ") &' ; " + "while [ ! -s " + dir.path +
+                               "/daemon ]; do sleep 0.01; done";
+    const pid_t pid = spawn_process(contained(script));
+    const pid_t child = read_pid(dir.path + "/child");
+    const pid_t daemon = read_pid(dir.path + "/daemon");
+    REQUIRE(child > 0);
+    REQUIRE(daemon > 0);
+    CHECK(wait_for(pid) == ExitStatus::exited(0));
+    CHECK(gone(child));
+    CHECK(gone(daemon));
+}
+
+TEST_CASE("spawn: nothing a contained trainer starts outlives a parent killed by SIGKILL",
+          "[spawn]") {
+    const TempDir dir;
+    const std::string script = "(" + record_and_sleep(dir.path + "/child") + ") & " +
+                               "setsid sh -c '(" + record_and_sleep(dir.path + "/daemon") +
+                               ") &' ; " + record_and_sleep(dir.path + "/trainer");
+    // A launcher-like parent spawns the trainer, then is killed by SIGKILL: it runs no code.
+    const pid_t launcher = ::fork();
+    REQUIRE(launcher >= 0);
+    if (launcher == 0) {
+        try {
+            (void)spawn_process(contained(script));
+        } catch (...) {
+            ::_exit(1);
+        }
+        ::pause();
+        ::_exit(0);
+    }
+    const pid_t trainer = read_pid(dir.path + "/trainer");
+    const pid_t child = read_pid(dir.path + "/child");
+    const pid_t daemon = read_pid(dir.path + "/daemon");
+    REQUIRE(trainer > 0);
+    REQUIRE(child > 0);
+    REQUIRE(daemon > 0);
+    CHECK(::getsid(daemon) != ::getsid(trainer));
+    ::kill(launcher, SIGKILL);
+    CHECK(wait_for(launcher) == ExitStatus::signaled(SIGKILL));
+    CHECK(gone(trainer));
+    CHECK(gone(child));
+    CHECK(gone(daemon));
+}
