@@ -45,10 +45,10 @@ struct LauncherOptions {
 /// returning kill and reap every remaining descendant.
 /// Input: rank 2 of a plan, {"python", "train.py"}. Output: {exit_status 0, Outcome::done}.
 /// \throws Error for failures before the trainer could be supervised: no authentication
-///         (Errc::auth), the control port in use or the coordinator unreachable (Errc::io), a
-///         rejected registration (Errc::auth / Errc::protocol), a plan without self rank
-///         (Errc::missing_env), no command (Errc::invalid_argument). Trainer failures are
-///         returned, not thrown.
+///         (Errc::auth), every control port candidate in use (rank 0) or no coordinator
+///         reachable on any of them (Errc::io), a rejected registration (Errc::auth /
+///         Errc::protocol), a plan without self rank (Errc::missing_env), no command
+///         (Errc::invalid_argument). Trainer failures are returned, not thrown.
 [[nodiscard]] LaunchResult run_launcher(const Plan& plan,
                                         const std::vector<std::string>& argv,
                                         const Environment& trainer_env,
