@@ -30,6 +30,8 @@ std::string_view to_string(LauncherTimer timer) noexcept {
         return "grace";
     case LauncherTimer::close:
         return "close";
+    case LauncherTimer::settle:
+        return "settle";
     }
     return "heartbeat";
 }
@@ -111,6 +113,15 @@ void LauncherMachine::send(protocol::Message message) {
 
 void LauncherMachine::report_exit(const protocol::Exit& exit) {
     send(exit);
+}
+
+void LauncherMachine::release_exit() {
+    if (!m_exit_held) {
+        return;
+    }
+    m_exit_held = false;
+    m_actions.emplace_back(action::CancelTimer{LauncherTimer::settle});
+    report_exit(protocol::Exit{*m_status, {}});
 }
 
 // --- events --------------------------------------------------------------------------------------
@@ -206,6 +217,15 @@ void LauncherMachine::trainer_exited(ExitStatus status, Clock::time_point now) {
     } else {
         logger().debug("{}: trainer {}", label(), describe(status));
     }
+    const bool interrupt_signal = status.kind == ExitStatus::Kind::signaled &&
+                                  (status.value == SIGTERM || status.value == SIGINT);
+    if (interrupt_signal && !m_stopped_by_us && !m_verdict && !m_lost) {
+        // Perhaps the step's cancel, which reached the trainer before us: hold the report until
+        // our own copy of the signal (sent as `interrupt` first) or the settle window's end.
+        m_exit_held = true;
+        m_actions.emplace_back(action::ArmTimer{LauncherTimer::settle, now + k_settle_window});
+        return;
+    }
     report_exit(protocol::Exit{status, {}});
     maybe_finish(now);
 }
@@ -240,6 +260,7 @@ void LauncherMachine::signal_received(int signo, Clock::time_point now) {
         }
         report_exit(protocol::Exit{*m_status, {}});
     }
+    release_exit(); // a trainer that died of this signal: part of the interrupt
     maybe_finish(now);
 }
 
@@ -278,6 +299,16 @@ void LauncherMachine::timer_fired(LauncherTimer timer, Clock::time_point now) {
     case LauncherTimer::close:
         disconnect(now);
         return;
+    case LauncherTimer::settle:
+        if (m_exit_held) {
+            logger().debug("{}: no signal came within {}: the trainer was killed by itself or "
+                           "by someone else",
+                           label(),
+                           format_seconds(k_settle_window));
+        }
+        release_exit();
+        maybe_finish(now);
+        return;
     }
 }
 
@@ -293,6 +324,7 @@ void LauncherMachine::on_verdict(const protocol::Message& verdict, Clock::time_p
         return;
     }
     m_verdict = verdict;
+    release_exit();
     if (trainer_running()) {
         if (done_verdict()) {
             logger().info("{}: the work is done: stopping the trainer", label());
@@ -310,6 +342,7 @@ void LauncherMachine::coordinator_lost(const std::string& reason, Clock::time_po
     m_lost = reason;
     logger().debug("{}: coordinator {} lost: {}", label(), m_settings.control, reason);
     disconnect(now);
+    release_exit(); // nobody to tell any more
     if (trainer_running()) {
         stop_trainer(SIGTERM, now);
     }
@@ -342,7 +375,7 @@ void LauncherMachine::disconnect(Clock::time_point now) {
 }
 
 void LauncherMachine::maybe_finish(Clock::time_point now) {
-    if (m_result || !m_status || (!m_verdict && !m_lost)) {
+    if (m_result || !m_status || m_exit_held || (!m_verdict && !m_lost)) {
         return;
     }
     if (m_phase == Phase::registered) {

@@ -94,6 +94,7 @@ class LauncherShell {
           m_challenge_timer(m_io), m_timers{asio::steady_timer(m_io),
                                             asio::steady_timer(m_io),
                                             asio::steady_timer(m_io),
+                                            asio::steady_timer(m_io),
                                             asio::steady_timer(m_io)} {
         for (const int signo : k_handled_signals) {
             m_signals.add(signo);
@@ -155,7 +156,7 @@ class LauncherShell {
     asio::steady_timer m_retry_timer;
     asio::steady_timer m_deadline_timer;
     asio::steady_timer m_challenge_timer;
-    std::array<asio::steady_timer, 4> m_timers; ///< indexed by LauncherTimer
+    std::array<asio::steady_timer, 5> m_timers; ///< indexed by LauncherTimer
     Clock::time_point m_connect_deadline;
     Millis m_backoff{20};
     std::string m_last_connect_error = "no attempt";

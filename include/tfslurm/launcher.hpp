@@ -76,8 +76,14 @@ enum class LauncherTimer {
     heartbeat, ///< send the next heartbeat
     watch,     ///< check the coordinator's silence (every tick_interval(heartbeat_timeout))
     grace,     ///< SIGKILL a stopped trainer that is still running
-    close      ///< stop waiting for the coordinator's EOF after our half-close
+    close,     ///< stop waiting for the coordinator's EOF after our half-close
+    settle     ///< report a trainer killed by SIGTERM/SIGINT that no signal of ours explains
 };
+
+/// How long a launcher holds the exit report of a trainer killed by SIGTERM or SIGINT, waiting
+/// for that signal to reach the launcher too: Slurm signals every process of a step at once, and
+/// a trainer may die of it before its launcher handled its own copy.
+inline constexpr Millis k_settle_window{1000};
 
 [[nodiscard]] std::string_view to_string(LauncherTimer timer) noexcept;
 
@@ -136,7 +142,11 @@ using LauncherAction = std::variant<launcher_action::Send,
 ///
 /// - After `welcome`: heartbeat every `heartbeat`, watch the coordinator's silence, and start
 ///   the trainer (unless a verdict or a loss came first: then it is never started).
-/// - The trainer's exit (or failure to start) is reported with `exit`.
+/// - The trainer's exit (or failure to start) is reported with `exit`. A trainer killed by
+///   SIGTERM or SIGINT before any verdict or signal of ours is reported k_settle_window later
+///   (or as soon as the launcher receives SIGTERM/SIGINT, after its `interrupt`, or a verdict
+///   comes): a cancelled step is then always reported as interrupted, whichever process the
+///   cancel's signal reached first.
 /// - A verdict (`stop`/`abort`) or the coordinator's loss (connection closed, a protocol error,
 ///   no message for `heartbeat_timeout` before a verdict): SIGTERM to the trainer, SIGKILL
 ///   `grace` later. SIGTERM/SIGINT: forwarded, `interrupt` sent (before a verdict), grace
@@ -182,6 +192,7 @@ class LauncherMachine {
     [[nodiscard]] bool done_verdict() const noexcept;
     void send(protocol::Message message);
     void report_exit(const protocol::Exit& exit);
+    void release_exit();
     void on_verdict(const protocol::Message& verdict, Clock::time_point now);
     void coordinator_lost(const std::string& reason, Clock::time_point now);
     void stop_trainer(int signo, Clock::time_point now);
@@ -202,7 +213,8 @@ class LauncherMachine {
     std::size_t m_unwritten = 0; ///< Sends not yet acknowledged by written()
     int m_interrupt = 0;         ///< first SIGTERM/SIGINT received
     bool m_stopped_by_us = false;
-    bool m_killed = false; ///< the grace period ran out
+    bool m_exit_held = false; ///< the trainer's exit waits for k_settle_window
+    bool m_killed = false;    ///< the grace period ran out
     bool m_abandoned = false;
     bool m_never_started = false;
     bool m_server_finished = false;

@@ -26,6 +26,8 @@ sbatch_wait "$jid" 60 || rc=$?
 assert_eq CANCELLED "$E2E_JOB_STATE" "state after scancel (exit $rc)"
 no_leftovers 20
 assert_contains "$(cat "$dir/cancel.out")" "received signal 15 (Terminated)" "launchers saw SIGTERM"
+# Never a rank's failure: a trainer may die of scancel's SIGTERM before its launcher's copy.
+assert_eq 0 "$(grep -c 'aborting:' "$dir/cancel.out")" "a cancel, not a failure"$'\n'"$(cat "$dir/cancel.out")"
 e2e_log "scancel: job $jid cancelled, nothing left"
 
 jid=$(sbatch_submit -N3 --ntasks-per-node=1 --time=1 --export=ALL -o "$dir/limit.out" "$dir/job.sh")

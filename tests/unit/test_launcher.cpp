@@ -60,7 +60,7 @@ ExitStatus status_of(const std::string& kind, int value) {
 /// Feed one event, written as in the tables: `welcome`, `start due`, `started`,
 /// `failed 7 <error>`, `exited N`, `killed N`, `heartbeat`, `stop done`, `stop signal R S`,
 /// `abort`, `unexpected welcome`, `eof`, `lost <reason>`, `written`, `signal N`,
-/// `timer heartbeat|watch|grace|close`, `server finished`.
+/// `timer heartbeat|watch|grace|close|settle`, `server finished`.
 void feed(LauncherMachine& m, const std::string& event, Clock::time_point now) {
     std::istringstream in(event);
     std::string word;
@@ -109,6 +109,7 @@ void feed(LauncherMachine& m, const std::string& event, Clock::time_point now) {
         const auto timer = text == "heartbeat" ? LauncherTimer::heartbeat
                            : text == "watch"   ? LauncherTimer::watch
                            : text == "grace"   ? LauncherTimer::grace
+                           : text == "settle"  ? LauncherTimer::settle
                                                : LauncherTimer::close;
         m.timer_fired(timer, now);
     } else if (word == "server") {
@@ -265,6 +266,86 @@ TEST_CASE("launcher: SIGTERM while running is forwarded, sent as interrupt, and 
     REQUIRE(m.result());
     CHECK(m.result()->outcome == Outcome::interrupted);
     CHECK(m.result()->message == stopping);
+}
+
+TEST_CASE("launcher: a trainer killed by the cancel's SIGTERM before its launcher's own copy is "
+          "part of the interrupt",
+          "[launcher]") {
+    // Slurm signals every process of the step at once: the trainer may die before the
+    // launcher handled its SIGTERM. Its exit is held, and reported after the interrupt.
+    using Row = std::tuple<std::string, std::string, std::string>;
+    const auto [death, signal, name] = GENERATE(table<std::string, std::string, std::string>({
+        Row{"killed 15", "signal 15", "15 (Terminated)"},
+        Row{"killed 2", "signal 2", "2 (Interrupt)"},
+    }));
+    INFO(death);
+    const std::string exit_line = "send exit was killed by signal " + name;
+    play(2,
+         {
+             {0, "welcome", k_registered},
+             {0, "start due", {"start trainer"}},
+             {0, "started", k_nothing},
+             {100, death, {"cancel grace", "arm settle 1100"}},
+             {105,
+              signal,
+              {"send interrupt " + name.substr(0, name.find(' ')), "cancel settle", exit_line}},
+             {105, "written", k_nothing},
+             {105, "written", k_nothing},
+             {110,
+              "stop signal 2 " + name.substr(0, name.find(' ')),
+              {"half-close", "arm close 2110"}},
+             {120,
+              "eof",
+              {"disconnect",
+               fmt::format("finish interrupted {0} {0} announce stopping: rank 2 (worker:1) on n2 "
+                           "received signal {1}",
+                           128 + std::stoi(name),
+                           name)}},
+         });
+}
+
+TEST_CASE("launcher: a held exit is reported when the settle window ends or a verdict comes",
+          "[launcher]") {
+    // Killed by someone else's SIGTERM: no signal comes, the exit is reported (a failure).
+    play(2,
+         {
+             {0, "welcome", k_registered},
+             {0, "start due", {"start trainer"}},
+             {0, "started", k_nothing},
+             {100, "killed 15", {"cancel grace", "arm settle 1100"}},
+             {1100,
+              "timer settle",
+              {"cancel settle", "send exit was killed by signal 15 (Terminated)"}},
+             {1100, "written", k_nothing},
+             {1200, "abort", {"half-close", "arm close 3200"}},
+             {1300, "eof", {"disconnect", "finish aborted 3 3 quiet " + k_abort_line}},
+         });
+    // Another launcher's interrupt won: the verdict releases the report.
+    play(2,
+         {
+             {0, "welcome", k_registered},
+             {0, "start due", {"start trainer"}},
+             {0, "started", k_nothing},
+             {100, "killed 15", {"cancel grace", "arm settle 1100"}},
+             {110,
+              "stop signal 1 15",
+              {"cancel settle", "send exit was killed by signal 15 (Terminated)"}},
+             {110, "written", {"half-close", "arm close 2110"}},
+             {120,
+              "eof",
+              {"disconnect",
+               "finish interrupted 143 143 quiet stopping: rank 1 (worker:0) on n1 received "
+               "signal 15 (Terminated)"}},
+             {1100, "timer settle", k_nothing},
+         });
+    // Other deaths are reported at once.
+    play(2,
+         {
+             {0, "welcome", k_registered},
+             {0, "start due", {"start trainer"}},
+             {0, "started", k_nothing},
+             {100, "killed 9", {"cancel grace", "send exit was killed by signal 9 (Killed)"}},
+         });
 }
 
 TEST_CASE("launcher: SIGTERM after registration before the start: reported, never started",
