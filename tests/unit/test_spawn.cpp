@@ -376,11 +376,12 @@ TEST_CASE("spawn: a contained trainer's exec failure is reported by spawn_proces
 
 TEST_CASE("spawn: a contained trainer's descendants end with it", "[spawn]") {
     const TempDir dir;
-    // A daemon: double fork and setsid, out of the trainer's process group and session.
+    // A daemon: double fork and setsid, out of the trainer's process group and session. The
+    // trainer waits until both have written their pid (under load that takes a while).
     const std::string script = "(" + record_and_sleep(dir.path + "/child") + ") & " +
                                "setsid sh -c '(" + record_and_sleep(dir.path + "/daemon") +
-                               ") &' ; " + "while [ ! -s " + dir.path +
-                               "/daemon ]; do sleep 0.01; done";
+                               ") &' ; " + "while [ ! -s " + dir.path + "/daemon ] || [ ! -s " +
+                               dir.path + "/child ]; do sleep 0.01; done";
     const pid_t pid = spawn_process(contained(script));
     const pid_t child = read_pid(dir.path + "/child");
     const pid_t daemon = read_pid(dir.path + "/daemon");
