@@ -201,11 +201,30 @@ void Coordinator::tick(Clock::time_point now) {
                                              format_seconds(m_settings.heartbeat_timeout));
                 failure.step_status = k_status_lost;
                 fail(std::move(failure), now);
-                return;
+                break;
             }
         }
     }
+    if (m_verdict != Verdict::none) {
+        forget_silent(now);
+    }
     update_finished(now);
+}
+
+void Coordinator::forget_silent(Clock::time_point now) {
+    // A launcher silent for the heartbeat timeout after the verdict (the lost one above, stopped
+    // or on a hung node) is gone even though its connection is open: waiting for its EOF would
+    // hold rank 0's launcher, hence the step, for the whole linger time. Its verdict is queued.
+    for (std::uint32_t rank = 0; rank < m_ranks.size(); ++rank) {
+        RankState& state = m_ranks[rank];
+        if (state.connected && now - state.last_seen > m_settings.heartbeat_timeout) {
+            logger().debug("coordinator: {} silent for {}: not waiting for it",
+                           rank_label(rank, m_settings.ranks[rank]),
+                           format_seconds(m_settings.heartbeat_timeout));
+            state.connected = false;
+            --m_connected;
+        }
+    }
 }
 
 std::vector<Outgoing> Coordinator::take_outgoing() {

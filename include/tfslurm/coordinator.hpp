@@ -64,8 +64,9 @@ struct Outgoing {
 ///   rank, a rank out of range or a role that differs from the plan is rejected (admit()); a
 ///   second exit report is ignored (and logged).
 /// - finished() once the verdict is reached, every rank registered (ranks still missing must
-///   learn the verdict; not after a registration timeout) and no launcher is connected any more;
-///   or `linger` after the verdict.
+///   learn the verdict; not after a registration timeout) and no launcher is connected any more
+///   (a launcher silent for heartbeat_timeout after the verdict, such as the lost one, counts as
+///   gone: its connection may stay open forever); or `linger` after the verdict.
 class Coordinator {
   public:
     /// \throws Error (Errc::invalid_argument) for an empty step or `Until::chief` without a
@@ -111,6 +112,7 @@ class Coordinator {
     void fail(protocol::Failure failure, Clock::time_point now);
     [[nodiscard]] protocol::Failure failure_of(std::uint32_t rank) const;
     [[nodiscard]] std::optional<protocol::Message> verdict_message() const;
+    void forget_silent(Clock::time_point now);
     void update_finished(Clock::time_point now);
 
     CoordinatorSettings m_settings;

@@ -27,8 +27,11 @@ assert_eq 1 "$(grep -c 'tfslurm: error' <<<"$out")" "one line per failure"$'\n'"
 e2e_log "registration timeout: srun status $rc"
 
 # --- a launcher that stops heartbeating: SIGSTOP, then SIGCONT once the step aborted ----------
+# Rank 0's launcher must end within its trainer's grace although the lost launcher never
+# disconnects: it used to wait for the coordinator's linger time (--grace + --heartbeat-timeout
+# + 2 s = 25 s here). The bound below is generous: its trainer stops at once.
 timeout -k 5 120 srun -N3 --ntasks-per-node=1 -o "$dir/hb-%t.out" "$TFSLURM_BIN" run --ps 1 \
-    --auth munge --grace 3 --heartbeat-timeout 3 "$TFSLURM_TRAINER" --work-ms 60000 \
+    --auth munge --grace 20 --heartbeat-timeout 3 "$TFSLURM_TRAINER" --work-ms 60000 \
     >"$dir/hb-srun.out" 2>&1 &
 srun_pid=$!
 on_exit "kill $srun_pid 2>/dev/null || true"
@@ -39,6 +42,12 @@ kill -STOP "${victims[0]}"
 on_exit "kill -CONT ${victims[0]} 2>/dev/null || true"
 line="tfslurm: error: aborting: rank 2 (worker:1) on n3 launcher lost (no heartbeat for 3 s)"
 wait_for_lines "$line" 1 30 "$dir/hb-0.out"
+for ((i = 0; i < 150; i++)); do
+    [[ -z $(launcher_pids n1) ]] && break
+    sleep 0.1
+done
+[[ -z $(launcher_pids n1) ]] ||
+    fail "rank 0's launcher still runs 15 s after the abort"$'\n'"$(cat -- "$dir"/hb-*.out)"
 kill -CONT "${victims[0]}"
 rc=0
 wait "$srun_pid" || rc=$?

@@ -317,8 +317,44 @@ TEST_CASE("coordinator: finished when every launcher left, or after the linger t
     CHECK(c.verdict() == Verdict::done);
     c.connection_lost(1, k_t0 + 1s);
     CHECK_FALSE(c.finished());
+    c.heartbeat(0, k_t0 + 14s);
     c.tick(k_t0 + 15s);
     CHECK(c.finished()); // the ps launcher never left: linger (15 s) is over
+}
+
+TEST_CASE("coordinator: a launcher lost by its heartbeats does not hold the coordinator",
+          "[coordinator]") {
+    // Rank 2's launcher is stopped (SIGSTOP): its connection stays open, it never says goodbye.
+    Coordinator c(settings({Role::ps, Role::worker, Role::worker}), k_t0);
+    register_all(c);
+    c.heartbeat(0, k_t0 + 8s);
+    c.heartbeat(1, k_t0 + 8s);
+    c.tick(k_t0 + 10001ms);
+    REQUIRE(c.verdict() == Verdict::aborted);
+    REQUIRE(c.failure());
+    CHECK(c.failure()->rank == 2);
+    CHECK(c.failure()->cause == protocol::FailureCause::lost);
+    // The lost rank still gets its abort (it may wake up).
+    CHECK(recipients<protocol::Abort>(c.take_outgoing()) == std::vector<std::uint32_t>{0, 1, 2});
+    c.exited(0, killed(15), k_t0 + 10100ms);
+    c.connection_lost(0, k_t0 + 10200ms);
+    c.exited(1, killed(15), k_t0 + 10100ms);
+    c.connection_lost(1, k_t0 + 10300ms);
+    // Everyone else left: finished now, not `linger` (15 s) after the verdict.
+    CHECK(c.finished());
+}
+
+TEST_CASE("coordinator: after the verdict a silent launcher is not waited for", "[coordinator]") {
+    Coordinator c(settings({Role::ps, Role::worker}), k_t0);
+    register_all(c);
+    c.exited(1, exited(0), k_t0 + 1s);
+    REQUIRE(c.verdict() == Verdict::done);
+    c.connection_lost(1, k_t0 + 1s);
+    c.heartbeat(0, k_t0 + 2s);
+    c.tick(k_t0 + 12s);
+    CHECK_FALSE(c.finished()); // the ps launcher spoke 10 s ago: it may be stopping its trainer
+    c.tick(k_t0 + 12001ms);
+    CHECK(c.finished()); // silent for longer than the heartbeat timeout: gone
 }
 
 TEST_CASE("coordinator: after an early failure, ranks still to come are waited for",
