@@ -2,15 +2,12 @@
 // Every input gets an honest answer: malformed environment values, files and streams are
 // errors that name what the user typed, with the documented exit status, and never a hang.
 #include "cli_runner.hpp"
+#include "temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstddef>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -149,12 +146,11 @@ TEST_CASE("cli: --help wraps at COLUMNS and reads like tfslurm's options", "[cli
 
 TEST_CASE("cli: run asks munged where Slurm says it listens, and says where that came from",
           "[cli]") {
-    const std::string dir = std::filesystem::temp_directory_path() /
-                            ("tfslurm-test-slurmconf-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    const std::string conf = dir + "/slurm.conf";
-    std::ofstream{conf} << "ClusterName=test\nAuthType=auth/munge\n"
-                           "AuthInfo=socket=/nonexistent/tfslurm-test.sock # site munged\n";
+    const tfslurm::test::TempDir dir("slurmconf");
+    const std::string conf =
+        dir.write("slurm.conf",
+                  "ClusterName=test\nAuthType=auth/munge\n"
+                  "AuthInfo=socket=/nonexistent/tfslurm-test.sock # site munged\n");
     const std::vector<std::string> run{"run", "--local", "1", "--auth", "munge", "--", "true"};
     const std::string hint =
         "tfslurm: hint: is munged running on this node? Slurm's AuthInfo=socket=... in "
@@ -179,5 +175,4 @@ TEST_CASE("cli: run asks munged where Slurm says it listens, and says where that
                           "(TFSLURM_MUNGE_SOCKET) is not reachable: ",
                           0) == 0);
     }
-    std::filesystem::remove_all(dir);
 }

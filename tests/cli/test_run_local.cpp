@@ -4,6 +4,7 @@
 // Every test checks that no process carrying its marker survives. (Integration tests: the
 // pure parts of local mode are tested in tests/unit/test_run_local.cpp.)
 #include "process.hpp"
+#include "temp_dir.hpp"
 
 #include <tfslurm/env.hpp>
 #include <tfslurm/error.hpp>
@@ -49,20 +50,7 @@ std::uint64_t job_id(int test) {
     return 880000 + static_cast<std::uint64_t>(test);
 }
 
-struct TempDir {
-    TempDir() {
-        char pattern[] = "/tmp/tfslurm-run-XXXXXX";
-        REQUIRE(::mkdtemp(pattern) != nullptr);
-        path = pattern;
-    }
-    ~TempDir() {
-        std::error_code ignored;
-        std::filesystem::remove_all(path, ignored);
-    }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    std::string path;
-};
+using tfslurm::test::TempDir;
 
 std::string read_file(const std::string& path) {
     std::ifstream in(path);

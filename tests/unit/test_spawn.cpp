@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: MIT
+#include "temp_dir.hpp"
+
 #include <tfslurm/error.hpp>
 #include <tfslurm/launcher.hpp>
 #include <tfslurm/spawn.hpp>
@@ -44,30 +46,7 @@ ExitStatus run_sh(const std::string& script, std::vector<std::string> env = base
     return wait_for(spawn_process(request));
 }
 
-/// A temporary directory removed at the end of the test.
-struct TempDir {
-    TempDir() {
-        char pattern[] = "/tmp/tfslurm-spawn-XXXXXX";
-        REQUIRE(::mkdtemp(pattern) != nullptr);
-        path = pattern;
-    }
-    ~TempDir() {
-        std::error_code ignored;
-        std::filesystem::remove_all(path, ignored);
-    }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-
-    [[nodiscard]] std::string
-    write(const std::string& name, const std::string& text, mode_t mode) const {
-        std::string file = path + "/" + name;
-        std::ofstream(file) << text;
-        ::chmod(file.c_str(), mode);
-        return file;
-    }
-
-    std::string path;
-};
+using tfslurm::test::TempDir;
 
 bool alive(pid_t pid) {
     return ::kill(pid, 0) == 0;
