@@ -56,6 +56,18 @@ Millis parse_seconds(const std::string& text, std::string_view key) {
     return Millis{static_cast<Millis::rep>(std::llround(seconds * 1000.0))};
 }
 
+/// A count of restarts: a decimal number from 0 to 10000. Input: `2`. Output: 2.
+std::uint32_t parse_count(const std::string& text, std::string_view key) {
+    char* end = nullptr;
+    errno = 0;
+    const long long count = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || end != text.c_str() + text.size() || errno != 0 || count < 0 ||
+        count > 10000) {
+        throw errors::invalid_setting(key, "expected a number from 0 to 10000", text, "e.g. 3");
+    }
+    return static_cast<std::uint32_t>(count);
+}
+
 /// A signal by name (with or without `SIG`, any case) or number (1 to 64).
 /// Input: `USR1`. Output: 10.
 int parse_signal(const std::string& text, std::string_view key) {
@@ -119,6 +131,12 @@ LauncherOptions launcher_options(const RunArgs& args, const Environment& env) {
     }
     options.stall_signal = parse_signal(value_of("stall_signal", "ABRT"), "stall_signal");
     options.stall_grace = parse_seconds(value_of("stall_grace", "5"), "stall_grace");
+    options.restarts.per_rank = parse_count(value_of("max_restarts", "0"), "max_restarts");
+    if (const auto total = winners.find("max_total_restarts"); total != winners.end()) {
+        options.restarts.total = parse_count(total->second.value, "max_total_restarts");
+    }
+    options.restarts.roles =
+        parse_restart_roles(value_of("restart_roles", "worker"), setting_ref("restart_roles"));
     if (options.heartbeat_timeout <= options.heartbeat) {
         throw errors::invalid_setting("heartbeat_timeout",
                                       "must be longer than " + setting_ref("heartbeat"),

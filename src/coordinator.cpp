@@ -77,6 +77,13 @@ Coordinator::Coordinator(CoordinatorSettings settings, Clock::time_point start)
             ++m_training_total;
         }
     }
+    const RestartPolicy& policy = m_settings.restarts;
+    const auto restartable = static_cast<std::uint32_t>(
+        std::count_if(m_settings.ranks.begin(), m_settings.ranks.end(), [&](const Member& m) {
+            return std::find(policy.roles.begin(), policy.roles.end(), m.role) !=
+                   policy.roles.end();
+        }));
+    m_restart_budget = policy.total.value_or(policy.per_rank * restartable);
     if (m_settings.until == Until::chief && !m_has_chief) {
         throw errors::invalid_setting("until",
                                       "the plan has no chief",
@@ -178,12 +185,17 @@ void Coordinator::exited(std::uint32_t rank, const protocol::Exit& exit, Clock::
         update_finished(now);
         return;
     }
+    std::string budget_spent;
+    if (exit.error.empty() && !exit.status.success() && try_restart(rank, exit, budget_spent)) {
+        state.reported = false; // training again: its next exit counts
+        return;
+    }
     if (!exit.error.empty() || !exit.status.success()) {
         protocol::Failure failure = failure_of(rank);
         failure.cause =
             exit.error.empty() ? protocol::FailureCause::trainer : protocol::FailureCause::start;
         failure.status = exit.status;
-        failure.detail = exit.error;
+        failure.detail = exit.error.empty() ? budget_spent : exit.error;
         failure.step_status = exit.status.shell_status() != 0 ? exit.status.shell_status() : 1;
         fail(std::move(failure), now);
         return;
@@ -202,6 +214,36 @@ void Coordinator::exited(std::uint32_t rank, const protocol::Exit& exit, Clock::
         m_step_status = 0;
         decide(Verdict::done, now);
     }
+}
+
+bool Coordinator::try_restart(std::uint32_t rank, const protocol::Exit& exit, std::string& detail) {
+    const RestartPolicy& policy = m_settings.restarts;
+    const Member& member = m_settings.ranks[rank];
+    RankState& state = m_ranks[rank];
+    if (policy.per_rank == 0 ||
+        std::find(policy.roles.begin(), policy.roles.end(), member.role) == policy.roles.end()) {
+        return false; // not restartable: a failure as before restarts existed
+    }
+    if (state.restarts >= policy.per_rank) {
+        detail = fmt::format(
+            "its restart budget is spent: {} of {} restarts used", state.restarts, policy.per_rank);
+        return false;
+    }
+    if (m_restarts >= m_restart_budget) {
+        detail = fmt::format("the step's restart budget is spent: {} of {} restarts used",
+                             m_restarts,
+                             m_restart_budget);
+        return false;
+    }
+    ++state.restarts;
+    ++m_restarts;
+    logger().warn("restarting {} (restart {} of {}): {}",
+                  rank_label(rank, member),
+                  state.restarts,
+                  policy.per_rank,
+                  describe(exit.status));
+    m_outgoing.push_back({rank, protocol::Restart{state.restarts, policy.per_rank}});
+    return true;
 }
 
 void Coordinator::interrupted(std::uint32_t rank,

@@ -35,6 +35,8 @@ std::string_view to_string(LauncherTimer timer) noexcept {
         return "settle";
     case LauncherTimer::stall:
         return "stall";
+    case LauncherTimer::restart:
+        return "restart";
     }
     return "heartbeat";
 }
@@ -66,7 +68,10 @@ struct Describer {
     std::string operator()(const action::ScheduleStart& /*unused*/) const {
         return "schedule start";
     }
-    std::string operator()(const action::StartTrainer& /*unused*/) const { return "start trainer"; }
+    std::string operator()(const action::StartTrainer& start) const {
+        return start.restart == 0 ? "start trainer"
+                                  : fmt::format("start trainer (restart {})", start.restart);
+    }
     std::string operator()(const action::SampleProgress& /*unused*/) const {
         return "sample progress";
     }
@@ -186,6 +191,10 @@ void LauncherMachine::received(const protocol::Message& message, Clock::time_poi
         release_start();
         return;
     }
+    if (const auto* restart = std::get_if<protocol::Restart>(&message)) {
+        on_restart(*restart, now);
+        return;
+    }
     coordinator_lost(fmt::format("unexpected {} message", protocol::type_name(message)), now);
 }
 
@@ -217,7 +226,7 @@ void LauncherMachine::start_due(Clock::time_point now) {
         maybe_finish(now);
         return;
     }
-    m_actions.emplace_back(action::StartTrainer{});
+    m_actions.emplace_back(action::StartTrainer{m_restarts});
 }
 
 void LauncherMachine::trainer_started(Clock::time_point now) {
@@ -299,7 +308,11 @@ void LauncherMachine::signal_received(int signo, Clock::time_point now, SignalOr
     if (trainer_running()) {
         stop_trainer(0, now); // already forwarded: only start counting the grace period
     } else if (m_trainer == TrainerState::not_started && !m_status) {
-        // Not started yet: never start it.
+        // Not started yet (or waiting for its restart): never start it.
+        if (m_restart_pending) {
+            m_restart_pending = false;
+            m_actions.emplace_back(action::CancelTimer{LauncherTimer::restart});
+        }
         m_status = ExitStatus::signaled(signo);
         if (m_phase != Phase::registered) {
             m_abandoned = true;
@@ -356,6 +369,12 @@ void LauncherMachine::timer_fired(LauncherTimer timer, Clock::time_point now) {
         }
         release_exit();
         maybe_finish(now);
+        return;
+    case LauncherTimer::restart:
+        if (m_restart_pending) {
+            m_restart_pending = false;
+            start_due(now);
+        }
         return;
     case LauncherTimer::stall:
         if (m_stall) {
@@ -420,6 +439,44 @@ void LauncherMachine::server_finished(Clock::time_point now) {
 
 // --- decisions -----------------------------------------------------------------------------------
 
+void LauncherMachine::on_restart(const protocol::Restart& restart, Clock::time_point now) {
+    if (m_trainer != TrainerState::ended || !m_status || m_status->success() || m_verdict ||
+        m_lost || m_interrupt != 0 || m_stall || m_restart_pending) {
+        // Only a trainer that failed by itself and was reported is restarted; anything else
+        // (a restart crossing our interrupt, say) is ignored: the step's verdict follows.
+        logger().debug(
+            "{}: ignoring restart {}: the trainer is not waiting for one", label(), restart.count);
+        return;
+    }
+    // Debug only: the coordinator's line names the restart once for the whole step.
+    logger().debug("{}: restarting the trainer (restart {} of {}) in {}",
+                   label(),
+                   restart.count,
+                   restart.limit,
+                   format_seconds(m_settings.restart_backoff));
+    m_restarts = restart.count;
+    m_restart_pending = true;
+    // A fresh trainer: nothing of the failed one's supervision carries over.
+    m_trainer = TrainerState::not_started;
+    m_status.reset();
+    m_stopped_by_us = false;
+    m_term_delivered = false;
+    m_killed = false;
+    m_grace_deadline.reset();
+    m_sample.reset();
+    m_actions.emplace_back(
+        action::ArmTimer{LauncherTimer::restart, now + m_settings.restart_backoff});
+}
+
+void LauncherMachine::cancel_restart(Clock::time_point now) {
+    if (!m_restart_pending) {
+        return;
+    }
+    m_restart_pending = false;
+    m_actions.emplace_back(action::CancelTimer{LauncherTimer::restart});
+    start_due(now); // records that the trainer never started again (a verdict or a loss came)
+}
+
 void LauncherMachine::on_verdict(const protocol::Message& verdict, Clock::time_point now) {
     if (m_verdict) {
         return;
@@ -427,6 +484,7 @@ void LauncherMachine::on_verdict(const protocol::Message& verdict, Clock::time_p
     m_verdict = verdict;
     release_exit();
     release_start(); // start_due() then records that the trainer never started
+    cancel_restart(now);
     if (trainer_running()) {
         if (done_verdict()) {
             logger().info("{}: the work is done: stopping the trainer", label());
@@ -447,7 +505,8 @@ void LauncherMachine::coordinator_lost(const std::string& reason, Clock::time_po
     logger().debug("{}: coordinator {} lost: {}", label(), m_settings.control, reason);
     release_start(); // start_due() then records that the trainer never started
     disconnect(now);
-    release_exit(); // nobody to tell any more
+    cancel_restart(now); // after the disconnect: nothing left to half-close
+    release_exit();      // nobody to tell any more
     if (trainer_running()) {
         stop_trainer(SIGTERM, now);
     }

@@ -112,6 +112,7 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
     settings.connect_timeout = m_options.connect_timeout;
     settings.linger = m_options.grace + m_options.heartbeat_timeout + Millis{2000};
     settings.hello_timeout = std::min(m_options.connect_timeout, Millis{10000});
+    settings.restarts = m_options.restarts;
     m_server =
         std::make_unique<CoordinatorServer>(m_io,
                                             std::move(settings),
@@ -259,8 +260,8 @@ void LauncherShell::perform(const LauncherAction& action) {
             m_machine.start_due(Clock::now());
             perform();
         });
-    } else if (std::holds_alternative<action::StartTrainer>(action)) {
-        start_trainer();
+    } else if (const auto* start = std::get_if<action::StartTrainer>(&action)) {
+        start_trainer(start->restart);
     } else if (std::holds_alternative<action::HalfClose>(action)) {
         close_socket(Tcp::socket::shutdown_send);
     } else if (std::holds_alternative<action::Disconnect>(action)) {
@@ -280,7 +281,20 @@ void LauncherShell::arm(LauncherTimer which, Clock::time_point at) {
     });
 }
 
-void LauncherShell::start_trainer() {
+void LauncherShell::set_trainer_variable(std::string_view name, const std::string& value) {
+    std::string entry = fmt::format("{}={}", name, value);
+    const auto found = std::find_if(m_env.begin(), m_env.end(), [name](const std::string& e) {
+        return e.size() > name.size() && e.compare(0, name.size(), name) == 0 &&
+               e[name.size()] == '=';
+    });
+    if (found != m_env.end()) {
+        *found = std::move(entry);
+    } else {
+        m_env.push_back(std::move(entry));
+    }
+}
+
+void LauncherShell::start_trainer(std::uint32_t restart) {
     try {
         if (!port_is_free(m_self.port)) {
             // The step fails before any trainer binds a port of another job. Reported as text
@@ -301,6 +315,18 @@ void LauncherShell::start_trainer() {
             m_env = m_options.trainer_environment(m_machine.addresses()).to_strings();
         }
         prepare_stall_watch();
+        // A restarted trainer has the same environment (same TF_CONFIG, same ports) but for
+        // its restart count, which tells it to resume from its checkpoint.
+        set_trainer_variable("TFSLURM_RESTART_COUNT", std::to_string(restart));
+        const bool torch = std::any_of(m_env.begin(), m_env.end(), [](const std::string& e) {
+            return e.rfind("MASTER_ADDR=", 0) == 0;
+        });
+        if (torch) {
+            // As torchrun sets them for its restarts.
+            set_trainer_variable("TORCHELASTIC_RESTART_COUNT", std::to_string(restart));
+            set_trainer_variable("TORCHELASTIC_MAX_RESTARTS",
+                                 std::to_string(m_options.restarts.per_rank));
+        }
         SpawnRequest request;
         request.argv = m_argv;
         request.env = m_env;
@@ -333,6 +359,11 @@ void LauncherShell::prepare_stall_watch() {
     };
     if (!has("PYTHONFAULTHANDLER")) {
         m_env.emplace_back("PYTHONFAULTHANDLER=1"); // the stall signal dumps every thread
+    }
+    if (!m_progress_file.empty()) {
+        // A restart: the same file (the environment may have been rebuilt without it).
+        set_trainer_variable("TFSLURM_PROGRESS_FILE", m_progress_file);
+        return;
     }
     const auto tmpdir = std::find_if(m_env.begin(), m_env.end(), [](const std::string& entry) {
         return entry.rfind("TMPDIR=/", 0) == 0;

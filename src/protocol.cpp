@@ -289,6 +289,10 @@ struct Encoder {
         out["step_status"] = f.step_status;
     }
     void operator()(const Stall& m) const { out["silent_ms"] = m.silent_ms; }
+    void operator()(const Restart& m) const {
+        out["count"] = m.count;
+        out["limit"] = m.limit;
+    }
 };
 
 /// `cluster`: node names as in a hostlist (printable, no quotes), IP literals as addresses.
@@ -402,13 +406,16 @@ Message decode_object(const Fields& f, std::string_view type, std::string_view p
     if (type == "stall") {
         return Stall{f.integer<std::uint64_t>("silent_ms")};
     }
+    if (type == "restart") {
+        return Restart{f.integer<std::uint32_t>("count"), f.integer<std::uint32_t>("limit")};
+    }
     fail(fmt::format("unknown message type \"{}\"", type), payload);
 }
 
 } // namespace
 
 std::string_view type_name(const Message& message) noexcept {
-    constexpr std::array<std::string_view, 11> k_names{"challenge",
+    constexpr std::array<std::string_view, 12> k_names{"challenge",
                                                        "hello",
                                                        "welcome",
                                                        "reject",
@@ -418,7 +425,8 @@ std::string_view type_name(const Message& message) noexcept {
                                                        "stop",
                                                        "abort",
                                                        "stall",
-                                                       "cluster"};
+                                                       "cluster",
+                                                       "restart"};
     static_assert(std::variant_size_v<Message> == k_names.size());
     return k_names.at(message.index());
 }
@@ -538,6 +546,9 @@ std::string describe(const Failure& failure) {
     switch (failure.cause) {
     case FailureCause::trainer:
         out += " " + tfslurm::describe(failure.status);
+        if (!failure.detail.empty()) {
+            out += fmt::format(" ({})", failure.detail);
+        }
         break;
     case FailureCause::start:
         out += " could not start its trainer: " + failure.detail;

@@ -27,6 +27,34 @@ Until parse_until(std::string_view text, std::string_view subject) {
                                    "exited 0; chief: stop everyone when the chief exited 0");
 }
 
+std::vector<Role> parse_restart_roles(std::string_view text, std::string_view subject) {
+    std::vector<Role> roles;
+    std::string_view rest = text;
+    while (true) {
+        const auto comma = rest.find(',');
+        const std::string_view item = rest.substr(0, comma);
+        if (item.empty()) {
+            throw errors::invalid_argument(
+                subject, "expected a comma list of roles", text, "e.g. worker or worker,chief");
+        }
+        const Role role = parse_role(item, subject);
+        if (role == Role::ps) {
+            throw errors::invalid_argument(
+                subject,
+                "a parameter server cannot be restarted",
+                text,
+                "its state (the model's variables) is gone when it fails: the step aborts");
+        }
+        if (std::find(roles.begin(), roles.end(), role) == roles.end()) {
+            roles.push_back(role);
+        }
+        if (comma == std::string_view::npos) {
+            return roles;
+        }
+        rest.remove_prefix(comma + 1);
+    }
+}
+
 std::string_view to_string(Outcome outcome) noexcept {
     switch (outcome) {
     case Outcome::done:

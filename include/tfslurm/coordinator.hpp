@@ -28,6 +28,8 @@ struct CoordinatorSettings {
     Millis linger{15000};
     /// An unauthenticated connection must complete its hello within this.
     Millis hello_timeout{10000};
+    /// Which failed trainers are started again (default: none).
+    RestartPolicy restarts;
 };
 
 /// Outcome of a step, as decided by the coordinator.
@@ -60,6 +62,12 @@ struct Outgoing {
 ///   (stalled(): no progress for the stall timeout). Then every connected launcher
 ///   gets `abort` with the Failure. Exits after a verdict are never failures (those trainers
 ///   were stopped by us).
+/// - Restart: a trainer of a restartable role (RestartPolicy::roles) that exited non-zero or was
+///   killed by a signal before the verdict, while its rank has restarts left (per_rank) and the
+///   step too (total), is not a failure: its rank gets `restart` (count n of per_rank), the
+///   exit is not counted (the rank is training again) and a warning line names it. Past either
+///   budget the failure's detail says which budget is spent. Never restarted: a trainer that
+///   could not start, a stuck one, a lost launcher, anything after the verdict.
 /// - Interrupt: a launcher received SIGTERM/SIGINT: every connected launcher gets
 ///   `stop (signal)`.
 /// - The address exchange: when hellos carry addresses (`iface`/`network`), every connected
@@ -107,6 +115,8 @@ class Coordinator {
     [[nodiscard]] std::size_t size() const noexcept { return m_ranks.size(); }
     [[nodiscard]] std::size_t registered_count() const noexcept { return m_registered; }
     [[nodiscard]] const CoordinatorSettings& settings() const noexcept { return m_settings; }
+    /// Restarts granted so far, in the whole step.
+    [[nodiscard]] std::uint32_t restarts() const noexcept { return m_restarts; }
 
   private:
     struct RankState {
@@ -116,6 +126,7 @@ class Coordinator {
         std::string address;   ///< Hello::address
         ExitStatus status;
         Clock::time_point last_seen;
+        std::uint32_t restarts = 0; ///< restarts granted to this rank
     };
 
     [[nodiscard]] bool is_training(Role role) const noexcept;
@@ -126,6 +137,10 @@ class Coordinator {
     void forget_silent(Clock::time_point now);
     void update_finished(Clock::time_point now);
     void send_cluster();
+    /// Restart `rank`'s failed trainer if the policy allows it (true), else say in `detail`
+    /// why not when a budget is spent.
+    [[nodiscard]] bool
+    try_restart(std::uint32_t rank, const protocol::Exit& exit, std::string& detail);
 
     CoordinatorSettings m_settings;
     Clock::time_point m_start;
@@ -136,7 +151,9 @@ class Coordinator {
     bool m_exchange = false; ///< some hello carried an address: `cluster` is due
     std::size_t m_training_total = 0;
     std::size_t m_training_done = 0;
-    std::size_t m_succeeded = 0; ///< ranks whose trainer exited 0
+    std::size_t m_succeeded = 0;        ///< ranks whose trainer exited 0
+    std::uint32_t m_restarts = 0;       ///< restarts granted in the step
+    std::uint32_t m_restart_budget = 0; ///< RestartPolicy::total, resolved
     Verdict m_verdict = Verdict::none;
     Clock::time_point m_verdict_time;
     std::optional<protocol::Failure> m_failure;

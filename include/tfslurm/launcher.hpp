@@ -40,6 +40,8 @@ struct LauncherOptions {
     std::optional<Millis> stall_timeout;
     int stall_signal = 6; ///< SIGABRT: asks a trainer for its stack traces
     Millis stall_grace{5000};
+    /// Which failed trainers the coordinator (rank 0) starts again.
+    RestartPolicy restarts;
     protocol::AuthSettings auth;
     /// The Slurm step this launcher belongs to, to cancel when a node is lost
     /// (LaunchResult::cancel); nullopt under `--local`, which has no Slurm step.
@@ -97,6 +99,9 @@ struct LauncherSettings {
     int stall_signal = 6;
     Millis stall_grace{5000};
     AddressExchange exchange = AddressExchange::none;
+    /// Between a failed trainer's end and its restart (`restart` from the coordinator): its
+    /// ports are free again, its peers notice that it is gone.
+    Millis restart_backoff{1000};
 };
 
 /// What tells that a trainer is alive, read by the shell: the CPU time of every process of
@@ -131,7 +136,8 @@ enum class LauncherTimer {
     grace,     ///< SIGKILL a stopped trainer that is still running
     close,     ///< stop waiting for the coordinator's EOF after our half-close
     settle,    ///< report a trainer killed by SIGTERM/SIGINT that no signal of ours explains
-    stall      ///< sample the trainer's progress; once stuck: report it (stall grace over)
+    stall,     ///< sample the trainer's progress; once stuck: report it (stall grace over)
+    restart    ///< start the trainer again (`restart`), after the back-off
 };
 
 /// How long a launcher holds the exit report of a trainer killed by SIGTERM or SIGINT, waiting
@@ -165,7 +171,10 @@ struct CancelTimer {
 /// same read as the welcome must be seen first).
 struct ScheduleStart {};
 /// Check the trainer's port and spawn it; report trainer_started() or trainer_failed().
-struct StartTrainer {};
+/// `restart`: how many times it was started before (TFSLURM_RESTART_COUNT).
+struct StartTrainer {
+    std::uint32_t restart = 0;
+};
 /// Read the trainer's progress and report it with progress_sampled().
 struct SampleProgress {};
 /// Shut down our sending side and wait for the coordinator's EOF (connection_lost()).
@@ -191,7 +200,8 @@ using LauncherAction = std::variant<launcher_action::Send,
 
 /// One line per action, for logs and tests; times are milliseconds since `epoch`.
 /// Input: Send{Interrupt{15}}. Output: `send {"signal":15,"type":"interrupt","v":2}`.
-/// Others: `signal 15`, `arm grace 10000`, `cancel grace`, `schedule start`, `start trainer`,
+/// Others: `signal 15`, `arm grace 10000`, `cancel grace`, `schedule start`, `start trainer`
+/// (`start trainer (restart 1)`),
 /// `sample progress`, `half-close`, `disconnect`, `finish <outcome> <exit status> <step status>[
 /// announce|quiet <message>][ + cancel <job>.<step>]`, e.g. `finish interrupted 143 143 announce
 /// stopping: ...`.
@@ -231,6 +241,10 @@ using LauncherAction = std::variant<launcher_action::Send,
 ///   when the trainer ends or `stall_grace` later, whichever comes first, `stall` (the silence,
 ///   in whole seconds from 1 s on) is sent before any exit report: the coordinator aborts the step
 ///   naming this rank.
+/// - Restart: `restart` after this rank's failed exit report (and before any verdict, loss or
+///   signal): the trainer is started again, with the same environment plus its restart count,
+///   `restart_backoff` later. A verdict, a loss or SIGTERM/SIGINT during the back-off: it is
+///   never started again (as a trainer that never started).
 class LauncherMachine {
   public:
     explicit LauncherMachine(LauncherSettings settings);
@@ -264,6 +278,8 @@ class LauncherMachine {
     [[nodiscard]] bool trainer_running() const noexcept {
         return m_trainer == TrainerState::running;
     }
+    /// How many times the trainer was restarted (the last `restart`'s count).
+    [[nodiscard]] std::uint32_t restarts() const noexcept { return m_restarts; }
     /// The coordinator's `cluster`: each node's chosen address (empty before it came).
     [[nodiscard]] const std::map<std::string, std::string, std::less<>>&
     addresses() const noexcept {
@@ -289,6 +305,8 @@ class LauncherMachine {
     void disconnect(Clock::time_point now);
     void maybe_finish(Clock::time_point now);
     void release_start();
+    void on_restart(const protocol::Restart& restart, Clock::time_point now);
+    void cancel_restart(Clock::time_point now);
     void finish(Clock::time_point now);
     [[nodiscard]] LaunchResult compute_result() const;
 
@@ -317,6 +335,8 @@ class LauncherMachine {
     Clock::time_point m_last_progress;
     std::optional<Millis> m_stall; ///< the trainer is stuck: how long it was silent
     bool m_stall_reported = false;
+    std::uint32_t m_restarts = 0;   ///< the last `restart`'s count
+    bool m_restart_pending = false; ///< `restart` came: the back-off is running
     std::optional<LaunchResult> m_result;
     std::vector<LauncherAction> m_actions;
 };

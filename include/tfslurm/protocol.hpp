@@ -6,11 +6,11 @@
 /// proofs carried in a hello are made and checked by auth.hpp.
 ///
 /// A frame is a 4-byte big-endian payload length followed by the payload: one compact JSON
-/// object with `"v":3` and a `"type"`. Frames larger than k_max_frame are refused before any
+/// object with `"v":4` and a `"type"`. Frames larger than k_max_frame are refused before any
 /// allocation. Every malformed input throws Error (Errc::protocol); the coordinator answers it by
 /// closing that one connection.
 ///
-/// Example: `encode_frame(Heartbeat{})` is `\0\0\0\x1a{"type":"heartbeat","v":3}`.
+/// Example: `encode_frame(Heartbeat{})` is `\0\0\0\x1a{"type":"heartbeat","v":4}`.
 
 #include <tfslurm/exit_status.hpp>
 #include <tfslurm/plan.hpp>
@@ -27,11 +27,12 @@
 
 namespace tfslurm::protocol {
 
-/// 3: the hello may carry the launcher's chosen address, and the coordinator sends `cluster`
-/// (every node's chosen address) once every rank registered; a launcher sends `stall` (abort
-/// cause `stalled`); an abort may list its missing `ranks`. 2: the hello carries the step
-/// id, both proofs bind it, a reject carries a code.
-inline constexpr int k_version = 3;
+/// 4: the coordinator may answer a failed trainer's `exit` with `restart` (the launcher starts
+/// it again) instead of aborting the step. 3: the hello may carry the launcher's chosen address,
+/// and the coordinator sends `cluster` (every node's chosen address) once every rank registered; a
+/// launcher sends `stall` (abort cause `stalled`); an abort may list its missing `ranks`. 2: the
+/// hello carries the step id, both proofs bind it, a reject carries a code.
+inline constexpr int k_version = 4;
 inline constexpr std::size_t k_header_size = 4;
 /// Largest payload accepted (and sent). Real messages are below 1 KiB; a MUNGE credential of
 /// our payload is about 200 bytes.
@@ -107,7 +108,7 @@ struct Reject {
 
 /// Coordinator -> every launcher, once every rank registered, when the hellos carried
 /// addresses: each node's chosen address, by node name. Trainers start only after it.
-/// Example: `{"addresses":{"n1":"10.1.0.1","n2":"10.1.0.2"},"type":"cluster","v":3}`.
+/// Example: `{"addresses":{"n1":"10.1.0.1","n2":"10.1.0.2"},"type":"cluster","v":4}`.
 struct Cluster {
     std::map<std::string, std::string, std::less<>> addresses;
 };
@@ -150,6 +151,15 @@ struct Stop {
     bool whole_step = false;
 };
 
+/// Coordinator -> launcher: your trainer failed, start it again (same environment, same ports)
+/// after a short back-off; the step goes on. `count` is this rank's restart number (1 for the
+/// first), `limit` its per-rank budget (`max_restarts`).
+/// Example: `{"count":1,"limit":2,"type":"restart","v":4}`.
+struct Restart {
+    std::uint32_t count = 0;
+    std::uint32_t limit = 0;
+};
+
 /// Why the step failed.
 enum class FailureCause {
     trainer,      ///< a trainer exited non-zero or died by a signal
@@ -166,10 +176,12 @@ struct Failure {
     std::uint32_t index = 0;
     std::string host;
     FailureCause cause = FailureCause::trainer;
-    ExitStatus status;         ///< FailureCause::trainer and ::start
-    std::string detail;        ///< ::start: the error; ::lost: `connection closed`, ...;
-                               ///< ::unregistered: the timeout (`60 s`); ::stalled: the
-                               ///< silence (`300 s`)
+    ExitStatus status; ///< FailureCause::trainer and ::start
+    std::string
+        detail; ///< ::trainer: why it was not restarted (the restart budget is
+                ///< spent), usually empty; ::start: the error; ::lost: `connection closed`, ...;
+                ///< ::unregistered: the timeout (`60 s`); ::stalled: the
+                ///< silence (`300 s`)
     std::uint32_t missing = 0; ///< ::unregistered: how many ranks did not register
     /// ::unregistered with missing > 1: the missing ranks as ranges (`3-5,9`); `host` is then
     /// their hosts as a hostlist (`n[2-3]`).
@@ -192,7 +204,8 @@ using Message = std::variant<Challenge,
                              Stop,
                              Abort,
                              Stall,
-                             Cluster>;
+                             Cluster,
+                             Restart>;
 
 /// The `"type"` of a message, e.g. `"hello"`.
 [[nodiscard]] std::string_view type_name(const Message& message) noexcept;
@@ -229,7 +242,8 @@ class FrameDecoder {
 /// Input: rank 3, worker:2, n2, trainer exited 3. Output: `rank 3 (worker:2) on n2 exited with
 /// status 3`. Others: `... was killed by signal 9 (Killed)`, `... launcher lost (no heartbeat
 /// for 10 s)`, `... could not start its trainer: <error>`, `... did not register within 60 s`,
-/// `... is stuck: no progress for 300 s`; several missing ranks: `ranks 3-5,9 on n[2-3] did not
+/// `... is stuck: no progress for 300 s`, `... exited with status 3 (<detail>)` when the
+/// restart budget is spent; several missing ranks: `ranks 3-5,9 on n[2-3] did not
 /// register within 60 s`.
 [[nodiscard]] std::string describe(const Failure& failure);
 

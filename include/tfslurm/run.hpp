@@ -35,6 +35,27 @@ enum class Until {
 /// Parse `workers` or `chief`. \throws Error (Errc::invalid_argument) naming `subject`.
 [[nodiscard]] Until parse_until(std::string_view text, std::string_view subject);
 
+/// Which failed trainers the coordinator starts again instead of aborting the step
+/// (`max_restarts`, `max_total_restarts`, `restart_roles`). Only a trainer that ran and failed
+/// by itself (exited non-zero or was killed by a signal) before any verdict is restarted: not one
+/// that could not start (it would fail again the same way), nor a stuck one (its stack traces
+/// were asked for; it may hang again, and its peers may be what hangs), nor a lost launcher (its
+/// node may be gone).
+struct RestartPolicy {
+    std::uint32_t per_rank = 0; ///< restarts allowed for each rank; 0: never restart
+    /// Restarts allowed in the whole step; nullopt: per_rank for each restartable rank.
+    std::optional<std::uint32_t> total;
+    /// The restartable roles; never ps (its state, the model's variables, dies with it).
+    std::vector<Role> roles{Role::worker};
+};
+
+/// Parse `restart_roles`: a comma list of worker, chief and evaluator.
+/// Input: `worker,chief`. Output: {worker, chief}.
+/// \throws Error (Errc::invalid_argument) naming `subject`, for an empty list, an unknown role
+///         or `ps`.
+[[nodiscard]] std::vector<Role> parse_restart_roles(std::string_view text,
+                                                    std::string_view subject);
+
 /// Format a duration for messages: `10 s`, `0.5 s`.
 [[nodiscard]] std::string format_seconds(Millis duration);
 

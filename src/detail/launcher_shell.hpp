@@ -57,6 +57,7 @@ class LauncherShell {
                                                                     asio::steady_timer(m_io),
                                                                     asio::steady_timer(m_io),
                                                                     asio::steady_timer(m_io),
+                                                                    asio::steady_timer(m_io),
                                                                     asio::steady_timer(m_io)} {}
     LauncherShell(const LauncherShell&) = delete;
     LauncherShell& operator=(const LauncherShell&) = delete;
@@ -100,8 +101,10 @@ class LauncherShell {
     void perform();
     void perform(const LauncherAction& action);
     void arm(LauncherTimer which, Clock::time_point at);
-    void start_trainer();
+    void start_trainer(std::uint32_t restart);
     void prepare_stall_watch();
+    /// Set `name=value` in the trainer's environment, replacing an earlier value.
+    void set_trainer_variable(std::string_view name, const std::string& value);
     void send(const protocol::Message& message);
     void write();
     void close_socket(asio::socket_base::shutdown_type how);
@@ -128,7 +131,7 @@ class LauncherShell {
     asio::steady_timer m_retry_timer;
     asio::steady_timer m_deadline_timer;
     asio::steady_timer m_challenge_timer;
-    std::array<asio::steady_timer, 6> m_timers; ///< indexed by LauncherTimer
+    std::array<asio::steady_timer, 7> m_timers; ///< indexed by LauncherTimer
     std::string m_progress_file;                ///< TFSLURM_PROGRESS_FILE, with a stall timeout
     Clock::time_point m_connect_deadline;
     Millis m_backoff{20};

@@ -33,6 +33,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 using namespace tfslurm;
@@ -893,4 +894,59 @@ TEST_CASE("run: --iface with --tf-config-file writes the file from the exchanged
     CHECK(std::distance(std::filesystem::directory_iterator{tmp.path},
                         std::filesystem::directory_iterator{}) == 0);
     cli.check_nothing_left();
+}
+
+TEST_CASE("run: --local restarts a failed worker with the same environment", "[run][restart]") {
+    // Rank 1 (worker:0) fails its first run; its second run sees the restart count.
+    TempDir scratch;
+    const std::string script =
+        "echo \"rank $TFSLURM_RANK run $TFSLURM_RESTART_COUNT \"; "
+        "if [ $TFSLURM_RANK = 1 ] && [ ! -e " +
+        scratch.path + "/ran ]; then touch " + scratch.path +
+        "/ran; exit 3; fi; if [ $TFSLURM_ROLE = ps ]; then exec sleep 1000; fi";
+    SECTION("within the budget: the step succeeds") {
+        Cli cli(local(3, 70, {"--ps", "1", "--max-restarts", "1", "--", "sh", "-c", script}));
+        CHECK(cli.wait() == 0);
+        const auto output = cli.output();
+        INFO(output);
+        CHECK(count(output,
+                    "tfslurm: warning: restarting rank 1 (worker:0) on localhost (restart 1 of "
+                    "1): exited with status 3\n") == 1);
+        CHECK(count(output, "rank 1 run 0 ") == 1);
+        CHECK(count(output, "rank 1 run 1 ") == 1);
+        CHECK(count(output, "rank 0 run 0 ") == 1); // the ps kept running
+        CHECK(count(output, "tfslurm: error") == 0);
+        cli.check_nothing_left();
+    }
+    SECTION("restarts off (the default): the step aborts") {
+        Cli cli(local(3, 71, {"--ps", "1", "--", "sh", "-c", script}));
+        CHECK(cli.wait() == 3);
+        CHECK(count(cli.output(),
+                    "tfslurm: error: aborting: rank 1 (worker:0) on localhost exited with status "
+                    "3\n") == 1);
+        CHECK(count(cli.output(), "restarting") == 0);
+        cli.check_nothing_left();
+    }
+}
+
+TEST_CASE("run: restart settings are checked", "[run][restart]") {
+    using Row = std::tuple<std::vector<std::string>, std::string>;
+    const auto [args, message] = GENERATE(table<std::vector<std::string>, std::string>({
+        Row{{"--max-restarts", "-1"},
+            "tfslurm: error: --max-restarts: expected a number from 0 to 10000: \"-1\"\n"
+            "tfslurm: hint: e.g. 3\n"},
+        Row{{"--max-total-restarts", "x"},
+            "tfslurm: error: --max-total-restarts: expected a number from 0 to 10000: \"x\"\n"
+            "tfslurm: hint: e.g. 3\n"},
+        Row{{"--restart-roles", "worker,ps"},
+            "tfslurm: error: --restart-roles: a parameter server cannot be restarted: "
+            "\"worker,ps\"\ntfslurm: hint: its state (the model's variables) is gone when it "
+            "fails: the step aborts\n"},
+    }));
+    std::vector<std::string> argv{"run", "--local", "1"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.end(), {"--", "true"});
+    Cli cli(argv);
+    CHECK(cli.wait() == exit_status(Errc::invalid_argument));
+    CHECK(cli.output() == message);
 }

@@ -21,8 +21,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -642,7 +644,7 @@ TEST_CASE("coordinator: hostile clients cannot crash or stall the coordinator", 
     }
     {
         Client wrong_version(port);
-        const std::string payload = R"({"v":3,"type":"hello"})";
+        const std::string payload = R"({"v":4,"type":"hello"})";
         wrong_version.send_raw(std::string("\0\0\0", 3) + static_cast<char>(payload.size()) +
                                payload);
         CHECK(wrong_version.closed_within(5s));
@@ -730,4 +732,193 @@ TEST_CASE("coordinator: hostile clients cannot crash or stall the coordinator", 
     runner.join();
     CHECK(server.state().verdict() == Verdict::done);
     CHECK_FALSE(server.state().failure());
+}
+
+// --- restarts
+// -------------------------------------------------------------------------------------
+
+namespace {
+
+/// settings() with `per_rank` restarts per rank (and `total` in the step) for `roles`.
+CoordinatorSettings restart_settings(const std::vector<Role>& plan,
+                                     std::uint32_t per_rank,
+                                     std::optional<std::uint32_t> total = std::nullopt,
+                                     std::vector<Role> roles = {Role::worker}) {
+    CoordinatorSettings s = settings(plan);
+    s.restarts.per_rank = per_rank;
+    s.restarts.total = total;
+    s.restarts.roles = std::move(roles);
+    return s;
+}
+
+/// The `restart` sent to `rank` in `out`, as `count/limit`; empty when none.
+std::string restart_to(const std::vector<Outgoing>& out, std::uint32_t rank) {
+    for (const auto& o : out) {
+        if (const auto* restart = std::get_if<protocol::Restart>(&o.message);
+            restart != nullptr && o.rank == rank) {
+            return fmt::format("{}/{}", restart->count, restart->limit);
+        }
+    }
+    return {};
+}
+
+} // namespace
+
+TEST_CASE("coordinator: a failed worker with restarts left is restarted, not a failure",
+          "[coordinator][restart]") {
+    Coordinator c(restart_settings({Role::ps, Role::worker, Role::worker}, 2), k_t0);
+    register_all(c);
+    c.exited(2, exited(3), k_t0 + 1s);
+    CHECK(c.verdict() == Verdict::none);
+    auto out = c.take_outgoing();
+    REQUIRE(out.size() == 1); // nobody else hears of it: ps and the other worker keep running
+    CHECK(restart_to(out, 2) == "1/2");
+    CHECK(c.restarts() == 1);
+    SECTION("killed by a signal: restarted too; its count goes on") {
+        c.exited(2, killed(11), k_t0 + 2s);
+        CHECK(restart_to(c.take_outgoing(), 2) == "2/2");
+    }
+    SECTION("the restarted rank is training again: the work is done when it exits 0") {
+        c.exited(1, exited(0), k_t0 + 2s);
+        CHECK(c.verdict() == Verdict::none);
+        c.exited(2, exited(0), k_t0 + 3s);
+        CHECK(c.verdict() == Verdict::done);
+        CHECK(c.step_status() == 0);
+        CHECK(recipients<protocol::Stop>(c.take_outgoing()) == std::vector<std::uint32_t>{0, 1, 2});
+    }
+    SECTION("its launcher is watched again: falling silent now is a loss") {
+        c.heartbeat(0, k_t0 + 9s);
+        c.heartbeat(1, k_t0 + 9s);
+        c.tick(k_t0 + 12s);
+        REQUIRE(c.failure());
+        CHECK(c.failure()->rank == 2);
+        CHECK(c.failure()->cause == protocol::FailureCause::lost);
+    }
+}
+
+TEST_CASE("coordinator: past its restart budget a worker aborts the step, saying so",
+          "[coordinator][restart]") {
+    Coordinator c(restart_settings({Role::ps, Role::worker, Role::worker}, 1), k_t0);
+    register_all(c);
+    c.exited(2, exited(3), k_t0 + 1s);
+    CHECK(restart_to(c.take_outgoing(), 2) == "1/1");
+    c.exited(2, exited(4), k_t0 + 2s);
+    CHECK(c.verdict() == Verdict::aborted);
+    REQUIRE(c.failure());
+    CHECK(protocol::describe(*c.failure()) ==
+          "rank 2 (worker:1) on n2 exited with status 4 (its restart budget is spent: 1 of 1 "
+          "restarts used)");
+    CHECK(c.step_status() == 4);
+    const auto out = c.take_outgoing();
+    CHECK(recipients<protocol::Abort>(out) == std::vector<std::uint32_t>{0, 1, 2});
+    CHECK(restart_to(out, 2).empty());
+}
+
+TEST_CASE("coordinator: the step's total restart budget is shared by every rank",
+          "[coordinator][restart]") {
+    Coordinator c(restart_settings({Role::ps, Role::worker, Role::worker, Role::worker}, 2, 2),
+                  k_t0);
+    register_all(c);
+    c.exited(1, exited(3), k_t0 + 1s);
+    CHECK(restart_to(c.take_outgoing(), 1) == "1/2");
+    c.exited(2, exited(3), k_t0 + 2s);
+    CHECK(restart_to(c.take_outgoing(), 2) == "1/2");
+    c.exited(3, exited(5), k_t0 + 3s);
+    REQUIRE(c.failure());
+    CHECK(protocol::describe(*c.failure()) ==
+          "rank 3 (worker:2) on n2 exited with status 5 (the step's restart budget is spent: 2 "
+          "of 2 restarts used)");
+    CHECK(c.step_status() == 5);
+}
+
+TEST_CASE("coordinator: the default total is max restarts for each restartable rank",
+          "[coordinator][restart]") {
+    // Two workers, 1 restart each: 2 in all, whoever uses them.
+    Coordinator c(restart_settings({Role::ps, Role::worker, Role::worker}, 1), k_t0);
+    register_all(c);
+    c.exited(1, exited(3), k_t0 + 1s);
+    c.exited(2, exited(3), k_t0 + 2s);
+    const auto out = c.take_outgoing();
+    CHECK(restart_to(out, 1) == "1/1");
+    CHECK(restart_to(out, 2) == "1/1");
+    CHECK(c.verdict() == Verdict::none);
+    CHECK(c.restarts() == 2);
+}
+
+TEST_CASE("coordinator: only restart roles are restarted; never what did not run by itself",
+          "[coordinator][restart]") {
+    Coordinator c(restart_settings({Role::ps, Role::worker, Role::chief, Role::evaluator},
+                                   3,
+                                   std::nullopt,
+                                   {Role::worker, Role::evaluator}),
+                  k_t0);
+    register_all(c);
+    SECTION("a ps failure aborts: its state is gone") {
+        c.exited(0, exited(1), k_t0 + 1s);
+        REQUIRE(c.failure());
+        CHECK(protocol::describe(*c.failure()) == "rank 0 (ps:0) on n1 exited with status 1");
+    }
+    SECTION("a chief is not in the restart roles here") {
+        c.exited(2, exited(2), k_t0 + 1s);
+        REQUIRE(c.failure());
+        CHECK(c.failure()->rank == 2);
+        CHECK(c.failure()->detail.empty());
+    }
+    SECTION("an evaluator is") {
+        c.exited(3, exited(2), k_t0 + 1s);
+        CHECK(restart_to(c.take_outgoing(), 3) == "1/3");
+        CHECK_FALSE(c.failure());
+    }
+    SECTION("a trainer that could not start would fail again the same way") {
+        c.exited(1, {ExitStatus::exited(127), "trainer: command not found"}, k_t0 + 1s);
+        REQUIRE(c.failure());
+        CHECK(c.failure()->cause == protocol::FailureCause::start);
+    }
+    SECTION("a stuck worker") {
+        c.stalled(1, 300s, k_t0 + 301s);
+        REQUIRE(c.failure());
+        CHECK(c.failure()->cause == protocol::FailureCause::stalled);
+    }
+    SECTION("a lost launcher") {
+        c.connection_lost(1, k_t0 + 1s);
+        REQUIRE(c.failure());
+        CHECK(c.failure()->cause == protocol::FailureCause::lost);
+    }
+    SECTION("a failure after the verdict: that trainer was stopped by us") {
+        c.interrupted(0, SIGTERM, k_t0 + 1s);
+        (void)c.take_outgoing();
+        c.exited(1, exited(3), k_t0 + 2s);
+        CHECK(restart_to(c.take_outgoing(), 1).empty());
+        CHECK(c.verdict() == Verdict::interrupted);
+    }
+    CHECK(c.restarts() <= 1);
+}
+
+TEST_CASE("coordinator: restarts off by default", "[coordinator][restart]") {
+    Coordinator c(settings({Role::ps, Role::worker}), k_t0);
+    register_all(c);
+    c.exited(1, exited(3), k_t0 + 1s);
+    REQUIRE(c.failure());
+    CHECK(protocol::describe(*c.failure()) == "rank 1 (worker:0) on n1 exited with status 3");
+}
+
+TEST_CASE("run: restart roles", "[coordinator][restart]") {
+    CHECK(parse_restart_roles("worker", "restart_roles") == std::vector<Role>{Role::worker});
+    CHECK(parse_restart_roles("worker,chief,worker", "restart_roles") ==
+          std::vector<Role>{Role::worker, Role::chief});
+    CHECK(parse_restart_roles("evaluator", "restart_roles") == std::vector<Role>{Role::evaluator});
+    using Row = std::tuple<std::string, std::string>;
+    const auto [input, message] = GENERATE(table<std::string, std::string>({
+        Row{"ps", R"(restart_roles: a parameter server cannot be restarted: "ps")"},
+        Row{"worker,ps", R"(restart_roles: a parameter server cannot be restarted: "worker,ps")"},
+        Row{"", R"(restart_roles: expected a comma list of roles: "")"},
+        Row{"worker,", R"(restart_roles: expected a comma list of roles: "worker,")"},
+    }));
+    try {
+        (void)parse_restart_roles(input, "restart_roles");
+        FAIL("no error for " << input);
+    } catch (const Error& e) {
+        CHECK(e.code() == Errc::invalid_argument);
+        CHECK(std::string(e.what()) == message);
+    }
 }

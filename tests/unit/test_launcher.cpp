@@ -76,8 +76,8 @@ ExitStatus status_of(const std::string& kind, int value) {
 /// `abort` (rank 3 exited 3), `abort stall` (rank 2 stuck), `sample <cpu> <mtime>` (a progress
 /// sample), `unexpected welcome`, `eof`, `lost <reason>`, `written`, `signal N` (sent to the
 /// launcher alone), `step signal N` (from slurmstepd, to every process of the step),
-/// `cluster` (n1 and n2's addresses), `timer heartbeat|watch|grace|close|settle|stall`, `server
-/// finished`.
+/// `cluster` (n1 and n2's addresses), `restart N LIMIT`, `timer
+/// heartbeat|watch|grace|close|settle|stall|restart`, `server finished`.
 void feed(LauncherMachine& m, const std::string& event, Clock::time_point now) {
     std::istringstream in(event);
     std::string word;
@@ -113,6 +113,10 @@ void feed(LauncherMachine& m, const std::string& event, Clock::time_point now) {
     } else if (word == "abort") {
         in >> text;
         m.received(text == "stall" ? abort_stall_rank2() : abort_rank3(), now);
+    } else if (word == "restart") {
+        in >> a >> b;
+        m.received(protocol::Restart{static_cast<std::uint32_t>(a), static_cast<std::uint32_t>(b)},
+                   now);
     } else if (word == "cluster") {
         m.received(protocol::Cluster{{{"n1", "10.1.0.1"}, {"n2", "10.1.0.2"}}}, now);
     } else if (word == "sample") {
@@ -142,6 +146,7 @@ void feed(LauncherMachine& m, const std::string& event, Clock::time_point now) {
                            : text == "grace"   ? LauncherTimer::grace
                            : text == "settle"  ? LauncherTimer::settle
                            : text == "stall"   ? LauncherTimer::stall
+                           : text == "restart" ? LauncherTimer::restart
                                                : LauncherTimer::close;
         m.timer_fired(timer, now);
     } else if (word == "server") {
@@ -657,7 +662,7 @@ TEST_CASE("launcher: exit statuses of the result", "[launcher]") {
 
 TEST_CASE("launcher: actions are described in one line", "[launcher]") {
     CHECK(describe(launcher_action::Send{protocol::Interrupt{15}}, k_t0) ==
-          R"(send {"signal":15,"type":"interrupt","v":3})");
+          R"(send {"signal":15,"type":"interrupt","v":4})");
     CHECK(describe(launcher_action::ArmTimer{LauncherTimer::grace, k_t0 + 10s}, k_t0) ==
           "arm grace 10000");
     CHECK(describe(launcher_action::CancelTimer{LauncherTimer::close}, k_t0) == "cancel close");
@@ -934,4 +939,96 @@ TEST_CASE("launcher: with an address exchange the trainer waits for every node's
                  {10, "cluster", {"disconnect", "signal 15", "arm grace 10010"}},
              });
     }
+}
+
+// --- restarts
+// -------------------------------------------------------------------------------------
+
+TEST_CASE("launcher: restart: a failed trainer is started again after the back-off",
+          "[launcher][restart]") {
+    const auto m =
+        play(2,
+             {
+                 {0, "welcome", k_registered},
+                 {0, "start due", {"start trainer"}},
+                 {0, "started", k_nothing},
+                 {500, "exited 3", {"cancel grace", "send exit exited with status 3"}},
+                 {500, "written", k_nothing}, // no verdict: the launcher waits for one
+                 {600, "restart 1 2", {"arm restart 1600"}},
+                 {700, "restart 1 2", k_nothing}, // a duplicate is ignored
+                 {1600, "timer restart", {"start trainer (restart 1)"}},
+                 {1600, "started", k_nothing},
+                 {1700, "signal 10", {"signal 10"}}, // the new trainer is supervised like the first
+                 {2000, "exited 0", {"cancel grace", "send exit exited with status 0"}},
+                 {2000, "written", k_nothing},
+                 {2100, "stop done", {"half-close", "arm close 4100"}},
+                 {2200, "eof", {"disconnect", "finish done 0 0"}},
+             });
+    CHECK(m.restarts() == 1);
+}
+
+TEST_CASE("launcher: restart: a verdict, a loss or an interrupt during the back-off",
+          "[launcher][restart]") {
+    const std::vector<Step> failed{
+        {0, "welcome", k_registered},
+        {0, "start due", {"start trainer"}},
+        {0, "started", k_nothing},
+        {500, "exited 3", {"cancel grace", "send exit exited with status 3"}},
+        {500, "written", k_nothing},
+        {600, "restart 1 2", {"arm restart 1600"}},
+    };
+    auto steps = failed;
+    SECTION("an abort: the trainer is never started again") {
+        steps.insert(steps.end(),
+                     {
+                         {700, "abort", {"cancel restart", "half-close", "arm close 2700"}},
+                         {800, "eof", {"disconnect", "finish aborted 3 3 quiet " + k_abort_line}},
+                     });
+    }
+    SECTION("the coordinator lost") {
+        steps.insert(steps.end(),
+                     {
+                         {700,
+                          "eof",
+                          {"disconnect",
+                           "cancel restart",
+                           "finish coordinator_lost 8 8 announce aborting: coordinator at "
+                           "n1:29000 lost (connection closed)"}},
+                     });
+    }
+    SECTION("SIGTERM: reported as a trainer that never started again") {
+        steps.insert(steps.end(),
+                     {
+                         {700,
+                          "signal 15",
+                          {"send interrupt 15",
+                           "cancel restart",
+                           "send exit was killed by signal 15 (Terminated)"}},
+                         {700, "written", k_nothing},
+                         {700, "written", k_nothing},
+                         {800, "stop signal 2 15", {"half-close", "arm close 2800"}},
+                         {1600, "timer restart", k_nothing},
+                         {900,
+                          "eof",
+                          {"disconnect",
+                           "finish interrupted 143 143 announce stopping: rank 2 (worker:1) on "
+                           "n2 received signal 15 (Terminated)"}},
+                     });
+    }
+    (void)play(2, steps);
+}
+
+TEST_CASE("launcher: restart: ignored unless the trainer failed and waits for it",
+          "[launcher][restart]") {
+    (void)play(2,
+               {
+                   {0, "welcome", k_registered},
+                   {0, "start due", {"start trainer"}},
+                   {0, "started", k_nothing},
+                   {100, "restart 1 2", k_nothing}, // still running
+                   {500, "exited 0", {"cancel grace", "send exit exited with status 0"}},
+                   {500, "written", k_nothing},
+                   {600, "restart 1 2", k_nothing}, // it succeeded
+                   {700, "stop done", {"half-close", "arm close 2700"}},
+               });
 }
