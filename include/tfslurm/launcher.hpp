@@ -14,6 +14,8 @@
 #include <tfslurm/protocol.hpp>
 #include <tfslurm/run.hpp>
 
+#include <chrono>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -40,6 +42,14 @@ struct LauncherOptions {
     std::optional<Millis> stall_timeout;
     int stall_signal = 6; ///< SIGABRT: asks a trainer for its stack traces
     Millis stall_grace{5000};
+    /// The job's end (its time limit), read once before the start: SLURM_JOB_END_TIME, else
+    /// libslurm; nullopt when unknown or without a time limit (no checkpoint signal then).
+    std::optional<std::chrono::system_clock::time_point> job_end;
+    /// Send `checkpoint_signal` to the trainer this long before `job_end` (nullopt: never).
+    std::optional<Millis> checkpoint_before;
+    int checkpoint_signal = SIGUSR1;
+    /// `--requeue` with a Slurm job: rank 0's launcher requeues it (LaunchResult::requeue).
+    std::optional<RequeuePolicy> requeue;
     protocol::AuthSettings auth;
     /// The Slurm step this launcher belongs to, to cancel when a node is lost
     /// (LaunchResult::cancel); nullopt under `--local`, which has no Slurm step.
@@ -97,6 +107,10 @@ struct LauncherSettings {
     int stall_signal = 6;
     Millis stall_grace{5000};
     AddressExchange exchange = AddressExchange::none;
+    std::optional<Clock::time_point> job_end; ///< see LauncherOptions::job_end
+    std::optional<Millis> checkpoint_before;  ///< see LauncherOptions::checkpoint_before
+    int checkpoint_signal = SIGUSR1;          ///< see LauncherOptions::checkpoint_signal
+    std::optional<RequeuePolicy> requeue;     ///< see LauncherOptions::requeue
 };
 
 /// What tells that a trainer is alive, read by the shell: the CPU time of every process of
@@ -131,7 +145,8 @@ enum class LauncherTimer {
     grace,     ///< SIGKILL a stopped trainer that is still running
     close,     ///< stop waiting for the coordinator's EOF after our half-close
     settle,    ///< report a trainer killed by SIGTERM/SIGINT that no signal of ours explains
-    stall      ///< sample the trainer's progress; once stuck: report it (stall grace over)
+    stall,     ///< sample the trainer's progress; once stuck: report it (stall grace over)
+    checkpoint ///< the job's end is `checkpoint_before` away: send the checkpoint signal
 };
 
 /// How long a launcher holds the exit report of a trainer killed by SIGTERM or SIGINT, waiting
@@ -193,8 +208,8 @@ using LauncherAction = std::variant<launcher_action::Send,
 /// Input: Send{Interrupt{15}}. Output: `send {"signal":15,"type":"interrupt","v":2}`.
 /// Others: `signal 15`, `arm grace 10000`, `cancel grace`, `schedule start`, `start trainer`,
 /// `sample progress`, `half-close`, `disconnect`, `finish <outcome> <exit status> <step status>[
-/// announce|quiet <message>][ + cancel <job>.<step>]`, e.g. `finish interrupted 143 143 announce
-/// stopping: ...`.
+/// announce|quiet <message>][ + cancel <job>.<step>][ + requeue <job> (<status> if refused)]`, e.g.
+/// `finish interrupted 143 143 announce stopping: ...`.
 [[nodiscard]] std::string describe(const LauncherAction& action, Clock::time_point epoch);
 
 /// The launcher's decisions, from registration to its result. Pure: the caller feeds events
@@ -231,6 +246,19 @@ using LauncherAction = std::variant<launcher_action::Send,
 ///   when the trainer ends or `stall_grace` later, whichever comes first, `stall` (the silence,
 ///   in whole seconds from 1 s on) is sent before any exit report: the coordinator aborts the step
 ///   naming this rank.
+/// - Checkpoint (with job_end and checkpoint_before): once the trainer started, the checkpoint
+///   timer is armed for job_end - checkpoint_before (at once when that is past); when it fires
+///   while the trainer runs and no verdict, loss, interrupt or stop came, `checkpoint_signal`
+///   goes to the trainer. The same signal from slurmstepd (Slurm's own `--signal`) reached the
+///   trainer already: with checkpoint_before or requeue set it counts as the checkpoint and the
+///   timer is cancelled, so the trainer gets it once. A launcher whose trainer got the checkpoint
+///   signal and whose step then ends `done` finishes `checkpointed` with k_status_checkpointed (the
+///   work may not be finished).
+/// - Requeue (with `requeue`, rank 0's launcher only): a step that ended checkpointed, or
+///   interrupted by slurmstepd's SIGTERM (a preemption, the whole step got it) or after the
+///   checkpoint signal, is requeued (LaunchResult::requeue, k_status_requeued) while
+///   restart_count < max_requeues; past that the line says why not. An abort or a lost
+///   coordinator (a real error) is never requeued.
 class LauncherMachine {
   public:
     explicit LauncherMachine(LauncherSettings settings);
@@ -285,6 +313,8 @@ class LauncherMachine {
     void coordinator_lost(const std::string& reason, Clock::time_point now);
     void stop_trainer(int signo, Clock::time_point now);
     [[nodiscard]] bool watching_progress() const noexcept;
+    void send_checkpoint(Clock::time_point now);
+    void add_requeue(LaunchResult& out) const;
     void report_stall();
     void disconnect(Clock::time_point now);
     void maybe_finish(Clock::time_point now);
@@ -317,6 +347,8 @@ class LauncherMachine {
     Clock::time_point m_last_progress;
     std::optional<Millis> m_stall; ///< the trainer is stuck: how long it was silent
     bool m_stall_reported = false;
+    /// The trainer got the checkpoint signal: how (`signal 10 (...) 50 s before the job's end`).
+    std::optional<std::string> m_checkpoint;
     std::optional<LaunchResult> m_result;
     std::vector<LauncherAction> m_actions;
 };

@@ -57,6 +57,7 @@ class LauncherShell {
                                                                     asio::steady_timer(m_io),
                                                                     asio::steady_timer(m_io),
                                                                     asio::steady_timer(m_io),
+                                                                    asio::steady_timer(m_io),
                                                                     asio::steady_timer(m_io)} {}
     LauncherShell(const LauncherShell&) = delete;
     LauncherShell& operator=(const LauncherShell&) = delete;
@@ -128,7 +129,7 @@ class LauncherShell {
     asio::steady_timer m_retry_timer;
     asio::steady_timer m_deadline_timer;
     asio::steady_timer m_challenge_timer;
-    std::array<asio::steady_timer, 6> m_timers; ///< indexed by LauncherTimer
+    std::array<asio::steady_timer, 7> m_timers; ///< indexed by LauncherTimer
     std::string m_progress_file;                ///< TFSLURM_PROGRESS_FILE, with a stall timeout
     Clock::time_point m_connect_deadline;
     Millis m_backoff{20};
