@@ -7,6 +7,7 @@
 # and requeues the job through libslurm (no scontrol). The job comes back (Slurm 22.05 holds a
 # requeued job until its begin time, cred_expire + 1 s later: the test moves it to 2 s after
 # the requeue) and its second run sees SLURM_RESTART_COUNT=1, finds its checkpoint and ends 0.
+# Then an srun job, which Slurm does not requeue: the launcher says why, and the status is 10.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -27,7 +28,7 @@ if [[ -e $OUT_DIR/checkpoint.$SLURM_PROCID ]]; then
 fi
 while ((saved == 0)); do sleep 0.1; done
 echo "run $restart" >"$OUT_DIR/checkpoint.$SLURM_PROCID"
-echo "rank $SLURM_PROCID saved a checkpoint in run $restart"
+echo "rank $SLURM_PROCID saved a checkpoint in run $restart of job $SLURM_JOB_ID"
 TRAINER
 chmod +x "$dir/trainer.sh"
 
@@ -63,8 +64,8 @@ rc=0
 sbatch_wait "$jid" 90 || rc=$?
 assert_eq 0 "$rc" "job $jid exit code (state $E2E_JOB_STATE): $(cat "$dir"/run*.* "$dir/job.err"; timeout 10 scontrol show job "$jid")"
 
-assert_eq "rank 0 saved a checkpoint in run 0
-rank 1 saved a checkpoint in run 0" "$(grep -v '^srun: ' "$dir/run0.out" | sort)" \
+assert_eq "rank 0 saved a checkpoint in run 0 of job $jid
+rank 1 saved a checkpoint in run 0 of job $jid" "$(grep -v '^srun: ' "$dir/run0.out" | sort)" \
     "first run: every trainer got the checkpoint signal (and no SIGTERM) and saved"
 assert_eq "tfslurm: warning: checkpointed: the trainers got signal 10 (User defined signal 1) before the job's time limit (--checkpoint-before 50); requeueing job $jid (requeue 1 of 1)" \
     "$(grep '^tfslurm: warning' "$dir/run0.err")" "first run: rank 0 says that it requeues the job"
@@ -75,6 +76,21 @@ rank 1 resumed from run 0 in run 1
 srun: 0" "$(sort "$dir/run1.out")" "second run: SLURM_RESTART_COUNT=1, resumed, ended 0"
 assert_eq "tfslurm: info: coordinator: the work is done (every worker exited 0): stopping 0 remaining ranks" \
     "$(cat "$dir/run1.err")" "second run: done, no checkpoint, no requeue"
+
+
+# A job that Slurm does not requeue (srun's own allocation: not a batch job): the line gives
+# Slurm's reason and the step ends checkpointed, status 10.
+dir2=$(make_tmpdir)
+OUT_DIR=$dir2 run_stdout 10 60 srun -N2 --ntasks-per-node=1 --time=1 --export=ALL \
+    "$TFSLURM_BIN" run --checkpoint-before 55 --requeue -- "$dir/trainer.sh"
+[[ $E2E_OUTPUT =~ of\ job\ ([0-9]+) ]] || fail "no job id in: $E2E_OUTPUT"
+jid2=${BASH_REMATCH[1]}
+assert_eq "rank 0 saved a checkpoint in run 0 of job $jid2
+rank 1 saved a checkpoint in run 0 of job $jid2" "$(sort <<<"$E2E_OUTPUT")" \
+    "srun job: every trainer saved"
+assert_eq "tfslurm: warning: checkpointed: the trainers got signal 10 (User defined signal 1) before the job's time limit (--checkpoint-before 55); requeueing job $jid2 (requeue 1 of 3)
+tfslurm: warning: job $jid2 not requeued: slurm: cannot requeue job $jid2: Only batch jobs are accepted or processed" \
+    "$(grep '^tfslurm: warning' <<<"$E2E_STDERR")" "srun job: Slurm's refusal is told"
 
 no_leftovers 20
 e2e_log "PASS"
