@@ -26,6 +26,7 @@
 #include <climits>
 #include <cmath>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -36,6 +37,9 @@
 
 namespace tfslurm::cli {
 namespace {
+
+/// The most restarts `--max-restarts` and `--max-total-restarts` take.
+constexpr std::uint64_t k_max_restarts = 10000;
 
 struct RunArgs {
     GivenSettings given; ///< the launcher settings of the registry
@@ -54,18 +58,6 @@ Millis parse_seconds(const std::string& text, std::string_view key) {
             key, "expected a number of seconds in (0, 86400]", text, "e.g. 10 or 0.5");
     }
     return Millis{static_cast<Millis::rep>(std::llround(seconds * 1000.0))};
-}
-
-/// A count of restarts: a decimal number from 0 to 10000. Input: `2`. Output: 2.
-std::uint32_t parse_count(const std::string& text, std::string_view key) {
-    char* end = nullptr;
-    errno = 0;
-    const long long count = std::strtoll(text.c_str(), &end, 10);
-    if (text.empty() || end != text.c_str() + text.size() || errno != 0 || count < 0 ||
-        count > 10000) {
-        throw errors::invalid_setting(key, "expected a number from 0 to 10000", text, "e.g. 3");
-    }
-    return static_cast<std::uint32_t>(count);
 }
 
 /// A signal by name (with or without `SIG`, any case) or number (1 to 64).
@@ -111,6 +103,21 @@ int parse_signal(const std::string& text, std::string_view key) {
     return static_cast<int>(number);
 }
 
+/// A flag's value (`--requeue` gives 1, `--no-requeue` 0; TFSLURM_REQUEUE yes/no too).
+bool parse_flag(const std::string& text, std::string_view key) {
+    for (const char* yes : {"", "1", "yes", "true", "on"}) {
+        if (text == yes) {
+            return true;
+        }
+    }
+    for (const char* no : {"0", "no", "false", "off"}) {
+        if (text == no) {
+            return false;
+        }
+    }
+    throw errors::invalid_setting(key, "expected yes/no, true/false, on/off or 1/0", text);
+}
+
 LauncherOptions launcher_options(const RunArgs& args, const Environment& env) {
     const auto values = given_values(args.given, env);
     record_origins(values);
@@ -131,12 +138,27 @@ LauncherOptions launcher_options(const RunArgs& args, const Environment& env) {
     }
     options.stall_signal = parse_signal(value_of("stall_signal", "ABRT"), "stall_signal");
     options.stall_grace = parse_seconds(value_of("stall_grace", "5"), "stall_grace");
-    options.restarts.per_rank = parse_count(value_of("max_restarts", "0"), "max_restarts");
+    options.restarts.per_rank = static_cast<std::uint32_t>(parse_option_number(
+        value_of("max_restarts", "0"), setting_ref("max_restarts"), 0, k_max_restarts));
     if (const auto total = winners.find("max_total_restarts"); total != winners.end()) {
-        options.restarts.total = parse_count(total->second.value, "max_total_restarts");
+        options.restarts.total = static_cast<std::uint32_t>(parse_option_number(
+            total->second.value, setting_ref("max_total_restarts"), 0, k_max_restarts));
     }
     options.restarts.roles =
         parse_restart_roles(value_of("restart_roles", "worker"), setting_ref("restart_roles"));
+    if (const auto before = winners.find("checkpoint_before"); before != winners.end()) {
+        options.checkpoint_before = parse_seconds(before->second.value, "checkpoint_before");
+    }
+    options.checkpoint_signal =
+        parse_signal(value_of("checkpoint_signal", "USR1"), "checkpoint_signal");
+    if (parse_flag(value_of("requeue", "0"), "requeue")) {
+        options.requeue = RequeuePolicy{};
+        options.requeue->max_requeues = static_cast<std::uint32_t>(parse_option_number(
+            value_of("max_requeues", "3"), setting_ref("max_requeues"), 0, 1000));
+    } else {
+        (void)parse_option_number(
+            value_of("max_requeues", "3"), setting_ref("max_requeues"), 0, 1000);
+    }
     if (options.heartbeat_timeout <= options.heartbeat) {
         throw errors::invalid_setting("heartbeat_timeout",
                                       "must be longer than " + setting_ref("heartbeat"),
@@ -272,10 +294,91 @@ constexpr std::chrono::milliseconds k_abort_linger{200};
 
 /// Print a launcher's message as the CLI words it (its setting references rendered as options).
 void print_line(Outcome outcome, const std::string& message) {
-    const std::string_view level = outcome == Outcome::interrupted ? "warning" : "error";
+    const std::string_view level =
+        outcome == Outcome::interrupted || outcome == Outcome::checkpointed ? "warning" : "error";
     const std::string text = cli_error(Error(Errc::io, message)).what();
     std::fputs(fmt::format("tfslurm: {}: {}\n", level, text).c_str(), stderr);
     std::fflush(stderr);
+}
+
+/// The node's libslurm: TFSLURM_LIBSLURM when set, else default_libslurm_names().
+/// \throws Error as SlurmLibrary::load().
+SlurmLibrary load_libslurm(const Environment& env) {
+    std::vector<std::string> names = default_libslurm_names();
+    if (const auto path = env.get("TFSLURM_LIBSLURM"); path && !path->empty()) {
+        names = {std::string(*path)};
+    }
+    return SlurmLibrary::load(names);
+}
+
+/// The job's end for `--checkpoint-before`: SLURM_JOB_END_TIME (seconds since the epoch, set
+/// by Slurm 23.02 and later), else slurmctld's answer through libslurm. Nullopt for a job
+/// without a time limit (said at debug level). An end time that cannot be read is a warning
+/// (from rank 0's launcher, once), not an error: the step runs, without the checkpoint signal.
+/// `slurm_job`: false under `--local` (its job id is not Slurm's).
+/// \throws Error (Errc::invalid_argument) for a SLURM_JOB_END_TIME that is not a number.
+std::optional<std::chrono::system_clock::time_point>
+job_end_time(const Plan& plan, const Environment& env, bool slurm_job) {
+    if (const auto text = env.get("SLURM_JOB_END_TIME"); text && !text->empty()) {
+        const auto seconds = parse_option_number(*text, "SLURM_JOB_END_TIME", 0, INT64_MAX);
+        const std::chrono::system_clock::time_point end{
+            std::chrono::seconds{static_cast<std::chrono::seconds::rep>(seconds)}};
+        // Slurm puts the end of a job without a time limit a year after its start.
+        if (seconds == 0 || end - std::chrono::system_clock::now() > std::chrono::hours{24 * 300}) {
+            logger().debug("SLURM_JOB_END_TIME {}: the job has no time limit, no checkpoint",
+                           *text);
+            return std::nullopt;
+        }
+        return end;
+    }
+    const auto warn = [&plan](const std::string& why) {
+        const std::string text =
+            cli_error(Error(Errc::io,
+                            fmt::format("{}: cannot read the job's end time: {}; no checkpoint "
+                                        "signal",
+                                        setting_ref("checkpoint_before"),
+                                        why)))
+                .what();
+        if (plan.self_rank.value_or(0) == 0) {
+            std::fputs(fmt::format("tfslurm: warning: {}\n", text).c_str(), stderr);
+        } else {
+            logger().debug("{}", text);
+        }
+    };
+    if (!slurm_job || !plan.job_id) {
+        warn("not in a Slurm job and SLURM_JOB_END_TIME is not set");
+        return std::nullopt;
+    }
+    try {
+        auto end = load_libslurm(env).job_end_time(*plan.job_id);
+        if (!end) {
+            logger().debug("job {} has no time limit: no checkpoint signal", *plan.job_id);
+        }
+        return end;
+    } catch (const Error& e) {
+        warn(e.what());
+        return std::nullopt;
+    }
+}
+
+/// Requeue the job through Slurm (LaunchResult::requeue), after printing the line that says so
+/// (Slurm then ends the step and the batch script: nothing can be printed after the call).
+/// Returns k_status_requeued, or the status the step has without the requeue when Slurm (or its
+/// library) refuses, with a warning that gives Slurm's reason.
+int requeue_job(const LaunchResult& result, const Environment& env) {
+    const RequeueRequest& request = *result.requeue;
+    print_line(result.outcome, result.message);
+    // Let srun forward the line above before Slurm ends the step.
+    std::this_thread::sleep_for(k_abort_linger);
+    try {
+        load_libslurm(env).requeue(request.job);
+    } catch (const Error& e) {
+        print_line(Outcome::interrupted,
+                   fmt::format("job {} not requeued: {}", request.job, e.what()));
+        return request.status_if_refused;
+    }
+    logger().debug("job {} requeued", request.job);
+    return k_status_requeued;
 }
 
 /// End the step through Slurm when a node may be gone (srun would wait for its tasks forever),
@@ -284,13 +387,9 @@ void print_line(Outcome outcome, const std::string& message) {
 /// as before (when the lost node's tasks end, or with scancel).
 void cancel_step(const LaunchResult& result, const Environment& env) {
     const StepRef step = *result.cancel;
-    std::vector<std::string> names = default_libslurm_names();
-    if (const auto path = env.get("TFSLURM_LIBSLURM"); path && !path->empty()) {
-        names = {std::string(*path)};
-    }
     std::optional<SlurmLibrary> library;
     try {
-        library.emplace(SlurmLibrary::load(names));
+        library.emplace(load_libslurm(env));
     } catch (const Error& e) {
         print_line(result.outcome,
                    fmt::format("{}; cannot cancel step {} through Slurm: {}",
@@ -312,9 +411,9 @@ void cancel_step(const LaunchResult& result, const Environment& env) {
     }
 }
 
-// One task's setup in order (~70 lines): options, the plan, the trainer's environment (rebuilt
-// once the coordinator sends every node's address with --iface), then run_launcher(); each step
-// needs what the previous one made, and the order is the point.
+// One task's setup in order (~90 lines): options, the plan, the trainer's environment (rebuilt
+// once the coordinator sends every node's address with --iface), the job's end and requeue budget,
+// then run_launcher(); each step needs what the previous one made, and the order is the point.
 int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     const Environment env = Environment::from_process();
     LauncherOptions options = launcher_options(args, env);
@@ -361,12 +460,28 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     if (!status_channel && plan.job_id && plan.step_id) {
         options.slurm_step = StepRef{*plan.job_id, *plan.step_id};
     }
+    if (options.checkpoint_before) {
+        options.job_end = job_end_time(plan, env, !status_channel);
+    }
+    if (options.requeue && (status_channel || !plan.job_id)) {
+        logger().debug("no Slurm job to requeue: {} ignored", setting_ref("requeue"));
+        options.requeue.reset();
+    } else if (options.requeue) {
+        options.requeue->job = *plan.job_id;
+        if (const auto count = env.get("SLURM_RESTART_COUNT"); count && !count->empty()) {
+            options.requeue->restart_count = static_cast<std::uint32_t>(
+                parse_option_number(*count, "SLURM_RESTART_COUNT", 0, UINT32_MAX));
+        }
+    }
     const LaunchResult result = run_launcher(plan, args.command, trainer, options);
     if (status_channel) {
         // `--local`: the parent shows each line once.
         write_local_report(*status_channel,
                            {*plan.self_rank, result.outcome, result.step_status, result.message});
         return result.exit_status;
+    }
+    if (result.requeue) {
+        return requeue_job(result, env);
     }
     if (result.cancel) {
         cancel_step(result, env);

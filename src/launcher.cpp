@@ -37,6 +37,8 @@ std::string_view to_string(LauncherTimer timer) noexcept {
         return "stall";
     case LauncherTimer::restart:
         return "restart";
+    case LauncherTimer::checkpoint:
+        return "checkpoint";
     }
     return "heartbeat";
 }
@@ -79,7 +81,11 @@ struct Describer {
     std::string operator()(const action::Disconnect& /*unused*/) const { return "disconnect"; }
     std::string operator()(const action::Finish& finish) const {
         const LaunchResult& r = finish.result;
-        const std::string cancel = r.cancel ? " + cancel " + to_string(*r.cancel) : "";
+        std::string cancel = r.cancel ? " + cancel " + to_string(*r.cancel) : "";
+        if (r.requeue) {
+            cancel += fmt::format(
+                " + requeue {} ({} if refused)", r.requeue->job, r.requeue->status_if_refused);
+        }
         if (r.message.empty()) {
             return fmt::format(
                 "finish {} {} {}{}", to_string(r.outcome), r.exit_status, r.step_status, cancel);
@@ -234,9 +240,16 @@ void LauncherMachine::trainer_started(Clock::time_point now) {
     m_last_progress = now;
     if (m_verdict || m_lost) {
         stop_trainer(0, now);
-    } else if (m_settings.stall_timeout) {
+        maybe_finish(now);
+        return;
+    }
+    if (m_settings.stall_timeout) {
         m_actions.emplace_back(action::ArmTimer{
             LauncherTimer::stall, now + stall_sample_interval(*m_settings.stall_timeout)});
+    }
+    if (m_settings.job_end && m_settings.checkpoint_before) {
+        const Clock::time_point at = *m_settings.job_end - *m_settings.checkpoint_before;
+        m_actions.emplace_back(action::ArmTimer{LauncherTimer::checkpoint, std::max(at, now)});
     }
     maybe_finish(now);
 }
@@ -281,6 +294,21 @@ void LauncherMachine::trainer_exited(ExitStatus status, Clock::time_point now) {
 }
 
 void LauncherMachine::signal_received(int signo, Clock::time_point now, SignalOrigin origin) {
+    const bool checkpointing = m_settings.checkpoint_before || m_settings.requeue;
+    if (trainer_running() && origin == SignalOrigin::step &&
+        signo == m_settings.checkpoint_signal && checkpointing && !m_checkpoint) {
+        // Slurm's own --signal (or scancel --signal) reached the whole step: the trainer saves
+        // now, and our own checkpoint signal would be a second one.
+        m_checkpoint = fmt::format(
+            "the trainers got signal {} ({}) from Slurm", signo, signal_description(signo));
+        logger().info("{}: the trainer received the checkpoint signal {} ({}) from Slurm",
+                      label(),
+                      signo,
+                      signal_description(signo));
+        if (m_settings.job_end && m_settings.checkpoint_before) {
+            m_actions.emplace_back(action::CancelTimer{LauncherTimer::checkpoint});
+        }
+    }
     if (trainer_running() && origin == SignalOrigin::step) {
         logger().debug("{}: signal {} from slurmstepd reached the trainer too: not forwarding it",
                        label(),
@@ -383,7 +411,34 @@ void LauncherMachine::timer_fired(LauncherTimer timer, Clock::time_point now) {
             m_actions.emplace_back(action::SampleProgress{});
         }
         return;
+    case LauncherTimer::checkpoint:
+        send_checkpoint(now);
+        return;
     }
+}
+
+void LauncherMachine::send_checkpoint(Clock::time_point now) {
+    if (!trainer_running() || m_checkpoint || m_verdict || m_lost || m_stopped_by_us ||
+        m_interrupt != 0 || !m_settings.job_end) {
+        return; // the step is ending anyway, or Slurm's --signal came first
+    }
+    const Millis left =
+        std::max(Millis{0}, std::chrono::duration_cast<Millis>(*m_settings.job_end - now));
+    const int signo = m_settings.checkpoint_signal;
+    const auto before = m_settings.checkpoint_before.value_or(Millis{0});
+    m_checkpoint =
+        fmt::format("the trainers got signal {} ({}) before the job's time limit ({})",
+                    signo,
+                    signal_description(signo),
+                    setting_ref("checkpoint_before",
+                                fmt::format("{:g}", static_cast<double>(before.count()) / 1000.0)));
+    logger().info("{}: the job ends in {}: asking the trainer to save a checkpoint (signal {} "
+                  "({}))",
+                  label(),
+                  format_seconds(left),
+                  signo,
+                  signal_description(signo));
+    m_actions.emplace_back(action::SignalTrainer{signo});
 }
 
 void LauncherMachine::progress_sampled(const ProgressSample& sample, Clock::time_point now) {
@@ -576,9 +631,9 @@ void LauncherMachine::finish(Clock::time_point /*now*/) {
     m_actions.emplace_back(action::Finish{*m_result});
 }
 
-// One decision table from the launcher's state to its result (~70 lines): every outcome
-// (abandoned, verdict, own failure, lost coordinator) with its status and line side by side,
-// so that the exit statuses of man tfslurm(1) can be checked in one place.
+// One decision table from the launcher's state to its result (~85 lines): every outcome
+// (abandoned, verdict, checkpoint, own failure, lost coordinator) with its status and line side by
+// side, so that the exit statuses of man tfslurm(1) can be checked in one place.
 LaunchResult LauncherMachine::compute_result() const {
     LaunchResult out;
     if (m_abandoned) {
@@ -630,6 +685,16 @@ LaunchResult LauncherMachine::compute_result() const {
         return out;
     }
     const auto& stop = std::get<protocol::Stop>(*m_verdict);
+    if (stop.reason == protocol::StopReason::done && m_checkpoint) {
+        // The trainers saved and exited because the job's end is near: not the work's end.
+        out.outcome = Outcome::checkpointed;
+        out.exit_status = k_status_checkpointed;
+        out.step_status = k_status_checkpointed;
+        out.announce = m_settings.host == CoordinatorHost::here;
+        out.message = "checkpointed: " + *m_checkpoint;
+        add_requeue(out);
+        return out;
+    }
     if (stop.reason == protocol::StopReason::done) {
         out.outcome = Outcome::done;
         // A trainer stopped because the work is done succeeded, whatever its status.
@@ -646,7 +711,35 @@ LaunchResult LauncherMachine::compute_result() const {
                               rank_label(stop.rank, who),
                               stop.signal,
                               signal_description(stop.signal));
+    if (stop.whole_step || m_checkpoint) {
+        // slurmstepd's SIGTERM reached the whole step (a preemption), or it came after the
+        // checkpoint signal: the trainers saved their state.
+        add_requeue(out);
+    }
     return out;
+}
+
+void LauncherMachine::add_requeue(LaunchResult& out) const {
+    if (!m_settings.requeue || m_settings.host != CoordinatorHost::here) {
+        return;
+    }
+    const RequeuePolicy& policy = *m_settings.requeue;
+    if (policy.restart_count >= policy.max_requeues) {
+        out.announce = true;
+        out.message +=
+            fmt::format("; not requeueing job {}: it was requeued {} times already ({})",
+                        policy.job,
+                        policy.restart_count,
+                        setting_ref("max_requeues", std::to_string(policy.max_requeues)));
+        return;
+    }
+    out.requeue = RequeueRequest{policy.job, policy.restart_count + 1, out.exit_status};
+    out.exit_status = k_status_requeued;
+    out.announce = true;
+    out.message += fmt::format("; requeueing job {} (requeue {} of {})",
+                               policy.job,
+                               policy.restart_count + 1,
+                               policy.max_requeues);
 }
 
 } // namespace tfslurm

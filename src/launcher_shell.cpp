@@ -92,6 +92,14 @@ LauncherSettings machine_settings(const Plan& plan, const LauncherOptions& optio
     settings.stall_timeout = options.stall_timeout;
     settings.stall_signal = options.stall_signal;
     settings.stall_grace = options.stall_grace;
+    if (options.job_end) {
+        // The machine counts on the steady clock: the end time as a distance from now.
+        settings.job_end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                              *options.job_end - std::chrono::system_clock::now());
+    }
+    settings.checkpoint_before = options.checkpoint_before;
+    settings.checkpoint_signal = options.checkpoint_signal;
+    settings.requeue = options.requeue;
     settings.exchange =
         options.trainer_environment ? AddressExchange::coordinator : AddressExchange::none;
     return settings;

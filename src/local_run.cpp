@@ -42,9 +42,10 @@ Environment local_task_environment(const Environment& base,
     Environment::Map vars;
     for (const auto& [name, value] : base.vars()) {
         // SLURM_CONF stays: it says where Slurm's configuration is (munged's socket), not
-        // which step this is.
-        const bool slurm_step =
-            (name.rfind("SLURM_", 0) == 0 && name != "SLURM_CONF") || name.rfind("SLURMD_", 0) == 0;
+        // which step this is; so does SLURM_JOB_END_TIME (`--checkpoint-before` tried locally).
+        const bool slurm_step = (name.rfind("SLURM_", 0) == 0 && name != "SLURM_CONF" &&
+                                 name != "SLURM_JOB_END_TIME") ||
+                                name.rfind("SLURMD_", 0) == 0;
         if (slurm_step || name == k_local_status_variable || name == "TFSLURM_HOST_PATTERN") {
             continue;
         }
@@ -117,8 +118,11 @@ std::optional<unsigned long> decimal(std::string_view text, unsigned long max) {
 }
 
 std::optional<Outcome> parse_outcome(std::string_view text) {
-    for (const Outcome outcome :
-         {Outcome::done, Outcome::interrupted, Outcome::aborted, Outcome::coordinator_lost}) {
+    for (const Outcome outcome : {Outcome::done,
+                                  Outcome::interrupted,
+                                  Outcome::aborted,
+                                  Outcome::coordinator_lost,
+                                  Outcome::checkpointed}) {
         if (text == to_string(outcome)) {
             return outcome;
         }

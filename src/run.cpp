@@ -65,6 +65,8 @@ std::string_view to_string(Outcome outcome) noexcept {
         return "aborted";
     case Outcome::coordinator_lost:
         return "coordinator_lost";
+    case Outcome::checkpointed:
+        return "checkpointed";
     }
     return "done";
 }

@@ -12,9 +12,12 @@
 #include <dlfcn.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
+#include <ctime>
 #include <iterator>
 #include <limits>
+#include <string_view>
 
 namespace tfslurm {
 
@@ -130,6 +133,8 @@ SlurmLibrary SlurmLibrary::load(const std::vector<std::string>& names) {
     } else {
         library.m_kill4 = reinterpret_cast<KillStep4>(symbol("slurm_kill_job_step"));
     }
+    library.m_get_end_time = reinterpret_cast<GetEndTime>(symbol("slurm_get_end_time"));
+    library.m_requeue = reinterpret_cast<Requeue>(symbol("slurm_requeue"));
     library.m_strerror = reinterpret_cast<StrError>(symbol("slurm_strerror"));
     library.m_get_errno = reinterpret_cast<GetErrno>(::dlsym(handle, "slurm_get_errno"));
     if (void* init = ::dlsym(handle, "slurm_init")) {
@@ -156,13 +161,58 @@ void SlurmLibrary::cancel_step(const StepRef& step) const {
     if (rc == 0) {
         return;
     }
+    throw errors::make(
+        Errc::io, "slurm", fmt::format("cannot cancel step {}: {}", to_string(step), last_error()));
+}
+
+std::string SlurmLibrary::last_error() const {
     const int code = m_get_errno != nullptr ? m_get_errno() : errno;
     const char* text = m_strerror(code);
-    throw errors::make(Errc::io,
-                       "slurm",
-                       fmt::format("cannot cancel step {}: {}",
-                                   to_string(step),
-                                   text != nullptr ? text : fmt::format("error {}", code)));
+    return text != nullptr ? std::string(text) : fmt::format("error {}", code);
+}
+
+namespace {
+
+/// A job id as libslurm takes it. \throws Error (Errc::io) `slurm: cannot <what> job <id>: not
+/// a Slurm job id`.
+std::uint32_t slurm_job_id(std::uint64_t job, std::string_view what) {
+    if (job == 0 || job > std::numeric_limits<std::uint32_t>::max()) {
+        throw errors::make(
+            Errc::io, "slurm", fmt::format("cannot {} job {}: not a Slurm job id", what, job));
+    }
+    return static_cast<std::uint32_t>(job);
+}
+
+/// How far ahead Slurm puts the end of a job without a time limit: its start + 365 days.
+constexpr std::chrono::hours k_no_time_limit{24 * 300};
+
+} // namespace
+
+std::optional<std::chrono::system_clock::time_point>
+SlurmLibrary::job_end_time(std::uint64_t job) const {
+    const std::uint32_t id = slurm_job_id(job, "read the end time of");
+    std::time_t end = 0;
+    errno = 0;
+    if (m_get_end_time(id, &end) != 0) {
+        throw errors::make(
+            Errc::io,
+            "slurm",
+            fmt::format("cannot read the end time of job {}: {}", job, last_error()));
+    }
+    const auto at = std::chrono::system_clock::from_time_t(end);
+    if (end <= 0 || at - std::chrono::system_clock::now() > k_no_time_limit) {
+        return std::nullopt;
+    }
+    return at;
+}
+
+void SlurmLibrary::requeue(std::uint64_t job) const {
+    const std::uint32_t id = slurm_job_id(job, "requeue");
+    errno = 0;
+    if (m_requeue(id, 0) != 0) {
+        throw errors::make(
+            Errc::io, "slurm", fmt::format("cannot requeue job {}: {}", job, last_error()));
+    }
 }
 
 } // namespace tfslurm

@@ -14,6 +14,8 @@
 #include <tfslurm/protocol.hpp>
 #include <tfslurm/run.hpp>
 
+#include <chrono>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -42,6 +44,14 @@ struct LauncherOptions {
     Millis stall_grace{5000};
     /// Which failed trainers the coordinator (rank 0) starts again.
     RestartPolicy restarts;
+    /// The job's end (its time limit), read once before the start: SLURM_JOB_END_TIME, else
+    /// libslurm; nullopt when unknown or without a time limit (no checkpoint signal then).
+    std::optional<std::chrono::system_clock::time_point> job_end;
+    /// Send `checkpoint_signal` to the trainer this long before `job_end` (nullopt: never).
+    std::optional<Millis> checkpoint_before;
+    int checkpoint_signal = SIGUSR1;
+    /// `--requeue` with a Slurm job: rank 0's launcher requeues it (LaunchResult::requeue).
+    std::optional<RequeuePolicy> requeue;
     protocol::AuthSettings auth;
     /// The Slurm step this launcher belongs to, to cancel when a node is lost
     /// (LaunchResult::cancel); nullopt under `--local`, which has no Slurm step.
@@ -102,6 +112,10 @@ struct LauncherSettings {
     /// Between a failed trainer's end and its restart (`restart` from the coordinator): its
     /// ports are free again, its peers notice that it is gone.
     Millis restart_backoff{1000};
+    std::optional<Clock::time_point> job_end; ///< see LauncherOptions::job_end
+    std::optional<Millis> checkpoint_before;  ///< see LauncherOptions::checkpoint_before
+    int checkpoint_signal = SIGUSR1;          ///< see LauncherOptions::checkpoint_signal
+    std::optional<RequeuePolicy> requeue;     ///< see LauncherOptions::requeue
 };
 
 /// What tells that a trainer is alive, read by the shell: the CPU time of every process of
@@ -137,7 +151,8 @@ enum class LauncherTimer {
     close,     ///< stop waiting for the coordinator's EOF after our half-close
     settle,    ///< report a trainer killed by SIGTERM/SIGINT that no signal of ours explains
     stall,     ///< sample the trainer's progress; once stuck: report it (stall grace over)
-    restart    ///< start the trainer again (`restart`), after the back-off
+    restart,   ///< start the trainer again (`restart`), after the back-off
+    checkpoint ///< the job's end is `checkpoint_before` away: send the checkpoint signal
 };
 
 /// How long a launcher holds the exit report of a trainer killed by SIGTERM or SIGINT, waiting
@@ -203,8 +218,8 @@ using LauncherAction = std::variant<launcher_action::Send,
 /// Others: `signal 15`, `arm grace 10000`, `cancel grace`, `schedule start`, `start trainer`
 /// (`start trainer (restart 1)`),
 /// `sample progress`, `half-close`, `disconnect`, `finish <outcome> <exit status> <step status>[
-/// announce|quiet <message>][ + cancel <job>.<step>]`, e.g. `finish interrupted 143 143 announce
-/// stopping: ...`.
+/// announce|quiet <message>][ + cancel <job>.<step>][ + requeue <job> (<status> if refused)]`, e.g.
+/// `finish interrupted 143 143 announce stopping: ...`.
 [[nodiscard]] std::string describe(const LauncherAction& action, Clock::time_point epoch);
 
 /// The launcher's decisions, from registration to its result. Pure: the caller feeds events
@@ -245,6 +260,19 @@ using LauncherAction = std::variant<launcher_action::Send,
 ///   signal): the trainer is started again, with the same environment plus its restart count,
 ///   `restart_backoff` later. A verdict, a loss or SIGTERM/SIGINT during the back-off: it is
 ///   never started again (as a trainer that never started).
+/// - Checkpoint (with job_end and checkpoint_before): once the trainer started, the checkpoint
+///   timer is armed for job_end - checkpoint_before (at once when that is past); when it fires
+///   while the trainer runs and no verdict, loss, interrupt or stop came, `checkpoint_signal`
+///   goes to the trainer. The same signal from slurmstepd (Slurm's own `--signal`) reached the
+///   trainer already: with checkpoint_before or requeue set it counts as the checkpoint and the
+///   timer is cancelled, so the trainer gets it once. A launcher whose trainer got the checkpoint
+///   signal and whose step then ends `done` finishes `checkpointed` with k_status_checkpointed (the
+///   work may not be finished).
+/// - Requeue (with `requeue`, rank 0's launcher only): a step that ended checkpointed, or
+///   interrupted by slurmstepd's SIGTERM (a preemption, the whole step got it) or after the
+///   checkpoint signal, is requeued (LaunchResult::requeue, k_status_requeued) while
+///   restart_count < max_requeues; past that the line says why not. An abort or a lost
+///   coordinator (a real error) is never requeued.
 class LauncherMachine {
   public:
     explicit LauncherMachine(LauncherSettings settings);
@@ -301,6 +329,8 @@ class LauncherMachine {
     void coordinator_lost(const std::string& reason, Clock::time_point now);
     void stop_trainer(int signo, Clock::time_point now);
     [[nodiscard]] bool watching_progress() const noexcept;
+    void send_checkpoint(Clock::time_point now);
+    void add_requeue(LaunchResult& out) const;
     void report_stall();
     void disconnect(Clock::time_point now);
     void maybe_finish(Clock::time_point now);
@@ -337,6 +367,8 @@ class LauncherMachine {
     bool m_stall_reported = false;
     std::uint32_t m_restarts = 0;   ///< the last `restart`'s count
     bool m_restart_pending = false; ///< `restart` came: the back-off is running
+    /// The trainer got the checkpoint signal: how (`signal 10 (...) 50 s before the job's end`).
+    std::optional<std::string> m_checkpoint;
     std::optional<LaunchResult> m_result;
     std::vector<LauncherAction> m_actions;
 };

@@ -87,6 +87,7 @@ enum class Outcome {
     interrupted,      ///< stop (signal): the step was cancelled by a SIGTERM/SIGINT
     aborted,          ///< abort: some rank failed
     coordinator_lost, ///< the coordinator vanished before a verdict
+    checkpointed,     ///< the step ended after the checkpoint signal (the job's end is near)
 };
 
 [[nodiscard]] std::string_view to_string(Outcome outcome) noexcept;
@@ -103,6 +104,29 @@ inline constexpr int k_status_lost = 8;
 inline constexpr int k_status_unregistered = 124;
 /// A trainer made no progress for the stall timeout (it is stuck).
 inline constexpr int k_status_stalled = 9;
+/// The step ended after the checkpoint signal (the job's time limit is near, or Slurm's own
+/// `--signal`): the trainers saved their state, the work may not be finished, and the job was
+/// not requeued.
+inline constexpr int k_status_checkpointed = 10;
+/// The step ended after the checkpoint signal or a preemption (slurmstepd's SIGTERM) and rank 0's
+/// launcher requeued the job through Slurm: it runs again (SLURM_RESTART_COUNT one higher).
+inline constexpr int k_status_requeued = 11;
+
+/// What `--requeue` needs to know about the job, read once at the launcher's start.
+struct RequeuePolicy {
+    std::uint64_t job = 0;
+    std::uint32_t restart_count = 0; ///< SLURM_RESTART_COUNT (0 when unset: the first run)
+    std::uint32_t max_requeues = 3;
+};
+
+/// A requeue that rank 0's launcher asks its caller to perform (LaunchResult::requeue).
+struct RequeueRequest {
+    std::uint64_t job = 0;
+    std::uint32_t restart = 0; ///< the run it starts: SLURM_RESTART_COUNT + 1
+    /// The exit status when Slurm refuses the requeue (k_status_checkpointed after a
+    /// checkpoint, the trainer's after a preemption).
+    int status_if_refused = 0;
+};
 
 struct LaunchResult {
     /// What this launcher exits with. Aborted: the step's status (step_status) whatever its own
@@ -129,6 +153,10 @@ struct LaunchResult {
     /// grace + heartbeat_timeout + 2 s, ran out); every launcher that lost the coordinator,
     /// once its own trainer ended. Never under `--local` (no Slurm step).
     std::optional<StepRef> cancel;
+    /// The job to requeue through Slurm before exiting (`message` says so; exit_status is then
+    /// k_status_requeued): rank 0's launcher with `--requeue`, once the step ended after the
+    /// checkpoint signal or a preemption and within `--max-requeues`.
+    std::optional<RequeueRequest> requeue;
 };
 
 } // namespace tfslurm

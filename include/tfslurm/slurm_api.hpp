@@ -5,9 +5,13 @@
 /// The one place tfslurm calls Slurm's library. The tfslurm binary contains no Slurm code and
 /// does not link libslurm (GPL-2.0-or-later): it loads the node's own libslurm at run time with
 /// dlopen(), through our own declarations of the few functions it uses (no <slurm/slurm.h>
-/// here), and only to cancel a step whose node was lost.
+/// here), and only for three things: cancel a step whose node was lost, read a job's end time
+/// (`--checkpoint-before`) and requeue a job (`--requeue`).
 
+#include <chrono>
 #include <cstdint>
+#include <ctime>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,20 +72,41 @@ class SlurmLibrary {
     ///         Invalid job id specified`.
     void cancel_step(const StepRef& step) const;
 
+    /// When `job` ends (its time limit), as slurmctld knows it (slurm_get_end_time(), the same
+    /// in 22.05 to 25.11); nullopt for a job without a time limit (Slurm then says "start time
+    /// + 365 days": anything more than 300 days ahead counts as none).
+    /// \throws Error (Errc::io) with Slurm's own text, e.g. `slurm: cannot read the end time of
+    ///         job 12: Invalid job id specified`.
+    [[nodiscard]] std::optional<std::chrono::system_clock::time_point>
+    job_end_time(std::uint64_t job) const;
+
+    /// Requeue `job` (slurm_requeue(job, 0), the same in 22.05 to 25.11, as `scontrol requeue`
+    /// does): Slurm ends every step and the batch script, and the job goes back to pending,
+    /// with SLURM_RESTART_COUNT one higher when it runs again.
+    /// \throws Error (Errc::io) with Slurm's own text, e.g. `slurm: cannot requeue job 12:
+    ///         Only batch jobs are accepted or processed`.
+    void requeue(std::uint64_t job) const;
+
     /// The loaded file and release, e.g. `libslurm.so (Slurm 22.05 (API 38))`.
     [[nodiscard]] const std::string& description() const noexcept { return m_description; }
 
   private:
     SlurmLibrary() = default;
+    /// Slurm's text for its last error, e.g. `Invalid job id specified`.
+    [[nodiscard]] std::string last_error() const;
 
     using KillStep3 = int (*)(std::uint32_t, std::uint32_t, std::uint16_t);
     using KillStep4 = int (*)(std::uint32_t, std::uint32_t, std::uint16_t, std::uint16_t);
+    using GetEndTime = int (*)(std::uint32_t, std::time_t*);
+    using Requeue = int (*)(std::uint32_t, std::uint32_t);
     using StrError = char* (*)(int);
     using GetErrno = int (*)();
 
     KillStepAbi m_abi = KillStepAbi::unsupported;
     KillStep3 m_kill3 = nullptr;
     KillStep4 m_kill4 = nullptr;
+    GetEndTime m_get_end_time = nullptr;
+    Requeue m_requeue = nullptr;
     StrError m_strerror = nullptr;
     GetErrno m_get_errno = nullptr; ///< absent from 24.11 on: errno is Slurm's errno then
     std::string m_description;

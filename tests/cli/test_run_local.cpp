@@ -933,11 +933,9 @@ TEST_CASE("run: restart settings are checked", "[run][restart]") {
     using Row = std::tuple<std::vector<std::string>, std::string>;
     const auto [args, message] = GENERATE(table<std::vector<std::string>, std::string>({
         Row{{"--max-restarts", "-1"},
-            "tfslurm: error: --max-restarts: expected a number from 0 to 10000: \"-1\"\n"
-            "tfslurm: hint: e.g. 3\n"},
+            "tfslurm: error: --max-restarts: expected an integer from 0 to 10000: \"-1\"\n"},
         Row{{"--max-total-restarts", "x"},
-            "tfslurm: error: --max-total-restarts: expected a number from 0 to 10000: \"x\"\n"
-            "tfslurm: hint: e.g. 3\n"},
+            "tfslurm: error: --max-total-restarts: expected an integer from 0 to 10000: \"x\"\n"},
         Row{{"--restart-roles", "worker,ps"},
             "tfslurm: error: --restart-roles: a parameter server cannot be restarted: "
             "\"worker,ps\"\ntfslurm: hint: its state (the model's variables) is gone when it "
@@ -949,4 +947,93 @@ TEST_CASE("run: restart settings are checked", "[run][restart]") {
     Cli cli(argv);
     CHECK(cli.wait() == exit_status(Errc::invalid_argument));
     CHECK(cli.output() == message);
+}
+
+// --- checkpoint and requeue ----------------------------------------------------------------------
+
+namespace {
+
+/// SLURM_JOB_END_TIME `seconds` from now.
+std::pair<std::string, std::string> job_ends_in(int seconds) {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    return {
+        "SLURM_JOB_END_TIME",
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now).count() + seconds)};
+}
+
+} // namespace
+
+TEST_CASE("run: the checkpoint signal reaches every trainer ahead of the job's end, status 10",
+          "[run][checkpoint]") {
+    // The contract: the handler sets a flag, the saving happens outside it.
+    const std::string script = "saved=0; trap 'saved=1' USR1; "
+                               "while [ $saved = 0 ]; do sleep 0.05; done; "
+                               "echo \"rank $TFSLURM_RANK saved\"";
+    // --requeue without a Slurm job is ignored: the step still says it was checkpointed.
+    // The signal comes 1 to 2 s after the start (the end time is in whole seconds): the trap is
+    // set by then.
+    Cli cli(local(2, 45, {"--checkpoint-before", "2", "--requeue", "--", "sh", "-c", script}),
+            {job_ends_in(4)});
+    CHECK(cli.wait() == k_status_checkpointed);
+    const auto output = cli.output();
+    INFO(output);
+    CHECK(count(output, "rank 0 saved\n") == 1);
+    CHECK(count(output, "rank 1 saved\n") == 1);
+    CHECK(count(output,
+                "tfslurm: warning: checkpointed: the trainers got signal 10 (User defined signal "
+                "1) before the job's time limit (--checkpoint-before 2)\n") == 1);
+    CHECK(count(output, "tfslurm: warning") == 1);
+    cli.check_nothing_left();
+}
+
+TEST_CASE("run: --checkpoint-signal picks the signal, and without an end time there is none",
+          "[run][checkpoint]") {
+    const std::string script = "trap 'echo \"rank $TFSLURM_RANK got USR2\"; exit 0' USR2; "
+                               "while :; do sleep 0.05; done";
+    Cli cli(local(1,
+                  46,
+                  {"--checkpoint-before",
+                   "58",
+                   "--checkpoint-signal",
+                   "SIGUSR2",
+                   "--",
+                   "sh",
+                   "-c",
+                   script}),
+            {job_ends_in(60)});
+    CHECK(cli.wait() == k_status_checkpointed);
+    CHECK(count(cli.output(), "rank 0 got USR2\n") == 1);
+    // No SLURM_JOB_END_TIME under --local: a warning, and the step runs as without the option.
+    Cli unknown(local(1, 47, {"--checkpoint-before", "10", "--", "true"}));
+    CHECK(unknown.wait() == 0);
+    CHECK(count(unknown.output(),
+                "tfslurm: warning: --checkpoint-before: cannot read the job's end time: not in a "
+                "Slurm job and SLURM_JOB_END_TIME is not set; no checkpoint signal\n") == 1);
+    CHECK(count(unknown.output(), "tfslurm: warning") == 1);
+}
+
+TEST_CASE("run: the checkpoint and requeue options are checked", "[run][checkpoint]") {
+    const auto error = [](std::vector<std::string> args,
+                          const std::vector<std::pair<std::string, std::string>>& env = {}) {
+        std::vector<std::string> argv{"run", "--local", "1"};
+        argv.insert(argv.end(), args.begin(), args.end());
+        argv.insert(argv.end(), {"--", "true"});
+        Cli cli(argv, env);
+        CHECK(cli.wait() == exit_status(Errc::invalid_argument));
+        return cli.output();
+    };
+    CHECK(error({"--checkpoint-before", "0"}) ==
+          "tfslurm: error: --checkpoint-before: expected a number of seconds in (0, 86400]: "
+          "\"0\"\ntfslurm: hint: e.g. 10 or 0.5\n");
+    CHECK(error({"--checkpoint-signal", "BOGUS"}) ==
+          "tfslurm: error: --checkpoint-signal: expected a signal name or number: "
+          "\"BOGUS\"\ntfslurm: hint: e.g. ABRT, USR1 or 10\n");
+    CHECK(error({"--max-requeues", "-1"}) ==
+          "tfslurm: error: --max-requeues: expected an integer from 0 to 1000: \"-1\"\n");
+    CHECK(error({}, {{"TFSLURM_REQUEUE", "maybe"}}) ==
+          "tfslurm: error: TFSLURM_REQUEUE: expected yes/no, true/false, on/off or 1/0: "
+          "\"maybe\"\n");
+    CHECK(error({"--checkpoint-before", "1"}, {{"SLURM_JOB_END_TIME", "soon"}}) ==
+          "tfslurm: error: SLURM_JOB_END_TIME: expected an integer from 0 to "
+          "9223372036854775807: \"soon\"\n");
 }
