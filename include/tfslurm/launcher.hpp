@@ -155,6 +155,10 @@ enum class LauncherTimer {
     checkpoint ///< the job's end is `checkpoint_before` away: send the checkpoint signal
 };
 
+/// How many LauncherTimer values there are (the last one + 1): the shell keeps one timer each.
+inline constexpr std::size_t k_launcher_timer_count =
+    static_cast<std::size_t>(LauncherTimer::checkpoint) + 1;
+
 /// How long a launcher holds the exit report of a trainer killed by SIGTERM or SIGINT, waiting
 /// for that signal to reach the launcher too: Slurm signals every process of a step at once, and
 /// a trainer may die of it before its launcher handled its own copy.

@@ -41,6 +41,13 @@ using boost::system::error_code;
 /// The machine's settings for this task of `plan`.
 [[nodiscard]] LauncherSettings machine_settings(const Plan& plan, const LauncherOptions& options);
 
+/// One timer per LauncherTimer (asio timers cannot be default-constructed).
+template <std::size_t... Index>
+[[nodiscard]] std::array<asio::steady_timer, sizeof...(Index)>
+make_timers(asio::io_context& io, std::index_sequence<Index...> /*timers*/) {
+    return {((void)Index, asio::steady_timer(io))...};
+}
+
 class LauncherShell {
   public:
     LauncherShell(const Plan& plan,
@@ -52,13 +59,8 @@ class LauncherShell {
           m_argv(argv), m_env(trainer_env.to_strings()), m_options(options),
           m_machine(machine_settings(plan, options)), m_candidates(control_port_candidates(plan)),
           m_signals(m_io, step_reaches_trainer), m_socket(m_io), m_retry_timer(m_io),
-          m_deadline_timer(m_io), m_challenge_timer(m_io), m_timers{asio::steady_timer(m_io),
-                                                                    asio::steady_timer(m_io),
-                                                                    asio::steady_timer(m_io),
-                                                                    asio::steady_timer(m_io),
-                                                                    asio::steady_timer(m_io),
-                                                                    asio::steady_timer(m_io),
-                                                                    asio::steady_timer(m_io)} {}
+          m_deadline_timer(m_io), m_challenge_timer(m_io),
+          m_timers(make_timers(m_io, std::make_index_sequence<k_launcher_timer_count>{})) {}
     LauncherShell(const LauncherShell&) = delete;
     LauncherShell& operator=(const LauncherShell&) = delete;
     LauncherShell(LauncherShell&&) = delete;
@@ -131,8 +133,8 @@ class LauncherShell {
     asio::steady_timer m_retry_timer;
     asio::steady_timer m_deadline_timer;
     asio::steady_timer m_challenge_timer;
-    std::array<asio::steady_timer, 7> m_timers; ///< indexed by LauncherTimer
-    std::string m_progress_file;                ///< TFSLURM_PROGRESS_FILE, with a stall timeout
+    std::array<asio::steady_timer, k_launcher_timer_count> m_timers; ///< indexed by LauncherTimer
+    std::string m_progress_file; ///< TFSLURM_PROGRESS_FILE, with a stall timeout
     Clock::time_point m_connect_deadline;
     Millis m_backoff{20};
     std::string m_last_connect_error = "no attempt";
