@@ -28,6 +28,9 @@ struct CoordinatorSettings {
     Millis linger{15000};
     /// An unauthenticated connection must complete its hello within this.
     Millis hello_timeout{10000};
+    /// Launchers of a node share their leader's connection (the tree, docs/protocol.md): the
+    /// server needs a descriptor per node, not per rank. The state machine ignores it.
+    bool tree = false;
 };
 
 /// Outcome of a step, as decided by the coordinator.
