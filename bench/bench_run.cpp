@@ -10,7 +10,9 @@
 // 3. overhead: `tfslurm run --local N -- true` against N plain `true` started together.
 // 4. fan-in: one coordinator (its own process) and N simulated launchers (another process,
 //    in-process clients over loopback) registering, reporting exit 0 and being stopped:
-//    wall time and the coordinator's peak memory.
+//    wall time and the coordinator's peak memory; through the tree (N/8 node leaders, each
+//    carrying 8 ranks), flat (N connections), 100,000 tasks on 12,500 nodes, and the address
+//    exchange (hellos with addresses, `cluster` to every task) through the tree.
 //
 // The trainers of 1 and 2 are this program itself (`bench_run --trainer DIR`).
 #include <tfslurm/auth.hpp>
@@ -307,16 +309,29 @@ void overhead(const std::string& cli, int runs, int tasks) {
 const std::string k_secret(64, 'c');
 constexpr std::uint64_t k_job = 99;
 
-/// One simulated launcher: connect, challenge, hello, welcome, exit 0, wait for stop, close.
-class FakeLauncher : public std::enable_shared_from_this<FakeLauncher> {
+/// The shape of a simulated step: `nodes` x `per_node` ranks; with `exchange`, hellos carry an
+/// address and every launcher waits for `cluster` before it reports its exit.
+struct Shape {
+    std::uint32_t nodes = 0;
+    std::uint32_t per_node = 1;
+    bool exchange = false;
+    [[nodiscard]] std::uint32_t ranks() const { return nodes * per_node; }
+};
+
+/// One simulated node: its leader's connection (rank `leader`, and with per_node > 1 the
+/// `relay` envelopes of its followers, as a node leader sends them: the followers' own hop over
+/// the node's Unix socket is not simulated). Connect, challenge, hello, welcome; the followers'
+/// hellos; (with the exchange: wait for `cluster`;) every exit 0; wait for the stops; close.
+class FakeNode : public std::enable_shared_from_this<FakeNode> {
   public:
-    FakeLauncher(asio::io_context& io,
-                 const protocol::Authenticator& auth,
-                 std::uint32_t rank,
-                 std::uint16_t port,
-                 std::function<void()> registered,
-                 std::function<void(bool)> done)
-        : m_socket(io), m_auth(auth), m_rank(rank), m_port(port),
+    FakeNode(asio::io_context& io,
+             const protocol::Authenticator& auth,
+             std::uint32_t leader,
+             const Shape& shape,
+             std::uint16_t port,
+             std::function<void()> registered,
+             std::function<void(bool)> done)
+        : m_socket(io), m_auth(auth), m_leader(leader), m_shape(shape), m_port(port),
           m_registered(std::move(registered)), m_done(std::move(done)) {}
 
     void start() {
@@ -350,28 +365,77 @@ class FakeLauncher : public std::enable_shared_from_this<FakeLauncher> {
             });
     }
 
+    [[nodiscard]] protocol::Hello hello(std::uint32_t rank) const {
+        protocol::Hello hello;
+        hello.job = k_job;
+        hello.rank = rank;
+        hello.role = Role::worker;
+        hello.host = fmt::format("node{}", m_leader / m_shape.per_node);
+        hello.pid = ::getpid();
+        hello.auth = protocol::AuthMethod::secret;
+        if (m_shape.exchange) {
+            const std::uint32_t node = m_leader / m_shape.per_node;
+            hello.address =
+                fmt::format("10.{}.{}.{}", node >> 16U, (node >> 8U) & 255U, node & 255U);
+        }
+        return hello;
+    }
+
+    void report_exits() {
+        const std::string exit0 =
+            protocol::encode_payload(protocol::Exit{ExitStatus::exited(0), {}});
+        for (std::uint32_t follower = 1; follower < m_shape.per_node; ++follower) {
+            send(protocol::Relay{{m_leader + follower}, exit0, {}});
+        }
+        send(protocol::Exit{ExitStatus::exited(0), {}});
+    }
+
+    // The leader's side of a node in message order (~60 lines, like the handshake it copies).
     bool handle(const protocol::Message& message) {
         if (const auto* challenge = std::get_if<protocol::Challenge>(&message)) {
-            protocol::Hello hello;
-            hello.job = k_job;
-            hello.rank = m_rank;
-            hello.role = Role::worker;
-            hello.host = "localhost";
-            hello.pid = ::getpid();
-            hello.auth = protocol::AuthMethod::secret;
-            hello.credential = m_auth.prove(challenge->nonce, protocol::StepId{k_job, 0}, m_rank);
+            protocol::Hello own = hello(m_leader);
+            own.relay = m_shape.per_node > 1;
+            own.credential = m_auth.prove(challenge->nonce, protocol::StepId{k_job, 0}, m_leader);
             // Our challenge to the coordinator (a real launcher checks the welcome's proof of
             // it; the benchmark trusts its own coordinator, but the hello must carry one).
-            hello.nonce = protocol::to_hex(protocol::random_bytes(protocol::k_nonce_size));
-            send(hello);
+            own.nonce = protocol::to_hex(protocol::random_bytes(protocol::k_nonce_size));
+            send(own);
         } else if (std::holds_alternative<protocol::Welcome>(message)) {
             release();
-            send(protocol::Exit{ExitStatus::exited(0), {}});
+            m_decoder.set_limit(protocol::k_max_trusted_frame);
+            for (std::uint32_t follower = 1; follower < m_shape.per_node; ++follower) {
+                protocol::Hello relayed = hello(m_leader + follower);
+                relayed.credential = std::string(64, '0'); // checked by the node's relay
+                relayed.nonce = std::string(64, 'a');
+                send(protocol::Relay{{m_leader + follower}, protocol::encode_payload(relayed), {}});
+            }
+            if (!m_shape.exchange) {
+                report_exits();
+            }
+        } else if (const auto* relay = std::get_if<protocol::Relay>(&message)) {
+            const protocol::Message inner = protocol::decode_payload(relay->message);
+            if (std::holds_alternative<protocol::Stop>(inner)) {
+                m_stopped += static_cast<std::uint32_t>(relay->ranks.size());
+            } else if (std::holds_alternative<protocol::Cluster>(inner)) {
+                m_clustered += static_cast<std::uint32_t>(relay->ranks.size());
+            } else if (!std::holds_alternative<protocol::Welcome>(inner)) {
+                finish(false);
+                return false;
+            }
         } else if (std::holds_alternative<protocol::Stop>(message)) {
-            finish(true);
-            return false;
+            ++m_stopped;
+        } else if (std::holds_alternative<protocol::Cluster>(message)) {
+            ++m_clustered;
         } else if (!std::holds_alternative<protocol::Heartbeat>(message)) {
             finish(false);
+            return false;
+        }
+        if (m_shape.exchange && !m_reported && m_clustered == m_shape.per_node) {
+            m_reported = true;
+            report_exits();
+        }
+        if (m_stopped == m_shape.per_node) {
+            finish(true);
             return false;
         }
         return true;
@@ -406,16 +470,20 @@ class FakeLauncher : public std::enable_shared_from_this<FakeLauncher> {
 
     Tcp::socket m_socket;
     const protocol::Authenticator& m_auth;
-    std::uint32_t m_rank;
+    std::uint32_t m_leader;
+    Shape m_shape;
     std::uint16_t m_port;
     std::function<void()> m_registered;
     std::function<void(bool)> m_done;
-    std::array<char, 1024> m_buffer{};
+    std::array<char, 65536> m_buffer{};
     protocol::FrameDecoder m_decoder;
+    std::uint32_t m_stopped = 0;
+    std::uint32_t m_clustered = 0;
+    bool m_reported = false;
 };
 
-int fanin_clients(std::uint32_t n, std::uint16_t port) {
-    ensure_descriptor_limit(n + 64, fmt::format("{} simulated launchers", n));
+int fanin_clients(const Shape& shape, std::uint16_t port) {
+    ensure_descriptor_limit(shape.nodes + 64, fmt::format("{} simulated nodes", shape.nodes));
     asio::io_context io;
     const auto auth =
         protocol::Authenticator::create({protocol::AuthMethod::secret, k_secret, "/nonexistent"});
@@ -431,13 +499,14 @@ int fanin_clients(std::uint32_t n, std::uint16_t port) {
     std::uint32_t handshaking = 0;
     std::function<void()> launch_more;
     launch_more = [&] {
-        while (next < n && handshaking < k_in_flight) {
+        while (next < shape.nodes && handshaking < k_in_flight) {
             ++handshaking;
-            const std::uint32_t rank = next++;
-            auto launcher = std::make_shared<FakeLauncher>(
+            const std::uint32_t node = next++;
+            auto launcher = std::make_shared<FakeNode>(
                 io,
                 auth,
-                rank,
+                node * shape.per_node,
+                shape,
                 port,
                 [&] {
                     --handshaking;
@@ -450,16 +519,28 @@ int fanin_clients(std::uint32_t n, std::uint16_t port) {
     launch_more();
     io.run();
     if (failed > 0) {
-        std::cerr << fmt::format("fan-in clients: {} of {} failed\n", failed, n);
+        std::cerr << fmt::format("fan-in clients: {} of {} nodes failed\n", failed, shape.nodes);
     }
-    return ok == n ? 0 : 1;
+    return ok == shape.nodes ? 0 : 1;
 }
 
-void fanin(std::uint32_t n) {
+struct FaninResult {
+    bool ok = false;
+    double wall_ms = 0;     ///< start -> every simulated launcher stopped
+    double finished_ms = 0; ///< start -> the coordinator finished
+    double rss_kib = 0;     ///< the coordinator's peak RSS
+    /// The coordinator's CPU time (user + system): steadier than the wall time on a shared box.
+    double cpu_ms = 0;
+};
+
+/// One coordinator (its own process) and the simulated nodes (another process).
+FaninResult fanin(const Shape& shape) {
+    FaninResult result;
     int ports[2] = {-1, -1};
     if (::pipe(ports) != 0) {
         throw std::runtime_error("pipe");
     }
+    const std::uint32_t n = shape.ranks();
     const pid_t server = ::fork();
     if (server == 0) {
         ::close(ports[0]);
@@ -467,17 +548,19 @@ void fanin(std::uint32_t n) {
         try {
             asio::io_context io;
             CoordinatorSettings settings;
-            settings.ranks.assign(n, Member{Role::worker, 0, "localhost"});
+            settings.ranks.reserve(n);
             for (std::uint32_t i = 0; i < n; ++i) {
-                settings.ranks[i].index = i;
+                settings.ranks.push_back(
+                    Member{Role::worker, i, fmt::format("node{}", i / shape.per_node)});
             }
             settings.heartbeat_timeout = std::chrono::seconds(120);
             settings.connect_timeout = std::chrono::seconds(120);
             settings.linger = std::chrono::seconds(60);
+            settings.tree = shape.per_node > 1;
             const auto auth = protocol::Authenticator::create(
                 {protocol::AuthMethod::secret, k_secret, "/nonexistent"});
             CoordinatorServer coordinator(
-                io, settings, auth, protocol::StepId{k_job, 0}, "127.0.0.1", 0);
+                io, std::move(settings), auth, protocol::StepId{k_job, 0}, "127.0.0.1", 0);
             const std::uint16_t port = coordinator.port();
             [[maybe_unused]] auto w = ::write(ports[1], &port, sizeof port);
             ::close(ports[1]);
@@ -497,7 +580,7 @@ void fanin(std::uint32_t n) {
     if (::read(ports[0], &port, sizeof port) != static_cast<ssize_t>(sizeof port)) {
         fmt::print("fan-in: the coordinator did not start\n");
         ::waitpid(server, nullptr, 0);
-        return;
+        return result;
     }
     ::close(ports[0]);
     const double start = now_ms();
@@ -505,7 +588,7 @@ void fanin(std::uint32_t n) {
     if (clients == 0) {
         int code = 1;
         try {
-            code = fanin_clients(n, port);
+            code = fanin_clients(shape, port);
         } catch (const std::exception& e) {
             std::cerr << "fan-in clients: " << e.what() << "\n";
         }
@@ -513,24 +596,69 @@ void fanin(std::uint32_t n) {
     }
     int client_status = 0;
     ::waitpid(clients, &client_status, 0);
-    const double clients_done = now_ms();
+    result.wall_ms = now_ms() - start;
     int server_status = 0;
     rusage usage{};
     ::wait4(server, &server_status, 0, &usage);
-    const double server_done = now_ms();
-    fmt::print("fan-in ({} simulated launchers over loopback, secret auth)\n", n);
-    fmt::print("  all registered, reported exit 0, were stopped: {:8.1f} ms ({:.0f} launchers/s)   "
-               "clients {}\n",
-               clients_done - start,
-               n / ((clients_done - start) / 1e3),
-               ExitStatus::from_wait_status(client_status).success() ? "ok" : "FAILED");
-    fmt::print("  coordinator finished:                          {:8.1f} ms   verdict {}\n",
-               server_done - start,
-               ExitStatus::from_wait_status(server_status).success() ? "done" : "FAILED");
-    fmt::print(
-        "  coordinator peak RSS:                          {:8.1f} MiB ({:.1f} KiB per launcher)\n",
-        static_cast<double>(usage.ru_maxrss) / 1024.0,
-        static_cast<double>(usage.ru_maxrss) / n);
+    result.finished_ms = now_ms() - start;
+    result.rss_kib = static_cast<double>(usage.ru_maxrss);
+    const auto ms = [](const timeval& t) {
+        return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3;
+    };
+    result.cpu_ms = ms(usage.ru_utime) + ms(usage.ru_stime);
+    result.ok = ExitStatus::from_wait_status(client_status).success() &&
+                ExitStatus::from_wait_status(server_status).success();
+    return result;
+}
+
+void print_fanin(const std::string& what,
+                 const Shape& shape,
+                 const FaninResult& r,
+                 const std::string& target) {
+    const std::uint32_t n = shape.ranks();
+    fmt::print("  {:<44} {:8.1f} ms {:>10.0f} tasks/s   coordinator done {:8.1f} ms   {}\n",
+               what,
+               r.wall_ms,
+               n / (r.wall_ms / 1e3),
+               r.finished_ms,
+               r.ok ? "ok" : "FAILED");
+    fmt::print("  {:<44} {:8.1f} MiB peak RSS ({:.0f} bytes per task), coordinator CPU {:.0f} "
+               "ms   {}\n",
+               "",
+               r.rss_kib / 1024.0,
+               r.rss_kib * 1024.0 / n,
+               r.cpu_ms,
+               target);
+}
+
+/// The tree against the flat protocol, next to the targets of issue #12 and the published
+/// yardsticks. Figures are printed, never asserted.
+void fanins(std::uint32_t tasks) {
+    const std::uint32_t per_node = 8;
+    fmt::print("fan-in: simulated launchers over loopback, secret auth, one coordinator process "
+               "(registered, reported exit 0, stopped)\n");
+    fmt::print("  yardsticks: torchelastic ~4,000 hosts in 10 s; PyTorch TCPStore 96,000 ranks "
+               "in 100 s\n");
+    const Shape tree{tasks / per_node, per_node, false};
+    print_fanin(fmt::format("{} tasks, tree ({} nodes x {})", tree.ranks(), tree.nodes, per_node),
+                tree,
+                fanin(tree),
+                "target: 10,000 tasks < 500 ms, < 2 KiB per task");
+    const Shape flat{tasks, 1, false};
+    print_fanin(fmt::format("{} tasks, flat ({} x 1)", flat.ranks(), flat.nodes),
+                flat,
+                fanin(flat),
+                "(for comparison)");
+    const Shape large{12500, per_node, false};
+    print_fanin(fmt::format("{} tasks, tree ({} nodes x {})", large.ranks(), large.nodes, per_node),
+                large,
+                fanin(large),
+                "target: 100,000 tasks on 12,500 nodes < 3 s, < 2 KiB per task");
+    const Shape exchange{tasks / per_node, per_node, true};
+    print_fanin(fmt::format("{} tasks, tree, address exchange", exchange.ranks()),
+                exchange,
+                fanin(exchange),
+                "(issue #9: hellos with addresses, `cluster` to every task, then exit and stop)");
 }
 
 } // namespace
@@ -572,7 +700,7 @@ int main(int argc, char** argv) {
         failure(cli, std::max(1, runs / 2), tasks);
         overhead(cli, std::max(1, runs / 2), tasks);
         if (fanin_n > 0) {
-            fanin(fanin_n);
+            fanins(fanin_n);
         }
     } catch (const std::exception& e) {
         std::cerr << "bench_run: " << e.what() << "\n";

@@ -105,6 +105,7 @@ struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer:
         : io(context), acceptor(context), retry_timer(context), tick_timer(context),
           coordinator(std::move(settings), Clock::now()), auth(std::move(authenticator)),
           step(step_id), by_rank(coordinator.size()),
+          leaders(node_leaders(coordinator.settings().ranks)),
           handshakes(k_handshakes_per_peer, k_handshakes_headroom + coordinator.size()),
           noise(k_warnings_per_window, k_warning_window) {}
 
@@ -115,6 +116,11 @@ struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer:
     void accept();
     void tick();
     void flush();
+    /// Send one run of equal messages: once per connection (a node's ranks in one `relay`).
+    void deliver(const std::vector<Outgoing>& out,
+                 std::size_t begin,
+                 std::size_t end,
+                 const std::string& payload);
     void remove(const std::shared_ptr<Session>& session);
     void close();
     /// Warn about one unauthenticated connection, within the noise budget.
@@ -127,7 +133,9 @@ struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer:
     Coordinator coordinator;
     protocol::Authenticator auth;
     protocol::StepId step;
+    /// The connection each rank's messages go to: its own, or its node leader's (the tree).
     std::vector<std::shared_ptr<Session>> by_rank;
+    std::vector<std::uint32_t> leaders; ///< node_leaders() of the plan
     std::set<std::shared_ptr<Session>> sessions;
     HandshakePool handshakes;
     std::unordered_map<std::uint64_t, std::weak_ptr<Session>> pending; ///< by connection id
@@ -178,12 +186,40 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
             return;
         }
         try {
-            m_queue.push_back(protocol::encode_frame(message));
+            // Only a registered launcher is sent more than a challenge, welcome or reject: it
+            // accepts trusted frames (a `cluster` of a large step exceeds k_max_frame).
+            send_frame(protocol::encode_frame(message, protocol::k_max_trusted_frame));
         } catch (const std::exception& e) {
             logger().error(
                 "coordinator: cannot encode {}: {}", protocol::type_name(message), e.what());
+        }
+    }
+
+    /// `message` (an encoded payload) for `ranks`, all carried by this connection: as it is
+    /// to the launcher itself, in one `relay` to the others of its node.
+    void send_to(const std::vector<std::uint32_t>& ranks, const std::string& payload) {
+        if (m_closed) {
             return;
         }
+        std::vector<std::uint32_t> relayed;
+        relayed.reserve(ranks.size());
+        for (const std::uint32_t rank : ranks) {
+            if (rank == m_rank) {
+                send_frame(protocol::frame_payload(payload, protocol::k_max_trusted_frame));
+            } else {
+                relayed.push_back(rank);
+            }
+        }
+        if (!relayed.empty()) {
+            send(protocol::Relay{std::move(relayed), payload, {}});
+        }
+    }
+
+    void send_frame(std::string frame) {
+        if (m_closed) {
+            return;
+        }
+        m_queue.push_back(std::move(frame));
         if (m_queue.size() > 4096) {
             logger().warn("coordinator: closing connection from {}: it does not read", m_peer);
             close();
@@ -214,6 +250,8 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
     [[nodiscard]] const std::string& address() const noexcept { return m_address; }
     [[nodiscard]] const std::string& peer() const noexcept { return m_peer; }
     [[nodiscard]] std::uint32_t rank() const noexcept { return m_rank; }
+    /// The other ranks of its node this (leader's) connection registered.
+    [[nodiscard]] const std::vector<std::uint32_t>& relayed() const noexcept { return m_relayed; }
 
   private:
     void read() {
@@ -271,6 +309,12 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
         if (!reject) {
             if (auto reason = state.admit(hello.rank, hello.role)) {
                 reject = protocol::Reject{protocol::RejectCode::refused, std::move(*reason)};
+            } else if (hello.relay && m_server->leaders[hello.rank] != hello.rank) {
+                reject =
+                    protocol::Reject{protocol::RejectCode::refused,
+                                     fmt::format("rank {} is not its node's leader (rank {} is)",
+                                                 hello.rank,
+                                                 m_server->leaders[hello.rank])};
             }
         }
         if (reject) {
@@ -297,6 +341,10 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
         }
         m_registered = true;
         m_rank = hello.rank;
+        m_node = hello.relay;
+        if (m_node) {
+            m_decoder.set_limit(protocol::k_max_relay_frame);
+        }
         m_hello_timer.cancel();
         m_server->handshakes.remove(m_id);
         m_server->pending.erase(m_id);
@@ -308,7 +356,6 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
 
     void handle(const protocol::Message& message) {
         const auto now = Clock::now();
-        Coordinator& state = m_server->coordinator;
         if (!m_registered) {
             const auto* hello = std::get_if<protocol::Hello>(&message);
             if (hello == nullptr) {
@@ -320,22 +367,94 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
             register_hello(*hello, now);
             return;
         }
+        if (const auto* relay = std::get_if<protocol::Relay>(&message);
+            relay != nullptr && m_node) {
+            relayed(*relay, now);
+        } else {
+            dispatch(m_rank, message, now);
+        }
+        m_server->flush();
+    }
+
+    /// A message of `rank` (this launcher's, or one relayed for its node) for the Coordinator.
+    void dispatch(std::uint32_t rank, const protocol::Message& message, Clock::time_point now) {
+        Coordinator& state = m_server->coordinator;
         if (std::holds_alternative<protocol::Heartbeat>(message)) {
-            state.heartbeat(m_rank, now);
-            send(protocol::Heartbeat{});
+            state.heartbeat(rank, now);
+            send_to({rank}, protocol::encode_payload(protocol::Heartbeat{}));
         } else if (const auto* exit = std::get_if<protocol::Exit>(&message)) {
-            state.exited(m_rank, *exit, now);
+            state.exited(rank, *exit, now);
         } else if (const auto* interrupt = std::get_if<protocol::Interrupt>(&message)) {
-            state.interrupted(m_rank, interrupt->signal, now, interrupt->whole_step);
+            state.interrupted(rank, interrupt->signal, now, interrupt->whole_step);
         } else if (const auto* stall = std::get_if<protocol::Stall>(&message)) {
-            state.stalled(m_rank, Millis{static_cast<Millis::rep>(stall->silent_ms)}, now);
+            state.stalled(rank, Millis{static_cast<Millis::rep>(stall->silent_ms)}, now);
         } else {
             throw errors::make(
                 Errc::protocol,
                 "protocol",
                 fmt::format("unexpected {} from a launcher", protocol::type_name(message)));
         }
-        m_server->flush();
+    }
+
+    /// A node leader's envelope: a local launcher's hello (registered here, answered with a
+    /// welcome or reject for the leader to prove and pass on), its connection's end, or any
+    /// other message of it. The leader proved who it is; it speaks only for ranks of its node.
+    void relayed(const protocol::Relay& relay, Clock::time_point now) {
+        const std::uint32_t rank = relay.ranks.front();
+        auto& members = m_server->coordinator.settings().ranks;
+        if (relay.ranks.size() != 1 || rank >= members.size() || rank == m_rank ||
+            m_server->leaders[rank] != m_rank) {
+            throw errors::make(
+                Errc::protocol,
+                "protocol",
+                fmt::format("relay for rank {} of another node from rank {}", rank, m_rank));
+        }
+        auto& route = m_server->by_rank[rank];
+        if (!relay.closed.empty()) {
+            if (route.get() == this) {
+                route.reset();
+                m_server->coordinator.connection_lost(rank, now);
+            }
+            return;
+        }
+        const protocol::Message inner = protocol::decode_payload(relay.message);
+        if (const auto* hello = std::get_if<protocol::Hello>(&inner)) {
+            register_relayed(rank, *hello, now);
+        } else if (route.get() == this) {
+            dispatch(rank, inner, now);
+        } else {
+            throw errors::make(Errc::protocol,
+                               "protocol",
+                               fmt::format("relayed {} of unregistered rank {}",
+                                           protocol::type_name(inner),
+                                           rank));
+        }
+    }
+
+    void register_relayed(std::uint32_t rank, const protocol::Hello& hello, Clock::time_point now) {
+        Coordinator& state = m_server->coordinator;
+        auto reason = hello.rank != rank
+                          ? std::optional<std::string>(fmt::format(
+                                "hello of rank {} relayed as rank {}", hello.rank, rank))
+                          : state.admit(rank, hello.role);
+        if (reason) {
+            logger().warn("coordinator: rejected rank {} relayed by rank {} from {}: {}",
+                          rank,
+                          m_rank,
+                          m_peer,
+                          *reason);
+            send_to({rank},
+                    protocol::encode_payload(
+                        protocol::Reject{protocol::RejectCode::refused, std::move(*reason)}));
+            return;
+        }
+        m_server->by_rank[rank] = shared_from_this();
+        m_relayed.push_back(rank);
+        // The leader proves itself to its launcher: the welcome carries no credential here.
+        send_to({rank},
+                protocol::encode_payload(
+                    protocol::Welcome{static_cast<std::uint32_t>(state.size()), {}}));
+        state.registered(rank, now, hello.address);
     }
 
     void write() {
@@ -378,7 +497,9 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
     bool m_registered = false;
     bool m_close_after_write = false;
     bool m_closed = false;
+    bool m_node = false; ///< a node leader's connection (Hello::relay)
     std::uint32_t m_rank = 0;
+    std::vector<std::uint32_t> m_relayed;
 };
 
 error_code CoordinatorServer::Impl::try_listen(const Tcp::endpoint& endpoint) {
@@ -510,11 +631,35 @@ void CoordinatorServer::Impl::tick() {
     });
 }
 
+namespace {
+
+/// Whether `b` is the same message as `a` (whose payload is `a_payload`): a broadcast. Cheap
+/// for the large `cluster`, which is compared, not encoded again.
+bool same_message(const protocol::Message& a,
+                  const std::string& a_payload,
+                  const protocol::Message& b) {
+    if (a.index() != b.index()) {
+        return false;
+    }
+    if (const auto* cluster = std::get_if<protocol::Cluster>(&a)) {
+        return cluster->addresses == std::get<protocol::Cluster>(b).addresses;
+    }
+    return protocol::encode_payload(b) == a_payload;
+}
+
+} // namespace
+
 void CoordinatorServer::Impl::flush() {
-    for (auto& outgoing : coordinator.take_outgoing()) {
-        if (outgoing.rank < by_rank.size() && by_rank[outgoing.rank]) {
-            by_rank[outgoing.rank]->send(outgoing.message);
+    const auto out = coordinator.take_outgoing();
+    // A verdict or `cluster` goes to every rank: encoded once, sent once per connection.
+    for (std::size_t begin = 0; begin < out.size();) {
+        const std::string payload = protocol::encode_payload(out[begin].message);
+        std::size_t end = begin + 1;
+        while (end < out.size() && same_message(out[begin].message, payload, out[end].message)) {
+            ++end;
         }
+        deliver(out, begin, end, payload);
+        begin = end;
     }
     if (coordinator.finished() && !finished_reported) {
         finished_reported = true;
@@ -525,11 +670,47 @@ void CoordinatorServer::Impl::flush() {
     }
 }
 
+void CoordinatorServer::Impl::deliver(const std::vector<Outgoing>& out,
+                                      std::size_t begin,
+                                      std::size_t end,
+                                      const std::string& payload) {
+    // Connections in order of first appearance, each with its ranks in order.
+    std::vector<std::pair<Session*, std::vector<std::uint32_t>>> targets;
+    std::unordered_map<Session*, std::size_t> index;
+    for (std::size_t i = begin; i < end; ++i) {
+        const std::uint32_t rank = out[i].rank;
+        if (rank >= by_rank.size() || !by_rank[rank]) {
+            continue;
+        }
+        Session* session = by_rank[rank].get();
+        const auto [it, inserted] = index.try_emplace(session, targets.size());
+        if (inserted) {
+            targets.emplace_back(session, std::vector<std::uint32_t>{});
+        }
+        targets[it->second].second.push_back(rank);
+    }
+    for (const auto& [session, ranks] : targets) {
+        session->send_to(ranks, payload);
+    }
+}
+
 void CoordinatorServer::Impl::remove(const std::shared_ptr<Session>& session) {
     sessions.erase(session);
-    if (session->registered() && by_rank[session->rank()] == session) {
-        by_rank[session->rank()].reset();
-        coordinator.connection_lost(session->rank(), Clock::now());
+    if (!session->registered()) {
+        return;
+    }
+    // A leader's connection carried its node: every rank it registered is lost with it.
+    std::vector<std::uint32_t> ranks = session->relayed();
+    ranks.insert(ranks.begin(), session->rank());
+    bool lost = false;
+    for (const std::uint32_t rank : ranks) {
+        if (by_rank[rank] == session) {
+            by_rank[rank].reset();
+            coordinator.connection_lost(rank, Clock::now());
+            lost = true;
+        }
+    }
+    if (lost) {
         flush();
     }
 }
@@ -576,9 +757,20 @@ CoordinatorServer::CoordinatorServer(asio::io_context& io,
                                      protocol::StepId step,
                                      const std::string& bind_address,
                                      const std::vector<std::uint16_t>& ports) {
-    // One descriptor per launcher plus the listener, stdio and the unauthenticated headroom.
-    ensure_descriptor_limit(settings.ranks.size() + 64,
-                            fmt::format("{} launchers", settings.ranks.size()));
+    // One descriptor per connection plus the listener, stdio and the unauthenticated headroom:
+    // per launcher, or with the tree per node (its leader carries the node's other launchers).
+    std::size_t connections = settings.ranks.size();
+    if (settings.tree) {
+        const auto leaders = node_leaders(settings.ranks);
+        connections = 0;
+        for (std::size_t rank = 0; rank < leaders.size(); ++rank) {
+            connections += leaders[rank] == rank ? 1U : 0U;
+        }
+    }
+    ensure_descriptor_limit(
+        connections + 64,
+        settings.tree ? fmt::format("{} launchers on {} nodes", settings.ranks.size(), connections)
+                      : fmt::format("{} launchers", settings.ranks.size()));
     m_impl = std::make_shared<Impl>(io, std::move(settings), std::move(auth), step);
     m_impl->listen(bind_address, ports);
     m_impl->accept();

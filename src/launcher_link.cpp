@@ -29,23 +29,31 @@ void LauncherShell::connect() {
         return;
     }
     error_code ec;
-    Tcp::resolver resolver(m_io);
-    // Synchronous on purpose: Asio's async resolver would add a thread.
-    const auto endpoints =
-        resolver.resolve(m_plan.control_address, std::to_string(m_candidates.at(m_candidate)), ec);
-    if (ec) {
-        retry_connect(fmt::format("cannot resolve {}: {}", m_plan.control_address, ec.message()));
-        return;
-    }
-    // The first IPv4 endpoint (the coordinator listens on IPv4), else the first one.
-    auto endpoint = endpoints.begin()->endpoint();
-    for (const auto& entry : endpoints) {
-        if (entry.endpoint().address().is_v4()) {
-            endpoint = entry.endpoint();
-            break;
+    Stream::endpoint endpoint;
+    if (!m_relay_path.empty()) {
+        // A follower registers through its node leader's relay (the tree).
+        endpoint = asio::local::stream_protocol::endpoint(m_relay_path);
+    } else {
+        Tcp::resolver resolver(m_io);
+        // Synchronous on purpose: Asio's async resolver would add a thread.
+        const auto endpoints = resolver.resolve(
+            m_plan.control_address, std::to_string(m_candidates.at(m_candidate)), ec);
+        if (ec) {
+            retry_connect(
+                fmt::format("cannot resolve {}: {}", m_plan.control_address, ec.message()));
+            return;
         }
+        // The first IPv4 endpoint (the coordinator listens on IPv4), else the first one.
+        auto tcp = endpoints.begin()->endpoint();
+        for (const auto& entry : endpoints) {
+            if (entry.endpoint().address().is_v4()) {
+                tcp = entry.endpoint();
+                break;
+            }
+        }
+        endpoint = tcp;
     }
-    m_socket = Tcp::socket(m_io);
+    m_socket = Stream::socket(m_io);
     m_socket.open(endpoint.protocol(), ec);
     if (ec) {
         retry_connect(ec.message());
@@ -61,7 +69,9 @@ void LauncherShell::connect() {
             return;
         }
         error_code ignored;
-        m_socket.set_option(Tcp::no_delay(true), ignored);
+        if (m_relay_path.empty()) {
+            m_socket.set_option(Tcp::no_delay(true), ignored);
+        }
         m_link = Link::handshake;
         m_decoder = protocol::FrameDecoder{};
         m_challenge_timer.expires_after(k_challenge_timeout);
@@ -106,7 +116,8 @@ void LauncherShell::retry_connect(const std::string& why) {
         return; // the deadline timer reports it
     }
     m_retry_timer.expires_after(m_backoff);
-    m_backoff = std::min(m_backoff * 2, Millis{1000});
+    // A relay socket appears once the leader registered: look again soon.
+    m_backoff = std::min(m_backoff * 2, m_relay_path.empty() ? Millis{1000} : Millis{100});
     m_retry_timer.async_wait([this](const error_code& ec) {
         if (!ec) {
             connect();
@@ -128,6 +139,9 @@ void LauncherShell::on_read(const error_code& ec, std::size_t n) {
         if (m_link == Link::handshake) {
             next_candidate(fmt::format("connection closed during registration ({})", ec.message()));
         } else {
+            if (m_relay) {
+                m_relay->upstream_lost();
+            }
             m_machine.connection_lost(ec == asio::error::eof ? "connection closed" : ec.message(),
                                       Clock::now());
             perform();
@@ -140,6 +154,9 @@ void LauncherShell::on_read(const error_code& ec, std::size_t n) {
             const protocol::Message message = protocol::decode_payload(*payload);
             if (m_link == Link::handshake) {
                 handshake(message);
+            } else if (const auto* relay = std::get_if<protocol::Relay>(&message);
+                       relay != nullptr && m_relay) {
+                m_relay->downstream(*relay);
             } else {
                 m_machine.received(message, Clock::now());
                 perform();
@@ -152,6 +169,9 @@ void LauncherShell::on_read(const error_code& ec, std::size_t n) {
         if (m_link == Link::handshake) {
             fatal(e);
         } else {
+            if (m_relay) {
+                m_relay->upstream_lost();
+            }
             m_machine.connection_lost(e.what(), Clock::now());
             perform();
         }
@@ -183,6 +203,7 @@ void LauncherShell::handshake(const protocol::Message& message) {
         }
         hello.nonce = m_nonce;
         hello.address = m_options.address;
+        hello.relay = leads_node();
         send(hello);
     } else if (const auto* welcome = std::get_if<protocol::Welcome>(&message)) {
         // Nothing the peer says is believed before it proves it is this job's coordinator:
@@ -204,10 +225,15 @@ void LauncherShell::handshake(const protocol::Message& message) {
         }
         logger().debug("{}: coordinator at {}", label(), control());
         m_link = Link::session;
+        // A proven coordinator (or relay) may send more than k_max_frame: a large `cluster`.
+        m_decoder.set_limit(protocol::k_max_trusted_frame);
         m_deadline_timer.cancel();
         m_retry_timer.cancel();
         m_challenge_timer.cancel();
         m_machine.registered(control(), Clock::now());
+        if (leads_node()) {
+            start_relay();
+        }
         perform();
     } else if (const auto* reject = std::get_if<protocol::Reject>(&message)) {
         if (reject->code == protocol::RejectCode::wrong_job ||
@@ -239,7 +265,11 @@ void LauncherShell::send(const protocol::Message& message) {
     if (m_link != Link::handshake && m_link != Link::session) {
         return;
     }
-    m_queue.emplace_back(protocol::encode_frame(message), m_link == Link::session);
+    // A relayed message (at most k_max_frame) in its envelope may be slightly larger; it is
+    // not the machine's (no written() for it).
+    const bool relayed = std::holds_alternative<protocol::Relay>(message);
+    m_queue.emplace_back(protocol::encode_frame(message, protocol::k_max_relay_frame),
+                         m_link == Link::session && !relayed);
     if (!m_writing) {
         write();
     }
@@ -253,6 +283,9 @@ void LauncherShell::write() {
             if (ec) {
                 m_queue.clear();
                 if (m_link == Link::session) {
+                    if (m_relay) {
+                        m_relay->upstream_lost();
+                    }
                     m_machine.connection_lost(ec.message(), Clock::now());
                     perform();
                 } else if (m_link == Link::handshake && ec != asio::error::operation_aborted) {
@@ -272,6 +305,71 @@ void LauncherShell::write() {
             }
             perform();
         });
+}
+
+void LauncherShell::plan_tree() {
+    if (!m_options.slurm_step) {
+        // `--local`: N launchers of one machine for development and tests stay flat, so that
+        // the control port's defences (impostors, fallback ports) stay exercised there.
+        return;
+    }
+    const auto leaders = node_leaders(members_of(m_plan));
+    m_leader = leaders.at(m_rank);
+    for (std::uint32_t rank = 0; rank < leaders.size(); ++rank) {
+        if (leaders[rank] == m_rank && rank != m_rank) {
+            m_followers.insert(rank);
+        }
+    }
+    if (m_leader != m_rank) {
+        m_relay_path = relay_path(step_id(), m_leader);
+        m_candidates = {m_plan.control_port};
+        m_candidate = 0;
+    }
+}
+
+void LauncherShell::start_relay() {
+    m_relay = std::make_unique<NodeRelay>(
+        m_io,
+        *m_auth,
+        step_id(),
+        m_followers,
+        [this](const protocol::Relay& relay) { send(relay); },
+        [this] {
+            // Every local launcher finished: what the machine decided can happen now.
+            auto deferred = std::move(m_deferred);
+            m_deferred.clear();
+            for (const auto& action : deferred) {
+                perform(action);
+            }
+            perform();
+        });
+    try {
+        m_relay->listen(relay_path(step_id(), m_rank));
+    } catch (const Error& e) {
+        // Its ranks then do not register: the coordinator names them at the connect timeout.
+        logger().error("{}: {}", label(), e.what());
+        m_relay->stop_waiting();
+        return;
+    }
+    logger().debug("{}: relaying for ranks {}", label(), fmt::join(m_followers, ","));
+    m_relay_timer.expires_at(m_connect_deadline);
+    m_relay_timer.async_wait([this](const error_code& ec) {
+        if (!ec && m_relay) {
+            m_relay->stop_waiting();
+        }
+    });
+}
+
+bool LauncherShell::defer(const LauncherAction& action) {
+    const bool closing = std::holds_alternative<launcher_action::HalfClose>(action) ||
+                         std::holds_alternative<launcher_action::Disconnect>(action) ||
+                         std::holds_alternative<launcher_action::Finish>(action);
+    if (!closing || !m_relay || !m_relay->busy()) {
+        return false;
+    }
+    // The leader's connection carries its node: it stays until every local launcher is done.
+    m_deferred.push_back(action);
+    return true;
 }
 
 void LauncherShell::close_socket(asio::socket_base::shutdown_type how) {

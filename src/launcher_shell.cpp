@@ -121,6 +121,7 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
     settings.linger = m_options.grace + m_options.heartbeat_timeout + Millis{2000};
     settings.hello_timeout = std::min(m_options.connect_timeout, Millis{10000});
     settings.restarts = m_options.restarts;
+    settings.tree = m_options.slurm_step.has_value(); // plan_tree(): `--local` stays flat
     m_server =
         std::make_unique<CoordinatorServer>(m_io,
                                             std::move(settings),
@@ -143,6 +144,7 @@ LaunchResult LauncherShell::run() {
     }
     wait_signal();
     m_connect_deadline = Clock::now() + m_options.connect_timeout;
+    plan_tree();
     m_deadline_timer.expires_at(m_connect_deadline);
     m_deadline_timer.async_wait([this](const error_code& ec) {
         if (!ec && (m_link == Link::connecting || m_link == Link::handshake)) {
@@ -245,6 +247,9 @@ void LauncherShell::perform() {
 }
 
 void LauncherShell::perform(const LauncherAction& action) {
+    if (defer(action)) {
+        return;
+    }
     if (const auto* send_action = std::get_if<action::Send>(&action)) {
         send(send_action->message);
     } else if (const auto* signal = std::get_if<action::SignalTrainer>(&action)) {
@@ -399,6 +404,10 @@ void LauncherShell::finish() {
     m_challenge_timer.cancel();
     timer(LauncherTimer::grace).cancel();
     m_signals.cancel();
+    m_relay_timer.cancel();
+    if (m_relay) {
+        m_relay->close();
+    }
     if (m_server) {
         m_server->close();
     }

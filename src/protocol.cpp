@@ -235,6 +235,16 @@ struct Encoder {
         if (!m.address.empty()) {
             out["address"] = m.address;
         }
+        if (m.relay) {
+            out["relay"] = true;
+        }
+    }
+    void operator()(const Relay& m) const {
+        out["ranks"] = m.ranks;
+        if (!m.closed.empty()) {
+            out["closed"] = m.closed;
+        }
+        // `msg` is spliced in as text by encode_payload(): a large `cluster` is not parsed again.
     }
     void operator()(const Cluster& m) const {
         out["addresses"] = json::object();
@@ -313,6 +323,34 @@ Cluster decode_cluster(const Fields& f, std::string_view payload) {
     return m;
 }
 
+/// `relay`: 1 to k_max_relay_ranks ranks; `msg` an object (kept as text, decoded by whoever
+/// handles it) unless `closed` says why a local connection ended.
+Relay decode_relay(const Fields& f, std::string_view payload) {
+    constexpr std::size_t k_max_relay_ranks = std::size_t{1} << 20U;
+    Relay m;
+    const json& ranks = f.require("ranks");
+    if (!ranks.is_array() || ranks.empty() || ranks.size() > k_max_relay_ranks) {
+        fail("field \"ranks\" of relay is not a list of 1 to 1048576 ranks", payload);
+    }
+    m.ranks.reserve(ranks.size());
+    for (const json& rank : ranks) {
+        if (!rank.is_number_unsigned() ||
+            rank.get<std::uint64_t>() > std::numeric_limits<std::uint32_t>::max()) {
+            fail("field \"ranks\" of relay holds something other than a rank", payload);
+        }
+        m.ranks.push_back(rank.get<std::uint32_t>());
+    }
+    if (f.has("closed")) {
+        m.closed = f.string("closed");
+    }
+    if (f.has("msg")) {
+        m.message = f.object("msg").dump(-1, ' ', false, json::error_handler_t::replace);
+    } else if (m.closed.empty()) {
+        fail(R"(relay carries neither "msg" nor "closed")", payload);
+    }
+    return m;
+}
+
 // One short case per message type (~80 lines): the whole decoded wire format in one place,
 // next to Encoder above.
 Message decode_object(const Fields& f, std::string_view type, std::string_view payload) {
@@ -348,6 +386,7 @@ Message decode_object(const Fields& f, std::string_view type, std::string_view p
                 fail("field \"address\" of hello is not an IPv4 or IPv6 address", payload);
             }
         }
+        m.relay = f.flag("relay");
         return m;
     }
     if (type == "cluster") {
@@ -409,13 +448,16 @@ Message decode_object(const Fields& f, std::string_view type, std::string_view p
     if (type == "restart") {
         return Restart{f.integer<std::uint32_t>("count"), f.integer<std::uint32_t>("limit")};
     }
+    if (type == "relay") {
+        return decode_relay(f, payload);
+    }
     fail(fmt::format("unknown message type \"{}\"", type), payload);
 }
 
 } // namespace
 
 std::string_view type_name(const Message& message) noexcept {
-    constexpr std::array<std::string_view, 12> k_names{"challenge",
+    constexpr std::array<std::string_view, 13> k_names{"challenge",
                                                        "hello",
                                                        "welcome",
                                                        "reject",
@@ -426,7 +468,8 @@ std::string_view type_name(const Message& message) noexcept {
                                                        "abort",
                                                        "stall",
                                                        "cluster",
-                                                       "restart"};
+                                                       "restart",
+                                                       "relay"};
     static_assert(std::variant_size_v<Message> == k_names.size());
     return k_names.at(message.index());
 }
@@ -437,7 +480,31 @@ std::string encode_payload(const Message& message) {
     out["type"] = type_name(message);
     std::visit(Encoder{out}, message);
     // Strings such as host names come from the system; never let a stray byte throw here.
-    return out.dump(-1, ' ', false, json::error_handler_t::replace);
+    std::string text = out.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (const auto* relay = std::get_if<Relay>(&message);
+        relay != nullptr && !relay->message.empty()) {
+        // Keys are sorted: `msg` goes after `closed` (if any) and before `ranks`.
+        const std::size_t at = text.rfind("\"ranks\":[");
+        text.insert(at, "\"msg\":" + relay->message + ",");
+    }
+    return text;
+}
+
+void check_relayable(std::string_view payload) {
+    check_depth(payload);
+    const json object = json::parse(payload, nullptr, false);
+    if (object.is_discarded()) {
+        fail("not valid JSON", payload);
+    }
+    if (!object.is_object()) {
+        fail("not a JSON object", payload);
+    }
+    const auto version = object.find("v");
+    if (version == object.end() || !version->is_number_integer() ||
+        version->get<std::int64_t>() != k_version) {
+        fail(fmt::format("unsupported protocol version (expected \"v\":{})", k_version), payload);
+    }
+    static_cast<void>(Fields(object, "message", payload).string("type"));
 }
 
 Message decode_payload(std::string_view payload) {
@@ -459,15 +526,26 @@ Message decode_payload(std::string_view payload) {
     return decode_object(Fields(object, type, payload), type, payload);
 }
 
-std::string encode_frame(const Message& message) {
+std::string encode_frame(const Message& message, std::size_t limit) {
     const std::string payload = encode_payload(message);
-    if (payload.size() > k_max_frame) {
+    if (payload.size() > limit) {
         throw errors::make(Errc::protocol,
                            "protocol",
                            fmt::format("{} message of {} bytes exceeds the {}-byte frame limit",
                                        type_name(message),
                                        payload.size(),
-                                       k_max_frame));
+                                       limit));
+    }
+    return frame_payload(payload, limit);
+}
+
+std::string frame_payload(std::string_view payload, std::size_t limit) {
+    if (payload.size() > limit) {
+        throw errors::make(Errc::protocol,
+                           "protocol",
+                           fmt::format("message of {} bytes exceeds the {}-byte frame limit",
+                                       payload.size(),
+                                       limit));
     }
     const auto size = static_cast<std::uint32_t>(payload.size());
     std::string frame;
@@ -493,12 +571,12 @@ std::uint32_t read_length(std::string_view header) noexcept {
 void FrameDecoder::check_header() const {
     if (m_buffer.size() >= k_header_size) {
         const std::uint32_t size = read_length(m_buffer);
-        if (size > k_max_frame) {
+        if (size > m_limit) {
             throw errors::make(Errc::protocol,
                                "protocol",
                                fmt::format("frame of {} bytes exceeds the {}-byte limit: {}",
                                            size,
-                                           k_max_frame,
+                                           m_limit,
                                            quote(std::string_view(m_buffer).substr(0, 16))));
         }
     }

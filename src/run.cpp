@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_map>
 
 namespace tfslurm {
 
@@ -86,6 +88,28 @@ std::vector<Member> members_of(const Plan& plan) {
         members.push_back({rank.role, rank.index, rank.host});
     }
     return members;
+}
+
+std::vector<std::uint32_t> node_leaders(const std::vector<Member>& ranks) {
+    std::unordered_map<std::string_view, std::uint32_t> lowest;
+    lowest.reserve(ranks.size());
+    std::vector<std::uint32_t> leaders;
+    leaders.reserve(ranks.size());
+    for (std::uint32_t rank = 0; rank < ranks.size(); ++rank) {
+        // Ranks are visited in order: the first one seen on a host is its lowest.
+        leaders.push_back(lowest.try_emplace(ranks[rank].host, rank).first->second);
+    }
+    return leaders;
+}
+
+std::vector<std::uint32_t> node_sizes(const std::vector<std::uint32_t>& leaders) {
+    std::vector<std::uint32_t> sizes(leaders.size(), 0);
+    for (const std::uint32_t leader : leaders) {
+        if (leader < sizes.size()) {
+            ++sizes[leader];
+        }
+    }
+    return sizes;
 }
 
 std::string rank_label(std::uint32_t rank, const Member& member) {

@@ -30,6 +30,9 @@ struct CoordinatorSettings {
     Millis hello_timeout{10000};
     /// Which failed trainers are started again (default: none).
     RestartPolicy restarts;
+    /// Launchers of a node share their leader's connection (the tree, docs/protocol.md): the
+    /// server needs a descriptor per node, not per rank. The state machine ignores it.
+    bool tree = false;
 };
 
 /// Outcome of a step, as decided by the coordinator.

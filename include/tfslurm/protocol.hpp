@@ -28,7 +28,8 @@
 namespace tfslurm::protocol {
 
 /// 4: the coordinator may answer a failed trainer's `exit` with `restart` (the launcher starts
-/// it again) instead of aborting the step. 3: the hello may carry the launcher's chosen address,
+/// it again) instead of aborting the step; node leaders carry their node's launchers in `relay`
+/// envelopes (the tree). 3: the hello may carry the launcher's chosen address,
 /// and the coordinator sends `cluster` (every node's chosen address) once every rank registered; a
 /// launcher sends `stall` (abort cause `stalled`); an abort may list its missing `ranks`. 2: the
 /// hello carries the step id, both proofs bind it, a reject carries a code.
@@ -37,6 +38,13 @@ inline constexpr std::size_t k_header_size = 4;
 /// Largest payload accepted (and sent). Real messages are below 1 KiB; a MUNGE credential of
 /// our payload is about 200 bytes.
 inline constexpr std::size_t k_max_frame = std::size_t{64} * 1024;
+/// Largest payload a launcher accepts from its coordinator (or its node's relay) once that peer
+/// proved itself (welcome checked): a `cluster` of a step on 10,000 nodes exceeds k_max_frame.
+/// Unauthenticated input stays bounded by k_max_frame.
+inline constexpr std::size_t k_max_trusted_frame = std::size_t{64} * 1024 * 1024;
+/// Largest payload the coordinator accepts from an authenticated node connection: one relayed
+/// launcher message (at most k_max_frame) in its envelope.
+inline constexpr std::size_t k_max_relay_frame = k_max_frame + 1024;
 /// Bytes of randomness in a challenge.
 inline constexpr std::size_t k_nonce_size = 32;
 
@@ -81,6 +89,21 @@ struct Hello {
     /// The address this launcher's node chose (`iface`/`network`): an IPv4 or IPv6 literal;
     /// empty (and absent on the wire) when peers use node names.
     std::string address;
+    /// This launcher is its node's leader: besides registering itself, its connection carries
+    /// its node's other launchers (`relay` envelopes). Absent on the wire when false.
+    bool relay = false;
+};
+
+/// Both ways on a node leader's connection (the tree, docs/protocol.md): a message of other
+/// launchers of the leader's node, carried unchanged. Upstream (leader -> coordinator): one
+/// rank, the message a local launcher sent (its `hello` registers it), or `closed` when its
+/// local connection ended. Downstream: the ranks the message is for (a verdict or `cluster` is
+/// sent once per node) and the message. The relay knows no message type beyond the handshake.
+/// Example: `{"msg":{"type":"heartbeat","v":4},"ranks":[5],"type":"relay","v":4}`.
+struct Relay {
+    std::vector<std::uint32_t> ranks;
+    std::string message; ///< one compact JSON object (a payload); empty with `closed`
+    std::string closed;  ///< upstream only: why that launcher's local connection ended
 };
 
 /// Coordinator -> launcher: registered, with the coordinator's proof (the hello's method, over
@@ -205,7 +228,8 @@ using Message = std::variant<Challenge,
                              Abort,
                              Stall,
                              Cluster,
-                             Restart>;
+                             Restart,
+                             Relay>;
 
 /// The `"type"` of a message, e.g. `"hello"`.
 [[nodiscard]] std::string_view type_name(const Message& message) noexcept;
@@ -219,13 +243,27 @@ using Message = std::variant<Challenge,
 ///         deeper than 8, a missing or mistyped field, a wrong version or an unknown type.
 [[nodiscard]] Message decode_payload(std::string_view payload);
 
-/// Header + payload. \throws Error (Errc::protocol) when the payload exceeds k_max_frame.
-[[nodiscard]] std::string encode_frame(const Message& message);
+/// Check that `payload` is one JSON object of this version with a `"type"`, whatever the type
+/// (what a relay passes on unchanged). \throws Error (Errc::protocol) as decode_payload().
+/// Input: `{"type":"future","v":4}`: fine. Input: `[1]`: `protocol: not a JSON object: "[1]"`.
+void check_relayable(std::string_view payload);
+
+/// Header + payload. \throws Error (Errc::protocol) when the payload exceeds `limit`
+/// (k_max_trusted_frame only from a coordinator or a relay to a launcher).
+[[nodiscard]] std::string encode_frame(const Message& message, std::size_t limit = k_max_frame);
+
+/// Header + an already encoded payload (a relayed message). Same limit rule as above.
+/// Input: `{"type":"heartbeat","v":4}`. Output: `\0\0\0\x1a{"type":"heartbeat","v":4}`.
+[[nodiscard]] std::string frame_payload(std::string_view payload, std::size_t limit = k_max_frame);
 
 /// Splits a byte stream into payloads. The length is checked before anything is buffered for
 /// the payload, so a hostile `\xff\xff\xff\xff` header costs nothing.
 class FrameDecoder {
   public:
+    /// `limit`: the largest payload accepted (k_max_frame until the peer is authenticated).
+    explicit FrameDecoder(std::size_t limit = k_max_frame) noexcept : m_limit(limit) {}
+    /// Accept payloads up to `limit` from now on (once the peer proved itself).
+    void set_limit(std::size_t limit) noexcept { m_limit = limit; }
     /// Append bytes received. \throws Error (Errc::protocol) on an oversize length.
     void feed(std::string_view bytes);
     /// The next complete payload, if one is buffered.
@@ -235,6 +273,7 @@ class FrameDecoder {
 
   private:
     void check_header() const;
+    std::size_t m_limit;
     std::string m_buffer;
 };
 

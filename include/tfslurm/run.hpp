@@ -69,6 +69,16 @@ struct Member {
 /// The members of a plan, indexed by rank.
 [[nodiscard]] std::vector<Member> members_of(const Plan& plan);
 
+/// The tree of the control plane (docs/protocol.md): each rank's node leader, the lowest rank
+/// on its host. A rank whose leader is itself and that no other rank names runs alone on its
+/// node and speaks to the coordinator itself (flat); every other rank goes through its leader.
+/// Input: hosts n1, n1, n2, n1. Output: {0, 0, 2, 0}.
+[[nodiscard]] std::vector<std::uint32_t> node_leaders(const std::vector<Member>& ranks);
+
+/// How many ranks each leader speaks for (itself included), indexed by rank; 0 for non-leaders.
+/// Input: {0, 0, 2, 0}. Output: {3, 0, 1, 0}.
+[[nodiscard]] std::vector<std::uint32_t> node_sizes(const std::vector<std::uint32_t>& leaders);
+
 /// `rank 3 (worker:2)`: how messages name a rank.
 [[nodiscard]] std::string rank_label(std::uint32_t rank, const Member& member);
 

@@ -7,6 +7,7 @@
 /// launcher_link.cpp (the link to the coordinator: connecting through the candidate control
 /// ports, the challenge and registration, framed reads and writes).
 
+#include "detail/node_relay.hpp"
 #include "detail/signal_reader.hpp"
 
 #include <tfslurm/auth.hpp>
@@ -16,6 +17,7 @@
 #include <tfslurm/plan.hpp>
 #include <tfslurm/protocol.hpp>
 
+#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -28,6 +30,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +39,7 @@ namespace tfslurm::detail {
 
 namespace asio = boost::asio;
 using Tcp = asio::ip::tcp;
+using Stream = asio::generic::stream_protocol;
 using boost::system::error_code;
 
 /// The machine's settings for this task of `plan`.
@@ -58,8 +62,8 @@ class LauncherShell {
         : m_plan(plan), m_rank(plan.self_rank.value_or(0)), m_self(plan.ranks.at(m_rank)),
           m_argv(argv), m_env(trainer_env.to_strings()), m_options(options),
           m_machine(machine_settings(plan, options)), m_candidates(control_port_candidates(plan)),
-          m_signals(m_io, step_reaches_trainer), m_socket(m_io), m_retry_timer(m_io),
-          m_deadline_timer(m_io), m_challenge_timer(m_io),
+          m_signals(m_io, step_reaches_trainer), m_socket(m_io), m_relay_timer(m_io),
+          m_retry_timer(m_io), m_deadline_timer(m_io), m_challenge_timer(m_io),
           m_timers(make_timers(m_io, std::make_index_sequence<k_launcher_timer_count>{})) {}
     LauncherShell(const LauncherShell&) = delete;
     LauncherShell& operator=(const LauncherShell&) = delete;
@@ -81,10 +85,20 @@ class LauncherShell {
     [[nodiscard]] protocol::StepId step_id() const {
         return {m_plan.job_id.value_or(0), m_plan.step_id.value_or(0)};
     }
-    /// The candidate control endpoint being tried (after `welcome`: the coordinator's).
+    /// The candidate control endpoint being tried (after `welcome`: the coordinator's), or
+    /// the node leader's relay socket.
     [[nodiscard]] std::string control() const {
+        if (!m_relay_path.empty()) {
+            return fmt::format("rank {}'s relay {}", m_leader, m_relay_path);
+        }
         return fmt::format("{}:{}", m_plan.control_address, m_candidates.at(m_candidate));
     }
+    /// Whether this launcher leads a node of several ranks (and relays for them).
+    [[nodiscard]] bool leads_node() const noexcept { return !m_followers.empty(); }
+    void plan_tree();
+    void start_relay();
+    /// Whether `action` must wait until the relay has no local launcher left.
+    [[nodiscard]] bool defer(const LauncherAction& action);
     asio::steady_timer& timer(LauncherTimer which) {
         return m_timers.at(static_cast<std::size_t>(which));
     }
@@ -129,7 +143,15 @@ class LauncherShell {
     asio::io_context m_io;
     detail::SignalReader m_signals;
     std::unique_ptr<CoordinatorServer> m_server;
-    Tcp::socket m_socket;
+    Stream::socket m_socket;
+    /// The tree: this node's leader, the relay socket a follower connects to (empty: the
+    /// coordinator's control port), the ranks a leader relays for, its relay.
+    std::uint32_t m_leader = 0;
+    std::string m_relay_path;
+    std::set<std::uint32_t> m_followers;
+    std::unique_ptr<NodeRelay> m_relay;
+    std::vector<LauncherAction> m_deferred; ///< closing actions waiting for the relay
+    asio::steady_timer m_relay_timer;       ///< the connect deadline, for the relay
     asio::steady_timer m_retry_timer;
     asio::steady_timer m_deadline_timer;
     asio::steady_timer m_challenge_timer;

@@ -311,3 +311,210 @@ TEST_CASE("coordinator_server: listens on the first free candidate port, or name
     }
     logger().sinks().pop_back();
 }
+
+namespace {
+
+void send_frame(int fd, const std::string& frame) {
+    REQUIRE(::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(frame.size()));
+}
+
+/// Connect and register `rank` (a node leader when `relay`); returns the descriptor.
+int register_rank(std::uint16_t port,
+                  const protocol::Authenticator& auth,
+                  std::uint32_t rank,
+                  protocol::FrameDecoder& decoder,
+                  bool relay,
+                  const std::string& address = {}) {
+    const int fd = connect_to(port);
+    const auto challenge = receive(fd, decoder);
+    REQUIRE(challenge);
+    protocol::Hello hello;
+    hello.job = 7;
+    hello.rank = rank;
+    hello.role = Role::worker;
+    hello.host = "n";
+    hello.auth = protocol::AuthMethod::secret;
+    hello.nonce = std::string(64, 'a');
+    hello.address = address;
+    hello.relay = relay;
+    hello.credential =
+        auth.prove(std::get<protocol::Challenge>(*challenge).nonce, protocol::StepId{7, 0}, rank);
+    send_frame(fd, protocol::encode_frame(hello));
+    const auto welcome = receive(fd, decoder);
+    REQUIRE(welcome);
+    REQUIRE(std::holds_alternative<protocol::Welcome>(*welcome));
+    decoder.set_limit(protocol::k_max_trusted_frame);
+    return fd;
+}
+
+/// A relayed hello of `rank` (its proof was checked by the leader's relay).
+protocol::Relay relayed_hello(std::uint32_t rank) {
+    protocol::Hello hello;
+    hello.job = 7;
+    hello.rank = rank;
+    hello.role = Role::worker;
+    hello.host = "n";
+    hello.auth = protocol::AuthMethod::secret;
+    hello.nonce = std::string(64, 'b');
+    hello.credential = std::string(64, '0');
+    return protocol::Relay{{rank}, protocol::encode_payload(hello), {}};
+}
+
+} // namespace
+
+TEST_CASE("coordinator_server: a node leader registers and speaks for its node",
+          "[coordinator_server][tree]") {
+    boost::asio::io_context io;
+    CoordinatorSettings s;
+    // Ranks 0-2 on n1 (0 leads), 3 alone on n2 (flat).
+    s.ranks = {Member{Role::worker, 0, "n1"},
+               Member{Role::worker, 1, "n1"},
+               Member{Role::worker, 2, "n1"},
+               Member{Role::worker, 3, "n2"}};
+    const auto auth = protocol::Authenticator::create(
+        {protocol::AuthMethod::secret, std::string(64, 'c'), "/nonexistent/munge.socket"});
+    CoordinatorServer server(io, s, auth, protocol::StepId{7, 0}, "127.0.0.1", 0);
+    std::thread runner([&] { io.run(); });
+    const auto exit0 = protocol::encode_payload(protocol::Exit{ExitStatus::exited(0), ""});
+
+    protocol::FrameDecoder leader_in;
+    const int leader = register_rank(server.port(), auth, 0, leader_in, true);
+    SECTION("its node's ranks register through it; a verdict reaches the node once") {
+        for (const std::uint32_t rank : {1U, 2U}) {
+            send_frame(leader, protocol::encode_frame(relayed_hello(rank)));
+            const auto answer = receive(leader, leader_in);
+            REQUIRE(answer);
+            const auto& relay = std::get<protocol::Relay>(*answer);
+            CHECK(relay.ranks == std::vector<std::uint32_t>{rank});
+            CHECK(
+                std::holds_alternative<protocol::Welcome>(protocol::decode_payload(relay.message)));
+        }
+        // A relayed heartbeat is answered to that rank, through the leader.
+        send_frame(leader,
+                   protocol::encode_frame(
+                       protocol::Relay{{2}, protocol::encode_payload(protocol::Heartbeat{}), {}}));
+        const auto beat = receive(leader, leader_in);
+        REQUIRE(beat);
+        CHECK(std::get<protocol::Relay>(*beat).ranks == std::vector<std::uint32_t>{2});
+        protocol::FrameDecoder alone_in;
+        const int alone = register_rank(server.port(), auth, 3, alone_in, false);
+        for (const std::uint32_t rank : {1U, 2U}) {
+            send_frame(leader, protocol::encode_frame(protocol::Relay{{rank}, exit0, {}}));
+        }
+        send_frame(leader, protocol::encode_frame(protocol::Exit{ExitStatus::exited(0), ""}));
+        send_frame(alone, protocol::encode_frame(protocol::Exit{ExitStatus::exited(0), ""}));
+        // The leader's own stop, then one envelope for ranks 1 and 2.
+        const auto own = receive(leader, leader_in);
+        REQUIRE(own);
+        CHECK(std::holds_alternative<protocol::Stop>(*own));
+        const auto node = receive(leader, leader_in);
+        REQUIRE(node);
+        const auto& relay = std::get<protocol::Relay>(*node);
+        CHECK(relay.ranks == std::vector<std::uint32_t>{1, 2});
+        CHECK(std::holds_alternative<protocol::Stop>(protocol::decode_payload(relay.message)));
+        const auto stop = receive(alone, alone_in);
+        REQUIRE(stop);
+        CHECK(std::holds_alternative<protocol::Stop>(*stop));
+        CHECK(server.state().verdict() == Verdict::done);
+        ::close(alone);
+    }
+    SECTION("a relayed launcher's lost connection is that rank's loss") {
+        send_frame(leader, protocol::encode_frame(relayed_hello(1)));
+        REQUIRE(receive(leader, leader_in));
+        send_frame(leader, protocol::encode_frame(protocol::Relay{{1}, {}, "connection closed"}));
+        const auto abort = receive(leader, leader_in);
+        REQUIRE(abort);
+        const auto& failure = std::get<protocol::Abort>(*abort).failure;
+        CHECK(failure.rank == 1);
+        CHECK(failure.cause == protocol::FailureCause::lost);
+        CHECK(protocol::describe(failure) ==
+              "rank 1 (worker:1) on n1 launcher lost (connection closed)");
+    }
+    SECTION("a leader speaks only for its own node") {
+        send_frame(leader, protocol::encode_frame(relayed_hello(3)));
+        CHECK_FALSE(receive(leader, leader_in)); // closed: a protocol error
+    }
+    SECTION("a relayed rank is admitted like any other") {
+        auto hello = relayed_hello(1);
+        send_frame(leader, protocol::encode_frame(hello));
+        REQUIRE(receive(leader, leader_in));
+        send_frame(leader, protocol::encode_frame(hello));
+        const auto answer = receive(leader, leader_in);
+        REQUIRE(answer);
+        const auto reject = std::get<protocol::Reject>(
+            protocol::decode_payload(std::get<protocol::Relay>(*answer).message));
+        CHECK(reject.reason == "rank 1 is already registered");
+    }
+    SECTION("only a node's lowest rank may lead it") {
+        protocol::FrameDecoder in;
+        const int fd = connect_to(server.port());
+        const auto challenge = receive(fd, in);
+        REQUIRE(challenge);
+        protocol::Hello hello;
+        hello.job = 7;
+        hello.rank = 1;
+        hello.host = "n";
+        hello.auth = protocol::AuthMethod::secret;
+        hello.nonce = std::string(64, 'a');
+        hello.relay = true;
+        hello.credential =
+            auth.prove(std::get<protocol::Challenge>(*challenge).nonce, protocol::StepId{7, 0}, 1);
+        send_frame(fd, protocol::encode_frame(hello));
+        const auto answer = receive(fd, in);
+        REQUIRE(answer);
+        CHECK(std::get<protocol::Reject>(*answer).reason ==
+              "rank 1 is not its node's leader (rank 0 is)");
+        ::close(fd);
+    }
+    boost::asio::post(io, [&] {
+        server.close();
+        io.stop();
+    });
+    runner.join();
+    ::close(leader);
+}
+
+TEST_CASE("coordinator_server: a cluster larger than a frame reaches proven launchers",
+          "[coordinator_server][tree]") {
+    boost::asio::io_context io;
+    CoordinatorSettings s;
+    // Long node names (250 characters): 300 nodes make a `cluster` of more than 64 KiB.
+    constexpr std::uint32_t k_nodes = 300;
+    for (std::uint32_t rank = 0; rank < k_nodes; ++rank) {
+        s.ranks.push_back(Member{Role::worker, rank, fmt::format("{:0>250}", rank)});
+    }
+    const auto auth = protocol::Authenticator::create(
+        {protocol::AuthMethod::secret, std::string(64, 'c'), "/nonexistent/munge.socket"});
+    CoordinatorServer server(io, s, auth, protocol::StepId{7, 0}, "127.0.0.1", 0);
+    std::thread runner([&] { io.run(); });
+    std::vector<int> fds;
+    std::vector<protocol::FrameDecoder> in(k_nodes);
+    for (std::uint32_t rank = 0; rank < k_nodes; ++rank) {
+        fds.push_back(register_rank(server.port(),
+                                    auth,
+                                    rank,
+                                    in[rank],
+                                    false,
+                                    fmt::format("10.0.{}.{}", rank / 256, rank % 256)));
+    }
+    for (const std::uint32_t rank : {0U, k_nodes - 1}) {
+        const auto cluster = receive(fds[rank], in[rank]);
+        CHECK(in[rank].partial() == false);
+        CHECK((cluster && std::get<protocol::Cluster>(*cluster).addresses.size() == k_nodes));
+    }
+    protocol::Cluster expected;
+    for (std::uint32_t rank = 0; rank < k_nodes; ++rank) {
+        expected.addresses.emplace(s.ranks[rank].host,
+                                   fmt::format("10.0.{}.{}", rank / 256, rank % 256));
+    }
+    CHECK(protocol::encode_payload(expected).size() > protocol::k_max_frame);
+    boost::asio::post(io, [&] {
+        server.close();
+        io.stop();
+    });
+    runner.join();
+    for (const int fd : fds) {
+        ::close(fd);
+    }
+}

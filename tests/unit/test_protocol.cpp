@@ -4,6 +4,7 @@
 #include <tfslurm/protocol.hpp>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -726,4 +727,78 @@ TEST_CASE("protocol: munge authentication with a private munged", "[protocol][mu
         CHECK(secret_only.verify(hello, k_nonce, StepId{99, 0}) ==
               refused("munge authentication is not enabled"));
     }
+}
+
+TEST_CASE("protocol: relay envelopes carry any message unchanged (the tree)", "[protocol]") {
+    SECTION("a leader's hello says so; others do not carry the field") {
+        Hello hello;
+        hello.host = "n1";
+        hello.auth = AuthMethod::secret;
+        hello.nonce = k_nonce;
+        CHECK(encode_payload(hello).find("relay") == std::string::npos);
+        hello.relay = true;
+        CHECK(encode_payload(hello).find("\"relay\":true") != std::string::npos);
+        CHECK(std::get<Hello>(decode_payload(encode_payload(hello))).relay);
+    }
+    SECTION("upstream: one rank and its message, spliced in as text") {
+        const Relay up{{5}, encode_payload(Heartbeat{}), {}};
+        CHECK(encode_payload(up) ==
+              R"({"msg":{"type":"heartbeat","v":4},"ranks":[5],"type":"relay","v":4})");
+        CHECK(round_trip(up) == encode_payload(up));
+    }
+    SECTION("a message type the relay does not know passes through") {
+        const std::string future = R"({"ports":[1,2],"type":"future","v":4})";
+        check_relayable(future);
+        const auto relay = std::get<Relay>(decode_payload(encode_payload(Relay{{7}, future, {}})));
+        CHECK(relay.message == future);
+        CHECK(relay.ranks == std::vector<std::uint32_t>{7});
+    }
+    SECTION("downstream: a broadcast once for several ranks") {
+        const Relay down{{1, 2, 3}, encode_payload(Stop{StopReason::done, 0, 0}), {}};
+        const auto decoded = std::get<Relay>(decode_payload(encode_payload(down)));
+        CHECK(decoded.ranks == std::vector<std::uint32_t>{1, 2, 3});
+        CHECK(decode_payload(decoded.message).index() == Message(Stop{}).index());
+    }
+    SECTION("a local connection's end") {
+        const Relay closed{{4}, {}, "connection closed"};
+        CHECK(encode_payload(closed) ==
+              R"({"closed":"connection closed","ranks":[4],"type":"relay","v":4})");
+        CHECK(round_trip(closed) == encode_payload(closed));
+    }
+    SECTION("malformed envelopes") {
+        CHECK_THROWS_WITH(decode_payload(R"({"msg":{},"ranks":[],"type":"relay","v":4})"),
+                          Catch::StartsWith("protocol: field \"ranks\" of relay is not a list"));
+        CHECK_THROWS_WITH(decode_payload(R"({"msg":{},"ranks":[-1],"type":"relay","v":4})"),
+                          Catch::StartsWith("protocol: field \"ranks\" of relay holds"));
+        CHECK_THROWS_WITH(decode_payload(R"({"msg":"x","ranks":[1],"type":"relay","v":4})"),
+                          Catch::StartsWith("protocol: field \"msg\" of relay is not an object"));
+        CHECK_THROWS_WITH(decode_payload(R"({"ranks":[1],"type":"relay","v":4})"),
+                          Catch::StartsWith("protocol: relay carries neither"));
+        CHECK_THROWS_WITH(check_relayable("[1]"), "protocol: not a JSON object: \"[1]\"");
+        CHECK_THROWS_WITH(check_relayable(R"({"type":"x","v":2})"),
+                          Catch::StartsWith("protocol: unsupported protocol version"));
+        CHECK_THROWS_AS(check_relayable(R"({"v":4})"), Error);
+    }
+}
+
+TEST_CASE("protocol: large frames only from a proven peer", "[protocol]") {
+    Cluster cluster;
+    for (int node = 0; node < 5000; ++node) {
+        cluster.addresses.emplace(fmt::format("node{:05}", node),
+                                  fmt::format("10.{}.{}.1", node / 256, node % 256));
+    }
+    // 5,000 nodes take more than k_max_frame: refused by default, as before authentication.
+    CHECK_THROWS_WITH(encode_frame(cluster), Catch::Contains("exceeds the 65536-byte frame limit"));
+    const std::string frame = encode_frame(cluster, k_max_trusted_frame);
+    CHECK(frame.size() > k_max_frame);
+    FrameDecoder untrusted;
+    CHECK_THROWS_WITH(untrusted.feed(frame), Catch::Contains("exceeds the 65536-byte limit"));
+    FrameDecoder trusted;
+    trusted.set_limit(k_max_trusted_frame);
+    trusted.feed(frame);
+    const auto payload = trusted.next();
+    REQUIRE(payload);
+    CHECK(std::get<Cluster>(decode_payload(*payload)).addresses.size() == 5000);
+    CHECK_THROWS_WITH(frame_payload(std::string(k_max_frame + 1, 'x')),
+                      Catch::Contains("exceeds the 65536-byte frame limit"));
 }

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+/// \file
+/// The node relay of `tfslurm run`'s tree (docs/protocol.md, "The tree"): hosted by a node
+/// leader's launcher (the lowest rank on its node), it accepts the node's other launchers on a
+/// Unix socket in a private directory, authenticates each in both directions with the control
+/// port's own challenge and proofs (auth.hpp), and carries their messages in `relay` envelopes
+/// over the leader's one connection to the coordinator. It knows the handshake (hello, welcome,
+/// reject) and nothing else: every other message passes through unchanged.
+
+#include <tfslurm/auth.hpp>
+#include <tfslurm/protocol.hpp>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace tfslurm::detail {
+
+/// Where the relay of `leader` in step `step` listens: `/tmp/tfslurm-<uid>/relay-<job>.<step>-
+/// <leader>.sock` (the leader's rank keeps two nodes apart even where they share /tmp).
+/// Input: {12345, 0}, 4 (uid 1000). Output: `/tmp/tfslurm-1000/relay-12345.0-4.sock`.
+[[nodiscard]] std::string relay_path(protocol::StepId step, std::uint32_t leader);
+
+/// Create `path`'s directory (mode 0700) or check that it is this user's and private.
+/// \throws Error (Errc::io) `relay: <dir> is not a private directory of uid <uid>: ...`.
+void ensure_private_directory(const std::string& path);
+
+class NodeRelay {
+  public:
+    /// `ranks`: the node's other ranks (the leader's own is not relayed); `members`: the plan.
+    /// `upstream` sends an envelope over the leader's connection; `idle` is called (posted)
+    /// whenever the relay stops being busy().
+    NodeRelay(boost::asio::io_context& io,
+              const protocol::Authenticator& auth,
+              protocol::StepId step,
+              std::set<std::uint32_t> ranks,
+              std::function<void(const protocol::Relay&)> upstream,
+              std::function<void()> idle);
+    ~NodeRelay();
+    NodeRelay(const NodeRelay&) = delete;
+    NodeRelay& operator=(const NodeRelay&) = delete;
+
+    /// Listen on `path` (a stale socket there is replaced). \throws Error (Errc::io).
+    void listen(const std::string& path);
+    /// An envelope from the coordinator: each of its ranks gets the message.
+    void downstream(const protocol::Relay& relay);
+    /// The leader's connection is gone: close every local connection (their launchers then
+    /// take the coordinator-lost path) and stop accepting.
+    void upstream_lost();
+    /// Stop waiting for ranks that never connected (the connect timeout is over).
+    void stop_waiting();
+    /// A local launcher is connected, or one never came and stop_waiting() was not called.
+    [[nodiscard]] bool busy() const noexcept;
+    void close();
+
+  private:
+    struct Impl;
+    std::shared_ptr<Impl> m_impl;
+};
+
+} // namespace tfslurm::detail
