@@ -18,8 +18,13 @@ namespace {
 /// The plan with every node's chosen address: after the PMI2 exchange (every task of the step
 /// takes part), else the resolved plan as it is.
 Plan exact_plan(const ResolvedPlan& resolved) {
-    if (resolved.exchange != Exchange::pmi2 || !resolved.own_address) {
+    if (resolved.exchange != Exchange::pmi2) {
         return resolved.plan;
+    }
+    if (resolved.own_address_error) {
+        // Take part without an address, so that the other tasks fail instead of waiting.
+        static_cast<void>(exchange_addresses_pmi2(resolved.plan, {}));
+        throw Error(*resolved.own_address_error);
     }
     auto exact = resolved.settings.plan;
     exact.node_addresses = exchange_addresses_pmi2(resolved.plan, resolved.own_address->address);

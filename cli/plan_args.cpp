@@ -178,7 +178,14 @@ resolve_plan(const PlanArgs& args, const Environment& env, ExchangeUser user, Gp
         auto by_name = resolved.settings.plan;
         by_name.address_selection = {};
         resolved.plan = make_plan(resolved.step, resolved.allocation, by_name, {}, detail);
-        resolved.own_address = select_own_address(resolved.plan, selection, read_interfaces());
+        try {
+            resolved.own_address = select_own_address(resolved.plan, selection, read_interfaces());
+        } catch (const Error& e) {
+            if (resolved.exchange != Exchange::pmi2 || !resolved.plan.self_rank) {
+                throw;
+            }
+            resolved.own_address_error = e;
+        }
     }
     return resolved;
 }

@@ -71,6 +71,10 @@ struct ResolvedPlan {
     /// Exchange::pmi2 or coordinator (with `iface`/`network`): this node's choice, while `plan`
     /// uses node names until the exchange brings the other nodes' addresses.
     std::optional<SelectedAddress> own_address;
+    /// Exchange::pmi2 only: why this node could not choose its address. Kept rather than
+    /// thrown, so that the task still takes part in the exchange (the others would wait for it
+    /// in the fence) before it fails.
+    std::optional<Error> own_address_error;
 };
 
 /// Validate the output settings, read the step (from `env`, or a preview when --nodelist was

@@ -11,6 +11,7 @@ namespace tfslurm {
 namespace {
 
 constexpr std::string_view k_key_prefix = "tfslurm.addr.";
+constexpr std::string_view k_no_address = "-";
 
 std::string need_selection_hint() {
     return "set " + setting_ref("iface") + " or " + setting_ref("network") +
@@ -128,7 +129,10 @@ Pmi2Exchange pmi2_exchange(const Plan& plan, std::string_view own_address) {
         }
         if (node == self.node) {
             if (self.local == 0) {
-                auto value = fmt::format("{} {}", plan.hosts[node], own_address);
+                // A node without an address still takes part (the fence waits for every task):
+                // its marker tells the others to fail rather than wait.
+                auto value = fmt::format(
+                    "{} {}", plan.hosts[node], own_address.empty() ? k_no_address : own_address);
                 if (value.size() >= k_pmi2_max_value) {
                     throw errors::too_large(
                         "PMI2",
@@ -165,6 +169,13 @@ std::string read_pmi2_address(const Pmi2Get& get, std::string_view value) {
                         node,
                         get.node),
             value);
+    }
+    if (address == k_no_address) {
+        throw errors::invalid_argument(
+            "PMI2",
+            fmt::format("{} chose no address (its task says why)", get.node),
+            value,
+            "the node needs the interface or network asked for, like every node of the step");
     }
     if (!is_ip_address(address)) {
         throw errors::inconsistent_allocation(

@@ -125,9 +125,12 @@ std::map<std::string, std::string, std::less<>> exchange_addresses_pmi2(
     const Pmi2Session session{f};
     check_pmi2_world(session.size(), session.rank(), plan);
     std::map<std::string, std::string, std::less<>> addresses;
-    addresses.emplace(plan.ranks.at(*plan.self_rank).host, own_address);
     if (plan.hosts.size() == 1) {
-        return addresses; // one node: nothing to learn, no fence needed
+        // One node: nothing to learn, no fence needed.
+        if (!own_address.empty()) {
+            addresses.emplace(plan.ranks.at(*plan.self_rank).host, own_address);
+        }
+        return addresses;
     }
     std::array<char, k_pmi2_max_jobid> jobid{};
     check(f.job_get_id(jobid.data(), static_cast<int>(jobid.size())), "PMI2_Job_GetId");
@@ -135,6 +138,10 @@ std::map<std::string, std::string, std::less<>> exchange_addresses_pmi2(
         check(f.put(steps.put->key.c_str(), steps.put->value.c_str()), "PMI2_KVS_Put");
     }
     check(f.fence(), "PMI2_KVS_Fence");
+    if (own_address.empty()) {
+        return addresses; // took part so that nobody waits; the caller reports why
+    }
+    addresses.emplace(plan.ranks.at(*plan.self_rank).host, own_address);
     std::array<char, k_pmi2_max_value> value{};
     for (const auto& get : steps.gets) {
         int length = 0;

@@ -84,6 +84,8 @@ struct Pmi2Exchange {
 /// each other node. Values are not packed: each node's value comes from that node, so packing
 /// several into one value would need a second put and fence; after the fence Slurm's slurmstepd
 /// answers every get from its own copy of the key-value space.
+/// An empty `own_address` (this node could not choose one) puts the value `<node> -`, so that
+/// the other tasks fail at once instead of waiting for a node that never comes.
 /// Input: plan by name of `srun -N3 -n6` (block), self rank 2 (n2, local 0), own 10.78.0.2.
 /// Output: put {tfslurm.addr.1, `n2 10.78.0.2`}, gets {n1 tfslurm.addr.0 from rank 0,
 /// n3 tfslurm.addr.2 from rank 4}.
@@ -95,7 +97,9 @@ struct Pmi2Exchange {
 /// `get` asked for and an IP literal.
 /// Input: get {n2, tfslurm.addr.1}, `n2 10.78.0.2`. Output: `10.78.0.2`.
 /// \throws Error (Errc::inconsistent_allocation), e.g. `PMI2: tfslurm.addr.1 holds the address
-///         of n3, not of n2 (the tasks placed the ranks differently): "n3 10.78.0.3"`.
+///         of n3, not of n2 (the tasks placed the ranks differently): "n3 10.78.0.3"`, or
+///         (Errc::invalid_argument) for the marker of a node without an address: `PMI2: n2
+///         chose no address (its task says why): "n2 -"`.
 [[nodiscard]] std::string read_pmi2_address(const Pmi2Get& get, std::string_view value);
 
 /// Check what PMI2_Init() reported against the plan: the same number of tasks and this task's

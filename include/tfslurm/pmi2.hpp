@@ -25,7 +25,10 @@ namespace tfslurm {
 /// node's address when this task is the node's local task 0, one PMI2_KVS_Fence(), the gets of
 /// pmi2_exchange(), PMI2_Finalize(). Every task of the step must call it (the fence waits for
 /// all of them). `plan` is built with node names and has a self rank; `own_address` is this
-/// node's choice. Loads the first of `libraries` that dlopen() accepts.
+/// node's choice; empty when this node could not choose one: the task then still puts the
+/// marker of pmi2_exchange() and fences, so that no task waits for it, gets nothing and returns
+/// an empty map (its caller reports its own error). Loads the first of `libraries` that
+/// dlopen() accepts.
 /// Input: task 3 of `srun --mpi=pmi2 -N3 -n6 tfslurm env --iface ib0`, own 10.78.0.2.
 /// Output: {n1: 10.78.0.1, n2: 10.78.0.2, n3: 10.78.0.3}.
 /// \throws Error (Errc::io) when libpmi2 cannot be loaded (`libpmi2: cannot load any of

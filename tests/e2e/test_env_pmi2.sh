@@ -48,6 +48,16 @@ run_stdout 0 60 srun --mpi=pmi2 -N3 -n6 -l "$TFSLURM_BIN" env --network fd78::/6
     --exchange pmi2 --port-base 23000 --only tf --format env
 assert_eq "$(expected "$v6")" "$(tf_lines)" "every rank has every node's IPv6 address"
 
+# A node without the address asked for fails, and so does everyone else, at once: its task
+# still takes part in the fence (with a marker) instead of leaving the others waiting.
+assert_status 2 run_bounded 60 srun --mpi=pmi2 -N3 -n3 -l "$TFSLURM_BIN" env \
+    --network 10.78.0.11/32 --exchange pmi2
+assert_eq '0: tfslurm: error: PMI2: n2 chose no address (its task says why): "n2 -"' \
+    "$(grep '^0: tfslurm: error' <<<"$E2E_OUTPUT")" "the others learn it through PMI2"
+assert_contains "$(grep '^1: tfslurm: error' <<<"$E2E_OUTPUT")" \
+    '1: tfslurm: error: --network: node n2 has no address in 10.78.0.11/32 (its interfaces:' \
+    "the node says why"
+
 # Without --mpi=pmi2: the singleton is refused with what to do (exit status 5).
 assert_status 5 run_bounded 60 srun --mpi=none -N3 -n6 -l "$TFSLURM_BIN" env --iface ib0 --exchange pmi2
 assert_eq "0: tfslurm: error: --exchange pmi2: PMI2 sees 1 task (a singleton), the step has 6: this step was not started with srun --mpi=pmi2|0: tfslurm: hint: run the step with srun --mpi=pmi2 (or set MpiDefault=pmi2 in slurm.conf)" \

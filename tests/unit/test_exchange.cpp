@@ -119,6 +119,10 @@ TEST_CASE("pmi2_exchange: one put per node, one get per other node", "[exchange]
     CHECK(cyclic.put->value == "n1 fd78::1");
     REQUIRE(cyclic.gets.size() == 2);
     CHECK(cyclic.gets[1].source_rank == 2);
+    // A node that could not choose an address still puts, a marker, so nobody waits for it.
+    const auto failed = pmi2_exchange(named_plan(2), "");
+    REQUIRE(failed.put);
+    CHECK(failed.put->value == "n2 -");
     // 1000 nodes: still one put per node, and every key and value within PMI2's limits.
     const auto big = pmi2_exchange(named_plan(1998, "n[1-1000]", "2"), "10.78.3.232");
     REQUIRE(big.put);
@@ -142,6 +146,9 @@ TEST_CASE("read_pmi2_address: checks the node and the address", "[exchange]") {
                   Errc::inconsistent_allocation,
                   "PMI2: tfslurm.addr.1 holds the address of n3, not of n2 (the tasks placed the "
                   "ranks differently): \"n3 10.78.0.3\"");
+    require_error([&] { (void)read_pmi2_address(get, "n2 -"); },
+                  Errc::invalid_argument,
+                  "PMI2: n2 chose no address (its task says why): \"n2 -\"");
     require_error([&] { (void)read_pmi2_address(get, "n2 n2-ib0"); },
                   Errc::inconsistent_allocation,
                   "PMI2: tfslurm.addr.1 holds no IP address for n2: \"n2 n2-ib0\"");
