@@ -5,6 +5,7 @@
 
 #include <tfslurm/error.hpp>
 #include <tfslurm/log.hpp>
+#include <tfslurm/pmi2.hpp>
 #include <tfslurm/tf_config.hpp>
 #include <tfslurm/tf_config_file.hpp>
 
@@ -12,6 +13,27 @@
 #include <string>
 
 namespace tfslurm::cli {
+namespace {
+
+/// The plan with every node's chosen address: after the PMI2 exchange (every task of the step
+/// takes part), else the resolved plan as it is.
+Plan exact_plan(const ResolvedPlan& resolved) {
+    if (resolved.exchange != Exchange::pmi2) {
+        return resolved.plan;
+    }
+    if (resolved.own_address_error) {
+        // Take part without an address, so that the other tasks fail instead of waiting.
+        static_cast<void>(exchange_addresses_pmi2(resolved.plan, {}));
+        throw Error(*resolved.own_address_error);
+    }
+    auto exact = resolved.settings.plan;
+    exact.node_addresses = exchange_addresses_pmi2(resolved.plan, resolved.own_address->address);
+    auto plan = make_plan(resolved.step, resolved.allocation, exact, {}, GpuDetail::self_only);
+    plan.socket_interface = resolved.own_address->interface;
+    return plan;
+}
+
+} // namespace
 
 // Mostly the command's help text and its option list (~65 lines); the callback itself is a
 // few lines: resolve the plan, check the size limits, print.
@@ -27,8 +49,7 @@ void setup_env(CLI::App& app, int& exit_status) {
     sub->callback([args, &exit_status] {
         const auto env = Environment::from_process();
         // One task's variables: the other ranks' GPU lists would be built for nothing.
-        const auto resolved =
-            resolve_plan(*args, env, AddressSource::this_node, GpuDetail::self_only);
+        const auto resolved = resolve_plan(*args, env, ExchangeUser::env, GpuDetail::self_only);
         if (!resolved.plan.self_rank) {
             throw errors::missing_env(
                 "SLURM_PROCID",
@@ -50,17 +71,18 @@ void setup_env(CLI::App& app, int& exit_status) {
                            "the batch script, not a task of a step)",
                            *resolved.plan.self_rank);
         }
-        const auto rank = *resolved.plan.self_rank;
+        const Plan plan = exact_plan(resolved);
+        const auto rank = *plan.self_rank;
         const auto with_socket_interface = [&](EnvVars vars) {
-            for (auto& var : socket_interface_variables(resolved.plan, env)) {
+            for (auto& var : socket_interface_variables(plan, env)) {
                 vars.push_back(std::move(var));
             }
             return vars;
         };
         if (resolved.settings.tf_config_file.empty()) {
-            write_stdout(render_env(with_socket_interface(task_environment(
-                                        resolved.plan, rank, resolved.settings.outputs)),
-                                    resolved.settings.format));
+            write_stdout(render_env(
+                with_socket_interface(task_environment(plan, rank, resolved.settings.outputs)),
+                resolved.settings.format));
             exit_status = 0;
             return;
         }
@@ -68,7 +90,7 @@ void setup_env(CLI::App& app, int& exit_status) {
         // owns it. Rendered before writing, so that a value the format cannot hold leaves no
         // file behind.
         const auto with_file = file_task_environment(
-            resolved.plan, rank, resolved.settings.outputs, resolved.settings.tf_config_file, env);
+            plan, rank, resolved.settings.outputs, resolved.settings.tf_config_file, env);
         const auto text =
             render_env(with_socket_interface(with_file.vars), resolved.settings.format);
         if (!with_file.file.path.empty()) {

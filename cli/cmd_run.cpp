@@ -422,7 +422,7 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
                              "--local N";
     ResolvedPlan resolved;
     try {
-        resolved = resolve_plan(plan_args, env, AddressSource::exchange);
+        resolved = resolve_plan(plan_args, env, ExchangeUser::run);
     } catch (const Error& e) {
         if (e.code() != Errc::missing_env) {
             throw;
@@ -523,7 +523,8 @@ int run_local_job(const PlanArgs& plan_args, const RunArgs& args, const CLI::App
     LauncherOptions options = launcher_options(args, env);
     PlanArgs check = plan_args;
     check.preview = StepOverrides{};
-    (void)resolve_plan(check, local_task_environment(env, local.ntasks, 0, local.job_id));
+    (void)resolve_plan(
+        check, local_task_environment(env, local.ntasks, 0, local.job_id), ExchangeUser::run);
 
     if (!env.contains("TFSLURM_SECRET") &&
         (options.auth.method == protocol::AuthMethod::secret ||

@@ -4,6 +4,7 @@
 #include "detail/text.hpp"
 
 #include <tfslurm/error.hpp>
+#include <tfslurm/log.hpp>
 
 #include <fmt/format.h>
 
@@ -140,10 +141,8 @@ std::vector<SettingValue> given_values(const GivenSettings& given, const Environ
     return values;
 }
 
-ResolvedPlan resolve_plan(const PlanArgs& args,
-                          const Environment& env,
-                          AddressSource addresses,
-                          GpuDetail detail) {
+ResolvedPlan
+resolve_plan(const PlanArgs& args, const Environment& env, ExchangeUser user, GpuDetail detail) {
     const auto values = given_values(args.given, env);
     record_origins(values);
     static_cast<void>(resolve_settings(output_values(values)));
@@ -163,17 +162,30 @@ ResolvedPlan resolve_plan(const PlanArgs& args,
     resolved.settings = resolve_settings(values).values;
     resolved.allocation = resolve_allocation(resolved.step);
     const auto& selection = resolved.settings.plan.address_selection;
+    resolved.exchange = choose_exchange(resolved.settings.plan.exchange, user, selection, env);
+    logger().debug("exchange: {} (asked for {}; iface/network {}; PMI2 server {})",
+                   to_string(resolved.exchange),
+                   to_string(resolved.settings.plan.exchange),
+                   selection.active() ? "set" : "not set",
+                   has_pmi2_server(env) ? "present" : "absent");
     if (!selection.active()) {
         resolved.plan =
             make_plan(resolved.step, resolved.allocation, resolved.settings.plan, {}, detail);
-    } else if (addresses == AddressSource::this_node) {
+    } else if (resolved.exchange == Exchange::env) {
         resolved.plan = plan_with_own_address(
             resolved.step, resolved.allocation, resolved.settings.plan, read_interfaces(), detail);
     } else {
         auto by_name = resolved.settings.plan;
         by_name.address_selection = {};
         resolved.plan = make_plan(resolved.step, resolved.allocation, by_name, {}, detail);
-        resolved.own_address = select_own_address(resolved.plan, selection, read_interfaces());
+        try {
+            resolved.own_address = select_own_address(resolved.plan, selection, read_interfaces());
+        } catch (const Error& e) {
+            if (resolved.exchange != Exchange::pmi2 || !resolved.plan.self_rank) {
+                throw;
+            }
+            resolved.own_address_error = e;
+        }
     }
     return resolved;
 }

@@ -8,6 +8,7 @@
 
 #include <tfslurm/env.hpp>
 #include <tfslurm/error.hpp>
+#include <tfslurm/exchange.hpp>
 #include <tfslurm/placement.hpp>
 #include <tfslurm/plan.hpp>
 #include <tfslurm/plan_settings.hpp>
@@ -65,24 +66,28 @@ struct ResolvedPlan {
     Allocation allocation;
     SettingValues settings; ///< settings.plan built `plan`
     Plan plan;
-    /// AddressSource::exchange with `iface`/`network`: this node's choice (`plan` uses names).
+    /// choose_exchange() of the `exchange` setting for this command.
+    Exchange exchange = Exchange::env;
+    /// Exchange::pmi2 or coordinator (with `iface`/`network`): this node's choice, while `plan`
+    /// uses node names until the exchange brings the other nodes' addresses.
     std::optional<SelectedAddress> own_address;
-};
-
-/// Where the other nodes' chosen addresses (`iface`/`network`) come from.
-enum class AddressSource {
-    this_node, ///< nowhere: only a single-node step can be planned (`plan`, `env`)
-    exchange   ///< `run`'s coordinator: the plan uses names, own_address is set
+    /// Exchange::pmi2 only: why this node could not choose its address. Kept rather than
+    /// thrown, so that the task still takes part in the exchange (the others would wait for it
+    /// in the fence) before it fails.
+    std::optional<Error> own_address_error;
 };
 
 /// Validate the output settings, read the step (from `env`, or a preview when --nodelist was
-/// given), place the ranks, apply the settings, build the plan (with `detail`, see make_plan()).
-/// Records where every setting came from in invocation_origins() first, so that errors name
-/// what the user typed.
+/// given), place the ranks, apply the settings, choose the exchange of `user`
+/// (choose_exchange(), logged at debug level), build the plan (with `detail`, see make_plan()).
+/// With `iface`/`network` and the env exchange the plan holds this node's chosen address (only
+/// a single-node step can be planned); with pmi2 or coordinator it uses node names and
+/// own_address is set. Records where every setting came from in invocation_origins() first, so
+/// that errors name what the user typed.
 /// \throws Error.
 [[nodiscard]] ResolvedPlan resolve_plan(const PlanArgs& args,
                                         const Environment& env,
-                                        AddressSource addresses = AddressSource::this_node,
+                                        ExchangeUser user = ExchangeUser::plan,
                                         GpuDetail detail = GpuDetail::every_rank);
 
 /// Where the settings of this invocation came from (one `tfslurm` process runs one command):

@@ -330,6 +330,20 @@ std::string_view to_string(AddressMode value) noexcept {
     return value == AddressMode::name ? "name" : "ip";
 }
 
+std::string_view to_string(Exchange value) noexcept {
+    switch (value) {
+    case Exchange::automatic:
+        return "auto";
+    case Exchange::env:
+        return "env";
+    case Exchange::pmi2:
+        return "pmi2";
+    case Exchange::coordinator:
+        return "coordinator";
+    }
+    return "auto";
+}
+
 std::string_view to_string(PortSource value) noexcept {
     switch (value) {
     case PortSource::reserved:

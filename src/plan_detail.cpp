@@ -74,8 +74,9 @@ std::vector<std::string> chosen_addresses(const std::vector<std::string>& hosts,
                     "interfaces)",
                     detail::join(unknown, ", ")),
         by_interface ? detail::join(selection.interfaces, ",") : selection.network->text,
-        "use tfslurm run, which exchanges every node's address before the trainers start (an "
-        "exchange for tfslurm env through PMI2 is planned); a single-node step works anywhere");
+        "use tfslurm run (its coordinator exchanges every node's address before the trainers "
+        "start) or tfslurm env under srun --mpi=pmi2 (it exchanges them through PMI2); a "
+        "single-node step works anywhere");
 }
 
 } // namespace

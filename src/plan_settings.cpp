@@ -2,6 +2,7 @@
 #include "detail/text.hpp"
 
 #include <tfslurm/error.hpp>
+#include <tfslurm/exchange.hpp>
 #include <tfslurm/hostlist.hpp>
 #include <tfslurm/interfaces.hpp>
 #include <tfslurm/plan_settings.hpp>
@@ -324,6 +325,18 @@ const std::vector<SettingSpec> k_registry{
          check_printable(s, "network");
          v.plan.address_selection.network = parse_network(s, setting_ref("network"));
      }},
+    {"exchange",
+     "TFSLURM_EXCHANGE",
+     "--exchange",
+     "auto|env|pmi2|coordinator",
+     "exchange",
+     K::value,
+     G::network,
+     "How the tasks learn the addresses the other nodes chose with --iface/--network: pmi2 "
+     "(tfslurm env under srun --mpi=pmi2), coordinator (tfslurm run), env (none: only this "
+     "node's) or auto (default: coordinator under run, pmi2 under env when srun started a PMI2 "
+     "server, else env)",
+     [](Values& v, std::string_view s) { v.plan.exchange = parse_exchange(s); }},
     {"gpus_per_task",
      "TFSLURM_GPUS_PER_TASK",
      "--gpus-per-task",

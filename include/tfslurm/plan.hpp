@@ -50,6 +50,15 @@ enum class AddressMode {
     ip    ///< the name resolved to an IPv4 address
 };
 
+/// Where the other nodes' chosen addresses (`iface`/`network`) come from (choose_exchange()
+/// in exchange.hpp decides what `automatic` means for each command).
+enum class Exchange {
+    automatic, ///< the best available: coordinator under `run`, pmi2 under `env` with a PMI2 server
+    env,       ///< none: each task knows only its own node's choice (node names by default)
+    pmi2,      ///< Slurm's PMI2 key-value space (`srun --mpi=pmi2`), for `tfslurm env`
+    coordinator ///< the coordinator of `tfslurm run`
+};
+
 /// Where the ports came from.
 enum class PortSource { reserved, derived, explicit_base };
 
@@ -66,6 +75,7 @@ enum class GpuBind {
 [[nodiscard]] std::string_view to_string(AddressMode value) noexcept;
 [[nodiscard]] std::string_view to_string(PortSource value) noexcept;
 [[nodiscard]] std::string_view to_string(GpuBind value) noexcept;
+[[nodiscard]] std::string_view to_string(Exchange value) noexcept;
 
 /// Role counts; every rank not given another role is a worker.
 struct RoleCounts {
@@ -90,6 +100,8 @@ struct PlanOptions {
     /// `iface`/`network`: each node's address is read on the node; replaces the node name,
     /// `host_pattern` and `address`.
     AddressSelection address_selection;
+    /// `exchange`: how the other nodes' chosen addresses are learnt (see choose_exchange()).
+    Exchange exchange = Exchange::automatic;
     /// Not a user setting: the chosen address of each node known so far (node name -> address),
     /// filled from this node's interfaces (plan_with_own_address()) or by the exchange of
     /// `tfslurm run`. With an active address_selection every node of the plan must be here.

@@ -3,6 +3,7 @@
 #include "options.hpp"
 
 #include <tfslurm/error.hpp>
+#include <tfslurm/exchange.hpp>
 #include <tfslurm/placement.hpp>
 #include <tfslurm/step.hpp>
 
@@ -69,6 +70,9 @@ void validate(const Setting& setting, std::string_view raw_value, std::string_vi
             }
         }
         apply_setting(scratch, setting.key, setting.value);
+        // `exchange=pmi2` (and `coordinator`) are refused here, where the user typed them.
+        static_cast<void>(choose_exchange(
+            scratch.plan.exchange, ExchangeUser::plugin, scratch.plan.address_selection, {}));
     } catch (const Error& e) {
         throw plugin_error(e, origins);
     }

@@ -474,18 +474,74 @@ TEST_CASE("cli: env --iface reads this node's interface", "[cli]") {
                       0) == 0);
     CHECK(r.err.find("): \"nosuch0\"\n") != std::string::npos);
 
-    // Other nodes' addresses are unknown to `env`: it says so and points to `run`.
+    // Other nodes' addresses are unknown to `env` without PMI2: it says so and points to `run`
+    // and to srun --mpi=pmi2.
     r = tfslurm_cli({"env", "--iface", "lo"}, task_env("srun-N3-n6-SLURM-env-task3.txt"));
     CHECK(r.status == 2);
     CHECK(r.err == "tfslurm: error: --iface: the chosen addresses of n1, n3 are unknown here "
                    "(each node reads only its own interfaces): \"lo\"\n"
-                   "tfslurm: hint: use tfslurm run, which exchanges every node's address before "
-                   "the trainers start (an exchange for tfslurm env through PMI2 is planned); a "
-                   "single-node step works anywhere\n");
+                   "tfslurm: hint: use tfslurm run (its coordinator exchanges every node's "
+                   "address before the trainers start) or tfslurm env under srun --mpi=pmi2 (it "
+                   "exchanges them through PMI2); a single-node step works anywhere\n");
     auto with_env = task_env("srun-N3-n6-SLURM-env-task3.txt");
     with_env.emplace_back("TFSLURM_NETWORK=10.0.0.0/33");
     r = tfslurm_cli({"env"}, with_env);
     CHECK(r.status == 2);
     CHECK(r.err == "tfslurm: error: TFSLURM_NETWORK: expected an IPv4 or IPv6 network such as "
                    "10.1.0.0/16 or fd00::/64: \"10.0.0.0/33\"\n");
+}
+
+TEST_CASE("cli: --exchange", "[cli]") {
+    const auto task3 = [](std::vector<std::string> extra = {}) {
+        auto env = task_env("srun-N3-n6-SLURM-env-task3.txt");
+        env.insert(env.end(), extra.begin(), extra.end());
+        return env;
+    };
+    // pmi2 outside a PMI2 step: Slurm's libpmi2 hands out a singleton, which is refused.
+    auto r = tfslurm_cli({"env", "--iface", "lo", "--exchange", "pmi2"}, task3());
+    CHECK(r.status == 5);
+    CHECK(r.out.empty());
+    CHECK(r.err == "tfslurm: error: --exchange pmi2: PMI2 sees 1 task (a singleton), the step "
+                   "has 6: this step was not started with srun --mpi=pmi2\n"
+                   "tfslurm: hint: run the step with srun --mpi=pmi2 (or set MpiDefault=pmi2 in "
+                   "slurm.conf)\n");
+    // The same from the variable, named as the user wrote it.
+    r = tfslurm_cli({"env", "--iface", "lo"}, task3({"TFSLURM_EXCHANGE=pmi2"}));
+    CHECK(r.status == 5);
+    CHECK(r.err.rfind("tfslurm: error: TFSLURM_EXCHANGE=pmi2: PMI2 sees 1 task (a singleton)", 0) ==
+          0);
+    // auto without a PMI2 server: this node's address only (the error of the env exchange); -v
+    // shows the choice.
+    r = tfslurm_cli({"-v", "env", "--iface", "lo"}, task3());
+    CHECK(r.status == 2);
+    CHECK(r.err.find("tfslurm: debug: exchange: env (asked for auto; iface/network set; PMI2 "
+                     "server absent)\n") != std::string::npos);
+    // Impossible combinations name the setting.
+    r = tfslurm_cli({"env", "--iface", "lo", "--exchange", "coordinator"}, task3());
+    CHECK(r.status == 2);
+    CHECK(r.err == "tfslurm: error: --exchange: only tfslurm run has a coordinator: "
+                   "\"coordinator\"\n"
+                   "tfslurm: hint: use pmi2 under srun --mpi=pmi2 (or auto)\n");
+    r = tfslurm_cli({"env", "--exchange", "pmi2"}, task3());
+    CHECK(r.status == 2);
+    CHECK(r.err == "tfslurm: error: --exchange: exchanges the addresses chosen with iface or "
+                   "network, and neither is set: \"pmi2\"\n"
+                   "tfslurm: hint: set --iface or --network, or leave the exchange at auto\n");
+    r = tfslurm_cli({"run", "--iface", "lo", "--exchange", "pmi2", "--", "true"}, task3());
+    CHECK(r.status == 2);
+    CHECK(r.err == "tfslurm: error: --exchange: tfslurm run exchanges the addresses through its "
+                   "coordinator, not PMI2: \"pmi2\"\n"
+                   "tfslurm: hint: use coordinator (or auto)\n");
+    r = tfslurm_cli({"plan", "--nodelist", "n1", "--exchange", "coordinator"});
+    CHECK(r.status == 2);
+    CHECK(r.err == "tfslurm: error: --exchange: tfslurm plan describes the step in one process "
+                   "and exchanges nothing: \"coordinator\"\n");
+    r = tfslurm_cli({"env", "--exchange", "mpi"}, task3());
+    CHECK(r.status == 2);
+    CHECK(r.err ==
+          "tfslurm: error: --exchange: expected auto, env, pmi2 or coordinator: \"mpi\"\n");
+    // env exchanges nothing, and without iface/network auto is env: the usual output.
+    r = tfslurm_cli({"env", "--exchange", "env", "--only", "tf", "--format", "env"}, task3());
+    CHECK(r.status == 0);
+    CHECK(r.out.rfind("TF_CONFIG=", 0) == 0);
 }

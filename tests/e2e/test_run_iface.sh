@@ -46,7 +46,7 @@ assert_eq 0 "$(grep -c 'tfslurm: error' <<<"$out")" "no error"$'\n'"$out"
 # No such interface: the node says what it has.
 assert_status 2 run_bounded 60 srun -N1 -w n2 -n1 \
     "$TFSLURM_BIN" run --iface nosuch0 --auth munge -- true
-assert_eq 'tfslurm: error: --iface: node n2 has no address on nosuch0 (its interfaces: lo 127.0.0.1, eth0 10.77.0.12, ib0 10.78.0.12): "nosuch0"' \
+assert_eq 'tfslurm: error: --iface: node n2 has no address on nosuch0 (its interfaces: lo 127.0.0.1, eth0 10.77.0.12, ib0 10.78.0.12 fd78::12): "nosuch0"' \
     "$(grep '^tfslurm: error' <<<"$E2E_OUTPUT" | normalise)" "the missing interface"
 
 # tfslurm env: one node works; several need the exchange of tfslurm run.

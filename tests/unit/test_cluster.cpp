@@ -138,7 +138,8 @@ TEST_CASE("cluster: impossible role requests are errors", "[cluster]") {
         },
         Errc::invalid_argument,
         "setting: unknown setting (known: ps, chief, evaluator, roles, ps_placement, "
-        "layout, port_base, address, host_pattern, iface, network, gpus_per_task, gpu_bind, "
+        "layout, port_base, address, host_pattern, iface, network, exchange, gpus_per_task, "
+        "gpu_bind, "
         "gpus_per_node, "
         "rpc_layer): \"colour\"");
     require_error(

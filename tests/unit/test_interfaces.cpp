@@ -211,9 +211,9 @@ TEST_CASE("plan_with_own_address: other nodes' addresses need an exchange", "[in
         CHECK(std::string{e.what()} ==
               "iface: the chosen addresses of n2, n3 are unknown here (each node reads only its "
               "own interfaces): \"ib0\"");
-        CHECK(e.hint() == "use tfslurm run, which exchanges every node's address before the "
-                          "trainers start (an exchange for tfslurm env through PMI2 is planned); "
-                          "a single-node step works anywhere");
+        CHECK(e.hint() == "use tfslurm run (its coordinator exchanges every node's address "
+                          "before the trainers start) or tfslurm env under srun --mpi=pmi2 (it "
+                          "exchanges them through PMI2); a single-node step works anywhere");
     }
     require_error([] { (void)single_node_plan("nosuch0", k_node, "n[1-3]", "1(x3)"); },
                   Errc::invalid_argument,

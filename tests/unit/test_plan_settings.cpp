@@ -76,10 +76,11 @@ TEST_CASE("plan_settings: every registry row follows the naming rules", "[plan_s
 TEST_CASE("plan_settings: the keys each face accepts", "[plan_settings]") {
     CHECK(tfslurm::known_setting_keys(Face::plugin) ==
           "ps, chief, evaluator, roles, ps_placement, layout, port_base, address, host_pattern, "
-          "gpus_per_task, gpu_bind, gpus_per_node, rpc_layer, only");
+          "exchange, gpus_per_task, gpu_bind, gpus_per_node, rpc_layer, only");
     CHECK(tfslurm::known_setting_keys(Face::cli) ==
           "ps, chief, evaluator, roles, ps_placement, layout, port_base, address, host_pattern, "
-          "iface, network, gpus_per_task, gpu_bind, gpus_per_node, rpc_layer, format, only, "
+          "iface, network, exchange, gpus_per_task, gpu_bind, gpus_per_node, rpc_layer, format, "
+          "only, "
           "tf_config_file");
 }
 
@@ -91,6 +92,7 @@ TEST_CASE("plan_settings: bad values name the setting key", "[plan_settings]") {
         {"layout", "tf", R"(layout: expected native or tf-compat: "tf")"},
         {"gpus_per_task", "x", R"(gpus_per_task: expected an integer from 0 to 65536: "x")"},
         {"format", "xml", R"(format: expected export, env, json or task-prolog: "xml")"},
+        {"exchange", "mpi", R"(exchange: expected auto, env, pmi2 or coordinator: "mpi")"},
         {"host_pattern",
          "{host}\xff",
          R"(host_pattern: expected printable ASCII: byte 0xff at offset 6: "{host}\xff")"},
@@ -106,7 +108,7 @@ TEST_CASE("plan_settings: bad values name the setting key", "[plan_settings]") {
         {"until",
          "x",
          "setting: unknown setting (known: ps, chief, evaluator, roles, ps_placement, layout, "
-         "port_base, address, host_pattern, iface, network, gpus_per_task, gpu_bind, "
+         "port_base, address, host_pattern, iface, network, exchange, gpus_per_task, gpu_bind, "
          "gpus_per_node, rpc_layer, format, only, tf_config_file): \"until\""},
     }));
     // Named copies: C++17 lambdas cannot capture structured bindings.
@@ -131,8 +133,8 @@ TEST_CASE("plan_settings: apply_plan_setting knows only plan settings", "[plan_s
     require_error([&] { tfslurm::apply_plan_setting(options, "only", "tf"); },
                   Errc::invalid_argument,
                   "setting: unknown setting (known: ps, chief, evaluator, roles, ps_placement, "
-                  "layout, port_base, address, host_pattern, iface, network, gpus_per_task, "
-                  "gpu_bind, gpus_per_node, "
+                  "layout, port_base, address, host_pattern, iface, network, exchange, "
+                  "gpus_per_task, gpu_bind, gpus_per_node, "
                   "rpc_layer): \"only\"");
 }
 

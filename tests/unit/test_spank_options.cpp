@@ -46,7 +46,7 @@ std::vector<std::string> names_of(const tfslurm::EnvVars& vars) {
 
 const std::string k_known =
     "ps, chief, evaluator, roles, ps_placement, layout, port_base, address, host_pattern, "
-    "gpus_per_task, gpu_bind, gpus_per_node, rpc_layer, only";
+    "exchange, gpus_per_task, gpu_bind, gpus_per_node, rpc_layer, only";
 
 } // namespace
 
@@ -97,6 +97,8 @@ TEST_CASE("parse_option_spec: accepted forms", "[spank]") {
             {"only=tf+torch", "only", "tf,torch"},
             {"only=servers:gpus", "only", "servers,gpus"},
             {"only=all", "only", "all"},
+            {"exchange=auto", "exchange", "auto"},
+            {"exchange=env", "exchange", "env"},
         }));
         CAPTURE(input);
         const auto spec = parse_option_spec(input);
@@ -130,6 +132,14 @@ TEST_CASE("parse_option_spec: rejections", "[spank]") {
         {" ps=1", "--tfslurm: unknown setting (known: " + k_known + "): \" ps\""},
         {"=1", "--tfslurm: unknown setting (known: " + k_known + "): \"\""},
         {"enabled=always", "--tfslurm: unknown setting (known: " + k_known + "): \"enabled\""},
+        // PMI2 cannot be used safely inside the task before exec; the plugin has no coordinator.
+        {"exchange=pmi2",
+         "--tfslurm exchange: the plugin cannot use PMI2 safely: it would take the task's PMI2 "
+         "connection before the program starts, and a fence hangs the step when one task does "
+         "not take part: \"pmi2\""},
+        {"exchange=coordinator",
+         R"(--tfslurm exchange: only tfslurm run has a coordinator: "coordinator")"},
+        {"exchange=mpi", R"(--tfslurm exchange: expected auto, env, pmi2 or coordinator: "mpi")"},
         {"ps=1,,chief", R"(--tfslurm: empty setting at offset 5: "ps=1,,chief")"},
         {"ps=1,", R"(--tfslurm: empty setting at offset 5: "ps=1,")"},
         {",ps=1", R"(--tfslurm: empty setting at offset 0: ",ps=1")"},
