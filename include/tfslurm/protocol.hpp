@@ -6,11 +6,11 @@
 /// proofs carried in a hello are made and checked by auth.hpp.
 ///
 /// A frame is a 4-byte big-endian payload length followed by the payload: one compact JSON
-/// object with `"v":3` and a `"type"`. Frames larger than k_max_frame are refused before any
+/// object with `"v":4` and a `"type"`. Frames larger than k_max_frame are refused before any
 /// allocation. Every malformed input throws Error (Errc::protocol); the coordinator answers it by
 /// closing that one connection.
 ///
-/// Example: `encode_frame(Heartbeat{})` is `\0\0\0\x1a{"type":"heartbeat","v":3}`.
+/// Example: `encode_frame(Heartbeat{})` is `\0\0\0\x1a{"type":"heartbeat","v":4}`.
 
 #include <tfslurm/exit_status.hpp>
 #include <tfslurm/plan.hpp>
@@ -27,11 +27,12 @@
 
 namespace tfslurm::protocol {
 
-/// 3: the hello may carry the launcher's chosen address, and the coordinator sends `cluster`
-/// (every node's chosen address) once every rank registered; a launcher sends `stall` (abort
-/// cause `stalled`); an abort may list its missing `ranks`. 2: the hello carries the step
-/// id, both proofs bind it, a reject carries a code.
-inline constexpr int k_version = 3;
+/// 4: in exact mode the hello may carry the port the launcher bound (`port`), and `cluster`
+/// the ports that differ from the plan's (`ports`, by rank). 3: the hello may carry the launcher's
+/// chosen address, and the coordinator sends `cluster` (every node's chosen address) once every
+/// rank registered; a launcher sends `stall` (abort cause `stalled`); an abort may list its missing
+/// `ranks`. 2: the hello carries the step id, both proofs bind it, a reject carries a code.
+inline constexpr int k_version = 4;
 inline constexpr std::size_t k_header_size = 4;
 /// Largest payload accepted (and sent). Real messages are below 1 KiB; a MUNGE credential of
 /// our payload is about 200 bytes.
@@ -80,6 +81,9 @@ struct Hello {
     /// The address this launcher's node chose (`iface`/`network`): an IPv4 or IPv6 literal;
     /// empty (and absent on the wire) when peers use node names.
     std::string address;
+    /// Exact mode: the trainer port this launcher bound and holds on its node; 0 (absent on the
+    /// wire) when it bound none.
+    std::uint16_t port = 0;
 };
 
 /// Coordinator -> launcher: registered, with the coordinator's proof (the hello's method, over
@@ -106,10 +110,15 @@ struct Reject {
 [[nodiscard]] bool operator==(const Reject& a, const Reject& b) noexcept;
 
 /// Coordinator -> every launcher, once every rank registered, when the hellos carried
-/// addresses: each node's chosen address, by node name. Trainers start only after it.
-/// Example: `{"addresses":{"n1":"10.1.0.1","n2":"10.1.0.2"},"type":"cluster","v":3}`.
+/// addresses: each node's chosen address, by node name, and the trainer ports the launchers
+/// bound where they differ from the plan's. Trainers start only after it.
+/// Example: `{"addresses":{"n1":"10.1.0.1","n2":"10.1.0.2"},"ports":[0,23005],"type":"cluster",
+/// "v":4}` (rank 1 bound 23005; every other rank the plan's own port).
 struct Cluster {
     std::map<std::string, std::string, std::less<>> addresses;
+    /// By rank: the port the rank's launcher bound, 0 where it is the plan's port (or none was
+    /// bound); trailing zeros are left out, so usually it is empty (and absent on the wire).
+    std::vector<std::uint16_t> ports;
 };
 
 /// Both ways, every `--heartbeat`: "I am alive".

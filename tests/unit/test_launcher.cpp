@@ -114,7 +114,7 @@ void feed(LauncherMachine& m, const std::string& event, Clock::time_point now) {
         in >> text;
         m.received(text == "stall" ? abort_stall_rank2() : abort_rank3(), now);
     } else if (word == "cluster") {
-        m.received(protocol::Cluster{{{"n1", "10.1.0.1"}, {"n2", "10.1.0.2"}}}, now);
+        m.received(protocol::Cluster{{{"n1", "10.1.0.1"}, {"n2", "10.1.0.2"}}, {}}, now);
     } else if (word == "sample") {
         long long cpu = 0;
         long long mtime = 0;
@@ -657,7 +657,7 @@ TEST_CASE("launcher: exit statuses of the result", "[launcher]") {
 
 TEST_CASE("launcher: actions are described in one line", "[launcher]") {
     CHECK(describe(launcher_action::Send{protocol::Interrupt{15}}, k_t0) ==
-          R"(send {"signal":15,"type":"interrupt","v":3})");
+          R"(send {"signal":15,"type":"interrupt","v":4})");
     CHECK(describe(launcher_action::ArmTimer{LauncherTimer::grace, k_t0 + 10s}, k_t0) ==
           "arm grace 10000");
     CHECK(describe(launcher_action::CancelTimer{LauncherTimer::close}, k_t0) == "cancel close");
@@ -913,7 +913,7 @@ TEST_CASE("launcher: with an address exchange the trainer waits for every node's
                             {900, "cluster", {"schedule start"}},
                             {900, "start due", {"start trainer"}},
                         });
-    CHECK(m.addresses() ==
+    CHECK(m.cluster().addresses ==
           std::map<std::string, std::string, std::less<>>{{"n1", "10.1.0.1"}, {"n2", "10.1.0.2"}});
 
     SECTION("a verdict before the addresses: never started") {

@@ -4,6 +4,7 @@
 #include <tfslurm/protocol.hpp>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 using namespace tfslurm;
 using namespace tfslurm::protocol;
@@ -103,7 +105,7 @@ TEST_CASE("protocol: every message survives a round trip", "[protocol]") {
         Abort{stalled},
         Abort{unregistered},
         Stall{300000},
-        Cluster{{{"n1", "10.1.0.1"}, {"n2", "fd00::2"}}},
+        Cluster{{{"n1", "10.1.0.1"}, {"n2", "fd00::2"}}, {}},
         Cluster{},
     };
     hello.address = "fd00:1::5";
@@ -116,43 +118,43 @@ TEST_CASE("protocol: every message survives a round trip", "[protocol]") {
 }
 
 TEST_CASE("protocol: payloads are compact JSON with a version and a type", "[protocol]") {
-    CHECK(encode_payload(Heartbeat{}) == R"({"type":"heartbeat","v":3})");
-    CHECK(encode_payload(Interrupt{15}) == R"({"signal":15,"type":"interrupt","v":3})");
-    CHECK(encode_payload(Stall{3000}) == R"({"silent_ms":3000,"type":"stall","v":3})");
+    CHECK(encode_payload(Heartbeat{}) == R"({"type":"heartbeat","v":4})");
+    CHECK(encode_payload(Interrupt{15}) == R"({"signal":15,"type":"interrupt","v":4})");
+    CHECK(encode_payload(Stall{3000}) == R"({"silent_ms":3000,"type":"stall","v":4})");
     CHECK(encode_payload(Interrupt{15, true}) ==
-          R"({"signal":15,"type":"interrupt","v":3,"whole_step":true})");
+          R"({"signal":15,"type":"interrupt","v":4,"whole_step":true})");
     CHECK(encode_payload(Stop{StopReason::signal, 1, 15, true}) ==
-          R"({"rank":1,"reason":"signal","signal":15,"type":"stop","v":3,"whole_step":true})");
+          R"({"rank":1,"reason":"signal","signal":15,"type":"stop","v":4,"whole_step":true})");
     CHECK(
         std::get<Stop>(
             decode_payload(
-                R"({"rank":1,"reason":"signal","signal":15,"type":"stop","v":3,"whole_step":true})"))
+                R"({"rank":1,"reason":"signal","signal":15,"type":"stop","v":4,"whole_step":true})"))
             .whole_step);
-    CHECK_THROWS_WITH(decode_payload(R"({"signal":15,"type":"interrupt","v":3,"whole_step":1})"),
+    CHECK_THROWS_WITH(decode_payload(R"({"signal":15,"type":"interrupt","v":4,"whole_step":1})"),
                       Catch::Contains("field \"whole_step\" of interrupt is not a boolean"));
     CHECK(encode_payload(Exit{ExitStatus::exited(3), ""}) ==
-          R"({"status":{"code":3,"kind":"exited"},"type":"exit","v":3})");
+          R"({"status":{"code":3,"kind":"exited"},"type":"exit","v":4})");
     CHECK(encode_payload(Stop{StopReason::done, 0, 0}) ==
-          R"({"reason":"done","type":"stop","v":3})");
+          R"({"reason":"done","type":"stop","v":4})");
     const std::string frame = encode_frame(Heartbeat{});
     CHECK(frame.substr(0, 4) == std::string("\0\0\0\x1a", 4));
     CHECK(frame.size() == 4 + 26);
     const auto exit = std::get<Exit>(
-        decode_payload(R"({"v":3,"type":"exit","status":{"kind":"signaled","signal":9}})"));
+        decode_payload(R"({"v":4,"type":"exit","status":{"kind":"signaled","signal":9}})"));
     CHECK(exit.status == ExitStatus::signaled(9));
     CHECK(exit.error.empty());
 }
 
 TEST_CASE("protocol: v3 carries the chosen addresses", "[protocol]") {
-    CHECK(encode_payload(Cluster{{{"n1", "10.1.0.1"}, {"n2", "fd00::2"}}}) ==
-          R"({"addresses":{"n1":"10.1.0.1","n2":"fd00::2"},"type":"cluster","v":3})");
+    CHECK(encode_payload(Cluster{{{"n1", "10.1.0.1"}, {"n2", "fd00::2"}}, {}}) ==
+          R"({"addresses":{"n1":"10.1.0.1","n2":"fd00::2"},"type":"cluster","v":4})");
     Hello hello;
     hello.nonce = std::string(64, 'e');
     CHECK(encode_payload(hello).find("address") == std::string::npos); // names: absent
     hello.address = "10.1.0.1";
     CHECK(encode_payload(hello).find(R"("address":"10.1.0.1")") != std::string::npos);
     const std::string nonce(64, 'a');
-    const std::string head = R"({"v":3,"type":"hello","job":1,"step":0,"rank":0,"role":"ps",)"
+    const std::string head = R"({"v":4,"type":"hello","job":1,"step":0,"rank":0,"role":"ps",)"
                              R"("host":"n","pid":1,"auth":"secret","credential":"","nonce":")" +
                              nonce + R"(","address":)";
     for (const std::string bad : {R"("n1")", R"("10.1.0.1:22")", R"("[fd00::1]")", R"(3)"}) {
@@ -165,13 +167,71 @@ TEST_CASE("protocol: v3 carries the chosen addresses", "[protocol]") {
                     : R"(protocol: field "address" of hello is not an IPv4 or IPv6 address)"));
     }
     CHECK_THROWS_WITH(
-        decode_payload(R"({"v":3,"type":"cluster","addresses":{"n1":"n1"}})"),
-        R"(protocol: field "addresses" of cluster maps a node name to an IPv4 or IPv6 address: "{\"v\":3,\"type\":\"cluster\",\"addresses\":{\"n1\":\"n1\"}}")");
-    CHECK_THROWS_WITH(decode_payload(R"({"v":3,"type":"cluster","addresses":{"n\"1":"10.0.0.1"}})"),
+        decode_payload(R"({"v":4,"type":"cluster","addresses":{"n1":"n1"}})"),
+        R"(protocol: field "addresses" of cluster maps a node name to an IPv4 or IPv6 address: "{\"v\":4,\"type\":\"cluster\",\"addresses\":{\"n1\":\"n1\"}}")");
+    CHECK_THROWS_WITH(decode_payload(R"({"v":4,"type":"cluster","addresses":{"n\"1":"10.0.0.1"}})"),
                       Catch::StartsWith(R"(protocol: field "addresses" of cluster maps)"));
     CHECK_THROWS_WITH(
-        decode_payload(R"({"v":3,"type":"cluster","addresses":["10.0.0.1"]})"),
+        decode_payload(R"({"v":4,"type":"cluster","addresses":["10.0.0.1"]})"),
         Catch::StartsWith(R"(protocol: field "addresses" of cluster is not an object)"));
+}
+
+TEST_CASE("protocol: v4 carries the bound ports", "[protocol]") {
+    Hello hello;
+    hello.nonce = std::string(64, 'e');
+    hello.address = "10.1.0.1";
+    CHECK(encode_payload(hello).find("port") == std::string::npos); // none bound: absent
+    hello.port = 23005;
+    CHECK(encode_payload(hello).find(R"("port":23005)") != std::string::npos);
+    CHECK(std::get<Hello>(decode_payload(encode_payload(hello))).port == 23005);
+    Cluster cluster{{{"n1", "10.1.0.1"}}, {0, 23005}};
+    CHECK(encode_payload(cluster) ==
+          R"({"addresses":{"n1":"10.1.0.1"},"ports":[0,23005],"type":"cluster","v":4})");
+    CHECK(std::get<Cluster>(decode_payload(encode_payload(cluster))).ports ==
+          std::vector<std::uint16_t>{0, 23005});
+    CHECK(std::get<Cluster>(decode_payload(R"({"v":4,"type":"cluster","addresses":{}})"))
+              .ports.empty());
+    for (const std::string bad : {"[-1]", "[65536]", R"(["1"])", R"({"0":1})", "[1.5]", "3"}) {
+        INFO(bad);
+        CHECK_THROWS_WITH(
+            decode_payload(R"({"v":4,"type":"cluster","addresses":{},"ports":)" + bad + "}"),
+            Catch::StartsWith(
+                R"(protocol: field "ports" of cluster is not a list of ports (0 to 65535): )"));
+    }
+    const std::string head = R"({"v":4,"type":"hello","job":1,"step":0,"rank":0,"role":"ps",)"
+                             R"("host":"n","pid":1,"auth":"secret","credential":"","nonce":")" +
+                             std::string(64, 'a') + R"(","port":)";
+    for (const std::string bad : {"0", "65536", R"("80")"}) {
+        INFO(bad);
+        CHECK_THROWS_WITH(
+            decode_payload(head + bad + "}"),
+            Catch::StartsWith(
+                R"(protocol: field "port" of hello is not an integer in [1, 65535])"));
+    }
+}
+
+TEST_CASE("protocol: the cluster of 10,000 ranks stays compact", "[protocol]") {
+    // 1,250 nodes of 8 tasks, each with an IPv4 address.
+    Cluster cluster;
+    for (int node = 1; node <= 1250; ++node) {
+        cluster.addresses.emplace(fmt::format("node{:04}", node),
+                                  fmt::format("10.78.{}.{}", node / 250, node % 250 + 1));
+    }
+    const auto size = [&cluster] { return encode_payload(cluster).size(); };
+    const std::size_t addresses_only = size();
+    CHECK(addresses_only < 40 * 1024);
+    // Usually every launcher got its planned port: nothing more is sent.
+    // One moved port per node, in the node's last task: a zero for every other rank.
+    cluster.ports.assign(10000, 0);
+    for (std::size_t rank = 7; rank < 10000; rank += 8) {
+        cluster.ports[rank] = 31999;
+    }
+    CHECK(size() < k_max_frame);
+    // Every port moved (the worst case): above 64 KiB, which an authenticated coordinator's
+    // frames may exceed (docs/protocol.md).
+    cluster.ports.assign(10000, 31999);
+    CHECK(size() > k_max_frame);
+    CHECK(size() < 100 * 1024);
 }
 
 TEST_CASE("protocol: malformed payloads are protocol errors", "[protocol]") {
@@ -180,51 +240,51 @@ TEST_CASE("protocol: malformed payloads are protocol errors", "[protocol]") {
         {"{", R"(protocol: not valid JSON: "{")"},
         {"[1,2]", R"(protocol: not a JSON object: "[1,2]")"},
         {R"({"type":"heartbeat"})",
-         R"(protocol: unsupported protocol version (expected "v":3): "{\"type\":\"heartbeat\"}")"},
+         R"(protocol: unsupported protocol version (expected "v":4): "{\"type\":\"heartbeat\"}")"},
         // Version 1 (a hello without a step) is no longer understood.
         {R"({"v":1,"type":"heartbeat"})",
-         R"(protocol: unsupported protocol version (expected "v":3): "{\"v\":1,\"type\":\"heartbeat\"}")"},
+         R"(protocol: unsupported protocol version (expected "v":4): "{\"v\":1,\"type\":\"heartbeat\"}")"},
         {R"({"v":"1","type":"heartbeat"})",
-         R"(protocol: unsupported protocol version (expected "v":3): "{\"v\":\"1\",\"type\":\"heartbeat\"}")"},
-        {R"({"v":3})", R"(protocol: missing field "type" in message: "{\"v\":3}")"},
-        {R"({"v":3,"type":"launch"})",
-         R"(protocol: unknown message type "launch": "{\"v\":3,\"type\":\"launch\"}")"},
-        {R"({"v":3,"type":"interrupt"})",
-         R"(protocol: missing field "signal" in interrupt: "{\"v\":3,\"type\":\"interrupt\"}")"},
-        {R"({"v":3,"type":"interrupt","signal":"15"})",
-         R"(protocol: field "signal" of interrupt is not an integer in [1, 127]: "{\"v\":3,\"type\":\"interrupt\",\"signal\":\"15\"}")"},
-        {R"({"v":3,"type":"interrupt","signal":0})",
-         R"(protocol: field "signal" of interrupt is not an integer in [1, 127]: "{\"v\":3,\"type\":\"interrupt\",\"signal\":0}")"},
-        {R"({"v":3,"type":"welcome","ranks":-1})",
-         R"(protocol: field "ranks" of welcome is not an integer in [0, 4294967295]: "{\"v\":3,\"type\":\"welcome\",\"ranks\":-1}")"},
-        {R"({"v":3,"type":"exit","status":{"kind":"stopped"}})",
-         R"(protocol: field "status.kind" of exit has an unknown value: "{\"v\":3,\"type\":\"exit\",\"status\":{\"kind\":\"stopped\"}}")"},
-        {R"({"v":3,"type":"exit","status":3})",
-         R"(protocol: field "status" of exit is not an object: "{\"v\":3,\"type\":\"exit\",\"status\":3}")"},
-        {R"({"v":3,"type":"challenge","nonce":"zz"})",
-         R"(protocol: field "nonce" of challenge is not 32 bytes of hex: "{\"v\":3,\"type\":\"challenge\",\"nonce\":\"zz\"}")"},
-        {R"({"v":3,"type":"stop","reason":"bored"})",
-         R"(protocol: field "reason" of stop has an unknown value: "{\"v\":3,\"type\":\"stop\",\"reason\":\"bored\"}")"},
-        {R"({"v":3,"type":"hello","job":1,"step":0,"rank":0,"role":"master","host":"n","pid":1,"auth":"secret","credential":""})",
+         R"(protocol: unsupported protocol version (expected "v":4): "{\"v\":\"1\",\"type\":\"heartbeat\"}")"},
+        {R"({"v":4})", R"(protocol: missing field "type" in message: "{\"v\":4}")"},
+        {R"({"v":4,"type":"launch"})",
+         R"(protocol: unknown message type "launch": "{\"v\":4,\"type\":\"launch\"}")"},
+        {R"({"v":4,"type":"interrupt"})",
+         R"(protocol: missing field "signal" in interrupt: "{\"v\":4,\"type\":\"interrupt\"}")"},
+        {R"({"v":4,"type":"interrupt","signal":"15"})",
+         R"(protocol: field "signal" of interrupt is not an integer in [1, 127]: "{\"v\":4,\"type\":\"interrupt\",\"signal\":\"15\"}")"},
+        {R"({"v":4,"type":"interrupt","signal":0})",
+         R"(protocol: field "signal" of interrupt is not an integer in [1, 127]: "{\"v\":4,\"type\":\"interrupt\",\"signal\":0}")"},
+        {R"({"v":4,"type":"welcome","ranks":-1})",
+         R"(protocol: field "ranks" of welcome is not an integer in [0, 4294967295]: "{\"v\":4,\"type\":\"welcome\",\"ranks\":-1}")"},
+        {R"({"v":4,"type":"exit","status":{"kind":"stopped"}})",
+         R"(protocol: field "status.kind" of exit has an unknown value: "{\"v\":4,\"type\":\"exit\",\"status\":{\"kind\":\"stopped\"}}")"},
+        {R"({"v":4,"type":"exit","status":3})",
+         R"(protocol: field "status" of exit is not an object: "{\"v\":4,\"type\":\"exit\",\"status\":3}")"},
+        {R"({"v":4,"type":"challenge","nonce":"zz"})",
+         R"(protocol: field "nonce" of challenge is not 32 bytes of hex: "{\"v\":4,\"type\":\"challenge\",\"nonce\":\"zz\"}")"},
+        {R"({"v":4,"type":"stop","reason":"bored"})",
+         R"(protocol: field "reason" of stop has an unknown value: "{\"v\":4,\"type\":\"stop\",\"reason\":\"bored\"}")"},
+        {R"({"v":4,"type":"hello","job":1,"step":0,"rank":0,"role":"master","host":"n","pid":1,"auth":"secret","credential":""})",
          "protocol: field \"role\" of hello has an unknown value: "},
-        {R"({"v":3,"type":"hello","job":1,"step":0,"rank":0,"role":"ps","host":"n","pid":1,"auth":"none","credential":""})",
+        {R"({"v":4,"type":"hello","job":1,"step":0,"rank":0,"role":"ps","host":"n","pid":1,"auth":"none","credential":""})",
          "protocol: field \"auth\" of hello has an unknown value: "},
-        {R"({"v":3,"type":"hello","job":1,"step":0,"rank":4294967296,"role":"ps","host":"n","pid":1,"auth":"secret","credential":""})",
+        {R"({"v":4,"type":"hello","job":1,"step":0,"rank":4294967296,"role":"ps","host":"n","pid":1,"auth":"secret","credential":""})",
          "protocol: field \"rank\" of hello is not an integer in [0, 4294967295]: "},
-        {R"({"v":3,"type":"hello","job":1,"step":0,"rank":0,"role":"ps","host":"n","pid":1,"auth":"secret","credential":"","nonce":"ab"})",
+        {R"({"v":4,"type":"hello","job":1,"step":0,"rank":0,"role":"ps","host":"n","pid":1,"auth":"secret","credential":"","nonce":"ab"})",
          "protocol: field \"nonce\" of hello is not 32 bytes of hex: "},
-        {R"({"v":3,"type":"hello","job":1,"step":0,"rank":0,"role":"ps","host":"n","pid":1,"auth":"secret","credential":""})",
+        {R"({"v":4,"type":"hello","job":1,"step":0,"rank":0,"role":"ps","host":"n","pid":1,"auth":"secret","credential":""})",
          "protocol: missing field \"nonce\" in hello: "},
-        {R"({"v":3,"type":"hello","job":1,"rank":0,"role":"ps","host":"n","pid":1,"auth":"secret","credential":"","nonce":"ab"})",
+        {R"({"v":4,"type":"hello","job":1,"rank":0,"role":"ps","host":"n","pid":1,"auth":"secret","credential":"","nonce":"ab"})",
          "protocol: missing field \"step\" in hello: "},
-        {R"({"v":3,"type":"reject","reason":"no"})",
+        {R"({"v":4,"type":"reject","reason":"no"})",
          "protocol: missing field \"code\" in reject: "},
-        {R"({"v":3,"type":"reject","code":"wrong job","reason":"no"})",
+        {R"({"v":4,"type":"reject","code":"wrong job","reason":"no"})",
          "protocol: field \"code\" of reject has an unknown value: "},
-        {R"({"v":3,"type":"welcome","ranks":2})",
+        {R"({"v":4,"type":"welcome","ranks":2})",
          "protocol: missing field \"credential\" in welcome: "},
         {"[[[[[[[[[[1]]]]]]]]]]", R"(protocol: nested too deeply: "[[[[[[[[[[1]]]]]]]]]]")"},
-        {"{\"v\":3,\"type\":\"reject\",\"reason\":\"\xff\"}", "protocol: not valid JSON: "},
+        {"{\"v\":4,\"type\":\"reject\",\"reason\":\"\xff\"}", "protocol: not valid JSON: "},
     }));
     INFO(payload);
     try {
@@ -243,7 +303,7 @@ TEST_CASE("protocol: deep nesting is refused without recursion", "[protocol]") {
                          }));
     // Brackets inside strings do not count.
     const auto reject = std::get<Reject>(
-        decode_payload(R"({"v":3,"type":"reject","code":"refused","reason":"[[[[[[[[[[[["})"));
+        decode_payload(R"({"v":4,"type":"reject","code":"refused","reason":"[[[[[[[[[[[["})"));
     CHECK(reject.reason == "[[[[[[[[[[[[");
 }
 
