@@ -15,6 +15,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <map>
 #include <string>
 #include <variant>
@@ -208,4 +212,38 @@ TEST_CASE("HeldPort: a held port cannot be bound until released", "[exact]") {
     held.release();
     CHECK(held.port() == port);
     CHECK(tfslurm::port_is_free(port));
+}
+
+TEST_CASE("HeldPort: connections in TIME_WAIT do not make a port taken", "[exact]") {
+    // A server on `port` that closes its connection first leaves it in TIME_WAIT on `port`,
+    // as an earlier job's trainer does: the trainer could bind it (SO_REUSEADDR), so it is
+    // free for the launcher too.
+    std::uint16_t port = 0;
+    for (std::uint16_t candidate = 41200; candidate < 41300 && port == 0; ++candidate) {
+        if (tfslurm::port_is_free(candidate)) {
+            port = candidate;
+        }
+    }
+    REQUIRE(port != 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const auto* raw = reinterpret_cast<const sockaddr*>(&address);
+    const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int one = 1;
+    ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    REQUIRE(::bind(listener, raw, sizeof address) == 0);
+    REQUIRE(::listen(listener, 1) == 0);
+    const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(::connect(client, raw, sizeof address) == 0);
+    const int server = ::accept(listener, nullptr, nullptr);
+    REQUIRE(server >= 0);
+    ::close(listener);
+    ::close(server); // the server's side closes first: its end goes to TIME_WAIT
+    char byte = 0;
+    CHECK(::read(client, &byte, 1) == 0);
+    ::close(client);
+    auto held = tfslurm::HeldPort::first_free({port});
+    CHECK(held.port() == port);
 }
