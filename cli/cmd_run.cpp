@@ -118,7 +118,16 @@ bool parse_flag(const std::string& text, std::string_view key) {
     throw errors::invalid_setting(key, "expected yes/no, true/false, on/off or 1/0", text);
 }
 
+/// The `port_range` setting (exact mode's trainer ports without SLURM_STEP_RESV_PORTS).
+PortRange port_range(const RunArgs& args, const Environment& env) {
+    const auto winners = winning_settings(given_values(args.given, env));
+    const auto found = winners.find("port_range");
+    return found == winners.end() ? PortRange{}
+                                  : parse_port_range(found->second.value, "port_range");
+}
+
 LauncherOptions launcher_options(const RunArgs& args, const Environment& env) {
+    (void)port_range(args, env); // checked with the others, before anything starts
     const auto values = given_values(args.given, env);
     record_origins(values);
     const auto winners = winning_settings(values);
@@ -411,6 +420,20 @@ void cancel_step(const LaunchResult& result, const Environment& env) {
     }
 }
 
+/// Exact mode: where the launcher looks for its trainer port (this node's reserved ports, else
+/// `range`), and how a message names that pool.
+void exact_ports(LauncherOptions& options,
+                 const Plan& plan,
+                 const std::vector<std::uint16_t>& reserved,
+                 PortRange range) {
+    options.port_candidates = trainer_port_candidates(plan, *plan.self_rank, reserved, range);
+    options.port_pool =
+        reserved.empty()
+            ? fmt::format("{}-{} ({})", range.first, range.last, setting_ref("port_range"))
+            : fmt::format("the reserved ports {} (SLURM_STEP_RESV_PORTS)",
+                          fmt::join(reserved, ","));
+}
+
 // One task's setup in order (~90 lines): options, the plan, the trainer's environment (rebuilt
 // once the coordinator sends every node's address with --iface), the job's end and requeue budget,
 // then run_launcher(); each step needs what the previous one made, and the order is the point.
@@ -440,16 +463,18 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     }
     TrainerEnvironment trainer_env{resolved.settings, env};
     Environment trainer;
-    if (!resolved.own_address) {
+    if (!exact_mode(resolved.settings.plan) || !resolved.own_address) {
         trainer = trainer_env(plan);
     } else {
-        // `iface`/`network`: the coordinator exchanges every node's address; the trainer's
-        // variables (and its TF_CONFIG file) are built from the plan rebuilt with them, before
-        // it starts. Until then the launcher knows only the names.
+        // Exact mode: the coordinator exchanges every node's address and the ports the
+        // launchers bound; the trainer's variables (and its TF_CONFIG file) are built from the
+        // plan rebuilt with them, before it starts. Until then the launcher knows only the names.
         options.address = resolved.own_address->address;
-        options.trainer_environment = [&resolved, &trainer_env](const auto& addresses) {
+        exact_ports(options, plan, resolved.step.resv_ports, port_range(args, env));
+        options.trainer_environment = [&resolved, &trainer_env](const protocol::Cluster& cluster) {
             auto exact = resolved.settings.plan;
-            exact.node_addresses = addresses;
+            exact.node_addresses = cluster.addresses;
+            exact.rank_ports = cluster.ports;
             auto built = make_plan(resolved.step, resolved.allocation, exact);
             built.socket_interface = resolved.own_address->interface;
             return trainer_env(built);

@@ -117,14 +117,16 @@ std::optional<std::string> Coordinator::admit(std::uint32_t rank, Role role) con
 
 void Coordinator::registered(std::uint32_t rank,
                              Clock::time_point now,
-                             const std::string& address) {
+                             const std::string& address,
+                             std::uint16_t port) {
     RankState& state = m_ranks.at(rank);
     if (state.registered) {
         return;
     }
     state.registered = true;
     state.address = address;
-    m_exchange = m_exchange || !address.empty();
+    state.port = port;
+    m_exchange = m_exchange || !address.empty() || port != 0;
     state.connected = true;
     state.last_seen = now;
     ++m_registered;
@@ -147,9 +149,19 @@ void Coordinator::send_cluster() {
         if (!m_ranks[rank].address.empty()) {
             cluster.addresses.emplace(m_settings.ranks[rank].host, m_ranks[rank].address);
         }
+        // Only the ports that moved: at 10,000 ranks a full list alone would take 60 KB.
+        const std::uint16_t planned = rank < m_settings.ports.size() ? m_settings.ports[rank] : 0;
+        if (m_ranks[rank].port != 0 && m_ranks[rank].port != planned) {
+            cluster.ports.resize(rank + 1, 0);
+            cluster.ports[rank] = m_ranks[rank].port;
+        }
     }
-    logger().debug("coordinator: every rank registered: sending the addresses of {} nodes",
-                   cluster.addresses.size());
+    logger().debug("coordinator: every rank registered: sending the addresses of {} nodes and "
+                   "{} moved ports",
+                   cluster.addresses.size(),
+                   std::count_if(cluster.ports.begin(), cluster.ports.end(), [](auto port) {
+                       return port != 0;
+                   }));
     for (std::size_t rank = 0; rank < m_ranks.size(); ++rank) {
         if (m_ranks[rank].connected) {
             m_outgoing.push_back({static_cast<std::uint32_t>(rank), cluster});

@@ -350,7 +350,7 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
         m_server->pending.erase(m_id);
         m_server->by_rank[m_rank] = shared_from_this();
         send(protocol::Welcome{static_cast<std::uint32_t>(state.size()), std::move(proof)});
-        state.registered(m_rank, now, hello.address);
+        state.registered(m_rank, now, hello.address, hello.port);
         m_server->flush();
     }
 

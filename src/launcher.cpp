@@ -193,7 +193,7 @@ void LauncherMachine::received(const protocol::Message& message, Clock::time_poi
         cluster != nullptr && m_awaiting_addresses) {
         logger().debug(
             "{}: received the addresses of {} nodes", label(), cluster->addresses.size());
-        m_addresses = cluster->addresses;
+        m_cluster = *cluster;
         release_start();
         return;
     }

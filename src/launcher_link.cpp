@@ -204,6 +204,7 @@ void LauncherShell::handshake(const protocol::Message& message) {
         hello.nonce = m_nonce;
         hello.address = m_options.address;
         hello.relay = leads_node();
+        hello.port = m_trainer_port.port();
         send(hello);
     } else if (const auto* welcome = std::get_if<protocol::Welcome>(&message)) {
         // Nothing the peer says is believed before it proves it is this job's coordinator:

@@ -77,6 +77,81 @@ bool port_is_free(std::uint16_t port) {
     return free;
 }
 
+HeldPort::HeldPort(HeldPort&& other) noexcept
+    : m_fd(std::exchange(other.m_fd, -1)), m_port(other.m_port) {}
+
+HeldPort& HeldPort::operator=(HeldPort&& other) noexcept {
+    if (this != &other) {
+        release();
+        m_fd = std::exchange(other.m_fd, -1);
+        m_port = other.m_port;
+    }
+    return *this;
+}
+
+HeldPort::~HeldPort() {
+    release();
+}
+
+void HeldPort::release() noexcept {
+    if (m_fd >= 0) {
+        ::close(m_fd);
+        m_fd = -1;
+    }
+}
+
+namespace {
+
+/// A TCP socket bound to `port` on every IPv4 address, -1 when it cannot be bound.
+int bind_port(std::uint16_t port, bool reuse_address) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return -1;
+    }
+    const int one = 1;
+    if (reuse_address) {
+        ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    }
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_ANY);
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+        const int error = errno;
+        ::close(fd);
+        errno = error;
+        return -1;
+    }
+    return fd;
+}
+
+} // namespace
+
+HeldPort HeldPort::first_free(const std::vector<std::uint16_t>& candidates) {
+    HeldPort held;
+    for (const std::uint16_t port : candidates) {
+        if (port == 0) {
+            continue; // the kernel's pick, not a port anyone planned
+        }
+        // Without SO_REUSEADDR no other socket can bind the port while we hold it, whatever its
+        // own options. Not listening: a peer's trainer that connects before ours listens is
+        // refused and retries, where a backlog would accept it and our close reset it.
+        int fd = bind_port(port, false);
+        if (fd < 0 && errno == EADDRINUSE) {
+            // Only connections in TIME_WAIT (an earlier job's, on the same port) refuse the
+            // first bind but not this one, as they would not refuse the trainer's (servers set
+            // SO_REUSEADDR). Held this way, a server that sets SO_REUSEADDR could still bind it.
+            fd = bind_port(port, true);
+        }
+        if (fd >= 0) {
+            held.m_fd = fd;
+            held.m_port = port;
+            return held;
+        }
+    }
+    return held;
+}
+
 namespace detail {
 
 LauncherSettings machine_settings(const Plan& plan, const LauncherOptions& options) {
@@ -115,6 +190,9 @@ void LauncherShell::fatal(Error error) {
 void LauncherShell::start_coordinator(std::uint64_t job) {
     CoordinatorSettings settings;
     settings.ranks = members_of(m_plan);
+    for (const RankPlan& rank : m_plan.ranks) {
+        settings.ports.push_back(rank.port);
+    }
     settings.until = m_options.until;
     settings.heartbeat_timeout = m_options.heartbeat_timeout;
     settings.connect_timeout = m_options.connect_timeout;
@@ -141,6 +219,15 @@ LaunchResult LauncherShell::run() {
     logger().debug("{}: authentication: {}", label(), protocol::to_string(m_auth->method()));
     if (m_rank == 0) {
         start_coordinator(m_plan.job_id.value_or(0));
+    }
+    if (!m_options.port_candidates.empty()) {
+        // Exact mode: held from before the hello that reports it until just before the trainer
+        // starts (start_trainer()).
+        m_trainer_port = HeldPort::first_free(m_options.port_candidates);
+        logger().debug("{}: holding trainer port {} (planned {})",
+                       label(),
+                       m_trainer_port.port(),
+                       m_self.port);
     }
     wait_signal();
     m_connect_deadline = Clock::now() + m_options.connect_timeout;
@@ -309,7 +396,16 @@ void LauncherShell::set_trainer_variable(std::string_view name, const std::strin
 
 void LauncherShell::start_trainer(std::uint32_t restart) {
     try {
-        if (!port_is_free(m_self.port)) {
+        if (!m_options.port_candidates.empty() && m_trainer_port.port() == 0) {
+            m_machine.trainer_failed(
+                ExitStatus::exited(exit_status(Errc::io)),
+                fmt::format("trainer: no free port on {} in {}: other processes hold every one",
+                            m_self.host,
+                            m_options.port_pool),
+                Clock::now());
+            return;
+        }
+        if (m_options.port_candidates.empty() && !port_is_free(m_self.port)) {
             // The step fails before any trainer binds a port of another job. Reported as text
             // (not thrown): the setting reference must reach the CLI that renders it.
             m_machine.trainer_failed(
@@ -325,7 +421,7 @@ void LauncherShell::start_trainer(std::uint32_t restart) {
         }
         if (m_options.trainer_environment) {
             // Every node's address is known now (`cluster`): the plan is rebuilt with them.
-            m_env = m_options.trainer_environment(m_machine.addresses()).to_strings();
+            m_env = m_options.trainer_environment(m_machine.cluster()).to_strings();
         }
         prepare_stall_watch();
         // A restarted trainer has the same environment (same TF_CONFIG, same ports) but for
@@ -340,6 +436,9 @@ void LauncherShell::start_trainer(std::uint32_t restart) {
             set_trainer_variable("TORCHELASTIC_MAX_RESTARTS",
                                  std::to_string(m_options.restarts.per_rank));
         }
+        // The port is free for the trainer from here: another process binding it in the few
+        // milliseconds until the trainer does is the window that remains (docs/protocol.md).
+        m_trainer_port.release();
         SpawnRequest request;
         request.argv = m_argv;
         request.env = m_env;

@@ -475,13 +475,81 @@ std::vector<std::uint16_t> control_port_candidates(const Plan& plan) {
     return candidates;
 }
 
+bool exact_mode(const PlanOptions& options) noexcept {
+    return options.address_selection.active();
+}
+
+PortRange parse_port_range(std::string_view text, std::string_view key) {
+    const auto dash = text.find('-');
+    const auto number = [](std::string_view digits) -> std::optional<std::uint32_t> {
+        if (digits.empty() || digits.size() > 5 ||
+            !std::all_of(
+                digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+            return std::nullopt;
+        }
+        std::uint32_t value = 0;
+        for (const char c : digits) {
+            value = value * 10 + static_cast<std::uint32_t>(c - '0');
+        }
+        return value;
+    };
+    const auto first = dash == text.npos ? std::nullopt : number(text.substr(0, dash));
+    const auto last = dash == text.npos ? std::nullopt : number(text.substr(dash + 1));
+    if (!first || !last || *first < 1 || *first > *last || *last > 65535) {
+        throw errors::invalid_setting(
+            key, "expected a port range LOW-HIGH within 1-65535", text, "e.g. 20000-31999");
+    }
+    return PortRange{static_cast<std::uint16_t>(*first), static_cast<std::uint16_t>(*last)};
+}
+
+std::vector<std::uint16_t> trainer_port_candidates(const Plan& plan,
+                                                   std::uint32_t rank,
+                                                   const std::vector<std::uint16_t>& reserved,
+                                                   PortRange range) {
+    const std::uint16_t own = plan.ranks.at(rank).port;
+    std::vector<std::uint16_t> pool = reserved;
+    if (pool.empty()) {
+        pool.resize(std::size_t{range.last} - range.first + 1);
+        std::iota(pool.begin(), pool.end(), range.first);
+    }
+    std::sort(pool.begin(), pool.end());
+    pool.erase(std::unique(pool.begin(), pool.end()), pool.end());
+    const auto control = control_port_candidates(plan);
+    // From the own port up: the launchers of one node, whose planned ports are adjacent, each
+    // look first where the others do not.
+    std::rotate(pool.begin(), std::upper_bound(pool.begin(), pool.end(), own), pool.end());
+    std::vector<std::uint16_t> candidates{own};
+    candidates.reserve(pool.size() + 1);
+    for (const std::uint16_t port : pool) {
+        if (port != own && std::find(control.begin(), control.end(), port) == control.end()) {
+            candidates.push_back(port);
+        }
+    }
+    return candidates;
+}
+
+namespace {
+
+/// Exact mode: the ports the launchers bound replace the plan's.
+Plan with_bound_ports(Plan plan, const std::vector<std::uint16_t>& rank_ports) {
+    for (std::size_t r = 0; r < rank_ports.size() && r < plan.ranks.size(); ++r) {
+        if (rank_ports[r] != 0) {
+            plan.ranks[r].port = rank_ports[r];
+        }
+    }
+    return plan;
+}
+
+} // namespace
+
 Plan make_plan(const StepInfo& step,
                const Allocation& allocation,
                const PlanOptions& options,
                const AddressResolver& resolve,
                GpuDetail detail) {
     if (options.layout == Layout::tf_compat) {
-        return make_tf_compat_plan(step, allocation, options, resolve);
+        return with_bound_ports(make_tf_compat_plan(step, allocation, options, resolve),
+                                options.rank_ports);
     }
     if (options.tf_gpus_per_node) {
         throw errors::invalid_setting(
@@ -552,7 +620,7 @@ Plan make_plan(const StepInfo& step,
                    to_string(plan.port_source),
                    plan.control_address,
                    plan.control_port);
-    return plan;
+    return with_bound_ports(std::move(plan), options.rank_ports);
 }
 
 } // namespace tfslurm

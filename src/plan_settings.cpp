@@ -584,6 +584,17 @@ const std::vector<SettingSpec> k_registry{
      G::launcher,
      "auto (default: munge if munged answers, else TFSLURM_SECRET), munge or secret",
      nullptr},
+    {"port_range",
+     "TFSLURM_PORT_RANGE",
+     "--port-range",
+     "LOW-HIGH",
+     "",
+     K::value,
+     G::launcher,
+     "Exact mode (--iface/--network): where a launcher looks for a free trainer port when the "
+     "planned one is taken, unless SLURM_STEP_RESV_PORTS reserves the node's ports (default "
+     "20000-31999)",
+     nullptr},
 };
 
 bool in_face(const SettingSpec& spec, Face face) {

@@ -238,6 +238,9 @@ struct Encoder {
         if (m.relay) {
             out["relay"] = true;
         }
+        if (m.port != 0) {
+            out["port"] = m.port;
+        }
     }
     void operator()(const Relay& m) const {
         out["ranks"] = m.ranks;
@@ -250,6 +253,9 @@ struct Encoder {
         out["addresses"] = json::object();
         for (const auto& [host, address] : m.addresses) {
             out["addresses"][host] = address;
+        }
+        if (!m.ports.empty()) {
+            out["ports"] = m.ports;
         }
     }
     void operator()(const Welcome& m) const {
@@ -320,6 +326,18 @@ Cluster decode_cluster(const Fields& f, std::string_view payload) {
         }
         m.addresses.emplace(host, address.get<std::string>());
     }
+    if (f.has("ports")) {
+        const json& ports = f.require("ports");
+        if (!ports.is_array() || std::any_of(ports.begin(), ports.end(), [](const json& port) {
+                return !port.is_number_unsigned() || port.get<std::uint64_t>() > 65535;
+            })) {
+            fail("field \"ports\" of cluster is not a list of ports (0 to 65535)", payload);
+        }
+        m.ports.reserve(ports.size());
+        for (const json& port : ports) {
+            m.ports.push_back(static_cast<std::uint16_t>(port.get<std::uint64_t>()));
+        }
+    }
     return m;
 }
 
@@ -387,6 +405,9 @@ Message decode_object(const Fields& f, std::string_view type, std::string_view p
             }
         }
         m.relay = f.flag("relay");
+        if (f.has("port")) {
+            m.port = f.integer<std::uint16_t>("port", 1);
+        }
         return m;
     }
     if (type == "cluster") {

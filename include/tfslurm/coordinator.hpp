@@ -20,6 +20,9 @@ namespace tfslurm {
 
 struct CoordinatorSettings {
     std::vector<Member> ranks; ///< indexed by rank
+    /// The plan's trainer port of each rank (indexed by rank; may be empty): `cluster` lists only
+    /// the bound ports that differ from these.
+    std::vector<std::uint16_t> ports;
     Until until = Until::workers;
     Millis heartbeat_timeout{10000}; ///< a launcher silent this long is lost
     Millis connect_timeout{60000};   ///< every rank must register within this (from start)
@@ -74,8 +77,9 @@ struct Outgoing {
 /// - Interrupt: a launcher received SIGTERM/SIGINT: every connected launcher gets
 ///   `stop (signal)`.
 /// - The address exchange: when hellos carry addresses (`iface`/`network`), every connected
-///   launcher gets `cluster` (each node's address, by node name) once every rank registered
-///   and no verdict was reached; launchers start their trainers only after it.
+///   launcher gets `cluster` (each node's address, by node name, and the ports the launchers
+///   bound where they differ from settings.ports, by rank) once every rank registered and no
+///   verdict was reached; launchers start their trainers only after it.
 /// - A rank registering after the verdict gets the verdict at once. A second registration of a
 ///   rank, a rank out of range or a role that differs from the plan is rejected (admit()); a
 ///   second exit report is ignored (and logged).
@@ -93,8 +97,12 @@ class Coordinator {
     [[nodiscard]] std::optional<std::string> admit(std::uint32_t rank, Role role) const;
 
     /// Events. `rank` must have been admitted and registered (except for registered()).
-    /// `address`: the one the launcher's node chose (Hello::address), empty when none.
-    void registered(std::uint32_t rank, Clock::time_point now, const std::string& address = {});
+    /// `address`: the one the launcher's node chose (Hello::address), empty when none; `port`:
+    /// the trainer port its launcher bound (Hello::port), 0 when none.
+    void registered(std::uint32_t rank,
+                    Clock::time_point now,
+                    const std::string& address = {},
+                    std::uint16_t port = 0);
     void heartbeat(std::uint32_t rank, Clock::time_point now);
     void exited(std::uint32_t rank, const protocol::Exit& exit, Clock::time_point now);
     /// `whole_step`: slurmstepd sent the signal to every process of the step (carried by the
@@ -125,8 +133,9 @@ class Coordinator {
     struct RankState {
         bool registered = false;
         bool connected = false;
-        bool reported = false; ///< its exit was reported
-        std::string address;   ///< Hello::address
+        bool reported = false;  ///< its exit was reported
+        std::string address;    ///< Hello::address
+        std::uint16_t port = 0; ///< Hello::port
         ExitStatus status;
         Clock::time_point last_seen;
         std::uint32_t restarts = 0; ///< restarts granted to this rank

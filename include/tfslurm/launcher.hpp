@@ -31,6 +31,33 @@ namespace tfslurm {
 /// address). False when another process listens on it.
 [[nodiscard]] bool port_is_free(std::uint16_t port);
 
+/// A TCP port this process holds: bound without SO_REUSEADDR on every IPv4 address, so that no
+/// other process can bind it, until release(); not listening (connections are refused).
+/// Move-only.
+class HeldPort {
+  public:
+    HeldPort() = default;
+    HeldPort(const HeldPort&) = delete;
+    HeldPort& operator=(const HeldPort&) = delete;
+    HeldPort(HeldPort&& other) noexcept;
+    HeldPort& operator=(HeldPort&& other) noexcept;
+    ~HeldPort();
+
+    /// Hold the first port of `candidates` that can be bound, trying them in order; an empty
+    /// HeldPort (port() == 0) when none can.
+    /// Input: {23000, 23001}, 23000 held by another process. Output: a HeldPort of 23001.
+    [[nodiscard]] static HeldPort first_free(const std::vector<std::uint16_t>& candidates);
+
+    /// The held port, 0 when none.
+    [[nodiscard]] std::uint16_t port() const noexcept { return m_port; }
+    /// Close the socket: the port is free for the trainer to bind (port() stays).
+    void release() noexcept;
+
+  private:
+    int m_fd = -1;
+    std::uint16_t m_port = 0;
+};
+
 /// Settings of one launcher (`tfslurm run` options).
 struct LauncherOptions {
     Until until = Until::workers;
@@ -58,11 +85,17 @@ struct LauncherOptions {
     std::optional<StepRef> slurm_step;
     /// `iface`/`network`: the address this node chose, sent in the hello.
     std::string address;
+    /// Exact mode: the trainer ports to try to hold, in order (trainer_port_candidates()). The
+    /// launcher holds the first free one from before its hello (which reports it) until just
+    /// before its trainer starts. Empty: the plan's port, only checked before the trainer starts.
+    std::vector<std::uint16_t> port_candidates;
+    /// Where port_candidates come from, for the message when none is free (`reserved ports
+    /// 23000-23003 (SLURM_STEP_RESV_PORTS)`).
+    std::string port_pool;
     /// Set with `address`: the trainer's environment once the coordinator sent every node's
-    /// address (`cluster`); it replaces `trainer_env`. May throw Error (the trainer then fails
-    /// to start with its message).
-    std::function<Environment(const std::map<std::string, std::string, std::less<>>& addresses)>
-        trainer_environment;
+    /// address and the ports that moved (`cluster`); it replaces `trainer_env`. May throw Error
+    /// (the trainer then fails to start with its message).
+    std::function<Environment(const protocol::Cluster& cluster)> trainer_environment;
 };
 
 /// Run the launcher of `plan.self_rank`: start the coordinator when it is rank 0, connect and
@@ -235,7 +268,7 @@ using LauncherAction = std::variant<launcher_action::Send,
 ///   when the verdict is a `stop` for a slurmstepd signal (`whole_step`: they all have it).
 /// - After `welcome`: heartbeat every `heartbeat`, watch the coordinator's silence, and start
 ///   the trainer (unless a verdict or a loss came first: then it is never started); with
-///   AddressExchange::coordinator only once `cluster` came (addresses() holds it).
+///   AddressExchange::coordinator only once `cluster` came (cluster() holds it).
 /// - The trainer's exit (or failure to start) is reported with `exit`. A trainer killed by
 ///   SIGTERM or SIGINT before any verdict or signal of ours is reported k_settle_window later
 ///   (or as soon as the launcher receives SIGTERM/SIGINT, after its `interrupt`, or a verdict
@@ -312,11 +345,9 @@ class LauncherMachine {
     }
     /// How many times the trainer was restarted (the last `restart`'s count).
     [[nodiscard]] std::uint32_t restarts() const noexcept { return m_restarts; }
-    /// The coordinator's `cluster`: each node's chosen address (empty before it came).
-    [[nodiscard]] const std::map<std::string, std::string, std::less<>>&
-    addresses() const noexcept {
-        return m_addresses;
-    }
+    /// The coordinator's `cluster`: each node's chosen address and the ports that moved (empty
+    /// before it came).
+    [[nodiscard]] const protocol::Cluster& cluster() const noexcept { return m_cluster; }
     /// Set once Finish was emitted.
     [[nodiscard]] const std::optional<LaunchResult>& result() const noexcept { return m_result; }
 
@@ -363,8 +394,8 @@ class LauncherMachine {
     bool m_abandoned = false;
     bool m_never_started = false;
     bool m_server_finished = false;
-    bool m_awaiting_addresses = false; ///< registered, the start waits for `cluster`
-    std::map<std::string, std::string, std::less<>> m_addresses;
+    bool m_awaiting_addresses = false;      ///< registered, the start waits for `cluster`
+    protocol::Cluster m_cluster;            ///< as received
     std::optional<ProgressSample> m_sample; ///< the last progress sample
     Clock::time_point m_last_progress;
     std::optional<Millis> m_stall; ///< the trainer is stuck: how long it was silent

@@ -106,7 +106,18 @@ struct PlanOptions {
     /// filled from this node's interfaces (plan_with_own_address()) or by the exchange of
     /// `tfslurm run`. With an active address_selection every node of the plan must be here.
     std::map<std::string, std::string, std::less<>> node_addresses;
+    /// Not a user setting: in exact mode, the trainer port each rank's launcher bound, by rank
+    /// (0, or past the end: the plan's own port), from the exchange of `tfslurm run`
+    /// (protocol::Cluster::ports).
+    std::vector<std::uint16_t> rank_ports;
 };
+
+/// Whether the plan is built from facts the nodes report (exact mode: each node's chosen
+/// address and each launcher's bound port, exchanged by `tfslurm run`'s coordinator) rather
+/// than computed from the environment alone. Today: when an address selection (`iface` or
+/// `network`) is active. The one place that decides it.
+/// Input: options with iface ib0. Output: true.
+[[nodiscard]] bool exact_mode(const PlanOptions& options) noexcept;
 
 /// Resolves a (patterned) host name to the address peers should use. Throws Error (Errc::io)
 /// when a name does not resolve.
@@ -171,6 +182,29 @@ derive_port_base(std::uint64_t job_id, std::uint64_t step_id, std::uint32_t stri
 /// Input: job 1234, step 0, stride 3 (control port 21865). Output: {21865, 32448, 32088, 32643,
 /// 32036, 32069, 32557, 32255}.
 [[nodiscard]] std::vector<std::uint16_t> control_port_candidates(const Plan& plan);
+
+/// A range of TCP ports, both ends included.
+struct PortRange {
+    std::uint16_t first = 20000;
+    std::uint16_t last = 31999;
+};
+
+/// Parse `LOW-HIGH` (1 <= LOW <= HIGH <= 65535). Input: `40000-40999`. Output: {40000, 40999}.
+/// \throws Error (Errc::invalid_argument) naming setting `key`.
+[[nodiscard]] PortRange parse_port_range(std::string_view text, std::string_view key);
+
+/// The trainer ports the launcher of `rank` tries to bind in exact mode, in order: the rank's
+/// port in the plan, then the other ports of its pool from the next one up, wrapping around.
+/// The pool is `reserved` (this node's SLURM_STEP_RESV_PORTS) when it is not empty, else
+/// `range`; the coordinator's control port candidates (control_port_candidates()) are never
+/// in it.
+/// Input: rank 1 at port 23001 (control 23002), reserved {}, range 23000-23004.
+/// Output: {23001, 23003, 23004, 23000}.
+[[nodiscard]] std::vector<std::uint16_t>
+trainer_port_candidates(const Plan& plan,
+                        std::uint32_t rank,
+                        const std::vector<std::uint16_t>& reserved,
+                        PortRange range);
 
 /// Which ranks get their GPU lists (RankPlan::gpus) from make_plan().
 enum class GpuDetail {

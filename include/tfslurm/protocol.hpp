@@ -29,10 +29,12 @@ namespace tfslurm::protocol {
 
 /// 4: the coordinator may answer a failed trainer's `exit` with `restart` (the launcher starts
 /// it again) instead of aborting the step; node leaders carry their node's launchers in `relay`
-/// envelopes (the tree). 3: the hello may carry the launcher's chosen address,
-/// and the coordinator sends `cluster` (every node's chosen address) once every rank registered; a
-/// launcher sends `stall` (abort cause `stalled`); an abort may list its missing `ranks`. 2: the
-/// hello carries the step id, both proofs bind it, a reject carries a code.
+/// envelopes (the tree); in exact mode the hello may carry the port the launcher bound (`port`),
+/// and `cluster` the ports that differ from the plan's (`ports`, by rank). 3: the hello may carry
+/// the launcher's chosen address, and the coordinator sends `cluster` (every node's chosen
+/// address) once every rank registered; a launcher sends `stall` (abort cause `stalled`); an abort
+/// may list its missing `ranks`. 2: the hello carries the step id, both proofs bind it, a reject
+/// carries a code.
 inline constexpr int k_version = 4;
 inline constexpr std::size_t k_header_size = 4;
 /// Largest payload accepted (and sent). Real messages are below 1 KiB; a MUNGE credential of
@@ -92,6 +94,9 @@ struct Hello {
     /// This launcher is its node's leader: besides registering itself, its connection carries
     /// its node's other launchers (`relay` envelopes). Absent on the wire when false.
     bool relay = false;
+    /// Exact mode: the trainer port this launcher bound and holds on its node; 0 (absent on the
+    /// wire) when it bound none.
+    std::uint16_t port = 0;
 };
 
 /// Both ways on a node leader's connection (the tree, docs/protocol.md): a message of other
@@ -130,10 +135,15 @@ struct Reject {
 [[nodiscard]] bool operator==(const Reject& a, const Reject& b) noexcept;
 
 /// Coordinator -> every launcher, once every rank registered, when the hellos carried
-/// addresses: each node's chosen address, by node name. Trainers start only after it.
-/// Example: `{"addresses":{"n1":"10.1.0.1","n2":"10.1.0.2"},"type":"cluster","v":4}`.
+/// addresses: each node's chosen address, by node name, and the trainer ports the launchers
+/// bound where they differ from the plan's. Trainers start only after it.
+/// Example: `{"addresses":{"n1":"10.1.0.1","n2":"10.1.0.2"},"ports":[0,23005],"type":"cluster",
+/// "v":4}` (rank 1 bound 23005; every other rank the plan's own port).
 struct Cluster {
     std::map<std::string, std::string, std::less<>> addresses;
+    /// By rank: the port the rank's launcher bound, 0 where it is the plan's port (or none was
+    /// bound); trailing zeros are left out, so usually it is empty (and absent on the wire).
+    std::vector<std::uint16_t> ports;
 };
 
 /// Both ways, every `--heartbeat`: "I am alive".

@@ -157,6 +157,7 @@ class LauncherShell {
     asio::steady_timer m_challenge_timer;
     std::array<asio::steady_timer, k_launcher_timer_count> m_timers; ///< indexed by LauncherTimer
     std::string m_progress_file; ///< TFSLURM_PROGRESS_FILE, with a stall timeout
+    HeldPort m_trainer_port;     ///< exact mode: the trainer's port, held until it starts
     Clock::time_point m_connect_deadline;
     Millis m_backoff{20};
     std::string m_last_connect_error = "no attempt";

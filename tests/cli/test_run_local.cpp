@@ -861,6 +861,81 @@ TEST_CASE("run: --iface exchanges the chosen addresses through the coordinator",
                    Catch::Contains(" has no address on nosuch0 (its interfaces: lo 127.0.0.1"));
 }
 
+TEST_CASE("run: exact mode moves a rank whose port is held, and says when none is free", "[run]") {
+    // Ten free ports; rank 1's planned port (base + 1) held on loopback. The control port is
+    // base + 2, never a trainer's: rank 1 binds base + 3.
+    int fd = -1;
+    std::uint16_t base = 0;
+    for (std::uint16_t first = 24500; first < 25500 && fd < 0; first += 10) {
+        bool free = true;
+        for (std::uint16_t port = first; port < first + 10; ++port) {
+            free = free && port_is_free(port);
+        }
+        if (!free) {
+            continue;
+        }
+        fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_port = htons(static_cast<std::uint16_t>(first + 1));
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 ||
+            ::listen(fd, 1) != 0) {
+            ::close(fd);
+            fd = -1;
+        } else {
+            base = first;
+        }
+    }
+    REQUIRE(fd >= 0);
+    const auto port = [base](int offset) { return std::to_string(base + offset); };
+    const std::string id = std::to_string(job_id(43));
+    Cli moved({"run",
+               "--local",
+               "2",
+               "--job-id",
+               id,
+               "--iface",
+               "lo",
+               "--port-base",
+               port(0),
+               "--port-range",
+               port(0) + "-" + port(9),
+               "sh",
+               "-c",
+               R"(echo "cfg $TFSLURM_RANK $TF_CONFIG")"});
+    CHECK(moved.wait() == 0);
+    const std::string cluster =
+        R"({"cluster":{"worker":["127.0.0.1:)" + port(0) + R"(","127.0.0.1:)" + port(3) + R"("]},)";
+    for (const std::string rank : {"0", "1"}) {
+        INFO(moved.output());
+        CHECK(count(moved.output(),
+                    "cfg " + rank + " " + cluster + R"("task":{"type":"worker","index":)" + rank +
+                        "}}\n") == 1);
+    }
+    Cli none({"run",
+              "--local",
+              "2",
+              "--job-id",
+              id,
+              "--iface",
+              "lo",
+              "--port-base",
+              port(0),
+              "--port-range",
+              port(1) + "-" + port(1),
+              "--",
+              "sleep",
+              "1000"});
+    CHECK(none.wait() == exit_status(Errc::io));
+    ::close(fd);
+    CHECK(none.output() == "tfslurm: error: aborting: rank 1 (worker:1) on localhost could not "
+                           "start its trainer: trainer: no free port on localhost in " +
+                               port(1) + "-" + port(1) +
+                               " (--port-range): other processes hold every one\n");
+    none.check_nothing_left();
+}
+
 TEST_CASE("run: --iface with --tf-config-file writes the file from the exchanged addresses",
           "[run]") {
     const std::string id = std::to_string(job_id(43));

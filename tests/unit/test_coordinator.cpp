@@ -235,6 +235,29 @@ TEST_CASE("coordinator: chosen addresses go to every launcher once all registere
     CHECK(by_name.take_outgoing().empty());
 }
 
+TEST_CASE("coordinator: cluster lists only the bound ports that differ from the plan's",
+          "[coordinator]") {
+    auto s = settings({Role::ps, Role::worker, Role::worker, Role::worker});
+    s.ports = {23000, 23001, 23000, 23001};
+    Coordinator c(s, k_t0);
+    c.registered(0, k_t0, "10.1.0.1", 23000);
+    c.registered(1, k_t0, "10.1.0.1", 23001);
+    c.registered(2, k_t0, "10.1.0.2", 23003); // 23000 was held on n2
+    c.registered(3, k_t0, "10.1.0.2", 23001);
+    const auto out = c.take_outgoing();
+    REQUIRE(out.size() == 4);
+    CHECK(std::get<protocol::Cluster>(out[3].message).ports ==
+          std::vector<std::uint16_t>{0, 0, 23003});
+
+    // Every launcher got its planned port: no list at all.
+    Coordinator planned(s, k_t0);
+    for (std::uint32_t rank = 0; rank < 4; ++rank) {
+        planned.registered(rank, k_t0, "10.1.0.1", s.ports[rank]);
+    }
+    const auto cluster = std::get<protocol::Cluster>(planned.take_outgoing().at(0).message);
+    CHECK(cluster.ports.empty());
+}
+
 TEST_CASE("coordinator: registration is checked against the plan", "[coordinator]") {
     Coordinator c(settings({Role::ps, Role::worker}), k_t0);
     CHECK_FALSE(c.admit(0, Role::ps));

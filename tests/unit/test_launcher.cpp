@@ -118,7 +118,7 @@ void feed(LauncherMachine& m, const std::string& event, Clock::time_point now) {
         m.received(protocol::Restart{static_cast<std::uint32_t>(a), static_cast<std::uint32_t>(b)},
                    now);
     } else if (word == "cluster") {
-        m.received(protocol::Cluster{{{"n1", "10.1.0.1"}, {"n2", "10.1.0.2"}}}, now);
+        m.received(protocol::Cluster{{{"n1", "10.1.0.1"}, {"n2", "10.1.0.2"}}, {}}, now);
     } else if (word == "sample") {
         long long cpu = 0;
         long long mtime = 0;
@@ -930,7 +930,7 @@ TEST_CASE("launcher: with an address exchange the trainer waits for every node's
                             {900, "cluster", {"schedule start"}},
                             {900, "start due", {"start trainer"}},
                         });
-    CHECK(m.addresses() ==
+    CHECK(m.cluster().addresses ==
           std::map<std::string, std::string, std::less<>>{{"n1", "10.1.0.1"}, {"n2", "10.1.0.2"}});
 
     SECTION("a verdict before the addresses: never started") {

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 using namespace tfslurm;
 using namespace tfslurm::protocol;
@@ -104,7 +105,7 @@ TEST_CASE("protocol: every message survives a round trip", "[protocol]") {
         Abort{stalled},
         Abort{unregistered},
         Stall{300000},
-        Cluster{{{"n1", "10.1.0.1"}, {"n2", "fd00::2"}}},
+        Cluster{{{"n1", "10.1.0.1"}, {"n2", "fd00::2"}}, {}},
         Cluster{},
         Restart{1, 2},
     };
@@ -149,7 +150,7 @@ TEST_CASE("protocol: payloads are compact JSON with a version and a type", "[pro
 }
 
 TEST_CASE("protocol: v3 carries the chosen addresses", "[protocol]") {
-    CHECK(encode_payload(Cluster{{{"n1", "10.1.0.1"}, {"n2", "fd00::2"}}}) ==
+    CHECK(encode_payload(Cluster{{{"n1", "10.1.0.1"}, {"n2", "fd00::2"}}, {}}) ==
           R"({"addresses":{"n1":"10.1.0.1","n2":"fd00::2"},"type":"cluster","v":4})");
     Hello hello;
     hello.nonce = std::string(64, 'e');
@@ -177,6 +178,64 @@ TEST_CASE("protocol: v3 carries the chosen addresses", "[protocol]") {
     CHECK_THROWS_WITH(
         decode_payload(R"({"v":4,"type":"cluster","addresses":["10.0.0.1"]})"),
         Catch::StartsWith(R"(protocol: field "addresses" of cluster is not an object)"));
+}
+
+TEST_CASE("protocol: v4 carries the bound ports", "[protocol]") {
+    Hello hello;
+    hello.nonce = std::string(64, 'e');
+    hello.address = "10.1.0.1";
+    CHECK(encode_payload(hello).find("port") == std::string::npos); // none bound: absent
+    hello.port = 23005;
+    CHECK(encode_payload(hello).find(R"("port":23005)") != std::string::npos);
+    CHECK(std::get<Hello>(decode_payload(encode_payload(hello))).port == 23005);
+    Cluster cluster{{{"n1", "10.1.0.1"}}, {0, 23005}};
+    CHECK(encode_payload(cluster) ==
+          R"({"addresses":{"n1":"10.1.0.1"},"ports":[0,23005],"type":"cluster","v":4})");
+    CHECK(std::get<Cluster>(decode_payload(encode_payload(cluster))).ports ==
+          std::vector<std::uint16_t>{0, 23005});
+    CHECK(std::get<Cluster>(decode_payload(R"({"v":4,"type":"cluster","addresses":{}})"))
+              .ports.empty());
+    for (const std::string bad : {"[-1]", "[65536]", R"(["1"])", R"({"0":1})", "[1.5]", "3"}) {
+        INFO(bad);
+        CHECK_THROWS_WITH(
+            decode_payload(R"({"v":4,"type":"cluster","addresses":{},"ports":)" + bad + "}"),
+            Catch::StartsWith(
+                R"(protocol: field "ports" of cluster is not a list of ports (0 to 65535): )"));
+    }
+    const std::string head = R"({"v":4,"type":"hello","job":1,"step":0,"rank":0,"role":"ps",)"
+                             R"("host":"n","pid":1,"auth":"secret","credential":"","nonce":")" +
+                             std::string(64, 'a') + R"(","port":)";
+    for (const std::string bad : {"0", "65536", R"("80")"}) {
+        INFO(bad);
+        CHECK_THROWS_WITH(
+            decode_payload(head + bad + "}"),
+            Catch::StartsWith(
+                R"(protocol: field "port" of hello is not an integer in [1, 65535])"));
+    }
+}
+
+TEST_CASE("protocol: the cluster of 10,000 ranks stays compact", "[protocol]") {
+    // 1,250 nodes of 8 tasks, each with an IPv4 address.
+    Cluster cluster;
+    for (int node = 1; node <= 1250; ++node) {
+        cluster.addresses.emplace(fmt::format("node{:04}", node),
+                                  fmt::format("10.78.{}.{}", node / 250, node % 250 + 1));
+    }
+    const auto size = [&cluster] { return encode_payload(cluster).size(); };
+    const std::size_t addresses_only = size();
+    CHECK(addresses_only < 40 * 1024);
+    // Usually every launcher got its planned port: nothing more is sent.
+    // One moved port per node, in the node's last task: a zero for every other rank.
+    cluster.ports.assign(10000, 0);
+    for (std::size_t rank = 7; rank < 10000; rank += 8) {
+        cluster.ports[rank] = 31999;
+    }
+    CHECK(size() < k_max_frame);
+    // Every port moved (the worst case): above 64 KiB, which an authenticated coordinator's
+    // frames may exceed (docs/protocol.md).
+    cluster.ports.assign(10000, 31999);
+    CHECK(size() > k_max_frame);
+    CHECK(size() < 100 * 1024);
 }
 
 TEST_CASE("protocol: malformed payloads are protocol errors", "[protocol]") {

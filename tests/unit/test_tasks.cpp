@@ -87,6 +87,20 @@ TEST_CASE("tasks: placement matches Slurm for 11 real srun shapes", "[tasks]") {
     }
 }
 
+TEST_CASE("tasks: a heterogeneous step with disjoint components is one step", "[tasks]") {
+    // `srun -n1 -w n1 : -n2 -w n2,n3`: Slurm 22.05 presents one nodelist and one rank space.
+    for (int task = 0; task < 3; ++task) {
+        INFO("task " << task);
+        const auto env = tfslurm::test::load_env_dump("slurm-env/srun-het-disjoint.txt", task);
+        REQUIRE(env.get("SLURM_HET_SIZE").value_or("") == "2");
+        const auto step = tfslurm::read_step(env);
+        const auto allocation = tfslurm::resolve_allocation(step); // cross-checks identity
+        CHECK(layout_of(allocation) == "n1:0 n2:1 n3:2");
+        REQUIRE(step.self);
+        CHECK(step.self->rank == static_cast<std::uint32_t>(task));
+    }
+}
+
 TEST_CASE("tasks: layouts of block, cyclic, plane and uneven steps", "[tasks]") {
     using V = std::vector<std::uint32_t>;
     const std::vector<std::string> three{"n1", "n2", "n3"};
