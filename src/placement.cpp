@@ -20,6 +20,10 @@ namespace tfslurm {
 namespace {
 
 std::string describe_layout(const Allocation& allocation, const StepInfo& step) {
+    if (!step.components.empty()) {
+        return fmt::format("heterogeneous ({} components, ranks component after component)",
+                           step.components.size());
+    }
     std::string text{to_string(allocation.distribution)};
     if (allocation.distribution == Distribution::plane) {
         text += fmt::format("={}", allocation.plane_size);
@@ -264,7 +268,57 @@ Allocation place_arbitrary(std::vector<std::string> hosts,
     return allocation;
 }
 
+namespace {
+
+/// A heterogeneous step's own component with more than one node and more than one task on one
+/// of them: only there does the order inside the component matter.
+bool ordered_within(const StepInfo& step, const HetComponent& component) {
+    if (component.hosts.size() < 2) {
+        return false;
+    }
+    const auto node_of = detail::node_index(step.hosts);
+    return std::any_of(component.hosts.begin(), component.hosts.end(), [&](const auto& host) {
+        return step.tasks_per_node[node_of.at(host)] > 1;
+    });
+}
+
+/// Each rank's host in a heterogeneous step: component after component (Slurm's rank offsets),
+/// block inside a component. A task knows only its own component's distribution
+/// (SLURM_DISTRIBUTION differs between components), so any other order inside a component
+/// that has it matter is refused rather than guessed.
+std::vector<std::string> het_rank_hosts(const StepInfo& step) {
+    const auto node_of = detail::node_index(step.hosts);
+    std::vector<std::string> rank_hosts;
+    rank_hosts.reserve(step.ntasks);
+    for (const auto& component : step.components) {
+        const bool own = step.self && step.self->rank >= component.first_rank &&
+                         step.self->rank - component.first_rank < component.ntasks;
+        if (own && step.distribution.kind != Distribution::block &&
+            ordered_within(step, component)) {
+            throw errors::invalid_argument(
+                "SLURM_DISTRIBUTION",
+                "inside a component of a heterogeneous step only block is supported",
+                to_string(step.distribution.kind),
+                "give the component -m block (the other components cannot see its distribution)");
+        }
+        for (const auto& host : component.hosts) {
+            rank_hosts.insert(rank_hosts.end(), step.tasks_per_node[node_of.at(host)], host);
+        }
+    }
+    return rank_hosts;
+}
+
+} // namespace
+
 Allocation resolve_allocation(const StepInfo& step) {
+    if (!step.components.empty()) {
+        auto allocation = place_arbitrary(
+            step.hosts, step.tasks_per_node, het_rank_hosts(step), "SLURM_HET_SIZE");
+        if (step.self) {
+            check_identity(step, allocation);
+        }
+        return allocation;
+    }
     auto allocation = step.distribution.kind == Distribution::arbitrary
                           ? place_arbitrary(step.hosts,
                                             step.tasks_per_node,

@@ -530,6 +530,74 @@ std::vector<std::uint16_t> trainer_port_candidates(const Plan& plan,
 
 namespace {
 
+/// At most one chief and one evaluator in an explicit role list.
+void check_unique_roles(const std::vector<Role>& roles,
+                        std::string_view key,
+                        std::string_view input) {
+    const auto chiefs = std::count(roles.begin(), roles.end(), Role::chief);
+    const auto evaluators = std::count(roles.begin(), roles.end(), Role::evaluator);
+    if (chiefs > 1 || evaluators > 1) {
+        throw errors::invalid_setting(key, "at most one chief and one evaluator", input);
+    }
+}
+
+/// The role settings given besides `roles_by_component`, rendered for a message.
+std::vector<std::string> other_role_settings(const PlanOptions& options) {
+    std::vector<std::string> given;
+    if (options.counts.ps != 0) {
+        given.push_back(setting_ref("ps", std::to_string(options.counts.ps)));
+    }
+    if (options.counts.chief) {
+        given.push_back(setting_ref("chief"));
+    }
+    if (options.counts.evaluator) {
+        given.push_back(setting_ref("evaluator"));
+    }
+    if (!options.role_list.empty()) {
+        given.push_back(setting_ref("roles", detail::join_roles(options.role_list)));
+    }
+    return given;
+}
+
+/// `roles_by_component`: every rank of component i gets role i. Refused outside a
+/// heterogeneous step, with a role per component missing or extra, and next to the other role
+/// settings (which describe ranks, not components: neither can win without surprising).
+std::vector<Role> roles_by_component(const StepInfo& step, const PlanOptions& options) {
+    const auto& given = options.component_roles;
+    const auto text = detail::join_roles(given);
+    if (const auto others = other_role_settings(options); !others.empty()) {
+        throw errors::invalid_setting("roles_by_component",
+                                      "cannot be combined with " + detail::join(others, " or "),
+                                      text,
+                                      "give the roles either per component or per rank, not both");
+    }
+    if (step.components.empty()) {
+        throw errors::invalid_setting("roles_by_component",
+                                      "needs a heterogeneous step, and this step has one component "
+                                      "(SLURM_HET_SIZE is not set)",
+                                      text,
+                                      "start the components with srun A : B, or give the roles per "
+                                      "rank with " +
+                                          setting_ref("roles"));
+    }
+    if (given.size() != step.components.size()) {
+        throw errors::invalid_setting(
+            "roles_by_component",
+            fmt::format("gives {} roles for a heterogeneous step of {} components",
+                        given.size(),
+                        step.components.size()),
+            text,
+            "give exactly one role per component, in the order of srun's ':'-separated parts");
+    }
+    std::vector<Role> roles;
+    roles.reserve(step.ntasks);
+    for (std::size_t i = 0; i < given.size(); ++i) {
+        roles.insert(roles.end(), step.components[i].ntasks, given[i]);
+    }
+    check_unique_roles(roles, "roles_by_component", text);
+    return roles;
+}
+
 /// Exact mode: the ports the launchers bound replace the plan's.
 Plan with_bound_ports(Plan plan, const std::vector<std::uint16_t>& rank_ports) {
     for (std::size_t r = 0; r < rank_ports.size() && r < plan.ranks.size(); ++r) {
@@ -560,7 +628,9 @@ Plan make_plan(const StepInfo& step,
     }
     const auto ntasks = allocation.ntasks();
     std::vector<Role> roles;
-    if (!options.role_list.empty()) {
+    if (!options.component_roles.empty()) {
+        roles = roles_by_component(step, options);
+    } else if (!options.role_list.empty()) {
         if (options.role_list.size() != ntasks) {
             throw errors::invalid_setting("roles",
                                           fmt::format("gives {} roles for a step of {} tasks",
@@ -569,15 +639,7 @@ Plan make_plan(const StepInfo& step,
                                           detail::join_roles(options.role_list),
                                           "give exactly one role per task (ROLE*N repeats)");
         }
-        const auto chiefs =
-            std::count(options.role_list.begin(), options.role_list.end(), Role::chief);
-        const auto evaluators =
-            std::count(options.role_list.begin(), options.role_list.end(), Role::evaluator);
-        if (chiefs > 1 || evaluators > 1) {
-            throw errors::invalid_setting("roles",
-                                          "at most one chief and one evaluator",
-                                          detail::join_roles(options.role_list));
-        }
+        check_unique_roles(options.role_list, "roles", detail::join_roles(options.role_list));
         roles = options.role_list;
     } else {
         roles = roles_from_counts(options.counts, options.ps_placement, allocation);

@@ -222,6 +222,18 @@ const std::vector<SettingSpec> k_registry{
          v.plan.role_list =
              s.empty() ? std::vector<Role>{} : parse_role_list(s, setting_ref("roles"));
      }},
+    {"roles_by_component",
+     "TFSLURM_ROLES_BY_COMPONENT",
+     "--roles-by-component",
+     "LIST",
+     "roles_by_component",
+     K::list,
+     G::roles,
+     "Role of every component of a heterogeneous step (srun A : B), e.g. ps,worker",
+     [](Values& v, std::string_view s) {
+         v.plan.component_roles = s.empty() ? std::vector<Role>{}
+                                            : parse_role_list(s, setting_ref("roles_by_component"));
+     }},
     {"ps_placement",
      "TFSLURM_PS_PLACEMENT",
      "--ps-placement",

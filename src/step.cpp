@@ -303,6 +303,93 @@ void env_ids(StepInfo& step, const Environment& env) {
     }
 }
 
+/// The component nodelist `i` of a heterogeneous step: `SLURM_JOB_NODELIST_HET_GROUP_<i>`, or
+/// the `_PACK_GROUP_` spelling that 22.05's srun still writes when it creates the het job.
+std::vector<std::string> env_component_hosts(const Environment& env, std::uint32_t i) {
+    const auto het = fmt::format("SLURM_JOB_NODELIST_HET_GROUP_{}", i);
+    const auto pack = fmt::format("SLURM_JOB_NODELIST_PACK_GROUP_{}", i);
+    const auto found = first_set(env, {het, pack});
+    if (!found) {
+        throw errors::missing_env(het,
+                                  fmt::format("SLURM_HET_SIZE says the step has {} components: "
+                                              "every component lists its nodes",
+                                              *env.get("SLURM_HET_SIZE")));
+    }
+    return expand_hostlist(found->value, found->name);
+}
+
+/// Which component each node of the step belongs to, checked: every node in exactly one.
+std::vector<std::uint32_t> component_of_nodes(const StepInfo& step,
+                                              const std::vector<std::vector<std::string>>& lists) {
+    constexpr auto k_none = std::numeric_limits<std::uint32_t>::max();
+    std::vector<std::uint32_t> owner(step.hosts.size(), k_none);
+    const auto node_of = detail::node_index(step.hosts);
+    for (std::uint32_t i = 0; i < lists.size(); ++i) {
+        for (const auto& host : lists[i]) {
+            const auto found = node_of.find(host);
+            if (found == node_of.end()) {
+                continue; // a node of the component's job that this step does not use
+            }
+            if (owner[found->second] != k_none && owner[found->second] != i) {
+                throw errors::inconsistent_allocation(
+                    fmt::format("SLURM_JOB_NODELIST_HET_GROUP_{}", i),
+                    fmt::format("shares node {} with component {}", host, owner[found->second]),
+                    host,
+                    "Slurm 22.05 gives every component of a heterogeneous job nodes of its own");
+            }
+            owner[found->second] = i;
+        }
+    }
+    for (std::size_t node = 0; node < owner.size(); ++node) {
+        if (owner[node] == k_none) {
+            throw errors::inconsistent_allocation(
+                step.nodelist_variable,
+                fmt::format("lists {}, which no component of the heterogeneous step has",
+                            step.hosts[node]),
+                step.nodelist);
+        }
+    }
+    return owner;
+}
+
+/// The components group: a heterogeneous step's components, with their rank ranges (component
+/// after component, as Slurm numbers them). Empty outside a heterogeneous step.
+void env_components(StepInfo& step, const Environment& env) {
+    const auto size = env.get("SLURM_HET_SIZE");
+    if (!size || step.scope != Scope::step) {
+        return;
+    }
+    const auto count = parse_unsigned<std::uint32_t>(*size, "SLURM_HET_SIZE");
+    if (count == 0 || count > step.hosts.size()) {
+        throw errors::inconsistent_allocation(
+            "SLURM_HET_SIZE",
+            fmt::format("expected 1 to {} components (one node each at least)", step.hosts.size()),
+            *size);
+    }
+    if (step.distribution.kind == Distribution::arbitrary) {
+        throw errors::invalid_argument("SLURM_DISTRIBUTION",
+                                       "a heterogeneous step places its ranks component after "
+                                       "component: an arbitrary distribution is not supported",
+                                       "arbitrary");
+    }
+    std::vector<std::vector<std::string>> lists;
+    for (std::uint32_t i = 0; i < count; ++i) {
+        lists.push_back(env_component_hosts(env, i));
+    }
+    const auto owner = component_of_nodes(step, lists);
+    step.components.assign(count, HetComponent{});
+    for (std::size_t node = 0; node < step.hosts.size(); ++node) {
+        auto& component = step.components[owner[node]];
+        component.hosts.push_back(step.hosts[node]);
+        component.ntasks += step.tasks_per_node[node];
+    }
+    std::uint32_t next = 0;
+    for (auto& component : step.components) {
+        component.first_rank = next;
+        next += component.ntasks;
+    }
+}
+
 /// The identity group: what the task knows about itself, absent outside a task.
 std::optional<TaskIdentity> env_identity(const Environment& env) {
     const auto procid = env.get("SLURM_PROCID");
@@ -511,6 +598,7 @@ StepInfo read_step(const Environment& env, const FileReader& read) {
     env_counts(step, env);
     env_distribution(step, env, read);
     env_ids(step, env);
+    env_components(step, env);
     step.self = env_identity(env);
     step.gpus = env_gpus(env);
     logger().debug("step snapshot: scope={} {}={} ({} hosts) {}={} ntasks={} distribution={}",

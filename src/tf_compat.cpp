@@ -37,6 +37,15 @@ Plan make_tf_compat_plan(const StepInfo& step,
                         setting_ref("evaluator")),
             detail::join_roles(options.role_list));
     }
+    if (!options.component_roles.empty()) {
+        throw errors::invalid_setting(
+            "roles_by_component",
+            fmt::format("the tf-compat layout takes role counts only ({}, {}, {})",
+                        setting_ref("ps"),
+                        setting_ref("chief"),
+                        setting_ref("evaluator")),
+            detail::join_roles(options.component_roles));
+    }
     std::map<std::string, std::uint32_t> per_host; // sorted, duplicates collapse like a dict
     for (std::size_t node = 0; node < allocation.hosts.size(); ++node) {
         per_host[allocation.hosts[node]] = allocation.tasks_per_node[node];

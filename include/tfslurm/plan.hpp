@@ -88,6 +88,9 @@ struct RoleCounts {
 struct PlanOptions {
     RoleCounts counts;
     std::vector<Role> role_list; ///< non-empty: one role per rank, overrides `counts`
+    /// `roles_by_component`, non-empty: one role per component of a heterogeneous step, given
+    /// to every rank of that component (e.g. {ps, worker}). Excludes `counts` and `role_list`.
+    std::vector<Role> component_roles;
     PsPlacement ps_placement = PsPlacement::first;
     Layout layout = Layout::native;
     std::optional<std::uint16_t> port_base; ///< overrides reserved/derived ports

@@ -51,6 +51,17 @@ struct GpuEnv {
     std::optional<std::uint32_t> gpus_on_node;         ///< SLURM_GPUS_ON_NODE
 };
 
+/// One component of a heterogeneous step (`srun -n1 A : -n2 B`). Slurm 22.05 numbers the
+/// ranks component after component (component 0 first) in one rank space over one nodelist,
+/// and gives every component nodes of its own.
+///
+/// Input: `srun -n2 -w n1 : -n1 -w n2 : -n1 -w n3`. Output: {n1: ranks 0-1}, {n2: 2}, {n3: 3}.
+struct HetComponent {
+    std::vector<std::string> hosts; ///< the component's nodes, in step nodelist order
+    std::uint32_t first_rank = 0;   ///< its ranks are first_rank .. first_rank + ntasks - 1
+    std::uint32_t ntasks = 0;
+};
+
 /// The typed, validated snapshot of a step (or of a job, inside a batch script).
 struct StepInfo {
     Scope scope = Scope::step;
@@ -68,6 +79,9 @@ struct StepInfo {
     std::vector<std::uint16_t> resv_ports; ///< SLURM_STEP_RESV_PORTS, empty when absent
     std::optional<TaskIdentity> self;      ///< absent when not run as a task
     GpuEnv gpus;
+    /// A heterogeneous step: one entry per component (SLURM_HET_SIZE and the
+    /// SLURM_JOB_NODELIST_HET_GROUP_<i> variables); empty for an ordinary step.
+    std::vector<HetComponent> components;
 };
 
 /// Read a task's Slurm variables: step variables first (`SLURM_STEP_NODELIST`,
@@ -75,7 +89,10 @@ struct StepInfo {
 /// (`SLURM_JOB_NODELIST`/`SLURM_NODELIST`, `SLURM_TASKS_PER_NODE`, `SLURM_NTASKS`), plus
 /// identity, distribution, reserved ports and GPU variables. Every value is validated. With
 /// `SLURM_DISTRIBUTION=arbitrary`, the file named by `SLURM_HOSTFILE` is read through `read`
-/// (the only I/O here; tests pass their own reader).
+/// (the only I/O here; tests pass their own reader). In a heterogeneous step
+/// (`SLURM_HET_SIZE`), the components come from `SLURM_JOB_NODELIST_HET_GROUP_<i>` (22.05's
+/// srun outside an allocation writes `..._PACK_GROUP_<i>`: read as well), each node in
+/// exactly one component.
 ///
 /// Input: the environment of task 3 of `srun -N3 -n6`. Output: hosts {n1,n2,n3}, counts
 /// {2,2,2}, ntasks 6, self.rank 3, self.node_id 1, self.gtids {2,3}.

@@ -323,6 +323,22 @@ const std::vector<Row> k_rows{
      "",
      2,
      "tfslurm: error: --roles: expected a role: ps, worker, chief or evaluator: \"boss\"\n"},
+    {"roles by component unknown",
+     {"plan", "--nodelist", "n1", "--roles-by-component", "ps,boss"},
+     {},
+     "",
+     2,
+     "tfslurm: error: --roles-by-component: expected a role: ps, worker, chief or evaluator: "
+     "\"boss\"\n"},
+    {"roles by component outside a heterogeneous step",
+     {"plan", "--nodelist", "n[1-2]"},
+     {"TFSLURM_ROLES_BY_COMPONENT=ps,worker"},
+     "",
+     2,
+     "tfslurm: error: TFSLURM_ROLES_BY_COMPONENT: needs a heterogeneous step, and this step has "
+     "one component (SLURM_HET_SIZE is not set): \"ps,worker\"\n"
+     "tfslurm: hint: start the components with srun A : B, or give the roles per rank with "
+     "--roles\n"},
     {"format unknown",
      {"env", "--nodelist", "n1", "--rank", "0", "--format", "yaml"},
      {},

@@ -137,7 +137,8 @@ TEST_CASE("cluster: impossible role requests are errors", "[cluster]") {
             (void)with({{"colour", "red"}});
         },
         Errc::invalid_argument,
-        "setting: unknown setting (known: ps, chief, evaluator, roles, ps_placement, "
+        "setting: unknown setting (known: ps, chief, evaluator, roles, roles_by_component, "
+        "ps_placement, "
         "layout, port_base, address, host_pattern, iface, network, exchange, gpus_per_task, "
         "gpu_bind, "
         "gpus_per_node, "

@@ -75,10 +75,12 @@ TEST_CASE("plan_settings: every registry row follows the naming rules", "[plan_s
 
 TEST_CASE("plan_settings: the keys each face accepts", "[plan_settings]") {
     CHECK(tfslurm::known_setting_keys(Face::plugin) ==
-          "ps, chief, evaluator, roles, ps_placement, layout, port_base, address, host_pattern, "
+          "ps, chief, evaluator, roles, roles_by_component, ps_placement, layout, port_base, "
+          "address, host_pattern, "
           "exchange, gpus_per_task, gpu_bind, gpus_per_node, rpc_layer, only");
     CHECK(tfslurm::known_setting_keys(Face::cli) ==
-          "ps, chief, evaluator, roles, ps_placement, layout, port_base, address, host_pattern, "
+          "ps, chief, evaluator, roles, roles_by_component, ps_placement, layout, port_base, "
+          "address, host_pattern, "
           "iface, network, exchange, gpus_per_task, gpu_bind, gpus_per_node, rpc_layer, format, "
           "only, "
           "tf_config_file");
@@ -107,7 +109,8 @@ TEST_CASE("plan_settings: bad values name the setting key", "[plan_settings]") {
          R"(tf_config_file: expected an absolute path (or {tmpdir}/...): "tf.json")"},
         {"until",
          "x",
-         "setting: unknown setting (known: ps, chief, evaluator, roles, ps_placement, layout, "
+         "setting: unknown setting (known: ps, chief, evaluator, roles, roles_by_component, "
+         "ps_placement, layout, "
          "port_base, address, host_pattern, iface, network, exchange, gpus_per_task, gpu_bind, "
          "gpus_per_node, rpc_layer, format, only, tf_config_file): \"until\""},
     }));
@@ -132,7 +135,8 @@ TEST_CASE("plan_settings: apply_plan_setting knows only plan settings", "[plan_s
     CHECK(options.counts.ps == 2);
     require_error([&] { tfslurm::apply_plan_setting(options, "only", "tf"); },
                   Errc::invalid_argument,
-                  "setting: unknown setting (known: ps, chief, evaluator, roles, ps_placement, "
+                  "setting: unknown setting (known: ps, chief, evaluator, roles, "
+                  "roles_by_component, ps_placement, "
                   "layout, port_base, address, host_pattern, iface, network, exchange, "
                   "gpus_per_task, gpu_bind, gpus_per_node, "
                   "rpc_layer): \"only\"");

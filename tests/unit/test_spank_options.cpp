@@ -44,9 +44,9 @@ std::vector<std::string> names_of(const tfslurm::EnvVars& vars) {
     return names;
 }
 
-const std::string k_known =
-    "ps, chief, evaluator, roles, ps_placement, layout, port_base, address, host_pattern, "
-    "exchange, gpus_per_task, gpu_bind, gpus_per_node, rpc_layer, only";
+const std::string k_known = "ps, chief, evaluator, roles, roles_by_component, ps_placement, "
+                            "layout, port_base, address, host_pattern, "
+                            "exchange, gpus_per_task, gpu_bind, gpus_per_node, rpc_layer, only";
 
 } // namespace
 
