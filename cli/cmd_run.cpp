@@ -168,6 +168,8 @@ LauncherOptions launcher_options(const RunArgs& args, const Environment& env) {
         (void)parse_option_number(
             value_of("max_requeues", "3"), setting_ref("max_requeues"), 0, 1000);
     }
+    options.probe = parse_flag(value_of("probe", "0"), "probe") ? Probe::on : Probe::off;
+    options.probe_timeout = parse_seconds(value_of("probe_timeout", "30"), "probe_timeout");
     if (options.heartbeat_timeout <= options.heartbeat) {
         throw errors::invalid_setting("heartbeat_timeout",
                                       "must be longer than " + setting_ref("heartbeat"),

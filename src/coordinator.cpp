@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -284,6 +285,72 @@ void Coordinator::stalled(std::uint32_t rank, Millis silent, Clock::time_point n
     failure.detail = format_seconds(silent);
     failure.step_status = k_status_stalled;
     fail(std::move(failure), now);
+}
+
+void Coordinator::probed(std::uint32_t rank,
+                         const protocol::Probed& probed,
+                         Clock::time_point now) {
+    if (rank >= m_ranks.size() || !m_ranks[rank].registered || m_ranks[rank].probed) {
+        return;
+    }
+    RankState& state = m_ranks[rank];
+    state.probed = true;
+    state.last_seen = now;
+    state.unreached = probed.failures;
+    ++m_probed;
+    logger().debug("coordinator: {} probed its peers: {} ({} of {})",
+                   rank_label(rank, m_settings.ranks[rank]),
+                   probed.failures.empty() ? "all reached"
+                                           : fmt::format("{} unreached", probed.failures.size()),
+                   m_probed,
+                   m_ranks.size());
+    if (m_probed == m_ranks.size() && m_verdict == Verdict::none) {
+        end_probe(now);
+    }
+}
+
+void Coordinator::end_probe(Clock::time_point now) {
+    // Votes: how many ranks could not reach each peer.
+    std::map<std::uint32_t, std::size_t> votes;
+    for (const RankState& state : m_ranks) {
+        for (const auto& failure : state.unreached) {
+            ++votes[failure.rank];
+        }
+    }
+    if (votes.empty()) {
+        logger().debug("coordinator: every rank reached its peers: go");
+        for (std::size_t rank = 0; rank < m_ranks.size(); ++rank) {
+            if (m_ranks[rank].connected) {
+                m_outgoing.push_back({static_cast<std::uint32_t>(rank), protocol::Go{}});
+            }
+        }
+        return;
+    }
+    // std::max_element keeps the first (lowest) peer among equals.
+    const std::uint32_t peer =
+        std::max_element(votes.begin(), votes.end(), [](const auto& a, const auto& b) {
+            return a.second < b.second;
+        })->first;
+    for (std::uint32_t rank = 0; rank < m_ranks.size(); ++rank) {
+        const auto& unreached = m_ranks[rank].unreached;
+        const auto found = std::find_if(
+            unreached.begin(), unreached.end(), [peer](const auto& f) { return f.rank == peer; });
+        if (found == unreached.end()) {
+            continue;
+        }
+        protocol::Failure failure = failure_of(rank);
+        failure.cause = protocol::FailureCause::unreachable;
+        const Member& target = peer < m_settings.ranks.size() ? m_settings.ranks[peer] : Member{};
+        failure.detail = fmt::format("rank {} ({}:{}) at {}: {}",
+                                     peer,
+                                     to_string(target.role),
+                                     target.index,
+                                     found->address,
+                                     found->error);
+        failure.step_status = k_status_unreachable;
+        fail(std::move(failure), now);
+        return;
+    }
 }
 
 void Coordinator::connection_lost(std::uint32_t rank, Clock::time_point now) {

@@ -388,6 +388,8 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
             state.interrupted(rank, interrupt->signal, now, interrupt->whole_step);
         } else if (const auto* stall = std::get_if<protocol::Stall>(&message)) {
             state.stalled(rank, Millis{static_cast<Millis::rep>(stall->silent_ms)}, now);
+        } else if (const auto* probed = std::get_if<protocol::Probed>(&message)) {
+            state.probed(rank, *probed, now);
         } else {
             throw errors::make(
                 Errc::protocol,

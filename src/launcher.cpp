@@ -74,6 +74,13 @@ struct Describer {
         return start.restart == 0 ? "start trainer"
                                   : fmt::format("start trainer (restart {})", start.restart);
     }
+    std::string operator()(const action::ProbePeers& probe) const {
+        std::string out = "probe";
+        for (const auto& target : probe.targets) {
+            out += " " + endpoint(target);
+        }
+        return out;
+    }
     std::string operator()(const action::SampleProgress& /*unused*/) const {
         return "sample progress";
     }
@@ -101,6 +108,45 @@ struct Describer {
 };
 
 } // namespace
+
+std::string endpoint(const ProbeTarget& target) {
+    return target.address.find(':') != std::string::npos
+               ? fmt::format("[{}]:{}", target.address, target.port)
+               : fmt::format("{}:{}", target.address, target.port);
+}
+
+std::vector<ProbeTarget> probe_targets(std::uint32_t self,
+                                       const std::vector<Member>& ranks,
+                                       const std::vector<std::uint16_t>& ports,
+                                       const protocol::Cluster& cluster) {
+    const std::size_t size = ranks.size();
+    std::vector<bool> chosen(size, false);
+    if (size <= k_probe_all_up_to) {
+        std::fill(chosen.begin(), chosen.end(), true);
+    } else {
+        for (std::size_t rank = 0; rank < size; ++rank) {
+            chosen[rank] = ranks[rank].role == Role::ps || ranks[rank].role == Role::chief;
+        }
+        const std::size_t stride = size / (k_probe_sample + 1);
+        for (std::size_t i = 1; i <= k_probe_sample; ++i) {
+            chosen[(self + i * stride) % size] = true;
+        }
+    }
+    std::vector<ProbeTarget> targets;
+    for (std::uint32_t rank = 0; rank < size; ++rank) {
+        if (!chosen[rank] || rank == self) {
+            continue;
+        }
+        const Member& member = ranks[rank];
+        const auto address = cluster.addresses.find(member.host);
+        const std::uint16_t moved = rank < cluster.ports.size() ? cluster.ports[rank] : 0;
+        const std::uint16_t planned = rank < ports.size() ? ports[rank] : 0;
+        targets.push_back({rank,
+                           address != cluster.addresses.end() ? address->second : member.host,
+                           moved != 0 ? moved : planned});
+    }
+    return targets;
+}
 
 std::string describe(const LauncherAction& action, Clock::time_point epoch) {
     return std::visit(Describer{epoch}, action);
@@ -169,14 +215,37 @@ void LauncherMachine::registered(const std::string& control, Clock::time_point n
         m_awaiting_addresses = true; // the trainer's environment needs every node's address
         return;
     }
-    m_actions.emplace_back(action::ScheduleStart{});
+    begin_start();
+}
+
+void LauncherMachine::begin_start() {
+    if (m_settings.probe == Probe::off) {
+        m_actions.emplace_back(action::ScheduleStart{});
+        return;
+    }
+    m_awaiting_go = true;
+    m_actions.emplace_back(action::ProbePeers{
+        probe_targets(m_settings.rank, m_settings.ranks, m_settings.ports, m_cluster)});
 }
 
 void LauncherMachine::release_start() {
-    if (m_awaiting_addresses) {
+    if (m_awaiting_addresses || m_awaiting_go) {
         m_awaiting_addresses = false;
+        m_awaiting_go = false;
         m_actions.emplace_back(action::ScheduleStart{});
     }
+}
+
+void LauncherMachine::probe_finished(std::vector<protocol::ProbeFailure> failures,
+                                     Clock::time_point /*now*/) {
+    if (!m_awaiting_go) {
+        return; // a verdict or a loss came first: nobody waits for it
+    }
+    if (failures.size() > protocol::k_max_probe_failures) {
+        failures.resize(protocol::k_max_probe_failures);
+    }
+    logger().debug("{}: probe over: {} peers not reached", label(), failures.size());
+    send(protocol::Probed{std::move(failures)});
 }
 
 void LauncherMachine::received(const protocol::Message& message, Clock::time_point now) {
@@ -194,7 +263,15 @@ void LauncherMachine::received(const protocol::Message& message, Clock::time_poi
         logger().debug(
             "{}: received the addresses of {} nodes", label(), cluster->addresses.size());
         m_cluster = *cluster;
-        release_start();
+        m_awaiting_addresses = false;
+        begin_start();
+        return;
+    }
+    if (std::holds_alternative<protocol::Go>(message) && m_settings.probe == Probe::on) {
+        if (m_awaiting_go) {
+            logger().debug("{}: every rank reached its peers: starting", label());
+            release_start();
+        }
         return;
     }
     if (const auto* restart = std::get_if<protocol::Restart>(&message)) {
@@ -671,7 +748,8 @@ LaunchResult LauncherMachine::compute_result() const {
         out.step_status = failure.step_status;
         const bool by_itself = failure.cause == protocol::FailureCause::trainer ||
                                failure.cause == protocol::FailureCause::start ||
-                               failure.cause == protocol::FailureCause::stalled;
+                               failure.cause == protocol::FailureCause::stalled ||
+                               failure.cause == protocol::FailureCause::unreachable;
         out.announce =
             by_itself ? failure.rank == m_settings.rank : m_settings.host == CoordinatorHost::here;
         out.message = "aborting: " + protocol::describe(failure);

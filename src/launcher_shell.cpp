@@ -32,6 +32,7 @@
 #include <fmt/format.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -98,6 +99,17 @@ void HeldPort::release() noexcept {
         ::close(m_fd);
         m_fd = -1;
     }
+}
+
+int HeldPort::listen() noexcept {
+    if (m_fd < 0) {
+        errno = EBADF;
+        return -1;
+    }
+    if (::listen(m_fd, SOMAXCONN) != 0) {
+        return -1;
+    }
+    return ::fcntl(m_fd, F_DUPFD_CLOEXEC, 0);
 }
 
 namespace {
@@ -177,6 +189,10 @@ LauncherSettings machine_settings(const Plan& plan, const LauncherOptions& optio
     settings.requeue = options.requeue;
     settings.exchange =
         options.trainer_environment ? AddressExchange::coordinator : AddressExchange::none;
+    settings.probe = options.probe;
+    for (const RankPlan& rank : plan.ranks) {
+        settings.ports.push_back(rank.port);
+    }
     return settings;
 }
 
@@ -362,6 +378,8 @@ void LauncherShell::perform(const LauncherAction& action) {
         });
     } else if (const auto* start = std::get_if<action::StartTrainer>(&action)) {
         start_trainer(start->restart);
+    } else if (const auto* probe = std::get_if<action::ProbePeers>(&action)) {
+        start_probe(probe->targets);
     } else if (std::holds_alternative<action::HalfClose>(action)) {
         close_socket(Tcp::socket::shutdown_send);
     } else if (std::holds_alternative<action::Disconnect>(action)) {
@@ -394,7 +412,22 @@ void LauncherShell::set_trainer_variable(std::string_view name, const std::strin
     }
 }
 
+void LauncherShell::start_probe(const std::vector<ProbeTarget>& targets) {
+    m_probe.listen(m_trainer_port, m_self.port);
+    logger().debug("{}: probing {} peers for up to {}",
+                   label(),
+                   targets.size(),
+                   format_seconds(m_options.probe_timeout));
+    m_probe.start(
+        targets, m_options.probe_timeout, [this](std::vector<protocol::ProbeFailure> failures) {
+            m_machine.probe_finished(std::move(failures), Clock::now());
+            perform();
+        });
+}
+
 void LauncherShell::start_trainer(std::uint32_t restart) {
+    // No probe connection may meet the trainer: the listener closes before it binds the port.
+    m_probe.close();
     try {
         if (!m_options.port_candidates.empty() && m_trainer_port.port() == 0) {
             m_machine.trainer_failed(
@@ -498,6 +531,7 @@ void LauncherShell::prepare_stall_watch() {
 }
 
 void LauncherShell::finish() {
+    m_probe.close();
     m_deadline_timer.cancel();
     m_retry_timer.cancel();
     m_challenge_timer.cancel();

@@ -25,12 +25,13 @@ constexpr std::array<std::pair<Role, std::string_view>, 4> k_roles{{
     {Role::worker, "worker"},
 }};
 
-constexpr std::array<std::pair<FailureCause, std::string_view>, 5> k_causes{{
+constexpr std::array<std::pair<FailureCause, std::string_view>, 6> k_causes{{
     {FailureCause::trainer, "trainer"},
     {FailureCause::start, "start"},
     {FailureCause::lost, "lost"},
     {FailureCause::unregistered, "unregistered"},
     {FailureCause::stalled, "stalled"},
+    {FailureCause::unreachable, "unreachable"},
 }};
 
 constexpr std::array<std::pair<RejectCode, std::string_view>, 3> k_reject_codes{{
@@ -309,6 +310,14 @@ struct Encoder {
         out["count"] = m.count;
         out["limit"] = m.limit;
     }
+    void operator()(const Probed& m) const {
+        out["failures"] = json::array();
+        for (const ProbeFailure& failure : m.failures) {
+            out["failures"].push_back(
+                {{"rank", failure.rank}, {"address", failure.address}, {"error", failure.error}});
+        }
+    }
+    void operator()(const Go& /*unused*/) const {}
 };
 
 /// `cluster`: node names as in a hostlist (printable, no quotes), IP literals as addresses.
@@ -337,6 +346,26 @@ Cluster decode_cluster(const Fields& f, std::string_view payload) {
         for (const json& port : ports) {
             m.ports.push_back(static_cast<std::uint16_t>(port.get<std::uint64_t>()));
         }
+    }
+    return m;
+}
+
+/// `probed`: at most k_max_probe_failures failures, each a rank, an address and an error.
+Probed decode_probed(const Fields& f, std::string_view payload) {
+    const json& failures = f.require("failures");
+    if (!failures.is_array() || failures.size() > k_max_probe_failures ||
+        std::any_of(failures.begin(), failures.end(), [](const json& failure) {
+            return !failure.is_object();
+        })) {
+        fail(fmt::format("field \"failures\" of probed is not a list of at most {} objects",
+                         k_max_probe_failures),
+             payload);
+    }
+    Probed m;
+    for (const json& failure : failures) {
+        const Fields inner(failure, "probed", payload);
+        m.failures.push_back(
+            {inner.integer<std::uint32_t>("rank"), inner.string("address"), inner.string("error")});
     }
     return m;
 }
@@ -472,13 +501,19 @@ Message decode_object(const Fields& f, std::string_view type, std::string_view p
     if (type == "relay") {
         return decode_relay(f, payload);
     }
+    if (type == "probed") {
+        return decode_probed(f, payload);
+    }
+    if (type == "go") {
+        return Go{};
+    }
     fail(fmt::format("unknown message type \"{}\"", type), payload);
 }
 
 } // namespace
 
 std::string_view type_name(const Message& message) noexcept {
-    constexpr std::array<std::string_view, 13> k_names{"challenge",
+    constexpr std::array<std::string_view, 15> k_names{"challenge",
                                                        "hello",
                                                        "welcome",
                                                        "reject",
@@ -490,7 +525,9 @@ std::string_view type_name(const Message& message) noexcept {
                                                        "stall",
                                                        "cluster",
                                                        "restart",
-                                                       "relay"};
+                                                       "relay",
+                                                       "probed",
+                                                       "go"};
     static_assert(std::variant_size_v<Message> == k_names.size());
     return k_names.at(message.index());
 }
@@ -664,12 +701,19 @@ std::string describe(const Failure& failure) {
     case FailureCause::stalled:
         out += fmt::format(" is stuck: no progress for {}", failure.detail);
         break;
+    case FailureCause::unreachable:
+        out += " cannot reach " + failure.detail;
+        break;
     }
     return out;
 }
 
 std::string to_string(StepId id) {
     return fmt::format("{}.{}", id.job, id.step);
+}
+
+bool operator==(const ProbeFailure& a, const ProbeFailure& b) noexcept {
+    return a.rank == b.rank && a.address == b.address && a.error == b.error;
 }
 
 bool operator==(const Reject& a, const Reject& b) noexcept {

@@ -80,6 +80,13 @@ struct Outgoing {
 ///   launcher gets `cluster` (each node's address, by node name, and the ports the launchers
 ///   bound where they differ from settings.ports, by rank) once every rank registered and no
 ///   verdict was reached; launchers start their trainers only after it.
+/// - The reachability probe (`probe`): launchers report `probed` once they tried their peers;
+///   when every rank reported (and no verdict was reached), every connected launcher gets `go`
+///   if nobody failed, else the step aborts (FailureCause::unreachable, k_status_unreachable)
+///   naming one pair: the peer that the most ranks could not reach (the lowest rank on a tie),
+///   as seen by the lowest rank that failed to reach it. Waiting for every report makes the
+///   line the same whichever report comes first, and names the likely culprit (a node cut off
+///   fails everyone's probes towards it) rather than whoever timed out first.
 /// - A rank registering after the verdict gets the verdict at once. A second registration of a
 ///   rank, a rank out of range or a role that differs from the plan is rejected (admit()); a
 ///   second exit report is ignored (and logged).
@@ -111,6 +118,8 @@ class Coordinator {
     void connection_lost(std::uint32_t rank, Clock::time_point now);
     /// `rank`'s trainer made no progress for `silent` (protocol::Stall).
     void stalled(std::uint32_t rank, Millis silent, Clock::time_point now);
+    /// `rank`'s reachability probe is over (protocol::Probed; failures empty: it reached all).
+    void probed(std::uint32_t rank, const protocol::Probed& probed, Clock::time_point now);
     void tick(Clock::time_point now);
 
     /// Messages to send, in order; clears the queue.
@@ -138,7 +147,9 @@ class Coordinator {
         std::uint16_t port = 0; ///< Hello::port
         ExitStatus status;
         Clock::time_point last_seen;
-        std::uint32_t restarts = 0; ///< restarts granted to this rank
+        std::uint32_t restarts = 0;                    ///< restarts granted to this rank
+        bool probed = false;                           ///< its `probed` came
+        std::vector<protocol::ProbeFailure> unreached; ///< what its probe could not reach
     };
 
     [[nodiscard]] bool is_training(Role role) const noexcept;
@@ -149,6 +160,7 @@ class Coordinator {
     void forget_silent(Clock::time_point now);
     void update_finished(Clock::time_point now);
     void send_cluster();
+    void end_probe(Clock::time_point now);
     /// Restart `rank`'s failed trainer if the policy allows it (true), else say in `detail`
     /// why not when a budget is spent.
     [[nodiscard]] bool
@@ -166,6 +178,7 @@ class Coordinator {
     std::size_t m_succeeded = 0;        ///< ranks whose trainer exited 0
     std::uint32_t m_restarts = 0;       ///< restarts granted in the step
     std::uint32_t m_restart_budget = 0; ///< RestartPolicy::total, resolved
+    std::size_t m_probed = 0;           ///< ranks whose `probed` came
     Verdict m_verdict = Verdict::none;
     Clock::time_point m_verdict_time;
     std::optional<protocol::Failure> m_failure;

@@ -50,6 +50,10 @@ class HeldPort {
 
     /// The held port, 0 when none.
     [[nodiscard]] std::uint16_t port() const noexcept { return m_port; }
+    /// Make the held socket listen (the reachability probe) and return a new descriptor of it
+    /// (dup) for accepting; -1 (errno set) on failure or when none is held. The port stays held
+    /// until both that descriptor is closed and release().
+    [[nodiscard]] int listen() noexcept;
     /// Close the socket: the port is free for the trainer to bind (port() stays).
     void release() noexcept;
 
@@ -96,6 +100,10 @@ struct LauncherOptions {
     /// address and the ports that moved (`cluster`); it replaces `trainer_env`. May throw Error
     /// (the trainer then fails to start with its message).
     std::function<Environment(const protocol::Cluster& cluster)> trainer_environment;
+    /// `probe`: check that the peers' trainer addresses are reachable before the trainers start.
+    Probe probe = Probe::off;
+    /// `probe_timeout`: how long each launcher keeps trying to reach its peers.
+    Millis probe_timeout{30000};
 };
 
 /// Run the launcher of `plan.self_rank`: start the coordinator when it is rank 0, connect and
@@ -149,6 +157,10 @@ struct LauncherSettings {
     std::optional<Millis> checkpoint_before;  ///< see LauncherOptions::checkpoint_before
     int checkpoint_signal = SIGUSR1;          ///< see LauncherOptions::checkpoint_signal
     std::optional<RequeuePolicy> requeue;     ///< see LauncherOptions::requeue
+    Probe probe = Probe::off;                 ///< see LauncherOptions::probe
+    /// The plan's trainer port of each rank (indexed by rank): the probe's targets, unless
+    /// `cluster` says a port moved.
+    std::vector<std::uint16_t> ports;
 };
 
 /// What tells that a trainer is alive, read by the shell: the CPU time of every process of
@@ -175,6 +187,39 @@ enum class SignalOrigin {
     launcher, ///< sent to this launcher alone (a user's kill): forwarded to the trainer
     step      ///< slurmstepd's, delivered to every process of the step: the trainer has it too
 };
+
+/// One peer the reachability probe tries: its rank and the trainer address:port its peers use.
+struct ProbeTarget {
+    std::uint32_t rank = 0;
+    std::string address; ///< an IP literal (exchanged) or the node name
+    std::uint16_t port = 0;
+
+    friend bool operator==(const ProbeTarget& a, const ProbeTarget& b) noexcept {
+        return a.rank == b.rank && a.address == b.address && a.port == b.port;
+    }
+};
+
+/// `address:port`, IPv6 literals in brackets. Input: {2, "fd78::13", 23000}.
+/// Output: `[fd78::13]:23000`.
+[[nodiscard]] std::string endpoint(const ProbeTarget& target);
+
+/// Up to this many ranks, a launcher probes every other rank.
+inline constexpr std::size_t k_probe_all_up_to = 64;
+/// Beyond k_probe_all_up_to: how many ranks besides every ps and the chief each one probes.
+inline constexpr std::size_t k_probe_sample = 16;
+
+/// The peers rank `self` probes, by rank: every other rank up to k_probe_all_up_to ranks;
+/// beyond, every ps and the chief (each worker of TF's parameter-server training talks to
+/// them) plus k_probe_sample others at fixed strides of size/(k_probe_sample + 1) from
+/// `self`, so that each rank is probed by about k_probe_sample peers and the cost stays
+/// constant per rank. Addresses: the node's exchanged one (`cluster.addresses`), else the node
+/// name; ports: a moved one (`cluster.ports`), else `ports` (the plan's).
+/// Input: self 1, ranks {ps:0 on n1, worker:0 on n2, worker:1 on n3}, cluster {n1: 10.0.0.1},
+/// ports {23000, 23001, 23002}. Output: {{0, 10.0.0.1, 23000}, {2, n3, 23002}}.
+[[nodiscard]] std::vector<ProbeTarget> probe_targets(std::uint32_t self,
+                                                     const std::vector<Member>& ranks,
+                                                     const std::vector<std::uint16_t>& ports,
+                                                     const protocol::Cluster& cluster);
 
 /// The timers the shell keeps for the machine; each firing is fed back with timer_fired().
 enum class LauncherTimer {
@@ -227,6 +272,12 @@ struct ScheduleStart {};
 struct StartTrainer {
     std::uint32_t restart = 0;
 };
+/// The reachability probe (`probe`): listen on the trainer's port, try to connect to each
+/// target until the probe timeout, report probe_finished(); keep listening until StartTrainer
+/// (or the end).
+struct ProbePeers {
+    std::vector<ProbeTarget> targets;
+};
 /// Read the trainer's progress and report it with progress_sampled().
 struct SampleProgress {};
 /// Shut down our sending side and wait for the coordinator's EOF (connection_lost()).
@@ -245,6 +296,7 @@ using LauncherAction = std::variant<launcher_action::Send,
                                     launcher_action::CancelTimer,
                                     launcher_action::ScheduleStart,
                                     launcher_action::StartTrainer,
+                                    launcher_action::ProbePeers,
                                     launcher_action::SampleProgress,
                                     launcher_action::HalfClose,
                                     launcher_action::Disconnect,
@@ -252,7 +304,8 @@ using LauncherAction = std::variant<launcher_action::Send,
 
 /// One line per action, for logs and tests; times are milliseconds since `epoch`.
 /// Input: Send{Interrupt{15}}. Output: `send {"signal":15,"type":"interrupt","v":2}`.
-/// Others: `signal 15`, `arm grace 10000`, `cancel grace`, `schedule start`, `start trainer`
+/// Others: `signal 15`, `arm grace 10000`, `probe 10.0.0.1:23000 n3:23002`, `cancel grace`,
+/// `schedule start`, `start trainer`
 /// (`start trainer (restart 1)`),
 /// `sample progress`, `half-close`, `disconnect`, `finish <outcome> <exit status> <step status>[
 /// announce|quiet <message>][ + cancel <job>.<step>][ + requeue <job> (<status> if refused)]`, e.g.
@@ -293,6 +346,10 @@ using LauncherAction = std::variant<launcher_action::Send,
 ///   when the trainer ends or `stall_grace` later, whichever comes first, `stall` (the silence,
 ///   in whole seconds from 1 s on) is sent before any exit report: the coordinator aborts the step
 ///   naming this rank.
+/// - Probe (`probe`): where the trainer would be started first (after `welcome`, or `cluster`
+///   with the address exchange), ProbePeers is asked instead, with probe_targets(); its result
+///   (probe_finished()) is sent as `probed`, and the trainer starts once `go` comes. A verdict
+///   or a loss meanwhile: it never starts. Restarts are not probed again.
 /// - Restart: `restart` after this rank's failed exit report (and before any verdict, loss or
 ///   signal): the trainer is started again, with the same environment plus its restart count,
 ///   `restart_backoff` later. A verdict, a loss or SIGTERM/SIGINT during the back-off: it is
@@ -333,6 +390,9 @@ class LauncherMachine {
     void
     signal_received(int signo, Clock::time_point now, SignalOrigin origin = SignalOrigin::launcher);
     void timer_fired(LauncherTimer timer, Clock::time_point now);
+    /// The answer to ProbePeers: the peers not reached (empty: all were), at most
+    /// protocol::k_max_probe_failures of them, by rank.
+    void probe_finished(std::vector<protocol::ProbeFailure> failures, Clock::time_point now);
     /// The answer to SampleProgress.
     void progress_sampled(const ProgressSample& sample, Clock::time_point now);
     void server_finished(Clock::time_point now);
@@ -370,6 +430,7 @@ class LauncherMachine {
     void disconnect(Clock::time_point now);
     void maybe_finish(Clock::time_point now);
     void release_start();
+    void begin_start();
     void on_restart(const protocol::Restart& restart, Clock::time_point now);
     void cancel_restart(Clock::time_point now);
     void finish(Clock::time_point now);
@@ -395,6 +456,7 @@ class LauncherMachine {
     bool m_never_started = false;
     bool m_server_finished = false;
     bool m_awaiting_addresses = false;      ///< registered, the start waits for `cluster`
+    bool m_awaiting_go = false;             ///< probing: the start waits for `go`
     protocol::Cluster m_cluster;            ///< as received
     std::optional<ProgressSample> m_sample; ///< the last progress sample
     Clock::time_point m_last_progress;

@@ -27,6 +27,8 @@
 
 namespace tfslurm::protocol {
 
+/// 4 (later additions, sent only with the `probe` setting, which every launcher of a step
+/// shares): `probed` and `go`, abort cause `unreachable`.
 /// 4: the coordinator may answer a failed trainer's `exit` with `restart` (the launcher starts
 /// it again) instead of aborting the step; node leaders carry their node's launchers in `relay`
 /// envelopes (the tree); in exact mode the hello may carry the port the launcher bound (`port`),
@@ -193,13 +195,39 @@ struct Restart {
     std::uint32_t limit = 0;
 };
 
+/// One peer a launcher could not reach in the reachability probe (`probe`).
+struct ProbeFailure {
+    std::uint32_t rank = 0; ///< the peer's rank
+    std::string address;    ///< what was tried: `10.78.0.13:23000`, `[fd78::13]:23000`, `n3:23000`
+    std::string error;      ///< the last attempt's error, e.g. `Connection timed out`
+};
+
+[[nodiscard]] bool operator==(const ProbeFailure& a, const ProbeFailure& b) noexcept;
+
+/// Most failures a `probed` carries (the first ones, by peer rank): one names the pair.
+inline constexpr std::size_t k_max_probe_failures = 8;
+
+/// Launcher -> coordinator, with `probe` only: this launcher listened on its trainer's port and
+/// tried every peer it will use (or a sample, probe_targets()); `failures` empty: all reached.
+/// Example: `{"failures":[{"address":"10.78.0.13:23000","error":"Connection timed out",
+/// "rank":2}],"type":"probed","v":4}`.
+struct Probed {
+    std::vector<ProbeFailure> failures;
+};
+
+/// Coordinator -> every launcher, with `probe` only: every rank probed its peers and reached
+/// them; close the probe listener and start the trainer. The barrier keeps every listener open
+/// until nobody probes it any more. Example: `{"type":"go","v":4}`.
+struct Go {};
+
 /// Why the step failed.
 enum class FailureCause {
     trainer,      ///< a trainer exited non-zero or died by a signal
     start,        ///< a launcher could not start its trainer
     lost,         ///< a launcher vanished (connection closed or no heartbeat)
     unregistered, ///< launchers did not register within the connect timeout
-    stalled       ///< a trainer made no progress for the stall timeout
+    stalled,      ///< a trainer made no progress for the stall timeout
+    unreachable   ///< with `probe`: a launcher could not reach a peer's trainer address
 };
 
 /// The first failure of a step: enough to print one line anywhere.
@@ -214,7 +242,8 @@ struct Failure {
         detail; ///< ::trainer: why it was not restarted (the restart budget is
                 ///< spent), usually empty; ::start: the error; ::lost: `connection closed`, ...;
                 ///< ::unregistered: the timeout (`60 s`); ::stalled: the
-                ///< silence (`300 s`)
+                ///< silence (`300 s`); ::unreachable: the peer, where and why (`rank 0
+                ///< (ps:0) at 10.78.0.11:23000: Connection timed out`)
     std::uint32_t missing = 0; ///< ::unregistered: how many ranks did not register
     /// ::unregistered with missing > 1: the missing ranks as ranges (`3-5,9`); `host` is then
     /// their hosts as a hostlist (`n[2-3]`).
@@ -239,7 +268,9 @@ using Message = std::variant<Challenge,
                              Stall,
                              Cluster,
                              Restart,
-                             Relay>;
+                             Relay,
+                             Probed,
+                             Go>;
 
 /// The `"type"` of a message, e.g. `"hello"`.
 [[nodiscard]] std::string_view type_name(const Message& message) noexcept;
@@ -291,7 +322,8 @@ class FrameDecoder {
 /// Input: rank 3, worker:2, n2, trainer exited 3. Output: `rank 3 (worker:2) on n2 exited with
 /// status 3`. Others: `... was killed by signal 9 (Killed)`, `... launcher lost (no heartbeat
 /// for 10 s)`, `... could not start its trainer: <error>`, `... did not register within 60 s`,
-/// `... is stuck: no progress for 300 s`, `... exited with status 3 (<detail>)` when the
+/// `... is stuck: no progress for 300 s`, `... cannot reach rank 0 (ps:0) at
+/// 10.78.0.11:23000: Connection timed out`, `... exited with status 3 (<detail>)` when the
 /// restart budget is spent; several missing ranks: `ranks 3-5,9 on n[2-3] did not
 /// register within 60 s`.
 [[nodiscard]] std::string describe(const Failure& failure);

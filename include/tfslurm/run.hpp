@@ -122,6 +122,14 @@ inline constexpr int k_status_checkpointed = 10;
 /// launcher requeued the job through Slurm: it runs again (SLURM_RESTART_COUNT one higher).
 inline constexpr int k_status_requeued = 11;
 
+/// With the `probe` setting: a launcher could not reach a peer's trainer address:port before
+/// the trainers started (a network that does not carry the step's traffic).
+inline constexpr int k_status_unreachable = 12;
+
+/// Whether launchers check, before any trainer starts, that they reach their peers' trainer
+/// addresses (the `probe` setting).
+enum class Probe { off, on };
+
 /// What `--requeue` needs to know about the job, read once at the launcher's start.
 struct RequeuePolicy {
     std::uint64_t job = 0;

@@ -8,6 +8,7 @@
 /// ports, the challenge and registration, framed reads and writes).
 
 #include "detail/node_relay.hpp"
+#include "detail/reachability_probe.hpp"
 #include "detail/signal_reader.hpp"
 
 #include <tfslurm/auth.hpp>
@@ -118,6 +119,7 @@ class LauncherShell {
     void perform(const LauncherAction& action);
     void arm(LauncherTimer which, Clock::time_point at);
     void start_trainer(std::uint32_t restart);
+    void start_probe(const std::vector<ProbeTarget>& targets);
     void prepare_stall_watch();
     /// Set `name=value` in the trainer's environment, replacing an earlier value.
     void set_trainer_variable(std::string_view name, const std::string& value);
@@ -156,8 +158,9 @@ class LauncherShell {
     asio::steady_timer m_deadline_timer;
     asio::steady_timer m_challenge_timer;
     std::array<asio::steady_timer, k_launcher_timer_count> m_timers; ///< indexed by LauncherTimer
-    std::string m_progress_file; ///< TFSLURM_PROGRESS_FILE, with a stall timeout
-    HeldPort m_trainer_port;     ///< exact mode: the trainer's port, held until it starts
+    std::string m_progress_file;     ///< TFSLURM_PROGRESS_FILE, with a stall timeout
+    HeldPort m_trainer_port;         ///< exact mode: the trainer's port, held until it starts
+    ReachabilityProbe m_probe{m_io}; ///< `probe`: its listener and attempts
     Clock::time_point m_connect_deadline;
     Millis m_backoff{20};
     std::string m_last_connect_error = "no attempt";

@@ -1114,3 +1114,65 @@ TEST_CASE("run: the checkpoint and requeue options are checked", "[run][checkpoi
           "tfslurm: error: SLURM_JOB_END_TIME: expected an integer from 0 to "
           "9223372036854775807: \"soon\"\n");
 }
+
+TEST_CASE("run: --probe starts the trainers once every peer is reachable, else names the pair",
+          "[run][probe]") {
+    const std::string id = std::to_string(job_id(71));
+    const std::string show = R"(echo "started $TFSLURM_RANK")";
+    // Exact mode (--iface lo): each launcher listens on the port it holds.
+    Cli reachable({"run",
+                   "--local",
+                   "3",
+                   "--job-id",
+                   id,
+                   "--ps",
+                   "1",
+                   "--iface",
+                   "lo",
+                   "--port-base",
+                   "24700",
+                   "--probe",
+                   "sh",
+                   "-c",
+                   show});
+    CHECK(reachable.wait() == 0);
+    for (const std::string rank : {"0", "1", "2"}) {
+        CHECK(count(reachable.output(), "started " + rank + "\n") == 1);
+    }
+    reachable.check_nothing_left();
+
+    // Rank 1's port is bound by another process, not listening: nothing answers there, and
+    // its own launcher cannot listen on it. Ranks 0 and 2 cannot reach rank 1 (two votes).
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(24711);
+    address.sin_addr.s_addr = htonl(INADDR_ANY);
+    REQUIRE(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+    Cli cut({"run",
+             "--local",
+             "3",
+             "--job-id",
+             id,
+             "--ps",
+             "1",
+             "--port-base",
+             "24710",
+             "--probe",
+             "--probe-timeout",
+             "1",
+             "sh",
+             "-c",
+             show});
+    CHECK(cut.wait() == 12);
+    ::close(fd);
+    CHECK(cut.output() == "tfslurm: error: aborting: rank 0 (ps:0) on localhost cannot reach "
+                          "rank 1 (worker:0) at localhost:24711: Connection refused\n");
+    cut.check_nothing_left();
+
+    Cli bad({"run", "--local", "1", "--probe-timeout", "0", "true"});
+    CHECK(bad.wait() == exit_status(Errc::invalid_argument));
+    CHECK_THAT(bad.output(),
+               Catch::StartsWith("tfslurm: error: --probe-timeout: expected a "
+                                 "number of seconds in (0, 86400]: \"0\""));
+}

@@ -945,3 +945,76 @@ TEST_CASE("run: restart roles", "[coordinator][restart]") {
         CHECK(std::string(e.what()) == message);
     }
 }
+
+// --- the reachability probe
+// ----------------------------------------------------------------------------
+
+namespace {
+
+protocol::Probed unreached(std::vector<std::pair<std::uint32_t, std::string>> peers) {
+    protocol::Probed probed;
+    for (auto& [rank, address] : peers) {
+        probed.failures.push_back({rank, std::move(address), "Connection timed out"});
+    }
+    return probed;
+}
+
+} // namespace
+
+TEST_CASE("coordinator: probe: go once every rank reached its peers", "[coordinator][probe]") {
+    Coordinator c(settings({Role::ps, Role::worker, Role::worker}), k_t0);
+    register_all(c);
+    (void)c.take_outgoing();
+    c.probed(1, {}, k_t0 + 1s);
+    c.probed(0, {}, k_t0 + 1s);
+    c.probed(0, unreached({{2, "n2:23002"}}), k_t0 + 1s); // a second report: ignored
+    CHECK(c.take_outgoing().empty()); // rank 2 may still be probing: every listener stays open
+    c.probed(2, {}, k_t0 + 2s);
+    CHECK(recipients<protocol::Go>(c.take_outgoing()) == std::vector<std::uint32_t>{0, 1, 2});
+    CHECK(c.verdict() == Verdict::none);
+}
+
+TEST_CASE("coordinator: probe: a node cut off is named, whichever report came first",
+          "[coordinator][probe]") {
+    // n2 (rank 2) cannot be reached by anyone, nor reach anyone.
+    const std::string line = "rank 0 (ps:0) on n1 cannot reach rank 2 (worker:1) at "
+                             "10.1.0.2:23002: Connection timed out";
+    for (const auto& order : std::vector<std::vector<std::uint32_t>>{{2, 0, 1}, {1, 2, 0}}) {
+        Coordinator c(settings({Role::ps, Role::worker, Role::worker}), k_t0);
+        register_all(c);
+        (void)c.take_outgoing();
+        const std::map<std::uint32_t, protocol::Probed> reports{
+            {0, unreached({{2, "10.1.0.2:23002"}})},
+            {1, unreached({{2, "10.1.0.2:23002"}})},
+            {2, unreached({{0, "10.1.0.1:23000"}, {1, "10.1.0.1:23001"}})}};
+        for (const std::uint32_t rank : order) {
+            CHECK(c.verdict() == Verdict::none);
+            c.probed(rank, reports.at(rank), k_t0 + 30s);
+        }
+        REQUIRE(c.verdict() == Verdict::aborted);
+        CHECK(c.failure()->cause == protocol::FailureCause::unreachable);
+        CHECK(protocol::describe(*c.failure()) == line);
+        CHECK(c.step_status() == k_status_unreachable);
+        const auto out = c.take_outgoing();
+        CHECK(recipients<protocol::Abort>(out) == std::vector<std::uint32_t>{0, 1, 2});
+        CHECK(recipients<protocol::Go>(out).empty());
+    }
+    SECTION("one pair only: its reporter names it") {
+        Coordinator c(settings({Role::ps, Role::worker, Role::worker}), k_t0);
+        register_all(c);
+        c.probed(0, {}, k_t0);
+        c.probed(1, {}, k_t0);
+        c.probed(2, unreached({{0, "[fd78::1]:23000"}}), k_t0);
+        CHECK(protocol::describe(*c.failure()) ==
+              "rank 2 (worker:1) on n2 cannot reach rank 0 (ps:0) at [fd78::1]:23000: Connection "
+              "timed out");
+    }
+    SECTION("a report after another verdict changes nothing") {
+        Coordinator c(settings({Role::ps, Role::worker}), k_t0);
+        register_all(c);
+        c.exited(1, exited(3), k_t0);
+        c.probed(0, unreached({{1, "n1:23001"}}), k_t0);
+        c.probed(1, {}, k_t0);
+        CHECK(c.failure()->cause == protocol::FailureCause::trainer);
+    }
+}

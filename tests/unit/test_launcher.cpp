@@ -77,7 +77,8 @@ ExitStatus status_of(const std::string& kind, int value) {
 /// sample), `unexpected welcome`, `eof`, `lost <reason>`, `written`, `signal N` (sent to the
 /// launcher alone), `step signal N` (from slurmstepd, to every process of the step),
 /// `cluster` (n1 and n2's addresses), `restart N LIMIT`, `timer
-/// heartbeat|watch|grace|close|settle|stall|restart|checkpoint`, `server finished`.
+/// heartbeat|watch|grace|close|settle|stall|restart|checkpoint`, `server finished`, `go`,
+/// `probe ok|fail` (the probe's end; fail: rank 0 at 10.1.0.1:23000 timed out).
 void feed(LauncherMachine& m, const std::string& event, Clock::time_point now) {
     std::istringstream in(event);
     std::string word;
@@ -152,6 +153,15 @@ void feed(LauncherMachine& m, const std::string& event, Clock::time_point now) {
         m.timer_fired(timer, now);
     } else if (word == "server") {
         m.server_finished(now);
+    } else if (word == "go") {
+        m.received(protocol::Go{}, now);
+    } else if (word == "probe") {
+        in >> text;
+        std::vector<protocol::ProbeFailure> failures;
+        if (text == "fail") {
+            failures.push_back({0, "10.1.0.1:23000", "Connection timed out"});
+        }
+        m.probe_finished(failures, now);
     } else {
         FAIL("unknown event in the table: " << event);
     }
@@ -169,6 +179,8 @@ std::vector<std::string> render(const std::vector<LauncherAction>& actions) {
                           (exit->error.empty() ? "" : ": " + exit->error));
         } else if (const auto* stall = std::get_if<protocol::Stall>(&send->message)) {
             out.push_back("send stall " + std::to_string(stall->silent_ms));
+        } else if (const auto* probed = std::get_if<protocol::Probed>(&send->message)) {
+            out.push_back(fmt::format("send probed {} failed", probed->failures.size()));
         } else if (const auto* interrupt = std::get_if<protocol::Interrupt>(&send->message)) {
             out.push_back("send interrupt " + std::to_string(interrupt->signal) +
                           (interrupt->whole_step ? " whole step" : ""));
@@ -1239,4 +1251,130 @@ TEST_CASE("launcher: a real failure after the checkpoint signal is not requeued"
              {5100, "stop done", {"half-close", "arm close 7100"}},
              {5200, "eof", {"disconnect", "finish done 0 0"}},
          });
+}
+
+// --- the reachability probe
+// ----------------------------------------------------------------------------
+
+namespace {
+
+/// settings(rank) with `probe` and the plan's ports 23000 to 23003.
+LauncherSettings probe_settings(std::uint32_t rank, AddressExchange exchange) {
+    LauncherSettings s = settings(rank);
+    s.exchange = exchange;
+    s.probe = Probe::on;
+    s.ports = {23000, 23001, 23002, 23003};
+    return s;
+}
+
+} // namespace
+
+TEST_CASE("launcher: probe: the trainer starts only after the probe and the coordinator's go",
+          "[launcher][probe]") {
+    const Actions registered{"arm heartbeat 1000", "arm watch 250"};
+    SECTION("with the address exchange: after `cluster`, towards the exchanged addresses") {
+        play(probe_settings(2, AddressExchange::coordinator),
+             {
+                 {0, "welcome", registered},
+                 {900, "cluster", {"probe 10.1.0.1:23000 10.1.0.1:23001 10.1.0.2:23003"}},
+                 {1500, "probe ok", {"send probed 0 failed"}},
+                 {1500, "written", k_nothing},
+                 {1600, "go", {"schedule start"}},
+                 {1600, "start due", {"start trainer"}},
+                 {1700, "go", k_nothing}, // a second one changes nothing
+             });
+    }
+    SECTION("without an exchange: right after the welcome, towards the node names") {
+        play(probe_settings(0, AddressExchange::none),
+             {
+                 {0,
+                  "welcome",
+                  {"arm heartbeat 1000", "arm watch 250", "probe n1:23001 n2:23002 n2:23003"}},
+                 {30000, "probe fail", {"send probed 1 failed"}},
+             });
+    }
+    SECTION("a verdict while probing: never started, a late probe result is dropped") {
+        const std::string line = "aborting: rank 3 (worker:2) on n2 exited with status 3";
+        play(probe_settings(2, AddressExchange::none),
+             {
+                 {0,
+                  "welcome",
+                  {"arm heartbeat 1000", "arm watch 250", "probe n1:23000 n1:23001 n2:23003"}},
+                 {10, "abort", {"schedule start"}},
+                 {10, "start due", {"half-close", "arm close 2010"}},
+                 {20, "probe ok", k_nothing},
+                 {25, "eof", {"disconnect", "finish aborted 3 3 quiet " + line}},
+             });
+    }
+    SECTION("without probe, go is a protocol violation") {
+        play(2,
+             {
+                 {0, "welcome", k_registered},
+                 {0, "start due", {"start trainer"}},
+                 {5, "started", k_nothing},
+                 {10, "go", {"disconnect", "signal 15", "arm grace 10010"}},
+             });
+    }
+}
+
+TEST_CASE("launcher: probe: the rank that could not reach its peer shows the abort line",
+          "[launcher][probe]") {
+    protocol::Failure failure;
+    failure.rank = 2;
+    failure.role = Role::worker;
+    failure.index = 1;
+    failure.host = "n2";
+    failure.cause = protocol::FailureCause::unreachable;
+    failure.detail = "rank 0 (ps:0) at 10.1.0.1:23000: Connection timed out";
+    failure.step_status = k_status_unreachable;
+    const std::string line = "aborting: rank 2 (worker:1) on n2 cannot reach rank 0 (ps:0) at "
+                             "10.1.0.1:23000: Connection timed out";
+    for (const std::uint32_t rank : {2U, 3U}) {
+        LauncherMachine m(probe_settings(rank, AddressExchange::none));
+        m.registered({}, k_t0);
+        m.probe_finished({}, k_t0);
+        m.received(protocol::Abort{failure}, k_t0 + 1ms);
+        m.start_due(k_t0 + 1ms);
+        m.connection_lost("connection closed", k_t0 + 2ms);
+        (void)m.take_actions();
+        REQUIRE(m.result());
+        CHECK(m.result()->exit_status == 12);
+        CHECK(m.result()->message == line);
+        CHECK(m.result()->announce == (rank == 2));
+    }
+}
+
+TEST_CASE("probe_targets: every other rank up to 64, else every ps and the chief and a sample",
+          "[launcher][probe]") {
+    const std::vector<Member> small{
+        {Role::ps, 0, "n1"}, {Role::worker, 0, "n2"}, {Role::worker, 1, "n3"}};
+    protocol::Cluster cluster{{{"n1", "10.0.0.1"}, {"n3", "fd78::3"}}, {0, 0, 23007}};
+    const std::vector<std::uint16_t> ports{23000, 23001, 23002};
+    CHECK(probe_targets(1, small, ports, cluster) ==
+          std::vector<ProbeTarget>{{0, "10.0.0.1", 23000}, {2, "fd78::3", 23007}});
+    CHECK(probe_targets(0, small, ports, {}) ==
+          std::vector<ProbeTarget>{{1, "n2", 23001}, {2, "n3", 23002}});
+    CHECK(endpoint({2, "fd78::3", 23007}) == "[fd78::3]:23007");
+    CHECK(endpoint({2, "n3", 23002}) == "n3:23002");
+
+    // 170 ranks: ps on rank 0, the chief on rank 1, workers after; stride 170 / 17 = 10.
+    std::vector<Member> large{{Role::ps, 0, "n0"}, {Role::chief, 0, "n0"}};
+    for (std::uint32_t i = 0; i < 168; ++i) {
+        large.push_back({Role::worker, i, fmt::format("n{}", (i + 2) / 8)});
+    }
+    const std::vector<std::uint16_t> no_ports(large.size(), 23000);
+    std::vector<std::uint32_t> ranks;
+    for (const auto& target : probe_targets(5, large, no_ports, {})) {
+        ranks.push_back(target.rank);
+    }
+    CHECK(ranks ==
+          std::vector<std::uint32_t>{
+              0, 1, 15, 25, 35, 45, 55, 65, 75, 85, 95, 105, 115, 125, 135, 145, 155, 165});
+    // Rank 165: the strides wrap around; rank 5 + 160 = 165 is itself, never a target.
+    ranks.clear();
+    for (const auto& target : probe_targets(165, large, no_ports, {})) {
+        ranks.push_back(target.rank);
+    }
+    CHECK(ranks == std::vector<std::uint32_t>{
+                       0, 1, 5, 15, 25, 35, 45, 55, 65, 75, 85, 95, 105, 115, 125, 135, 145, 155});
 }

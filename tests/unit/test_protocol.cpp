@@ -108,6 +108,9 @@ TEST_CASE("protocol: every message survives a round trip", "[protocol]") {
         Cluster{{{"n1", "10.1.0.1"}, {"n2", "fd00::2"}}, {}},
         Cluster{},
         Restart{1, 2},
+        Probed{},
+        Probed{{{2, "[fd78::13]:23000", "Connection timed out"}, {5, "n3:23001", "No route"}}},
+        Go{},
     };
     hello.address = "fd00:1::5";
     CHECK(round_trip(hello) == encode_payload(hello));
@@ -212,6 +215,43 @@ TEST_CASE("protocol: v4 carries the bound ports", "[protocol]") {
             Catch::StartsWith(
                 R"(protocol: field "port" of hello is not an integer in [1, 65535])"));
     }
+}
+
+TEST_CASE("protocol: the reachability probe's messages", "[protocol][probe]") {
+    const Probed probed{{{2, "10.78.0.13:23000", "Connection timed out"}}};
+    CHECK(encode_payload(probed) ==
+          R"({"failures":[{"address":"10.78.0.13:23000","error":"Connection timed out",)"
+          R"("rank":2}],"type":"probed","v":4})");
+    CHECK(std::get<Probed>(decode_payload(encode_payload(probed))).failures == probed.failures);
+    CHECK(encode_payload(Probed{}) == R"({"failures":[],"type":"probed","v":4})");
+    CHECK(encode_payload(Go{}) == R"({"type":"go","v":4})");
+    std::string many = "[";
+    for (int i = 0; i < 9; ++i) {
+        many += std::string(i == 0 ? "" : ",") + R"({"rank":1,"address":"a","error":"e"})";
+    }
+    many += "]";
+    for (const std::string& bad : {many, std::string("[1]"), std::string("{}")}) {
+        INFO(bad);
+        CHECK_THROWS_WITH(
+            decode_payload(R"({"v":4,"type":"probed","failures":)" + bad + "}"),
+            Catch::StartsWith(
+                R"(protocol: field "failures" of probed is not a list of at most 8 objects: )"));
+    }
+    CHECK_THROWS_WITH(
+        decode_payload(
+            R"({"v":4,"type":"probed","failures":[{"rank":-1,"address":"a","error":"e"}]})"),
+        Catch::StartsWith(R"(protocol: field "rank" of probed is not an integer)"));
+    Failure failure;
+    failure.rank = 2;
+    failure.role = Role::worker;
+    failure.index = 1;
+    failure.host = "n3";
+    failure.cause = FailureCause::unreachable;
+    failure.detail = "rank 0 (ps:0) at 10.78.0.11:23000: Connection timed out";
+    failure.step_status = 12;
+    CHECK(describe(failure) == "rank 2 (worker:1) on n3 cannot reach rank 0 (ps:0) at "
+                               "10.78.0.11:23000: Connection timed out");
+    CHECK(round_trip(Abort{failure}) == encode_payload(Abort{failure}));
 }
 
 TEST_CASE("protocol: the cluster of 10,000 ranks stays compact", "[protocol]") {

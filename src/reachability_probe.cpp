@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: MIT
+// The reachability probe's sockets (docs/protocol.md, "The reachability probe"). A probe
+// connection carries nothing: connect, then close with a reset, so that neither side keeps a
+// TIME_WAIT on the trainer's port and nothing looks like a trainer's peer.
+#include "detail/reachability_probe.hpp"
+
+#include <tfslurm/log.hpp>
+
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/post.hpp>
+#include <fmt/format.h>
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <utility>
+
+namespace tfslurm::detail {
+
+namespace asio = boost::asio;
+using Tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+struct ReachabilityProbe::Attempt {
+    Attempt(asio::io_context& io, ProbeTarget to) : target(std::move(to)), socket(io), timer(io) {}
+    ProbeTarget target;
+    Tcp::endpoint endpoint;
+    Tcp::socket socket;
+    asio::steady_timer timer;
+    std::string error;
+    bool timed_out = false;
+    bool reached = false;
+    bool done = false;
+};
+
+ReachabilityProbe::~ReachabilityProbe() {
+    close();
+}
+
+void ReachabilityProbe::listen(HeldPort& held, std::uint16_t port) {
+    const auto add = [this](std::unique_ptr<Tcp::acceptor> acceptor) {
+        m_listeners.push_back(std::move(acceptor));
+        accept(m_listeners.size() - 1);
+    };
+    error_code ec;
+    if (held.port() != 0) {
+        const int fd = held.listen();
+        if (fd < 0) {
+            logger().debug(
+                "probe: cannot listen on held port {}: {}", held.port(), std::strerror(errno));
+            return;
+        }
+        auto acceptor = std::make_unique<Tcp::acceptor>(m_io);
+        acceptor->assign(Tcp::v4(), fd, ec);
+        if (ec) {
+            ::close(fd);
+            return;
+        }
+        add(std::move(acceptor));
+        // The held socket is IPv4: IPv6 peers need a socket of their own on the same port.
+        auto v6 = std::make_unique<Tcp::acceptor>(m_io);
+        v6->open(Tcp::v6(), ec);
+        if (!ec) {
+            v6->set_option(asio::ip::v6_only(true), ec);
+            v6->bind(Tcp::endpoint(Tcp::v6(), held.port()), ec);
+        }
+        if (!ec) {
+            v6->listen(asio::socket_base::max_listen_connections, ec);
+        }
+        if (!ec) {
+            add(std::move(v6));
+        }
+        return;
+    }
+    for (const bool dual : {true, false}) {
+        auto acceptor = std::make_unique<Tcp::acceptor>(m_io);
+        acceptor->open(dual ? Tcp::v6() : Tcp::v4(), ec);
+        if (!ec && dual) {
+            acceptor->set_option(asio::ip::v6_only(false), ec);
+        }
+        if (!ec) {
+            acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+            acceptor->bind(Tcp::endpoint(dual ? Tcp::v6() : Tcp::v4(), port), ec);
+        }
+        if (!ec) {
+            acceptor->listen(asio::socket_base::max_listen_connections, ec);
+        }
+        if (!ec) {
+            add(std::move(acceptor));
+            return;
+        }
+    }
+    logger().debug("probe: cannot listen on port {}: {}", port, ec.message());
+}
+
+void ReachabilityProbe::accept(std::size_t listener) {
+    m_listeners[listener]->async_accept([this, listener](const error_code& ec, Tcp::socket peer) {
+        error_code ignored;
+        peer.close(ignored); // a probe: nothing to say
+        if (ec != asio::error::operation_aborted && !m_closed) {
+            accept(listener);
+        }
+    });
+}
+
+void ReachabilityProbe::start(std::vector<ProbeTarget> targets, Millis timeout, Done done) {
+    m_done = std::move(done);
+    m_deadline = Clock::now() + timeout;
+    m_pending = targets.size();
+    std::map<std::string, asio::ip::address, std::less<>> resolved; // by node name
+    for (auto& target : targets) {
+        auto one = std::make_shared<Attempt>(m_io, std::move(target));
+        m_attempts.push_back(one);
+        error_code ec;
+        const auto literal = asio::ip::make_address(one->target.address, ec);
+        if (!ec) {
+            one->endpoint = Tcp::endpoint(literal, one->target.port);
+        } else if (const auto known = resolved.find(one->target.address); known != resolved.end()) {
+            one->endpoint = Tcp::endpoint(known->second, one->target.port);
+        } else {
+            // A node name (no address exchange): resolved once per node, as the trainers will.
+            Tcp::resolver resolver(m_io);
+            const auto results =
+                resolver.resolve(one->target.address, std::to_string(one->target.port), ec);
+            if (ec || results.empty()) {
+                const std::string text = ec ? ec.message() : "no address";
+                // Not retried: the name will not resolve for the trainer either.
+                asio::post(m_io, [this, one, text] {
+                    if (!m_closed && !one->done) {
+                        one->error = text;
+                        settle(one);
+                    }
+                });
+                continue;
+            }
+            one->endpoint = *results.begin();
+            resolved.emplace(one->target.address, one->endpoint.address());
+        }
+        asio::post(m_io, [this, one] { attempt(one); });
+    }
+    if (m_pending == 0) {
+        asio::post(m_io, [this] {
+            if (m_done && !m_closed) {
+                m_done({});
+            }
+        });
+    }
+}
+
+void ReachabilityProbe::attempt(const std::shared_ptr<Attempt>& one) {
+    if (m_closed || one->done) {
+        return;
+    }
+    error_code ec;
+    one->socket.close(ec);
+    one->socket.open(one->endpoint.protocol(), ec);
+    if (ec) {
+        failed(one, ec.message());
+        return;
+    }
+    one->timed_out = false;
+    one->timer.expires_at(std::min(Clock::now() + k_probe_attempt_timeout, m_deadline));
+    one->timer.async_wait([one](const error_code& timer_ec) {
+        if (!timer_ec) {
+            one->timed_out = true;
+            error_code ignored;
+            one->socket.cancel(ignored);
+        }
+    });
+    one->socket.async_connect(one->endpoint, [this, one](const error_code& connect_ec) {
+        one->timer.cancel();
+        if (m_closed) {
+            return;
+        }
+        if (!connect_ec) {
+            error_code ignored;
+            one->socket.set_option(asio::socket_base::linger(true, 0), ignored);
+            one->socket.close(ignored);
+            one->reached = true;
+            logger().debug("probe: reached rank {} at {}", one->target.rank, endpoint(one->target));
+            settle(one);
+            return;
+        }
+        failed(one, one->timed_out ? std::strerror(ETIMEDOUT) : connect_ec.message());
+    });
+}
+
+void ReachabilityProbe::failed(const std::shared_ptr<Attempt>& one, std::string error) {
+    if (m_closed || one->done) {
+        return;
+    }
+    one->error = std::move(error);
+    const auto now = Clock::now();
+    if (now + k_probe_retry_delay >= m_deadline) {
+        logger().debug("probe: cannot reach rank {} at {}: {}",
+                       one->target.rank,
+                       endpoint(one->target),
+                       one->error);
+        settle(one);
+        return;
+    }
+    // A timed-out attempt already waited; a refused one waits a little (the peer's listener
+    // may not be open yet: it opens once that launcher registered, or got `cluster`).
+    one->timer.expires_at(one->timed_out ? now : now + k_probe_retry_delay);
+    one->timer.async_wait([this, one](const error_code& ec) {
+        if (!ec) {
+            attempt(one);
+        }
+    });
+}
+
+void ReachabilityProbe::settle(const std::shared_ptr<Attempt>& one) {
+    one->done = true;
+    if (--m_pending > 0 || !m_done) {
+        return;
+    }
+    std::vector<protocol::ProbeFailure> failures;
+    for (const auto& each : m_attempts) {
+        if (each->done && !each->reached) {
+            failures.push_back({each->target.rank, endpoint(each->target), each->error});
+        }
+    }
+    std::sort(failures.begin(), failures.end(), [](const auto& a, const auto& b) {
+        return a.rank < b.rank;
+    });
+    auto done = std::move(m_done);
+    m_done = nullptr;
+    done(std::move(failures));
+}
+
+void ReachabilityProbe::close() noexcept {
+    m_closed = true;
+    error_code ignored;
+    for (auto& listener : m_listeners) {
+        listener->close(ignored);
+    }
+    for (auto& one : m_attempts) {
+        try {
+            one->timer.cancel();
+        } catch (const boost::system::system_error&) {
+            // Nothing to cancel then: its handler sees m_closed.
+        }
+        one->socket.close(ignored);
+    }
+}
+
+} // namespace tfslurm::detail
