@@ -45,6 +45,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -357,7 +358,10 @@ class FakeNode : public std::enable_shared_from_this<FakeNode> {
                 }
                 self->m_decoder.feed(std::string_view(self->m_buffer.data(), n));
                 while (auto payload = self->m_decoder.next()) {
-                    if (!self->handle(protocol::decode_payload(*payload))) {
+                    // Envelope and message in one parse (the leader's part of a node's cost
+                    // is simulated here, sharing the coordinator's cores).
+                    auto unwrapped = protocol::decode_unwrapped(*payload);
+                    if (!self->handle(unwrapped.message, unwrapped.inner)) {
                         return;
                     }
                 }
@@ -391,7 +395,8 @@ class FakeNode : public std::enable_shared_from_this<FakeNode> {
     }
 
     // The leader's side of a node in message order (~60 lines, like the handshake it copies).
-    bool handle(const protocol::Message& message) {
+    bool handle(const protocol::Message& message,
+                const std::optional<protocol::Message>& unwrapped) {
         if (const auto* challenge = std::get_if<protocol::Challenge>(&message)) {
             protocol::Hello own = hello(m_leader);
             own.relay = m_shape.per_node > 1;
@@ -413,7 +418,11 @@ class FakeNode : public std::enable_shared_from_this<FakeNode> {
                 report_exits();
             }
         } else if (const auto* relay = std::get_if<protocol::Relay>(&message)) {
-            const protocol::Message inner = protocol::decode_payload(relay->message);
+            if (!unwrapped) {
+                finish(false);
+                return false;
+            }
+            const protocol::Message& inner = *unwrapped;
             if (std::holds_alternative<protocol::Stop>(inner)) {
                 m_stopped += static_cast<std::uint32_t>(relay->ranks.size());
             } else if (std::holds_alternative<protocol::Cluster>(inner)) {

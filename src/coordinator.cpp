@@ -132,13 +132,15 @@ void Coordinator::registered(std::uint32_t rank,
     state.last_seen = now;
     ++m_registered;
     ++m_connected;
-    logger().debug("coordinator: {} registered ({} of {})",
-                   rank_label(rank, m_settings.ranks[rank]),
-                   m_registered,
-                   m_ranks.size());
+    if (logger().should_log(spdlog::level::debug)) { // rank_label() costs at 100,000 ranks
+        logger().debug("coordinator: {} registered ({} of {})",
+                       rank_label(rank, m_settings.ranks[rank]),
+                       m_registered,
+                       m_ranks.size());
+    }
     if (auto message = verdict_message()) {
         // A latecomer learns the verdict at once.
-        m_outgoing.push_back({rank, std::move(*message)});
+        m_outgoing.push_back({{rank}, std::move(*message)});
     } else if (m_exchange && m_registered == m_ranks.size()) {
         send_cluster();
     }
@@ -163,10 +165,19 @@ void Coordinator::send_cluster() {
                    std::count_if(cluster.ports.begin(), cluster.ports.end(), [](auto port) {
                        return port != 0;
                    }));
-    for (std::size_t rank = 0; rank < m_ranks.size(); ++rank) {
+    broadcast(std::move(cluster));
+}
+
+void Coordinator::broadcast(protocol::Message message) {
+    std::vector<std::uint32_t> ranks;
+    ranks.reserve(m_connected);
+    for (std::uint32_t rank = 0; rank < m_ranks.size(); ++rank) {
         if (m_ranks[rank].connected) {
-            m_outgoing.push_back({static_cast<std::uint32_t>(rank), cluster});
+            ranks.push_back(rank);
         }
+    }
+    if (!ranks.empty()) {
+        m_outgoing.push_back({std::move(ranks), std::move(message)});
     }
 }
 
@@ -217,10 +228,12 @@ void Coordinator::exited(std::uint32_t rank, const protocol::Exit& exit, Clock::
     if (is_training(member.role)) {
         ++m_training_done;
     }
-    logger().debug("coordinator: {} exited 0 ({} of {} training ranks done)",
-                   rank_label(rank, member),
-                   m_training_done,
-                   m_training_total);
+    if (logger().should_log(spdlog::level::debug)) {
+        logger().debug("coordinator: {} exited 0 ({} of {} training ranks done)",
+                       rank_label(rank, member),
+                       m_training_done,
+                       m_training_total);
+    }
     const bool work_done =
         m_training_total > 0 ? m_training_done == m_training_total : m_succeeded == m_ranks.size();
     if (work_done) {
@@ -255,7 +268,7 @@ bool Coordinator::try_restart(std::uint32_t rank, const protocol::Exit& exit, st
                   state.restarts,
                   policy.per_rank,
                   describe(exit.status));
-    m_outgoing.push_back({rank, protocol::Restart{state.restarts, policy.per_rank}});
+    m_outgoing.push_back({{rank}, protocol::Restart{state.restarts, policy.per_rank}});
     return true;
 }
 
@@ -319,11 +332,7 @@ void Coordinator::end_probe(Clock::time_point now) {
     }
     if (votes.empty()) {
         logger().debug("coordinator: every rank reached its peers: go");
-        for (std::size_t rank = 0; rank < m_ranks.size(); ++rank) {
-            if (m_ranks[rank].connected) {
-                m_outgoing.push_back({static_cast<std::uint32_t>(rank), protocol::Go{}});
-            }
-        }
+        broadcast(protocol::Go{});
         return;
     }
     // std::max_element keeps the first (lowest) peer among equals.
@@ -353,7 +362,7 @@ void Coordinator::end_probe(Clock::time_point now) {
     }
 }
 
-void Coordinator::connection_lost(std::uint32_t rank, Clock::time_point now) {
+void Coordinator::connection_lost(std::uint32_t rank, Clock::time_point now, std::string_view why) {
     if (rank >= m_ranks.size() || !m_ranks[rank].connected) {
         return;
     }
@@ -363,7 +372,7 @@ void Coordinator::connection_lost(std::uint32_t rank, Clock::time_point now) {
     if (m_verdict == Verdict::none && !state.reported) {
         protocol::Failure failure = failure_of(rank);
         failure.cause = protocol::FailureCause::lost;
-        failure.detail = "connection closed";
+        failure.detail = std::string(why);
         failure.step_status = k_status_lost;
         fail(std::move(failure), now);
         return;
@@ -485,12 +494,7 @@ void Coordinator::decide(Verdict verdict, Clock::time_point now) {
                       remaining,
                       remaining == 1 ? "" : "s");
     }
-    const auto message = verdict_message();
-    for (std::uint32_t rank = 0; rank < m_ranks.size(); ++rank) {
-        if (m_ranks[rank].connected) {
-            m_outgoing.push_back({rank, *message});
-        }
-    }
+    broadcast(*verdict_message());
     update_finished(now);
 }
 

@@ -116,11 +116,10 @@ struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer:
     void accept();
     void tick();
     void flush();
-    /// Send one run of equal messages: once per connection (a node's ranks in one `relay`).
-    void deliver(const std::vector<Outgoing>& out,
-                 std::size_t begin,
-                 std::size_t end,
-                 const std::string& payload);
+    /// Send one message to its ranks: once per connection (a node's ranks in one `relay`),
+    /// every connection's frame sharing the one encoded payload.
+    void deliver(const std::vector<std::uint32_t>& ranks,
+                 const std::shared_ptr<const std::string>& payload);
     void remove(const std::shared_ptr<Session>& session);
     void close();
     /// Warn about one unauthenticated connection, within the noise budget.
@@ -142,6 +141,13 @@ struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer:
     std::uint64_t next_id = 0;
     LogBudget noise;
     std::function<void()> finished_callback;
+    /// The answer to every heartbeat, encoded once.
+    const std::shared_ptr<const std::string> heartbeat_payload =
+        std::make_shared<const std::string>(protocol::encode_payload(protocol::Heartbeat{}));
+    /// The welcome of every relayed launcher, encoded once (the leader adds its own proof).
+    const std::shared_ptr<const std::string> relayed_welcome =
+        std::make_shared<const std::string>(protocol::encode_payload(
+            protocol::Welcome{static_cast<std::uint32_t>(coordinator.size()), {}}));
     bool finished_reported = false;
     bool closed = false;
 };
@@ -188,16 +194,18 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
         try {
             // Only a registered launcher is sent more than a challenge, welcome or reject: it
             // accepts trusted frames (a `cluster` of a large step exceeds k_max_frame).
-            send_frame(protocol::encode_frame(message, protocol::k_max_trusted_frame));
+            send_frame({protocol::encode_frame(message, protocol::k_max_trusted_frame), {}, {}});
         } catch (const std::exception& e) {
             logger().error(
                 "coordinator: cannot encode {}: {}", protocol::type_name(message), e.what());
         }
     }
 
-    /// `message` (an encoded payload) for `ranks`, all carried by this connection: as it is
-    /// to the launcher itself, in one `relay` to the others of its node.
-    void send_to(const std::vector<std::uint32_t>& ranks, const std::string& payload) {
+    /// `payload` (an encoded message) for `ranks`, all carried by this connection: as it is
+    /// to the launcher itself, in one `relay` to the others of its node. The payload is shared
+    /// by every connection's frame, never copied (a `cluster` of 10,000 ranks to 1,250 nodes).
+    void send_to(const std::vector<std::uint32_t>& ranks,
+                 const std::shared_ptr<const std::string>& payload) {
         if (m_closed) {
             return;
         }
@@ -205,17 +213,35 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
         relayed.reserve(ranks.size());
         for (const std::uint32_t rank : ranks) {
             if (rank == m_rank) {
-                send_frame(protocol::frame_payload(payload, protocol::k_max_trusted_frame));
+                send_shared({}, payload);
             } else {
                 relayed.push_back(rank);
             }
         }
         if (!relayed.empty()) {
-            send(protocol::Relay{std::move(relayed), payload, {}});
+            send_shared(relayed, payload);
         }
     }
 
-    void send_frame(std::string frame) {
+    /// A frame is a head, a payload shared with other connections (may be null) and a tail.
+    struct Frame {
+        std::string head;
+        std::shared_ptr<const std::string> body;
+        std::string tail;
+    };
+
+    void send_shared(const std::vector<std::uint32_t>& relayed,
+                     const std::shared_ptr<const std::string>& payload) {
+        try {
+            auto parts =
+                protocol::frame_parts(payload->size(), relayed, protocol::k_max_trusted_frame);
+            send_frame({std::move(parts.head), payload, std::move(parts.tail)});
+        } catch (const std::exception& e) {
+            logger().error("coordinator: cannot send to rank {}: {}", m_rank, e.what());
+        }
+    }
+
+    void send_frame(Frame frame) {
         if (m_closed) {
             return;
         }
@@ -275,7 +301,13 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
         try {
             m_decoder.feed(std::string_view(m_buffer.data(), n));
             while (auto payload = m_decoder.next()) {
-                handle(protocol::decode_payload(*payload));
+                if (m_node) {
+                    // A leader's envelopes are decoded with their message in one parse.
+                    auto unwrapped = protocol::decode_unwrapped(*payload);
+                    handle(unwrapped.message, unwrapped.inner);
+                } else {
+                    handle(protocol::decode_payload(*payload), std::nullopt);
+                }
                 if (m_closed || m_close_after_write) {
                     return;
                 }
@@ -354,7 +386,8 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
         m_server->flush();
     }
 
-    void handle(const protocol::Message& message) {
+    /// `inner`: a relay's message, decoded with it (decode_unwrapped()).
+    void handle(const protocol::Message& message, const std::optional<protocol::Message>& inner) {
         const auto now = Clock::now();
         if (!m_registered) {
             const auto* hello = std::get_if<protocol::Hello>(&message);
@@ -369,7 +402,7 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
         }
         if (const auto* relay = std::get_if<protocol::Relay>(&message);
             relay != nullptr && m_node) {
-            relayed(*relay, now);
+            relayed(*relay, inner, now);
         } else {
             dispatch(m_rank, message, now);
         }
@@ -381,7 +414,16 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
         Coordinator& state = m_server->coordinator;
         if (std::holds_alternative<protocol::Heartbeat>(message)) {
             state.heartbeat(rank, now);
-            send_to({rank}, protocol::encode_payload(protocol::Heartbeat{}));
+            if (rank == m_rank) {
+                // A leader's heartbeat stands for its node: its relay sends none of its
+                // followers' up and reports one silent for the heartbeat timeout as `closed`.
+                for (const std::uint32_t follower : m_relayed) {
+                    if (m_server->by_rank[follower].get() == this) {
+                        state.heartbeat(follower, now);
+                    }
+                }
+            }
+            send_to({rank}, m_server->heartbeat_payload);
         } else if (const auto* exit = std::get_if<protocol::Exit>(&message)) {
             state.exited(rank, *exit, now);
         } else if (const auto* interrupt = std::get_if<protocol::Interrupt>(&message)) {
@@ -401,7 +443,9 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
     /// A node leader's envelope: a local launcher's hello (registered here, answered with a
     /// welcome or reject for the leader to prove and pass on), its connection's end, or any
     /// other message of it. The leader proved who it is; it speaks only for ranks of its node.
-    void relayed(const protocol::Relay& relay, Clock::time_point now) {
+    void relayed(const protocol::Relay& relay,
+                 const std::optional<protocol::Message>& unwrapped,
+                 Clock::time_point now) {
         const std::uint32_t rank = relay.ranks.front();
         auto& members = m_server->coordinator.settings().ranks;
         if (relay.ranks.size() != 1 || rank >= members.size() || rank == m_rank ||
@@ -415,11 +459,16 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
         if (!relay.closed.empty()) {
             if (route.get() == this) {
                 route.reset();
-                m_server->coordinator.connection_lost(rank, now);
+                // The leader's reason: `connection closed`, or `no heartbeat for 10 s` (its
+                // relay watches the heartbeats it no longer sends up).
+                m_server->coordinator.connection_lost(rank, now, relay.closed);
             }
             return;
         }
-        const protocol::Message inner = protocol::decode_payload(relay.message);
+        if (!unwrapped) {
+            throw errors::make(Errc::protocol, "protocol", "relay carries no message");
+        }
+        const protocol::Message& inner = *unwrapped;
         if (const auto* hello = std::get_if<protocol::Hello>(&inner)) {
             register_relayed(rank, *hello, now);
         } else if (route.get() == this) {
@@ -446,23 +495,36 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
                           m_peer,
                           *reason);
             send_to({rank},
-                    protocol::encode_payload(
-                        protocol::Reject{protocol::RejectCode::refused, std::move(*reason)}));
+                    std::make_shared<const std::string>(protocol::encode_payload(
+                        protocol::Reject{protocol::RejectCode::refused, std::move(*reason)})));
             return;
         }
         m_server->by_rank[rank] = shared_from_this();
         m_relayed.push_back(rank);
         // The leader proves itself to its launcher: the welcome carries no credential here.
-        send_to({rank},
-                protocol::encode_payload(
-                    protocol::Welcome{static_cast<std::uint32_t>(state.size()), {}}));
+        send_to({rank}, m_server->relayed_welcome);
         state.registered(rank, now, hello.address);
     }
 
+    /// Write the queued frames, up to k_frames_per_write in one gather write: a node's
+    /// welcomes go out in one system call, not one each.
     void write() {
+        constexpr std::size_t k_frames_per_write = 64;
         m_writing = true;
+        m_in_flight = std::min(m_queue.size(), k_frames_per_write);
+        m_buffers.clear();
+        for (std::size_t i = 0; i < m_in_flight; ++i) {
+            const Frame& frame = m_queue[i];
+            m_buffers.push_back(asio::buffer(frame.head));
+            if (frame.body) {
+                m_buffers.push_back(asio::buffer(*frame.body));
+            }
+            if (!frame.tail.empty()) {
+                m_buffers.push_back(asio::buffer(frame.tail));
+            }
+        }
         asio::async_write(m_socket,
-                          asio::buffer(m_queue.front()),
+                          m_buffers,
                           [self = shared_from_this()](const error_code& ec, std::size_t /*n*/) {
                               self->on_written(ec);
                           });
@@ -477,7 +539,7 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
             close();
             return;
         }
-        m_queue.pop_front();
+        m_queue.erase(m_queue.begin(), m_queue.begin() + static_cast<std::ptrdiff_t>(m_in_flight));
         if (!m_queue.empty()) {
             write();
         } else if (m_close_after_write) {
@@ -494,7 +556,9 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
     std::string m_nonce;
     std::array<char, 4096> m_buffer{};
     protocol::FrameDecoder m_decoder;
-    std::deque<std::string> m_queue;
+    std::deque<Frame> m_queue;
+    std::vector<asio::const_buffer> m_buffers; ///< of the frames being written
+    std::size_t m_in_flight = 0;               ///< frames being written (the queue's first)
     bool m_writing = false;
     bool m_registered = false;
     bool m_close_after_write = false;
@@ -633,35 +697,12 @@ void CoordinatorServer::Impl::tick() {
     });
 }
 
-namespace {
-
-/// Whether `b` is the same message as `a` (whose payload is `a_payload`): a broadcast. Cheap
-/// for the large `cluster`, which is compared, not encoded again.
-bool same_message(const protocol::Message& a,
-                  const std::string& a_payload,
-                  const protocol::Message& b) {
-    if (a.index() != b.index()) {
-        return false;
-    }
-    if (const auto* cluster = std::get_if<protocol::Cluster>(&a)) {
-        return cluster->addresses == std::get<protocol::Cluster>(b).addresses;
-    }
-    return protocol::encode_payload(b) == a_payload;
-}
-
-} // namespace
-
 void CoordinatorServer::Impl::flush() {
-    const auto out = coordinator.take_outgoing();
-    // A verdict or `cluster` goes to every rank: encoded once, sent once per connection.
-    for (std::size_t begin = 0; begin < out.size();) {
-        const std::string payload = protocol::encode_payload(out[begin].message);
-        std::size_t end = begin + 1;
-        while (end < out.size() && same_message(out[begin].message, payload, out[end].message)) {
-            ++end;
-        }
-        deliver(out, begin, end, payload);
-        begin = end;
+    // A verdict or `cluster` is one Outgoing for every rank: encoded once, sent once per
+    // connection.
+    for (const auto& out : coordinator.take_outgoing()) {
+        deliver(out.ranks,
+                std::make_shared<const std::string>(protocol::encode_payload(out.message)));
     }
     if (coordinator.finished() && !finished_reported) {
         finished_reported = true;
@@ -672,15 +713,12 @@ void CoordinatorServer::Impl::flush() {
     }
 }
 
-void CoordinatorServer::Impl::deliver(const std::vector<Outgoing>& out,
-                                      std::size_t begin,
-                                      std::size_t end,
-                                      const std::string& payload) {
+void CoordinatorServer::Impl::deliver(const std::vector<std::uint32_t>& ranks,
+                                      const std::shared_ptr<const std::string>& payload) {
     // Connections in order of first appearance, each with its ranks in order.
     std::vector<std::pair<Session*, std::vector<std::uint32_t>>> targets;
     std::unordered_map<Session*, std::size_t> index;
-    for (std::size_t i = begin; i < end; ++i) {
-        const std::uint32_t rank = out[i].rank;
+    for (const std::uint32_t rank : ranks) {
         if (rank >= by_rank.size() || !by_rank[rank]) {
             continue;
         }
@@ -691,8 +729,8 @@ void CoordinatorServer::Impl::deliver(const std::vector<Outgoing>& out,
         }
         targets[it->second].second.push_back(rank);
     }
-    for (const auto& [session, ranks] : targets) {
-        session->send_to(ranks, payload);
+    for (const auto& [session, targeted] : targets) {
+        session->send_to(targeted, payload);
     }
 }
 

@@ -158,6 +158,9 @@ void LauncherShell::on_read(const error_code& ec, std::size_t n) {
                        relay != nullptr && m_relay) {
                 m_relay->downstream(*relay);
             } else {
+                if (m_relay && std::holds_alternative<protocol::Heartbeat>(message)) {
+                    m_relay->pulse(); // the coordinator is alive for the followers too
+                }
                 m_machine.received(message, Clock::now());
                 perform();
             }
@@ -262,13 +265,13 @@ void LauncherShell::handshake(const protocol::Message& message) {
     }
 }
 
-void LauncherShell::send(const protocol::Message& message) {
+void LauncherShell::send(const protocol::Message& message, bool own) {
     if (m_link != Link::handshake && m_link != Link::session) {
         return;
     }
     // A relayed message (at most k_max_frame) in its envelope may be slightly larger; it is
     // not the machine's (no written() for it).
-    const bool relayed = std::holds_alternative<protocol::Relay>(message);
+    const bool relayed = own || std::holds_alternative<protocol::Relay>(message);
     m_queue.emplace_back(protocol::encode_frame(message, protocol::k_max_relay_frame),
                          m_link == Link::session && !relayed);
     if (!m_writing) {
@@ -334,7 +337,8 @@ void LauncherShell::start_relay() {
         *m_auth,
         step_id(),
         m_followers,
-        [this](const protocol::Relay& relay) { send(relay); },
+        m_options.heartbeat_timeout,
+        [this](const protocol::Relay& relay) { send(relay, true); },
         [this] {
             // Every local launcher finished: what the machine decided can happen now.
             auto deferred = std::move(m_deferred);
@@ -369,8 +373,22 @@ bool LauncherShell::defer(const LauncherAction& action) {
         return false;
     }
     // The leader's connection carries its node: it stays until every local launcher is done.
+    if (m_deferred.empty()) {
+        node_heartbeat();
+    }
     m_deferred.push_back(action);
     return true;
+}
+
+void LauncherShell::node_heartbeat() {
+    m_node_heartbeat.expires_after(m_options.heartbeat);
+    m_node_heartbeat.async_wait([this](const error_code& ec) {
+        if (ec || !m_relay || !m_relay->busy() || m_link != Link::session) {
+            return;
+        }
+        send(protocol::Heartbeat{}, true);
+        node_heartbeat();
+    });
 }
 
 void LauncherShell::close_socket(asio::socket_base::shutdown_type how) {

@@ -538,6 +538,7 @@ void LauncherShell::finish() {
     timer(LauncherTimer::grace).cancel();
     m_signals.cancel();
     m_relay_timer.cancel();
+    m_node_heartbeat.cancel();
     if (m_relay) {
         m_relay->close();
     }

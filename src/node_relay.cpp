@@ -10,6 +10,7 @@
 #include <tfslurm/log.hpp>
 
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 
@@ -61,13 +62,17 @@ struct NodeRelay::Impl : std::enable_shared_from_this<NodeRelay::Impl> {
          const protocol::Authenticator& authenticator,
          protocol::StepId step_id,
          std::set<std::uint32_t> local,
+         Millis timeout,
          std::function<void(const protocol::Relay&)> up,
          std::function<void()> on_idle)
-        : io(context), acceptor(context), auth(authenticator), step(step_id),
-          unseen(std::move(local)), ranks(unseen), upstream(std::move(up)),
-          idle(std::move(on_idle)) {}
+        : io(context), acceptor(context), watch_timer(context), auth(authenticator), step(step_id),
+          unseen(std::move(local)), ranks(unseen), heartbeat_timeout(timeout),
+          upstream(std::move(up)), idle(std::move(on_idle)) {}
 
     void accept();
+    /// Every tick: a registered launcher silent for heartbeat_timeout is closed (and reported
+    /// upstream as `closed`): its heartbeats stop here, so the coordinator cannot see it.
+    void watch();
     void ended(const std::shared_ptr<Session>& session);
     [[nodiscard]] bool busy() const noexcept {
         return !sessions.empty() || (waiting && !unseen.empty());
@@ -86,10 +91,17 @@ struct NodeRelay::Impl : std::enable_shared_from_this<NodeRelay::Impl> {
 
     asio::io_context& io;
     Unix::acceptor acceptor;
+    asio::steady_timer watch_timer;
     const protocol::Authenticator& auth;
     protocol::StepId step;
     std::set<std::uint32_t> unseen; ///< local ranks that never sent a valid hello
     const std::set<std::uint32_t> ranks;
+    Millis heartbeat_timeout;
+    /// A local launcher's heartbeat, as every launcher encodes it: answered by pulse(), not
+    /// sent up (the leader's heartbeat stands for its node).
+    const std::string heartbeat = protocol::encode_payload(protocol::Heartbeat{});
+    const std::shared_ptr<const std::string> heartbeat_frame =
+        std::make_shared<const std::string>(protocol::encode_frame(protocol::Heartbeat{}));
     std::function<void(const protocol::Relay&)> upstream;
     std::function<void()> idle;
     std::set<std::shared_ptr<Session>> sessions;
@@ -175,6 +187,14 @@ class NodeRelay::Impl::Session : public std::enable_shared_from_this<Session> {
 
     [[nodiscard]] std::uint32_t rank() const noexcept { return m_hello.rank; }
     [[nodiscard]] bool has_rank() const noexcept { return m_forwarded; }
+    [[nodiscard]] bool registered() const noexcept { return m_state == State::registered; }
+    [[nodiscard]] Clock::time_point last_heard() const noexcept { return m_last_heard; }
+    /// The coordinator answered the leader's heartbeat: it is alive for this launcher too.
+    void pulse() {
+        if (m_state == State::registered) {
+            send(m_relay->heartbeat_frame);
+        }
+    }
 
   private:
     enum class State { handshake, pending, registered, closing, closed };
@@ -194,11 +214,14 @@ class NodeRelay::Impl::Session : public std::enable_shared_from_this<Session> {
             close(ec == asio::error::eof ? "connection closed" : ec.message());
             return;
         }
+        m_last_heard = Clock::now();
         try {
             m_decoder.feed(std::string_view(m_buffer.data(), n));
             while (auto payload = m_decoder.next()) {
                 if (m_state == State::handshake) {
                     hello(*payload);
+                } else if (m_state == State::registered && *payload == m_relay->heartbeat) {
+                    continue; // heard (above); the leader's own heartbeat speaks for the node
                 } else if (m_state == State::registered) {
                     // Anything else passes through: only its form is checked, so that one bad
                     // frame costs this launcher its connection, not the node its leader's.
@@ -297,6 +320,7 @@ class NodeRelay::Impl::Session : public std::enable_shared_from_this<Session> {
     protocol::FrameDecoder m_decoder;
     std::deque<std::shared_ptr<const std::string>> m_queue;
     State m_state = State::handshake;
+    Clock::time_point m_last_heard = Clock::now();
     bool m_forwarded = false; ///< its hello went upstream: its end must too
     bool m_writing = false;
     bool m_close_after_write = false;
@@ -319,6 +343,26 @@ void NodeRelay::Impl::accept() {
     });
 }
 
+void NodeRelay::Impl::watch() {
+    watch_timer.expires_after(tick_interval(heartbeat_timeout));
+    watch_timer.async_wait([self = shared_from_this()](const error_code& ec) {
+        if (ec || self->closed) {
+            return;
+        }
+        const auto now = Clock::now();
+        const auto all = self->sessions;
+        for (const auto& session : all) {
+            if (session->registered() && now - session->last_heard() > self->heartbeat_timeout) {
+                const std::string why =
+                    fmt::format("no heartbeat for {}", format_seconds(self->heartbeat_timeout));
+                logger().warn("relay: rank {}: {}", session->rank(), why);
+                session->close(why);
+            }
+        }
+        self->watch();
+    });
+}
+
 void NodeRelay::Impl::ended(const std::shared_ptr<Session>& session) {
     sessions.erase(session);
     if (session->has_rank()) {
@@ -334,10 +378,16 @@ NodeRelay::NodeRelay(asio::io_context& io,
                      const protocol::Authenticator& auth,
                      protocol::StepId step,
                      std::set<std::uint32_t> ranks,
+                     Millis heartbeat_timeout,
                      std::function<void(const protocol::Relay&)> upstream,
                      std::function<void()> idle)
-    : m_impl(std::make_shared<Impl>(
-          io, auth, step, std::move(ranks), std::move(upstream), std::move(idle))) {}
+    : m_impl(std::make_shared<Impl>(io,
+                                    auth,
+                                    step,
+                                    std::move(ranks),
+                                    heartbeat_timeout,
+                                    std::move(upstream),
+                                    std::move(idle))) {}
 
 NodeRelay::~NodeRelay() {
     try {
@@ -365,6 +415,13 @@ void NodeRelay::listen(const std::string& path) {
     }
     m_impl->path = path;
     m_impl->accept();
+    m_impl->watch();
+}
+
+void NodeRelay::pulse() {
+    for (const auto& session : m_impl->sessions) {
+        session->pulse();
+    }
 }
 
 void NodeRelay::downstream(const protocol::Relay& relay) {
@@ -400,6 +457,7 @@ void NodeRelay::close() {
     m_impl->waiting = false;
     error_code ignored;
     m_impl->acceptor.close(ignored);
+    m_impl->watch_timer.cancel();
     if (!m_impl->path.empty()) {
         ::unlink(m_impl->path.c_str());
     }

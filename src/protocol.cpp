@@ -371,8 +371,9 @@ Probed decode_probed(const Fields& f, std::string_view payload) {
 }
 
 /// `relay`: 1 to k_max_relay_ranks ranks; `msg` an object (kept as text, decoded by whoever
-/// handles it) unless `closed` says why a local connection ended.
-Relay decode_relay(const Fields& f, std::string_view payload) {
+/// handles it, unless `as_text` is false: decode_unwrapped() decodes it in the same parse)
+/// unless `closed` says why a local connection ended.
+Relay decode_relay(const Fields& f, std::string_view payload, bool as_text = true) {
     constexpr std::size_t k_max_relay_ranks = std::size_t{1} << 20U;
     Relay m;
     const json& ranks = f.require("ranks");
@@ -391,7 +392,10 @@ Relay decode_relay(const Fields& f, std::string_view payload) {
         m.closed = f.string("closed");
     }
     if (f.has("msg")) {
-        m.message = f.object("msg").dump(-1, ' ', false, json::error_handler_t::replace);
+        const json& inner = f.object("msg");
+        if (as_text) {
+            m.message = inner.dump(-1, ' ', false, json::error_handler_t::replace);
+        }
     } else if (m.closed.empty()) {
         fail(R"(relay carries neither "msg" nor "closed")", payload);
     }
@@ -565,23 +569,55 @@ void check_relayable(std::string_view payload) {
     static_cast<void>(Fields(object, "message", payload).string("type"));
 }
 
-Message decode_payload(std::string_view payload) {
+namespace {
+
+/// Parse one payload into a JSON object. \throws Error (Errc::protocol).
+json parse_object(std::string_view payload) {
     check_depth(payload);
-    const json object = json::parse(payload, nullptr, false);
+    json object = json::parse(payload, nullptr, false);
     if (object.is_discarded()) {
         fail("not valid JSON", payload);
     }
     if (!object.is_object()) {
         fail("not a JSON object", payload);
     }
-    const Fields top(object, "message", payload);
+    return object;
+}
+
+/// The `type` of a message object of this version. \throws Error (Errc::protocol).
+std::string type_of(const json& object, std::string_view payload) {
+    if (!object.is_object()) {
+        fail("not a JSON object", payload);
+    }
     const auto version = object.find("v");
     if (version == object.end() || !version->is_number_integer() ||
         version->get<std::int64_t>() != k_version) {
         fail(fmt::format("unsupported protocol version (expected \"v\":{})", k_version), payload);
     }
-    const std::string type = top.string("type");
+    return Fields(object, "message", payload).string("type");
+}
+
+} // namespace
+
+Message decode_payload(std::string_view payload) {
+    const json object = parse_object(payload);
+    const std::string type = type_of(object, payload);
     return decode_object(Fields(object, type, payload), type, payload);
+}
+
+Unwrapped decode_unwrapped(std::string_view payload) {
+    const json object = parse_object(payload);
+    const std::string type = type_of(object, payload);
+    const Fields fields(object, type, payload);
+    if (type != "relay") {
+        return {decode_object(fields, type, payload), std::nullopt};
+    }
+    Unwrapped out{decode_relay(fields, payload, false), std::nullopt};
+    if (const auto msg = object.find("msg"); msg != object.end()) {
+        const std::string inner = type_of(*msg, payload);
+        out.inner = decode_object(Fields(*msg, inner, payload), inner, payload);
+    }
+    return out;
 }
 
 std::string encode_frame(const Message& message, std::size_t limit) {
@@ -614,6 +650,30 @@ std::string frame_payload(std::string_view payload, std::size_t limit) {
     frame.push_back(static_cast<char>(size & 0xffU));
     frame += payload;
     return frame;
+}
+
+FrameParts
+frame_parts(std::size_t payload_size, const std::vector<std::uint32_t>& ranks, std::size_t limit) {
+    FrameParts parts;
+    if (!ranks.empty()) {
+        // What encode_payload(Relay) makes, keys sorted: `msg` first, then `ranks`, `type`, `v`.
+        parts.head = R"({"msg":)";
+        parts.tail = fmt::format(
+            R"(,"ranks":[{}],"type":"relay","v":{}}})", fmt::join(ranks, ","), k_version);
+    }
+    const std::size_t size = parts.head.size() + payload_size + parts.tail.size();
+    if (size > limit) {
+        throw errors::make(
+            Errc::protocol,
+            "protocol",
+            fmt::format("message of {} bytes exceeds the {}-byte frame limit", size, limit));
+    }
+    std::string header = frame_payload({}, limit);
+    for (std::size_t i = 0; i < k_header_size; ++i) {
+        header[i] = static_cast<char>((size >> (8U * (k_header_size - 1 - i))) & 0xffU);
+    }
+    parts.head.insert(0, header);
+    return parts;
 }
 
 namespace {

@@ -64,7 +64,8 @@ class LauncherShell {
           m_argv(argv), m_env(trainer_env.to_strings()), m_options(options),
           m_machine(machine_settings(plan, options)), m_candidates(control_port_candidates(plan)),
           m_signals(m_io, step_reaches_trainer), m_socket(m_io), m_relay_timer(m_io),
-          m_retry_timer(m_io), m_deadline_timer(m_io), m_challenge_timer(m_io),
+          m_node_heartbeat(m_io), m_retry_timer(m_io), m_deadline_timer(m_io),
+          m_challenge_timer(m_io),
           m_timers(make_timers(m_io, std::make_index_sequence<k_launcher_timer_count>{})) {}
     LauncherShell(const LauncherShell&) = delete;
     LauncherShell& operator=(const LauncherShell&) = delete;
@@ -123,7 +124,11 @@ class LauncherShell {
     void prepare_stall_watch();
     /// Set `name=value` in the trainer's environment, replacing an earlier value.
     void set_trainer_variable(std::string_view name, const std::string& value);
-    void send(const protocol::Message& message);
+    /// `own`: sent by the shell itself (a relay envelope, the node's heartbeat), not the machine.
+    void send(const protocol::Message& message, bool own = false);
+    /// While closing actions wait for the relay, the leader keeps heartbeating: its heartbeat
+    /// stands for its node (the followers' stay in the relay).
+    void node_heartbeat();
     void write();
     void close_socket(asio::socket_base::shutdown_type how);
     void finish();
@@ -154,6 +159,7 @@ class LauncherShell {
     std::unique_ptr<NodeRelay> m_relay;
     std::vector<LauncherAction> m_deferred; ///< closing actions waiting for the relay
     asio::steady_timer m_relay_timer;       ///< the connect deadline, for the relay
+    asio::steady_timer m_node_heartbeat;    ///< node_heartbeat()
     asio::steady_timer m_retry_timer;
     asio::steady_timer m_deadline_timer;
     asio::steady_timer m_challenge_timer;

@@ -7,10 +7,14 @@
 /// Unix socket in a private directory, authenticates each in both directions with the control
 /// port's own challenge and proofs (auth.hpp), and carries their messages in `relay` envelopes
 /// over the leader's one connection to the coordinator. It knows the handshake (hello, welcome,
-/// reject) and nothing else: every other message passes through unchanged.
+/// reject) and nothing else: every other message passes through unchanged, except the local
+/// launchers' heartbeats: the leader's own heartbeat stands for its node, so the relay keeps
+/// them (a launcher silent for the heartbeat timeout is closed and reported `closed`) and
+/// answers them with pulse() whenever the coordinator answers the leader's.
 
 #include <tfslurm/auth.hpp>
 #include <tfslurm/protocol.hpp>
+#include <tfslurm/run.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
@@ -35,13 +39,15 @@ void ensure_private_directory(const std::string& path);
 
 class NodeRelay {
   public:
-    /// `ranks`: the node's other ranks (the leader's own is not relayed); `members`: the plan.
-    /// `upstream` sends an envelope over the leader's connection; `idle` is called (posted)
-    /// whenever the relay stops being busy().
+    /// `ranks`: the node's other ranks (the leader's own is not relayed). `heartbeat_timeout`:
+    /// a registered local launcher silent this long is closed, and reported upstream as
+    /// `closed` (`no heartbeat for 10 s`). `upstream` sends an envelope over the leader's
+    /// connection; `idle` is called (posted) whenever the relay stops being busy().
     NodeRelay(boost::asio::io_context& io,
               const protocol::Authenticator& auth,
               protocol::StepId step,
               std::set<std::uint32_t> ranks,
+              Millis heartbeat_timeout,
               std::function<void(const protocol::Relay&)> upstream,
               std::function<void()> idle);
     ~NodeRelay();
@@ -52,6 +58,9 @@ class NodeRelay {
     void listen(const std::string& path);
     /// An envelope from the coordinator: each of its ranks gets the message.
     void downstream(const protocol::Relay& relay);
+    /// The coordinator answered the leader's heartbeat: every registered local launcher gets
+    /// a heartbeat (its proof that the coordinator is alive).
+    void pulse();
     /// The leader's connection is gone: close every local connection (their launchers then
     /// take the coordinator-lost path) and stop accepting.
     void upstream_lost();

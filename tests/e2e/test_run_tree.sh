@@ -8,7 +8,11 @@
 #  2. a follower's trainer failing aborts the step naming that rank;
 #  3. a leader's trainer ending early (a worker done) keeps its node's relay up until its
 #     followers are done: the step still ends 0;
-#  4. kill -9 of a follower's launcher is reported as that rank's launcher lost.
+#  4. kill -9 of a follower's launcher is reported as that rank's launcher lost;
+#  5. kill -9 of a node LEADER's launcher: the coordinator reports the leader's rank lost, its
+#     follower loses its relay (`aborting: coordinator at rank 2's relay /tmp/tfslurm-<uid>/
+#     relay-<job>.<step>-2.sock lost (connection closed); cancelling step ...`), stops its trainer
+#     and cancels the step; srun exits 137 and nothing is left on that node.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -77,6 +81,40 @@ assert_eq 137 "$rc" "srun reports the killed launcher's status"$'\n'"$out"
 line="tfslurm: error: aborting: rank 3 (worker:3) on n2 launcher lost (connection closed)"
 assert_eq 1 "$(grep -cF "$line" "$dir/task-0.out")" "rank 0's launcher names the lost rank"$'\n'"$out"
 assert_eq 0 "$(grep -c 'exiting with status 0' <<<"$out")" "workers stopped early"$'\n'"$out"
+
+no_leftovers 20
+e2e_log "a follower's launcher killed"
+
+# --- 5. kill -9 of a node leader's launcher ----------------------------------------------------
+dir=$(make_tmpdir)
+timeout -k 5 120 srun -N3 --ntasks-per-node=2 -o "$dir/task-%t.out" "$TFSLURM_BIN" run --auth munge --grace 3 \
+    --heartbeat 0.5 --heartbeat-timeout 3 -- "$TFSLURM_TRAINER" --work-ms 60000 \
+    >"$dir/srun.out" 2>&1 &
+srun_pid=$!
+on_exit "kill $srun_pid 2>/dev/null || true"
+wait_for_lines 'listening on' 6 60 "$dir"/task-{0..5}.out
+victim=
+for pid in $(launcher_pids n2); do
+    if tr '\0' '\n' <"/proc/$pid/environ" | grep -qx 'SLURM_PROCID=2'; then
+        victim=$pid
+    fi
+done
+[[ -n $victim ]] || fail "no launcher of rank 2 (n2's leader) on n2"
+kill -KILL "$victim"
+e2e_log "killed the launcher of rank 2, n2's leader (pid $victim)"
+rc=0
+wait "$srun_pid" || rc=$?
+out=$(cat -- "$dir"/task-{0..5}.out)$'\n'$(cat "$dir/srun.out")
+assert_eq 137 "$rc" "srun reports the killed leader's status"$'\n'"$out"
+line="tfslurm: error: aborting: rank 2 (worker:2) on n2 launcher lost (connection closed)"
+assert_eq 1 "$(grep -cF "$line" "$dir/task-0.out")" "rank 0's launcher names the leader"$'\n'"$out"
+# The follower's own observation: its relay (in the killed launcher) is gone.
+line="tfslurm: error: aborting: coordinator at rank 2's relay /tmp/tfslurm-$(id -u)/relay-[0-9]+\.[0-9]+-2\.sock lost \(connection closed\); cancelling step [0-9]+\.[0-9]+ through Slurm"
+assert_eq 1 "$(grep -cxE "$line" "$dir/task-3.out")" \
+    "rank 3 reports its relay lost and cancels the step"$'\n'"$out"
+assert_contains "$(cat "$dir/task-3.out")" "received SIGTERM" "rank 3's trainer was stopped"
+assert_eq 0 "$(grep -c 'exiting with status 0' <<<"$out")" "workers stopped early"$'\n'"$out"
+assert_contains "$(cat "$dir/srun.out")" "srun: error: n2: task 2: Killed" "srun reports the killed task"
 
 no_leftovers 20
 e2e_log "PASS"

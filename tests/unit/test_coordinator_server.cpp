@@ -431,6 +431,16 @@ TEST_CASE("coordinator_server: a node leader registers and speaks for its node",
         CHECK(protocol::describe(failure) ==
               "rank 1 (worker:1) on n1 launcher lost (connection closed)");
     }
+    SECTION("a follower its relay found silent is lost with the relay's reason") {
+        send_frame(leader, protocol::encode_frame(relayed_hello(1)));
+        REQUIRE(receive(leader, leader_in));
+        send_frame(leader,
+                   protocol::encode_frame(protocol::Relay{{1}, {}, "no heartbeat for 10 s"}));
+        const auto abort = receive(leader, leader_in);
+        REQUIRE(abort);
+        CHECK(protocol::describe(std::get<protocol::Abort>(*abort).failure) ==
+              "rank 1 (worker:1) on n1 launcher lost (no heartbeat for 10 s)");
+    }
     SECTION("a leader speaks only for its own node") {
         send_frame(leader, protocol::encode_frame(relayed_hello(3)));
         CHECK_FALSE(receive(leader, leader_in)); // closed: a protocol error
@@ -468,6 +478,38 @@ TEST_CASE("coordinator_server: a node leader registers and speaks for its node",
         ::close(fd);
     }
     boost::asio::post(io, [&] {
+        server.close();
+        io.stop();
+    });
+    runner.join();
+    ::close(leader);
+}
+
+TEST_CASE("coordinator_server: a node leader's heartbeat stands for its followers",
+          "[coordinator_server][tree]") {
+    boost::asio::io_context io;
+    CoordinatorSettings s;
+    s.ranks = {Member{Role::worker, 0, "n1"}, Member{Role::worker, 1, "n1"}};
+    s.heartbeat_timeout = 400ms;
+    const auto auth = protocol::Authenticator::create(
+        {protocol::AuthMethod::secret, std::string(64, 'c'), "/nonexistent/munge.socket"});
+    CoordinatorServer server(io, s, auth, protocol::StepId{7, 0}, "127.0.0.1", 0);
+    std::thread runner([&] { io.run(); });
+    protocol::FrameDecoder leader_in;
+    const int leader = register_rank(server.port(), auth, 0, leader_in, true);
+    send_frame(leader, protocol::encode_frame(relayed_hello(1)));
+    REQUIRE(receive(leader, leader_in));
+    // Rank 1 sends nothing for three heartbeat timeouts; only its leader heartbeats, and only
+    // the leader is answered (its relay passes the answer on).
+    for (int i = 0; i < 12; ++i) {
+        std::this_thread::sleep_for(100ms);
+        send_frame(leader, protocol::encode_frame(protocol::Heartbeat{}));
+        const auto answer = receive(leader, leader_in);
+        REQUIRE(answer);
+        REQUIRE(std::holds_alternative<protocol::Heartbeat>(*answer));
+    }
+    boost::asio::post(io, [&] {
+        CHECK(server.state().verdict() == Verdict::none);
         server.close();
         io.stop();
     });

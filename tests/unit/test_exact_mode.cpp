@@ -72,7 +72,8 @@ Plan exchanged_plan(const StepInfo& step,
         coordinator.registered(rank.rank, Clock::time_point{}, k_ib0.at(rank.host), port);
     }
     const auto out = coordinator.take_outgoing();
-    REQUIRE(out.size() == by_name.ranks.size());
+    REQUIRE(out.size() == 1); // one `cluster` for every rank
+    REQUIRE(out.front().ranks.size() == by_name.ranks.size());
     const auto wire = tfslurm::protocol::encode_payload(out.front().message);
     const auto cluster =
         std::get<tfslurm::protocol::Cluster>(tfslurm::protocol::decode_payload(wire));

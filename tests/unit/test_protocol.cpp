@@ -858,6 +858,17 @@ TEST_CASE("protocol: relay envelopes carry any message unchanged (the tree)", "[
         CHECK(decoded.ranks == std::vector<std::uint32_t>{1, 2, 3});
         CHECK(decode_payload(decoded.message).index() == Message(Stop{}).index());
     }
+    SECTION("frame parts around a shared payload make the same bytes as encoding") {
+        const std::string stop = encode_payload(Stop{StopReason::done, 0, 0});
+        const auto relayed = frame_parts(stop.size(), {1, 2, 3}, k_max_trusted_frame);
+        CHECK(relayed.head + stop + relayed.tail ==
+              frame_payload(encode_payload(Relay{{1, 2, 3}, stop, {}}), k_max_trusted_frame));
+        const auto direct = frame_parts(stop.size(), {}, k_max_trusted_frame);
+        CHECK(direct.tail.empty());
+        CHECK(direct.head + stop == frame_payload(stop, k_max_trusted_frame));
+        CHECK_THROWS_WITH(frame_parts(k_max_frame, {1}),
+                          Catch::StartsWith("protocol: message of 65577 bytes exceeds the 65536"));
+    }
     SECTION("a local connection's end") {
         const Relay closed{{4}, {}, "connection closed"};
         CHECK(encode_payload(closed) ==
