@@ -889,7 +889,7 @@ TEST_CASE("run: exact mode moves a rank whose port is held, and says when none i
     }
     REQUIRE(fd >= 0);
     const auto port = [base](int offset) { return std::to_string(base + offset); };
-    const std::string id = std::to_string(job_id(43));
+    const std::string id = std::to_string(job_id(73));
     Cli moved({"run",
                "--local",
                "2",
@@ -1117,7 +1117,7 @@ TEST_CASE("run: the checkpoint and requeue options are checked", "[run][checkpoi
 
 TEST_CASE("run: --probe starts the trainers once every peer is reachable, else names the pair",
           "[run][probe]") {
-    const std::string id = std::to_string(job_id(71));
+    const std::string id = std::to_string(job_id(72));
     const std::string show = R"(echo "started $TFSLURM_RANK")";
     // Exact mode (--iface lo): each launcher listens on the port it holds.
     Cli reachable({"run",
