@@ -2,6 +2,8 @@
 // The one place tfslurm calls Slurm's PMI2 client library. As in slurm_api.cpp, licensing is
 // the reason for the shape: libpmi2 is loaded at run time and called through the declarations
 // below, written from the documented PMI2 API (Slurm's pmi2.h), never copied.
+#include "detail/shared_library.hpp"
+
 #include <tfslurm/error.hpp>
 #include <tfslurm/exchange.hpp>
 #include <tfslurm/log.hpp>
@@ -38,33 +40,12 @@ struct Pmi2Functions {
 
 // The library is never unloaded: PMI2 keeps its connection state for the whole process.
 Pmi2Functions load_libpmi2(const std::vector<std::string>& names) {
-    void* handle = nullptr;
-    std::string loaded;
-    std::string last_error = "no library name to load";
-    std::string tried;
-    for (const auto& name : names) {
-        tried += (tried.empty() ? "" : ", ") + name;
-        handle = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-        if (handle != nullptr) {
-            loaded = name;
-            break;
-        }
-        const char* why = ::dlerror();
-        last_error = why != nullptr ? why : name + ": cannot be loaded";
-    }
-    if (handle == nullptr) {
-        throw errors::make(Errc::io,
-                           "libpmi2",
-                           fmt::format("cannot load any of {}: {}", tried, last_error),
-                           "install Slurm's PMI2 library on every node (Debian: libpmi2-0)");
-    }
-    const auto symbol = [&](const char* name) -> void* {
-        void* address = ::dlsym(handle, name);
-        if (address == nullptr) {
-            throw errors::make(Errc::io, "libpmi2", fmt::format("{} has no {}()", loaded, name));
-        }
-        return address;
-    };
+    const detail::SharedLibrary library = detail::load_first_library(
+        names,
+        RTLD_NOW | RTLD_LOCAL,
+        "libpmi2",
+        "install Slurm's PMI2 library on every node (Debian: libpmi2-0)");
+    const auto symbol = [&library](const char* name) { return library.symbol(name); };
     Pmi2Functions f;
     // dlsym returns void*: converting it to a function pointer is how POSIX defines its use.
     // NOLINTBEGIN(cppcoreguidelines-pro-type-reinterpret-cast)
@@ -75,7 +56,7 @@ Pmi2Functions load_libpmi2(const std::vector<std::string>& names) {
     f.fence = reinterpret_cast<decltype(f.fence)>(symbol("PMI2_KVS_Fence"));
     f.get = reinterpret_cast<decltype(f.get)>(symbol("PMI2_KVS_Get"));
     // NOLINTEND(cppcoreguidelines-pro-type-reinterpret-cast)
-    logger().debug("libpmi2: loaded {}", loaded);
+    logger().debug("libpmi2: loaded {}", library.name);
     return f;
 }
 

@@ -3,6 +3,8 @@
 // tfslurm binary stays MIT because it neither links libslurm nor includes Slurm's headers; the
 // node's libslurm is loaded at run time and called through the declarations below, written
 // from Slurm's documented API (slurm.h of each release), never copied.
+#include "detail/shared_library.hpp"
+
 #include <tfslurm/error.hpp>
 #include <tfslurm/log.hpp>
 #include <tfslurm/slurm_api.hpp>
@@ -75,45 +77,21 @@ std::vector<std::string> default_libslurm_names() {
     return names;
 }
 
-// Loading and checking in one place (~65 lines): each refusal (no file, not a libslurm, an
-// unknown release, a missing symbol) needs the names tried so far for its message.
+// Loading and checking in one place: each refusal (no file, not a libslurm, an unknown release,
+// a missing symbol) names the file it is about.
 SlurmLibrary SlurmLibrary::load(const std::vector<std::string>& names) {
-    if (names.empty()) {
-        throw errors::make(Errc::io, "libslurm", "no library name to load");
-    }
-    void* handle = nullptr;
-    std::string loaded;
-    std::string last_error;
-    for (const auto& name : names) {
-        // RTLD_GLOBAL: the plugins libslurm loads itself (auth/munge, hash/k12) resolve
-        // libslurm's symbols (slurm_conf, ...) from the global scope, as in a program linked
-        // with it. Our executable exports no symbols of its own, so nothing of ours collides.
-        handle = ::dlopen(name.c_str(), RTLD_NOW | RTLD_GLOBAL);
-        if (handle != nullptr) {
-            loaded = name;
-            break;
-        }
-        const char* why = ::dlerror();
-        last_error = why != nullptr ? why : name + ": cannot be loaded";
-    }
-    if (handle == nullptr) {
-        std::string tried;
-        for (const auto& name : names) {
-            tried += (tried.empty() ? "" : ", ") + name;
-        }
-        throw errors::make(Errc::io,
-                           "libslurm",
-                           fmt::format("cannot load any of {}: {}", tried, last_error),
-                           "is Slurm's library (libslurm) installed on this node?");
-    }
+    // RTLD_GLOBAL: the plugins libslurm loads itself (auth/munge, hash/k12) resolve
+    // libslurm's symbols (slurm_conf, ...) from the global scope, as in a program linked
+    // with it. Our executable exports no symbols of its own, so nothing of ours collides.
+    const detail::SharedLibrary shared =
+        detail::load_first_library(names,
+                                   RTLD_NOW | RTLD_GLOBAL,
+                                   "libslurm",
+                                   "is Slurm's library (libslurm) installed on this node?");
+    void* handle = shared.handle;
+    const std::string& loaded = shared.name;
     // dlsym returns void*: converting it to a function pointer is how POSIX defines its use.
-    const auto symbol = [&](const char* name) -> void* {
-        void* address = ::dlsym(handle, name);
-        if (address == nullptr) {
-            throw errors::make(Errc::io, "libslurm", fmt::format("{} has no {}()", loaded, name));
-        }
-        return address;
-    };
+    const auto symbol = [&shared](const char* name) { return shared.symbol(name); };
     // NOLINTBEGIN(cppcoreguidelines-pro-type-reinterpret-cast)
     const auto api_version = reinterpret_cast<long (*)()>(symbol("slurm_api_version"))();
     SlurmLibrary library;
