@@ -542,6 +542,8 @@ struct FaninResult {
     double cpu_ms = 0;
 };
 
+// One measured run (~75 lines): the coordinator and the simulated nodes in two processes, the
+// figures read from both; kept together so what is timed is visible in one place.
 /// One coordinator (its own process) and the simulated nodes (another process).
 FaninResult fanin(const Shape& shape) {
     FaninResult result;

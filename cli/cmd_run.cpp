@@ -126,6 +126,8 @@ PortRange port_range(const RunArgs& args, const Environment& env) {
                                   : parse_port_range(found->second.value, "port_range");
 }
 
+// One setting after the other (~65 lines): each launcher option is parsed from its winning
+// value with its own rule; splitting the list would only hide which options exist.
 LauncherOptions launcher_options(const RunArgs& args, const Environment& env) {
     (void)port_range(args, env); // checked with the others, before anything starts
     const auto values = given_values(args.given, env);

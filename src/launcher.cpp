@@ -430,6 +430,8 @@ void LauncherMachine::signal_received(int signo, Clock::time_point now, SignalOr
     maybe_finish(now);
 }
 
+// One case per LauncherTimer (~65 lines): each timer's firing is a short rule of its own, and
+// the switch shows them side by side with the timers the machine arms.
 void LauncherMachine::timer_fired(LauncherTimer timer, Clock::time_point now) {
     switch (timer) {
     case LauncherTimer::heartbeat:

@@ -230,6 +230,8 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
     });
 }
 
+// The launcher's life in order (~65 lines): coordinator, held port, signals, deadline, relay,
+// connect, then the event loop and the cleanup after it; the order is the point.
 LaunchResult LauncherShell::run() {
     m_auth = protocol::Authenticator::create(m_options.auth);
     logger().debug("{}: authentication: {}", label(), protocol::to_string(m_auth->method()));
@@ -425,6 +427,9 @@ void LauncherShell::start_probe(const std::vector<ProbeTarget>& targets) {
         });
 }
 
+// Everything between the start decision and a running trainer (~65 lines): port checks, the
+// environment (exchanged addresses, restart count), the held port's release and the spawn, in
+// the order they must happen.
 void LauncherShell::start_trainer(std::uint32_t restart) {
     // No probe connection may meet the trainer: the listener closes before it binds the port.
     m_probe.close();
