@@ -57,26 +57,33 @@ expected=$(printf 'leader %s done\n' 0 2 4; printf 'rank %s done\n' 1 3 5
 assert_eq "$expected" "$(sort -V <<<"$out")" "the followers finished after their leaders"$'\n'"$out"
 e2e_log "leaders done early keep relaying"
 
+# kill_launcher_of RANK WHAT: start a 3-node, 2-tasks-per-node step of long trainers, SIGKILL
+# the launcher of RANK (on n2) once every trainer listens, and wait for srun. Sets `dir` (the
+# tasks' outputs), `rc` (srun's status) and `out` (every output).
+kill_launcher_of() {
+    local rank=$1 what=$2 srun_pid victim='' pid
+    dir=$(make_tmpdir)
+    timeout -k 5 120 srun -N3 --ntasks-per-node=2 -o "$dir/task-%t.out" "$TFSLURM_BIN" run \
+        --auth munge --grace 3 --heartbeat 0.5 --heartbeat-timeout 3 -- "$TFSLURM_TRAINER" \
+        --work-ms 60000 >"$dir/srun.out" 2>&1 &
+    srun_pid=$!
+    on_exit "kill $srun_pid 2>/dev/null || true"
+    wait_for_lines 'listening on' 6 60 "$dir"/task-{0..5}.out
+    for pid in $(launcher_pids n2); do
+        if tr '\0' '\n' <"/proc/$pid/environ" | grep -qx "SLURM_PROCID=$rank"; then
+            victim=$pid
+        fi
+    done
+    [[ -n $victim ]] || fail "no launcher of rank $rank ($what) on n2"
+    kill -KILL "$victim"
+    e2e_log "killed the launcher of rank $rank, $what (pid $victim)"
+    rc=0
+    wait "$srun_pid" || rc=$?
+    out=$(cat -- "$dir"/task-{0..5}.out)$'\n'$(cat "$dir/srun.out")
+}
+
 # --- 4. kill -9 of a follower's launcher -------------------------------------------------------
-dir=$(make_tmpdir)
-timeout -k 5 120 srun -N3 --ntasks-per-node=2 -o "$dir/task-%t.out" "$TFSLURM_BIN" run --auth munge --grace 3 \
-    --heartbeat 0.5 --heartbeat-timeout 3 -- "$TFSLURM_TRAINER" --work-ms 60000 \
-    >"$dir/srun.out" 2>&1 &
-srun_pid=$!
-on_exit "kill $srun_pid 2>/dev/null || true"
-wait_for_lines 'listening on' 6 60 "$dir"/task-{0..5}.out
-victim=
-for pid in $(launcher_pids n2); do
-    if tr '\0' '\n' <"/proc/$pid/environ" | grep -qx 'SLURM_PROCID=3'; then
-        victim=$pid
-    fi
-done
-[[ -n $victim ]] || fail "no launcher of rank 3 on n2"
-kill -KILL "$victim"
-e2e_log "killed the launcher of rank 3 on n2 (pid $victim)"
-rc=0
-wait "$srun_pid" || rc=$?
-out=$(cat -- "$dir"/task-{0..5}.out)$'\n'$(cat "$dir/srun.out")
+kill_launcher_of 3 "a follower"
 assert_eq 137 "$rc" "srun reports the killed launcher's status"$'\n'"$out"
 line="tfslurm: error: aborting: rank 3 (worker:3) on n2 launcher lost (connection closed)"
 assert_eq 1 "$(grep -cF "$line" "$dir/task-0.out")" "rank 0's launcher names the lost rank"$'\n'"$out"
@@ -86,25 +93,7 @@ no_leftovers 20
 e2e_log "a follower's launcher killed"
 
 # --- 5. kill -9 of a node leader's launcher ----------------------------------------------------
-dir=$(make_tmpdir)
-timeout -k 5 120 srun -N3 --ntasks-per-node=2 -o "$dir/task-%t.out" "$TFSLURM_BIN" run --auth munge --grace 3 \
-    --heartbeat 0.5 --heartbeat-timeout 3 -- "$TFSLURM_TRAINER" --work-ms 60000 \
-    >"$dir/srun.out" 2>&1 &
-srun_pid=$!
-on_exit "kill $srun_pid 2>/dev/null || true"
-wait_for_lines 'listening on' 6 60 "$dir"/task-{0..5}.out
-victim=
-for pid in $(launcher_pids n2); do
-    if tr '\0' '\n' <"/proc/$pid/environ" | grep -qx 'SLURM_PROCID=2'; then
-        victim=$pid
-    fi
-done
-[[ -n $victim ]] || fail "no launcher of rank 2 (n2's leader) on n2"
-kill -KILL "$victim"
-e2e_log "killed the launcher of rank 2, n2's leader (pid $victim)"
-rc=0
-wait "$srun_pid" || rc=$?
-out=$(cat -- "$dir"/task-{0..5}.out)$'\n'$(cat "$dir/srun.out")
+kill_launcher_of 2 "n2's leader"
 assert_eq 137 "$rc" "srun reports the killed leader's status"$'\n'"$out"
 line="tfslurm: error: aborting: rank 2 (worker:2) on n2 launcher lost (connection closed)"
 assert_eq 1 "$(grep -cF "$line" "$dir/task-0.out")" "rank 0's launcher names the leader"$'\n'"$out"
