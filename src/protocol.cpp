@@ -709,8 +709,9 @@ std::optional<std::string> FrameDecoder::next() {
     }
     std::string payload = m_buffer.substr(k_header_size, size);
     m_buffer.erase(0, k_header_size + size);
-    // The next frame's header, if complete, is checked now rather than on the next feed.
-    check_header();
+    // The next frame's header is checked by the next call, not now: the caller may raise the
+    // limit first (a launcher after the coordinator's `welcome`, which can arrive in one read
+    // with the large `cluster` behind it).
     return payload;
 }
 

@@ -263,7 +263,7 @@ TEST_CASE("protocol: the cluster of 10,000 ranks stays compact", "[protocol]") {
     }
     const auto size = [&cluster] { return encode_payload(cluster).size(); };
     const std::size_t addresses_only = size();
-    CHECK(addresses_only < 40 * 1024);
+    CHECK(addresses_only < std::size_t{40} * 1024);
     // Usually every launcher got its planned port: nothing more is sent.
     // One moved port per node, in the node's last task: a zero for every other rank.
     cluster.ports.assign(10000, 0);
@@ -275,7 +275,7 @@ TEST_CASE("protocol: the cluster of 10,000 ranks stays compact", "[protocol]") {
     // frames may exceed (docs/protocol.md).
     cluster.ports.assign(10000, 31999);
     CHECK(size() > k_max_frame);
-    CHECK(size() < 100 * 1024);
+    CHECK(size() < std::size_t{100} * 1024);
 }
 
 TEST_CASE("protocol: malformed payloads are protocol errors", "[protocol]") {
@@ -911,4 +911,29 @@ TEST_CASE("protocol: large frames only from a proven peer", "[protocol]") {
     CHECK(std::get<Cluster>(decode_payload(*payload)).addresses.size() == 5000);
     CHECK_THROWS_WITH(frame_payload(std::string(k_max_frame + 1, 'x')),
                       Catch::Contains("exceeds the 65536-byte frame limit"));
+}
+
+TEST_CASE("protocol: the limit may be raised between two frames of one read", "[protocol]") {
+    // A launcher raises its limit after the coordinator's welcome; the large `cluster` can
+    // arrive in the same read, right behind it.
+    Cluster cluster;
+    for (int node = 0; node < 5000; ++node) {
+        cluster.addresses.emplace(fmt::format("node{:05}", node), "10.0.0.1");
+    }
+    const std::string both = encode_frame(Welcome{5000, std::string(64, 'f')}) +
+                             encode_frame(cluster, k_max_trusted_frame);
+    FrameDecoder decoder;
+    decoder.feed(both);
+    const auto welcome = decoder.next();
+    REQUIRE(welcome);
+    CHECK(std::holds_alternative<Welcome>(decode_payload(*welcome)));
+    SECTION("raised: the large frame follows") {
+        decoder.set_limit(k_max_trusted_frame);
+        const auto payload = decoder.next();
+        REQUIRE(payload);
+        CHECK(std::get<Cluster>(decode_payload(*payload)).addresses.size() == 5000);
+    }
+    SECTION("not raised: the next call refuses it") {
+        CHECK_THROWS_WITH(decoder.next(), Catch::Contains("exceeds the 65536-byte limit"));
+    }
 }
