@@ -252,7 +252,14 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
             return;
         }
         if (!m_writing) {
-            write();
+            // Written once the handler that queued it is done: what one read produces (a
+            // node's welcomes, a leader's own stop and its followers') leaves in one system call.
+            m_writing = true;
+            asio::post(m_socket.get_executor(), [self = shared_from_this()] {
+                if (!self->m_closed) {
+                    self->write();
+                }
+            });
         }
     }
 

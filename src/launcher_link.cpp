@@ -279,36 +279,45 @@ void LauncherShell::send(const protocol::Message& message, bool own) {
     }
 }
 
+/// Write the queued frames, up to k_frames_per_write in one gather write: what queued up while
+/// the last write was in flight (a node leader's followers' hellos or exits) goes out in one
+/// system call, and reaches the coordinator in one read.
 void LauncherShell::write() {
+    constexpr std::size_t k_frames_per_write = 64;
     m_writing = true;
-    asio::async_write(
-        m_socket, asio::buffer(m_queue.front().first), [this](const error_code& ec, std::size_t) {
-            m_writing = false;
-            if (ec) {
-                m_queue.clear();
-                if (m_link == Link::session) {
-                    if (m_relay) {
-                        m_relay->upstream_lost();
-                    }
-                    m_machine.connection_lost(ec.message(), Clock::now());
-                    perform();
-                } else if (m_link == Link::handshake && ec != asio::error::operation_aborted) {
-                    next_candidate(ec.message());
+    m_in_flight = std::min(m_queue.size(), k_frames_per_write);
+    m_buffers.clear();
+    for (std::size_t i = 0; i < m_in_flight; ++i) {
+        m_buffers.emplace_back(asio::buffer(m_queue[i].first));
+    }
+    asio::async_write(m_socket, m_buffers, [this](const error_code& ec, std::size_t) {
+        m_writing = false;
+        if (ec) {
+            m_queue.clear();
+            if (m_link == Link::session) {
+                if (m_relay) {
+                    m_relay->upstream_lost();
                 }
-                return;
+                m_machine.connection_lost(ec.message(), Clock::now());
+                perform();
+            } else if (m_link == Link::handshake && ec != asio::error::operation_aborted) {
+                next_candidate(ec.message());
             }
-            const bool from_machine = !m_queue.empty() && m_queue.front().second;
-            if (!m_queue.empty()) {
-                m_queue.pop_front();
-            }
-            if (from_machine) {
-                m_machine.written(Clock::now());
-            }
-            if (!m_queue.empty()) {
-                write();
-            }
-            perform();
-        });
+            return;
+        }
+        const auto written = static_cast<std::ptrdiff_t>(std::min(m_in_flight, m_queue.size()));
+        const auto machine_frames = std::count_if(m_queue.begin(),
+                                                  m_queue.begin() + written,
+                                                  [](const auto& frame) { return frame.second; });
+        m_queue.erase(m_queue.begin(), m_queue.begin() + written);
+        for (std::ptrdiff_t i = 0; i < machine_frames; ++i) {
+            m_machine.written(Clock::now());
+        }
+        if (!m_queue.empty()) {
+            write();
+        }
+        perform();
+    });
 }
 
 void LauncherShell::plan_tree() {

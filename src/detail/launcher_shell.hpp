@@ -174,6 +174,8 @@ class LauncherShell {
     protocol::FrameDecoder m_decoder;
     /// Frames to write; `second`: a machine Send, acknowledged with written().
     std::deque<std::pair<std::string, bool>> m_queue;
+    std::vector<asio::const_buffer> m_buffers; ///< of the frames being written
+    std::size_t m_in_flight = 0;               ///< the first frames of m_queue, being written
     bool m_writing = false;
 
     /// The connection as the shell sees it; after `welcome` (session) the machine decides.
