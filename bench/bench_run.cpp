@@ -3,6 +3,7 @@
 // one coordinator takes. A benchmark that prints figures, not a test: nothing here asserts speed.
 //
 //   bench_run [--cli PATH] [--runs N] [--tasks N] [--fanin N]
+//   bench_run --shape NODESxPER_NODE     (only that fan-in, e.g. 12500x8: for profiling)
 //
 // 1. completion: --local 16 (4 ps, 12 workers): time from the last worker's exit to the last
 //    ps receiving SIGTERM, and to the whole job having exited (median and max over --runs).
@@ -39,9 +40,11 @@
 #include <chrono>
 #include <climits>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <deque>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -450,12 +453,37 @@ class FakeNode : public std::enable_shared_from_this<FakeNode> {
         return true;
     }
 
+    /// As a launcher writes (launcher_link.cpp): one write in flight, and what queued up
+    /// meanwhile goes out in the next one, gathered.
     void send(const protocol::Message& message) {
-        auto frame = std::make_shared<std::string>(protocol::encode_frame(message));
+        m_queue.push_back(protocol::encode_frame(message, protocol::k_max_relay_frame));
+        if (!m_writing) {
+            write();
+        }
+    }
+
+    void write() {
+        m_writing = true;
+        m_in_flight = m_queue.size();
+        m_buffers.clear();
+        for (const std::string& frame : m_queue) {
+            m_buffers.push_back(asio::buffer(frame));
+        }
         asio::async_write(
             m_socket,
-            asio::buffer(*frame),
-            [self = shared_from_this(), frame](const boost::system::error_code&, std::size_t) {});
+            m_buffers,
+            [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+                self->m_writing = false;
+                if (ec) {
+                    return;
+                }
+                self->m_queue.erase(self->m_queue.begin(),
+                                    self->m_queue.begin() +
+                                        static_cast<std::ptrdiff_t>(self->m_in_flight));
+                if (!self->m_queue.empty()) {
+                    self->write();
+                }
+            });
     }
 
     void release() {
@@ -486,6 +514,10 @@ class FakeNode : public std::enable_shared_from_this<FakeNode> {
     std::function<void(bool)> m_done;
     std::array<char, 65536> m_buffer{};
     protocol::FrameDecoder m_decoder;
+    std::deque<std::string> m_queue;
+    std::vector<asio::const_buffer> m_buffers;
+    std::size_t m_in_flight = 0;
+    bool m_writing = false;
     std::uint32_t m_stopped = 0;
     std::uint32_t m_clustered = 0;
     bool m_reported = false;
@@ -540,6 +572,7 @@ struct FaninResult {
     double rss_kib = 0;     ///< the coordinator's peak RSS
     /// The coordinator's CPU time (user + system): steadier than the wall time on a shared box.
     double cpu_ms = 0;
+    double clients_cpu_ms = 0; ///< the simulated launchers' CPU time, sharing the same cores
 };
 
 // One measured run (~75 lines): the coordinator and the simulated nodes in two processes, the
@@ -605,17 +638,19 @@ FaninResult fanin(const Shape& shape) {
         }
         ::_exit(code);
     }
+    const auto ms = [](const timeval& t) {
+        return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3;
+    };
     int client_status = 0;
-    ::waitpid(clients, &client_status, 0);
+    rusage client_usage{};
+    ::wait4(clients, &client_status, 0, &client_usage);
     result.wall_ms = now_ms() - start;
+    result.clients_cpu_ms = ms(client_usage.ru_utime) + ms(client_usage.ru_stime);
     int server_status = 0;
     rusage usage{};
     ::wait4(server, &server_status, 0, &usage);
     result.finished_ms = now_ms() - start;
     result.rss_kib = static_cast<double>(usage.ru_maxrss);
-    const auto ms = [](const timeval& t) {
-        return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3;
-    };
     result.cpu_ms = ms(usage.ru_utime) + ms(usage.ru_stime);
     result.ok = ExitStatus::from_wait_status(client_status).success() &&
                 ExitStatus::from_wait_status(server_status).success();
@@ -633,12 +668,13 @@ void print_fanin(const std::string& what,
                n / (r.wall_ms / 1e3),
                r.finished_ms,
                r.ok ? "ok" : "FAILED");
-    fmt::print("  {:<44} {:8.1f} MiB peak RSS ({:.0f} bytes per task), coordinator CPU {:.0f} "
-               "ms   {}\n",
+    fmt::print("  {:<44} {:8.1f} MiB peak RSS ({:.0f} bytes per task), CPU: coordinator {:.0f} ms, "
+               "simulated launchers {:.0f} ms   {}\n",
                "",
                r.rss_kib / 1024.0,
                r.rss_kib * 1024.0 / n,
                r.cpu_ms,
+               r.clients_cpu_ms,
                target);
 }
 
@@ -672,9 +708,26 @@ void fanins(std::uint32_t tasks) {
                 "(issue #9: hellos with addresses, `cluster` to every task, then exit and stop)");
 }
 
-} // namespace
+/// `--shape NODESxPER_NODE`: that one fan-in, for a profiler.
+int only_fanin(const std::string& text) {
+    unsigned nodes = 0;
+    unsigned per_node = 0;
+    char x = 0;
+    if (std::sscanf(text.c_str(), "%u%c%u", &nodes, &x, &per_node) != 3 || x != 'x' || nodes == 0 ||
+        per_node == 0) {
+        std::cerr << "bench_run: --shape: expected NODESxPER_NODE such as 12500x8, got '" << text
+                  << "'\n";
+        return 2;
+    }
+    const Shape one{nodes, per_node, false};
+    const auto result = fanin(one);
+    print_fanin(
+        fmt::format("{} tasks ({} nodes x {})", one.ranks(), nodes, per_node), one, result, "");
+    return result.ok ? 0 : 1;
+}
 
-int main(int argc, char** argv) {
+/// The whole program; main() only catches what it throws.
+int bench_main(int argc, char** argv) {
     if (argc == 3 && std::string(argv[1]) == "--trainer") {
         return trainer(argv[2]);
     }
@@ -682,6 +735,7 @@ int main(int argc, char** argv) {
     int runs = 10;
     int tasks = 16;
     std::uint32_t fanin_n = 10000;
+    std::string shape;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string option = argv[i];
         if (option == "--cli") {
@@ -690,12 +744,18 @@ int main(int argc, char** argv) {
             runs = std::atoi(argv[i + 1]);
         } else if (option == "--tasks") {
             tasks = std::atoi(argv[i + 1]);
+        } else if (option == "--shape") {
+            shape = argv[i + 1];
         } else if (option == "--fanin") {
             fanin_n = static_cast<std::uint32_t>(std::atoi(argv[i + 1]));
         } else {
-            std::cerr << "usage: bench_run [--cli PATH] [--runs N] [--tasks N] [--fanin N]\n";
+            std::cerr << "usage: bench_run [--cli PATH] [--runs N] [--tasks N] [--fanin N]\n"
+                         "       bench_run --shape NODESxPER_NODE\n";
             return 2;
         }
+    }
+    if (!shape.empty()) {
+        return only_fanin(shape);
     }
     if (cli.empty()) {
         const std::string exe = self_exe();
@@ -706,16 +766,22 @@ int main(int argc, char** argv) {
         return 2;
     }
     fmt::print("bench_run: {} ({} CPUs)\n", cli, ::sysconf(_SC_NPROCESSORS_ONLN));
+    completion(cli, runs, tasks);
+    failure(cli, std::max(1, runs / 2), tasks);
+    overhead(cli, std::max(1, runs / 2), tasks);
+    if (fanin_n > 0) {
+        fanins(fanin_n);
+    }
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
     try {
-        completion(cli, runs, tasks);
-        failure(cli, std::max(1, runs / 2), tasks);
-        overhead(cli, std::max(1, runs / 2), tasks);
-        if (fanin_n > 0) {
-            fanins(fanin_n);
-        }
+        return bench_main(argc, argv);
     } catch (const std::exception& e) {
         std::cerr << "bench_run: " << e.what() << "\n";
         return 1;
     }
-    return 0;
 }
