@@ -83,17 +83,25 @@ inline void assign_padded(std::string& out, std::uint64_t value, std::size_t wid
     out.append(buffer.data() + pos, digits);
 }
 
+/// Add one to the decimal text [first, last) in place. Returns false when the carry leaves it
+/// (`99` became `00`: the value needs one more digit).
+inline bool increment_digits(char* first, char* last) noexcept {
+    for (char* c = last; c != first;) {
+        --c;
+        if (*c != '9') {
+            ++*c;
+            return true;
+        }
+        *c = '0';
+    }
+    return false;
+}
+
 /// Add one to a zero-padded decimal text; the padding absorbs carries, `99` becomes `100`.
 inline void increment_decimal(std::string& digits) {
-    for (std::size_t i = digits.size(); i > 0; --i) {
-        char& c = digits[i - 1];
-        if (c != '9') {
-            ++c;
-            return;
-        }
-        c = '0';
+    if (!increment_digits(digits.data(), digits.data() + digits.size())) {
+        digits.insert(digits.begin(), '1');
     }
-    digits.insert(digits.begin(), '1');
 }
 
 /// An item of a message: control characters escaped, long items cut.

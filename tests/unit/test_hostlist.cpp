@@ -500,6 +500,44 @@ TEST_CASE("hostlist: write_hostnames hands out whole lines in bounded chunks", "
     CHECK(chunks.empty());
 }
 
+TEST_CASE("hostlist: write_hostnames writes what expand_hostlist returns", "[hostlist]") {
+    // run()'s fast path: digits growing (9 -> 10, 99 -> 100), padding, a range ending right at
+    // a carry, one-host ranges, lines just under and over its 64-byte limit, the largest values.
+    const std::string prefix62(61, 'p');
+    const std::string prefix63(62, 'p');
+    for (const std::string& list :
+         std::vector<std::string>{"n[8-12]",
+                                  "n[098-101]",
+                                  "n[99-99],n[0-0],n[9-10]",
+                                  "n[0998-1000]x",
+                                  "a[9-10]b[99-100]",
+                                  prefix62 + "[8-11]",
+                                  prefix63 + "[8-11]",
+                                  std::string("n[18446744073709551613-18446744073709551615]")}) {
+        INFO(list);
+        std::string written;
+        tfslurm::write_hostnames(list, [&written](std::string_view chunk) { written += chunk; });
+        std::string expected;
+        for (const auto& host : expand(list)) {
+            expected += host + "\n";
+        }
+        CHECK(written == expected);
+    }
+}
+
+TEST_CASE("hostlist: write_hostnames writes a line longer than a chunk whole", "[hostlist]") {
+    std::vector<std::string> chunks;
+    const auto collect = [&chunks](std::string_view chunk) { chunks.emplace_back(chunk); };
+    const std::string long_name(70000, 'h');
+    tfslurm::write_hostnames("n1," + long_name + "," + long_name + "[8-9],n2", collect);
+    REQUIRE(chunks.size() == 5);
+    CHECK(chunks[0] == "n1\n");
+    CHECK(chunks[1] == long_name + "\n");
+    CHECK(chunks[2] == long_name + "8\n");
+    CHECK(chunks[3] == long_name + "9\n");
+    CHECK(chunks[4] == "n2\n");
+}
+
 TEST_CASE("hostlist: a visit reports every error before the first host", "[hostlist]") {
     RecordingVisitor visitor;
     CHECK_THROWS_AS(tfslurm::visit_hostlist("n[1-3],m[2-1]", visitor), tfslurm::Error);
@@ -547,9 +585,10 @@ TEST_CASE("hostlist: a run folds like its hosts one by one (property)", "[hostli
             by_run.run(prefix, lo, hi, width);
             for (std::uint64_t value = lo; value <= hi; ++value) {
                 std::string digits = std::to_string(value);
-                hosts.push_back(
-                    prefix + std::string(width > digits.size() ? width - digits.size() : 0, '0') +
-                    digits);
+                std::string host(prefix);
+                host.append(width > digits.size() ? width - digits.size() : 0, '0');
+                host += digits;
+                hosts.push_back(std::move(host));
             }
         }
         CAPTURE(trace);
