@@ -47,15 +47,16 @@ struct RunArgs {
     std::vector<std::string> command;
 };
 
-/// Seconds (a decimal number, > 0 and at most one day) as milliseconds.
+/// Seconds (a decimal number from 0.001 to 86400, one day) as milliseconds: less than a
+/// millisecond would be 0 ms, and a heartbeat of 0 ms spins (every timer fires at once).
 Millis parse_seconds(const std::string& text, std::string_view key) {
     char* end = nullptr;
     errno = 0;
     const double seconds = std::strtod(text.c_str(), &end);
     if (text.empty() || end != text.c_str() + text.size() || errno != 0 ||
-        !std::isfinite(seconds) || seconds <= 0 || seconds > 86400) {
+        !std::isfinite(seconds) || seconds < 0.001 || seconds > 86400) {
         throw errors::invalid_setting(
-            key, "expected a number of seconds in (0, 86400]", text, "e.g. 10 or 0.5");
+            key, "expected a number of seconds from 0.001 to 86400", text, "e.g. 10 or 0.5");
     }
     // std::chrono::round, not std::llround: that was the binary's only use of libm (300 KiB
     // of resident memory at every start).

@@ -1100,8 +1100,12 @@ TEST_CASE("run: the checkpoint and requeue options are checked", "[run][checkpoi
         return cli.output();
     };
     CHECK(error({"--checkpoint-before", "0"}) ==
-          "tfslurm: error: --checkpoint-before: expected a number of seconds in (0, 86400]: "
-          "\"0\"\ntfslurm: hint: e.g. 10 or 0.5\n");
+          "tfslurm: error: --checkpoint-before: expected a number of seconds from 0.001 to "
+          "86400: \"0\"\ntfslurm: hint: e.g. 10 or 0.5\n");
+    // Less than a millisecond would be a 0 ms timer: a heartbeat of 0 ms spun forever.
+    CHECK(error({"--heartbeat", "0.0001"}) ==
+          "tfslurm: error: --heartbeat: expected a number of seconds from 0.001 to 86400: "
+          "\"0.0001\"\ntfslurm: hint: e.g. 10 or 0.5\n");
     CHECK(error({"--checkpoint-signal", "BOGUS"}) ==
           "tfslurm: error: --checkpoint-signal: expected a signal name or number: "
           "\"BOGUS\"\ntfslurm: hint: e.g. ABRT, USR1 or 10\n");
@@ -1174,5 +1178,5 @@ TEST_CASE("run: --probe starts the trainers once every peer is reachable, else n
     CHECK(bad.wait() == exit_status(Errc::invalid_argument));
     CHECK_THAT(bad.output(),
                Catch::StartsWith("tfslurm: error: --probe-timeout: expected a "
-                                 "number of seconds in (0, 86400]: \"0\""));
+                                 "number of seconds from 0.001 to 86400: \"0\""));
 }
