@@ -511,12 +511,15 @@ void LauncherMachine::send_checkpoint(Clock::time_point now) {
                     signal_description(signo),
                     setting_ref("checkpoint_before",
                                 fmt::format("{:g}", static_cast<double>(before.count()) / 1000.0)));
-    logger().info("{}: the job ends in {}: asking the trainer to save a checkpoint (signal {} "
-                  "({}))",
-                  label(),
-                  format_seconds(left),
-                  signo,
-                  signal_description(signo));
+    // Every launcher does this at the same moment: rank 0 says it for the step, the others
+    // only at debug level (one line, not one per task, at 100,000 tasks).
+    logger().log(m_settings.rank == 0 ? spdlog::level::info : spdlog::level::debug,
+                 "{}: the job ends in {}: asking the trainer to save a checkpoint (signal {} "
+                 "({}))",
+                 label(),
+                 format_seconds(left),
+                 signo,
+                 signal_description(signo));
     m_actions.emplace_back(action::SignalTrainer{signo});
 }
 
