@@ -1,0 +1,388 @@
+// SPDX-License-Identifier: MIT
+// One connection of the coordinator (detail/coordinator_server_impl.hpp): the challenge, the
+// hello and its proofs, a node leader's `relay` envelopes, the messages handed to the pure
+// Coordinator, and the gathered writes.
+#include "detail/coordinator_server_impl.hpp"
+
+#include <tfslurm/error.hpp>
+#include <tfslurm/log.hpp>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace tfslurm {
+
+CoordinatorServer::Impl::Session::Session(std::shared_ptr<Impl> server,
+                                          Tcp::socket socket,
+                                          std::uint64_t id)
+    : m_server(std::move(server)), m_socket(std::move(socket)), m_hello_timer(m_server->io),
+      m_id(id) {
+    error_code ec;
+    const auto remote = m_socket.remote_endpoint(ec);
+    m_address = ec ? std::string("?") : remote.address().to_string();
+    m_peer = ec ? std::string("?") : fmt::format("{}:{}", m_address, remote.port());
+    m_socket.set_option(Tcp::no_delay(true), ec);
+}
+
+void CoordinatorServer::Impl::Session::start() {
+    try {
+        m_nonce = protocol::to_hex(protocol::random_bytes(protocol::k_nonce_size));
+    } catch (const std::exception& e) {
+        logger().error("coordinator: no randomness for a challenge: {}", e.what());
+        close();
+        return;
+    }
+    send(protocol::Challenge{m_nonce});
+    m_hello_timer.expires_after(m_server->coordinator.settings().hello_timeout);
+    m_hello_timer.async_wait([self = shared_from_this()](const error_code& ec) {
+        if (!ec && !self->m_registered && !self->m_closed) {
+            self->m_server->warn_connection(
+                fmt::format("closing connection from {}: no hello within {}",
+                            self->m_peer,
+                            format_seconds(self->m_server->coordinator.settings().hello_timeout)));
+            self->close();
+        }
+    });
+    read();
+}
+
+void CoordinatorServer::Impl::Session::send(const protocol::Message& message) {
+    if (m_closed) {
+        return;
+    }
+    try {
+        // Only a registered launcher is sent more than a challenge, welcome or reject: it
+        // accepts trusted frames (a `cluster` of a large step exceeds k_max_frame).
+        send_frame({protocol::encode_frame(message, protocol::k_max_trusted_frame), {}, {}});
+    } catch (const std::exception& e) {
+        logger().error("coordinator: cannot encode {}: {}", protocol::type_name(message), e.what());
+    }
+}
+
+void CoordinatorServer::Impl::Session::send_to(const std::vector<std::uint32_t>& ranks,
+                                               const std::shared_ptr<const std::string>& payload) {
+    if (m_closed) {
+        return;
+    }
+    std::vector<std::uint32_t> relayed;
+    relayed.reserve(ranks.size());
+    for (const std::uint32_t rank : ranks) {
+        if (rank == m_rank) {
+            send_shared({}, payload);
+        } else {
+            relayed.push_back(rank);
+        }
+    }
+    if (!relayed.empty()) {
+        send_shared(relayed, payload);
+    }
+}
+
+void CoordinatorServer::Impl::Session::send_shared(
+    const std::vector<std::uint32_t>& relayed, const std::shared_ptr<const std::string>& payload) {
+    try {
+        auto parts = protocol::frame_parts(payload->size(), relayed, protocol::k_max_trusted_frame);
+        send_frame({std::move(parts.head), payload, std::move(parts.tail)});
+    } catch (const std::exception& e) {
+        logger().error("coordinator: cannot send to rank {}: {}", m_rank, e.what());
+    }
+}
+
+void CoordinatorServer::Impl::Session::send_frame(Frame frame) {
+    if (m_closed) {
+        return;
+    }
+    m_queue.push_back(std::move(frame));
+    if (m_queue.size() > 4096) {
+        logger().warn("coordinator: closing connection from {}: it does not read", m_peer);
+        close();
+        return;
+    }
+    if (!m_writing) {
+        // Written once the handler that queued it is done: what one read produces (a
+        // node's welcomes, a leader's own stop and its followers') leaves in one system call.
+        m_writing = true;
+        asio::post(m_socket.get_executor(), [self = shared_from_this()] {
+            if (!self->m_closed) {
+                self->write();
+            }
+        });
+    }
+}
+
+void CoordinatorServer::Impl::Session::close() {
+    if (m_closed) {
+        return;
+    }
+    m_closed = true;
+    error_code ignored;
+    m_hello_timer.cancel();
+    m_socket.shutdown(Tcp::socket::shutdown_both, ignored);
+    m_socket.close(ignored);
+    if (!m_registered) {
+        m_server->handshakes.remove(m_id);
+        m_server->pending.erase(m_id);
+    }
+    m_server->remove(shared_from_this());
+}
+
+void CoordinatorServer::Impl::Session::read() {
+    m_socket.async_read_some(
+        asio::buffer(m_buffer),
+        [self = shared_from_this()](const error_code& ec, std::size_t n) { self->on_read(ec, n); });
+}
+
+void CoordinatorServer::Impl::Session::on_read(const error_code& ec, std::size_t n) {
+    if (m_closed) {
+        return;
+    }
+    if (ec) {
+        if (ec != asio::error::eof && ec != asio::error::operation_aborted) {
+            logger().debug("coordinator: connection from {}: {}", m_peer, ec.message());
+        }
+        close();
+        return;
+    }
+    try {
+        m_decoder.feed(std::string_view(m_buffer.data(), n));
+        while (auto payload = m_decoder.next()) {
+            if (m_node) {
+                // A leader's envelopes are decoded with their message in one parse.
+                auto unwrapped = protocol::decode_unwrapped(*payload);
+                handle(unwrapped.message, unwrapped.inner);
+            } else {
+                handle(protocol::decode_payload(*payload), std::nullopt);
+            }
+            if (m_closed || m_close_after_write) {
+                return;
+            }
+        }
+    } catch (const Error& e) {
+        // The error quotes what the peer sent (Error messages quote their input).
+        if (m_registered) {
+            logger().warn(
+                "coordinator: closing connection from {} (rank {}): {}", m_peer, m_rank, e.what());
+        } else {
+            m_server->warn_connection(
+                fmt::format("closing connection from {}: {}", m_peer, e.what()));
+        }
+        close();
+        return;
+    } catch (const std::exception& e) {
+        logger().error("coordinator: connection from {}: {}", m_peer, e.what());
+        close();
+        return;
+    }
+    read();
+}
+
+void CoordinatorServer::Impl::Session::register_hello(const protocol::Hello& hello,
+                                                      Clock::time_point now) {
+    Coordinator& state = m_server->coordinator;
+    std::optional<protocol::Reject> reject = m_server->auth.verify(hello, m_nonce, m_server->step);
+    if (!reject) {
+        if (auto reason = state.admit(hello.rank, hello.role)) {
+            reject = protocol::Reject{protocol::RejectCode::refused, std::move(*reason)};
+        } else if (hello.relay && m_server->leaders[hello.rank] != hello.rank) {
+            reject = protocol::Reject{protocol::RejectCode::refused,
+                                      fmt::format("rank {} is not its node's leader (rank {} is)",
+                                                  hello.rank,
+                                                  m_server->leaders[hello.rank])};
+        }
+    }
+    if (reject) {
+        // The host is the peer's own text: quoted, so that it cannot forge a log line
+        // or reach the terminal as escape sequences.
+        m_server->warn_connection(fmt::format("rejected rank {} from {} (pid {} on {}): {}",
+                                              hello.rank,
+                                              m_peer,
+                                              hello.pid,
+                                              quote(hello.host),
+                                              reject->reason));
+        send(*reject);
+        m_close_after_write = true;
+        return;
+    }
+    std::string proof;
+    try {
+        proof =
+            m_server->auth.prove_coordinator(hello.auth, hello.nonce, m_server->step, hello.rank);
+    } catch (const Error& e) {
+        logger().error("coordinator: cannot prove itself to rank {}: {}", hello.rank, e.what());
+        close();
+        return;
+    }
+    m_registered = true;
+    m_rank = hello.rank;
+    m_node = hello.relay;
+    if (m_node) {
+        m_decoder.set_limit(protocol::k_max_relay_frame);
+    }
+    m_hello_timer.cancel();
+    m_server->handshakes.remove(m_id);
+    m_server->pending.erase(m_id);
+    m_server->by_rank[m_rank] = shared_from_this();
+    send(protocol::Welcome{static_cast<std::uint32_t>(state.size()), std::move(proof)});
+    state.registered(m_rank, now, hello.address, hello.port);
+    m_server->flush();
+}
+
+void CoordinatorServer::Impl::Session::handle(const protocol::Message& message,
+                                              const std::optional<protocol::Message>& inner) {
+    const auto now = Clock::now();
+    if (!m_registered) {
+        const auto* hello = std::get_if<protocol::Hello>(&message);
+        if (hello == nullptr) {
+            throw errors::make(Errc::protocol,
+                               "protocol",
+                               fmt::format("expected hello, got {}", protocol::type_name(message)));
+        }
+        register_hello(*hello, now);
+        return;
+    }
+    if (const auto* relay = std::get_if<protocol::Relay>(&message); relay != nullptr && m_node) {
+        relayed(*relay, inner, now);
+    } else {
+        dispatch(m_rank, message, now);
+    }
+    m_server->flush();
+}
+
+void CoordinatorServer::Impl::Session::dispatch(std::uint32_t rank,
+                                                const protocol::Message& message,
+                                                Clock::time_point now) {
+    Coordinator& state = m_server->coordinator;
+    if (std::holds_alternative<protocol::Heartbeat>(message)) {
+        state.heartbeat(rank, now);
+        if (rank == m_rank) {
+            // A leader's heartbeat stands for its node: its relay sends none of its
+            // followers' up and reports one silent for the heartbeat timeout as `closed`.
+            for (const std::uint32_t follower : m_relayed) {
+                if (m_server->by_rank[follower].get() == this) {
+                    state.heartbeat(follower, now);
+                }
+            }
+        }
+        send_to({rank}, m_server->heartbeat_payload);
+    } else if (const auto* exit = std::get_if<protocol::Exit>(&message)) {
+        state.exited(rank, *exit, now);
+    } else if (const auto* interrupt = std::get_if<protocol::Interrupt>(&message)) {
+        state.interrupted(rank, interrupt->signal, now, interrupt->whole_step);
+    } else if (const auto* stall = std::get_if<protocol::Stall>(&message)) {
+        state.stalled(rank, Millis{static_cast<Millis::rep>(stall->silent_ms)}, now);
+    } else if (const auto* probed = std::get_if<protocol::Probed>(&message)) {
+        state.probed(rank, *probed, now);
+    } else {
+        throw errors::make(
+            Errc::protocol,
+            "protocol",
+            fmt::format("unexpected {} from a launcher", protocol::type_name(message)));
+    }
+}
+
+void CoordinatorServer::Impl::Session::relayed(const protocol::Relay& relay,
+                                               const std::optional<protocol::Message>& unwrapped,
+                                               Clock::time_point now) {
+    const std::uint32_t rank = relay.ranks.front();
+    auto& members = m_server->coordinator.settings().ranks;
+    if (relay.ranks.size() != 1 || rank >= members.size() || rank == m_rank ||
+        m_server->leaders[rank] != m_rank) {
+        throw errors::make(
+            Errc::protocol,
+            "protocol",
+            fmt::format("relay for rank {} of another node from rank {}", rank, m_rank));
+    }
+    auto& route = m_server->by_rank[rank];
+    if (!relay.closed.empty()) {
+        if (route.get() == this) {
+            route.reset();
+            // The leader's reason: `connection closed`, or `no heartbeat for 10 s` (its
+            // relay watches the heartbeats it no longer sends up).
+            m_server->coordinator.connection_lost(rank, now, relay.closed);
+        }
+        return;
+    }
+    if (!unwrapped) {
+        throw errors::make(Errc::protocol, "protocol", "relay carries no message");
+    }
+    const protocol::Message& inner = *unwrapped;
+    if (const auto* hello = std::get_if<protocol::Hello>(&inner)) {
+        register_relayed(rank, *hello, now);
+    } else if (route.get() == this) {
+        dispatch(rank, inner, now);
+    } else {
+        throw errors::make(
+            Errc::protocol,
+            "protocol",
+            fmt::format("relayed {} of unregistered rank {}", protocol::type_name(inner), rank));
+    }
+}
+
+void CoordinatorServer::Impl::Session::register_relayed(std::uint32_t rank,
+                                                        const protocol::Hello& hello,
+                                                        Clock::time_point now) {
+    Coordinator& state = m_server->coordinator;
+    auto reason = hello.rank != rank ? std::optional<std::string>(fmt::format(
+                                           "hello of rank {} relayed as rank {}", hello.rank, rank))
+                                     : state.admit(rank, hello.role);
+    if (reason) {
+        logger().warn("coordinator: rejected rank {} relayed by rank {} from {}: {}",
+                      rank,
+                      m_rank,
+                      m_peer,
+                      *reason);
+        send_to({rank},
+                std::make_shared<const std::string>(protocol::encode_payload(
+                    protocol::Reject{protocol::RejectCode::refused, std::move(*reason)})));
+        return;
+    }
+    m_server->by_rank[rank] = shared_from_this();
+    m_relayed.push_back(rank);
+    // The leader proves itself to its launcher: the welcome carries no credential here.
+    send_to({rank}, m_server->relayed_welcome);
+    state.registered(rank, now, hello.address);
+}
+
+void CoordinatorServer::Impl::Session::write() {
+    constexpr std::size_t k_frames_per_write = 64;
+    m_writing = true;
+    m_in_flight = std::min(m_queue.size(), k_frames_per_write);
+    m_buffers.clear();
+    for (std::size_t i = 0; i < m_in_flight; ++i) {
+        const Frame& frame = m_queue[i];
+        m_buffers.push_back(asio::buffer(frame.head));
+        if (frame.body) {
+            m_buffers.push_back(asio::buffer(*frame.body));
+        }
+        if (!frame.tail.empty()) {
+            m_buffers.push_back(asio::buffer(frame.tail));
+        }
+    }
+    asio::async_write(
+        m_socket, m_buffers, [self = shared_from_this()](const error_code& ec, std::size_t /*n*/) {
+            self->on_written(ec);
+        });
+}
+
+void CoordinatorServer::Impl::Session::on_written(const error_code& ec) {
+    m_writing = false;
+    if (m_closed) {
+        return;
+    }
+    if (ec) {
+        close();
+        return;
+    }
+    m_queue.erase(m_queue.begin(), m_queue.begin() + static_cast<std::ptrdiff_t>(m_in_flight));
+    if (!m_queue.empty()) {
+        write();
+    } else if (m_close_after_write) {
+        close();
+    }
+}
+
+} // namespace tfslurm

@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+/// \file
+/// The insides of CoordinatorServer (coordinator_server.hpp), shared by its two files:
+/// coordinator_server.cpp (the listener, the ticks, broadcasts to every connection) and
+/// coordinator_session.cpp (one connection: challenge, hello, a node leader's `relay`
+/// envelopes, the messages for the pure Coordinator, gathered writes). Single-threaded on the
+/// caller's io_context; handlers never throw.
+
+#include <tfslurm/auth.hpp>
+#include <tfslurm/coordinator_server.hpp>
+#include <tfslurm/protocol.hpp>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace tfslurm {
+
+namespace asio = boost::asio;
+using Tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+namespace detail {
+/// Unauthenticated connections one address may hold: more than the launchers of a node.
+constexpr std::size_t k_handshakes_per_peer = 256;
+/// Unauthenticated connections in all, beyond one per rank.
+constexpr std::size_t k_handshakes_headroom = 1024;
+/// Warnings about connections without a valid hello: this many per window, then a summary.
+constexpr std::size_t k_warnings_per_window = 10;
+constexpr Millis k_warning_window{10000};
+} // namespace detail
+
+struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer::Impl> {
+    class Session;
+
+    Impl(asio::io_context& context,
+         CoordinatorSettings settings,
+         protocol::Authenticator authenticator,
+         protocol::StepId step_id)
+        : io(context), acceptor(context), retry_timer(context), tick_timer(context),
+          coordinator(std::move(settings), Clock::now()), auth(std::move(authenticator)),
+          step(step_id), by_rank(coordinator.size()),
+          leaders(node_leaders(coordinator.settings().ranks)),
+          handshakes(detail::k_handshakes_per_peer,
+                     detail::k_handshakes_headroom + coordinator.size()),
+          noise(detail::k_warnings_per_window, detail::k_warning_window) {}
+
+    /// Listen on the first of `ports` that can be bound. \throws Error (Errc::io) if none.
+    void listen(const std::string& bind_address, const std::vector<std::uint16_t>& ports);
+    /// Open, bind and listen; on failure the acceptor is closed again.
+    [[nodiscard]] error_code try_listen(const Tcp::endpoint& endpoint);
+    void accept();
+    void tick();
+    void flush();
+    /// Send one message to its ranks: once per connection (a node's ranks in one `relay`),
+    /// every connection's frame sharing the one encoded payload.
+    void deliver(const std::vector<std::uint32_t>& ranks,
+                 const std::shared_ptr<const std::string>& payload);
+    void remove(const std::shared_ptr<Session>& session);
+    void close();
+    /// Warn about one unauthenticated connection, within the noise budget.
+    void warn_connection(const std::string& text);
+
+    asio::io_context& io;
+    Tcp::acceptor acceptor;
+    asio::steady_timer retry_timer;
+    asio::steady_timer tick_timer;
+    Coordinator coordinator;
+    protocol::Authenticator auth;
+    protocol::StepId step;
+    /// The connection each rank's messages go to: its own, or its node leader's (the tree).
+    std::vector<std::shared_ptr<Session>> by_rank;
+    std::vector<std::uint32_t> leaders; ///< node_leaders() of the plan
+    std::set<std::shared_ptr<Session>> sessions;
+    HandshakePool handshakes;
+    std::unordered_map<std::uint64_t, std::weak_ptr<Session>> pending; ///< by connection id
+    std::uint64_t next_id = 0;
+    LogBudget noise;
+    std::function<void()> finished_callback;
+    /// The answer to every heartbeat, encoded once.
+    const std::shared_ptr<const std::string> heartbeat_payload =
+        std::make_shared<const std::string>(protocol::encode_payload(protocol::Heartbeat{}));
+    /// The welcome of every relayed launcher, encoded once (the leader adds its own proof).
+    const std::shared_ptr<const std::string> relayed_welcome =
+        std::make_shared<const std::string>(protocol::encode_payload(
+            protocol::Welcome{static_cast<std::uint32_t>(coordinator.size()), {}}));
+    bool finished_reported = false;
+    bool closed = false;
+};
+
+/// One accepted connection: challenge, hello, then heartbeats/exit/interrupt in, stop/abort out.
+class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Session> {
+  public:
+    Session(std::shared_ptr<Impl> server, Tcp::socket socket, std::uint64_t id);
+
+    /// Send the challenge, start the hello deadline and read.
+    void start();
+    /// One message to this connection's own launcher.
+    void send(const protocol::Message& message);
+
+    /// `payload` (an encoded message) for `ranks`, all carried by this connection: as it is
+    /// to the launcher itself, in one `relay` to the others of its node. The payload is shared
+    /// by every connection's frame, never copied (a `cluster` of 10,000 ranks to 1,250 nodes).
+    void send_to(const std::vector<std::uint32_t>& ranks,
+                 const std::shared_ptr<const std::string>& payload);
+
+    /// A frame is a head, a payload shared with other connections (may be null) and a tail.
+    struct Frame {
+        std::string head;
+        std::shared_ptr<const std::string> body;
+        std::string tail;
+    };
+
+    /// `payload` in one frame: as it is (no `relayed`) or in a `relay` for those ranks.
+    void send_shared(const std::vector<std::uint32_t>& relayed,
+                     const std::shared_ptr<const std::string>& payload);
+    /// Queue a frame; the write starts once the handler that queued it is done.
+    void send_frame(Frame frame);
+    /// Close the connection; its registered ranks are lost (Impl::remove()).
+    void close();
+
+    [[nodiscard]] bool registered() const noexcept { return m_registered; }
+    [[nodiscard]] const std::string& address() const noexcept { return m_address; }
+    [[nodiscard]] const std::string& peer() const noexcept { return m_peer; }
+    [[nodiscard]] std::uint32_t rank() const noexcept { return m_rank; }
+    /// The other ranks of its node this (leader's) connection registered.
+    [[nodiscard]] const std::vector<std::uint32_t>& relayed() const noexcept { return m_relayed; }
+
+  private:
+    void read();
+    /// Decode every complete frame and handle it; a protocol error closes the connection.
+    void on_read(const error_code& ec, std::size_t n);
+
+    /// Check a hello (its proof, then the plan), prove ourselves and register it; else reject.
+    void register_hello(const protocol::Hello& hello, Clock::time_point now);
+
+    /// `inner`: a relay's message, decoded with it (decode_unwrapped()).
+    void handle(const protocol::Message& message, const std::optional<protocol::Message>& inner);
+
+    /// A message of `rank` (this launcher's, or one relayed for its node) for the Coordinator.
+    void dispatch(std::uint32_t rank, const protocol::Message& message, Clock::time_point now);
+
+    /// A node leader's envelope: a local launcher's hello (registered here, answered with a
+    /// welcome or reject for the leader to prove and pass on), its connection's end, or any
+    /// other message of it. The leader proved who it is; it speaks only for ranks of its node.
+    void relayed(const protocol::Relay& relay,
+                 const std::optional<protocol::Message>& unwrapped,
+                 Clock::time_point now);
+
+    /// A follower's hello, relayed by its node leader (who checked its proof): admit it or
+    /// reject it, through the leader.
+    void register_relayed(std::uint32_t rank, const protocol::Hello& hello, Clock::time_point now);
+
+    /// Write the queued frames, up to k_frames_per_write in one gather write: a node's
+    /// welcomes go out in one system call, not one each.
+    void write();
+    void on_written(const error_code& ec);
+
+    std::shared_ptr<Impl> m_server;
+    Tcp::socket m_socket;
+    asio::steady_timer m_hello_timer;
+    std::uint64_t m_id;
+    std::string m_address; ///< the peer's address, without the port
+    std::string m_peer;    ///< address:port
+    std::string m_nonce;
+    std::array<char, 4096> m_buffer{};
+    protocol::FrameDecoder m_decoder;
+    std::deque<Frame> m_queue;
+    std::vector<asio::const_buffer> m_buffers; ///< of the frames being written
+    std::size_t m_in_flight = 0;               ///< frames being written (the queue's first)
+    bool m_writing = false;
+    bool m_registered = false;
+    bool m_close_after_write = false;
+    bool m_closed = false;
+    bool m_node = false; ///< a node leader's connection (Hello::relay)
+    std::uint32_t m_rank = 0;
+    std::vector<std::uint32_t> m_relayed;
+};
+
+} // namespace tfslurm
