@@ -151,7 +151,7 @@ namespace {
 class HostLines final : public HostVisitor {
   public:
     static constexpr std::size_t k_chunk = std::size_t{64} * 1024;
-    /// Lines up to this long take run()'s fast path.
+    /// Lines up to this long take run()'s fast path (tests/unit/test_hostlist.cpp straddles it).
     static constexpr std::size_t k_line = 32;
 
     explicit HostLines(const std::function<void(std::string_view)>& write)

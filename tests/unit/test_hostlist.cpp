@@ -502,17 +502,20 @@ TEST_CASE("hostlist: write_hostnames hands out whole lines in bounded chunks", "
 
 TEST_CASE("hostlist: write_hostnames writes what expand_hostlist returns", "[hostlist]") {
     // run()'s fast path: digits growing (9 -> 10, 99 -> 100), padding, a range ending right at
-    // a carry, one-host ranges, lines just under and over its 64-byte limit, the largest values.
-    const std::string prefix62(61, 'p');
-    const std::string prefix63(62, 'p');
+    // a carry, one-host ranges, lines at and over its 32-byte limit (HostLines::k_line), the
+    // largest values.
+    // 29 + 2 + 1 = 32 bytes: every line fast; 30 + 2 + 1 = 33: "8" and "9" fast, then slow.
+    const std::string prefix29(29, 'p');
+    const std::string prefix30(30, 'p');
     for (const std::string& list :
          std::vector<std::string>{"n[8-12]",
                                   "n[098-101]",
                                   "n[99-99],n[0-0],n[9-10]",
                                   "n[0998-1000]x",
                                   "a[9-10]b[99-100]",
-                                  prefix62 + "[8-11]",
-                                  prefix63 + "[8-11]",
+                                  prefix29 + "[8-11]",
+                                  prefix30 + "[8-11]",
+                                  prefix30 + "[8-11]" + prefix29 + "[9-10]",
                                   std::string("n[18446744073709551613-18446744073709551615]")}) {
         INFO(list);
         std::string written;
