@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "logging.hpp"
 
+#include "plan_args.hpp"
+
 #include <tfslurm/error.hpp>
 #include <tfslurm/log.hpp>
 
@@ -20,6 +22,37 @@
 #include <utility>
 
 namespace tfslurm::cli {
+namespace {
+
+/// Hands each line to the terminal sink with the library's setting_ref()s spelled as this
+/// invocation gave them (`--checkpoint-before 50`, or the variable a value came from), as
+/// cli_error() does for errors.
+class SettingNamesSink final : public spdlog::sinks::sink {
+  public:
+    explicit SettingNamesSink(std::shared_ptr<spdlog::sinks::sink> terminal)
+        : m_terminal(std::move(terminal)) {}
+
+    void log(const spdlog::details::log_msg& msg) override {
+        const std::string text =
+            render_settings(std::string_view(msg.payload.data(), msg.payload.size()),
+                            [](std::string_view key, std::string_view value) {
+                                return cli_setting_name(key, value, invocation_origins());
+                            });
+        spdlog::details::log_msg rendered(msg);
+        rendered.payload = spdlog::string_view_t(text.data(), text.size());
+        m_terminal->log(rendered);
+    }
+    void flush() override { m_terminal->flush(); }
+    void set_pattern(const std::string& pattern) override { m_terminal->set_pattern(pattern); }
+    void set_formatter(std::unique_ptr<spdlog::formatter> formatter) override {
+        m_terminal->set_formatter(std::move(formatter));
+    }
+
+  private:
+    std::shared_ptr<spdlog::sinks::sink> m_terminal;
+};
+
+} // namespace
 
 spdlog::level::level_enum parse_log_level(std::string_view text, std::string_view subject) {
     std::string lower{text};
@@ -62,7 +95,7 @@ void setup_logging(int verbosity, bool quiet) {
         }
         // "tfslurm: warning: ..." like other command-line tools; colour marks the level.
         sink->set_pattern("tfslurm: %^%l%$: %v");
-        log.sinks().push_back(sink);
+        log.sinks().push_back(std::make_shared<SettingNamesSink>(std::move(sink)));
     }
     if (quiet) {
         log.set_level(spdlog::level::err);

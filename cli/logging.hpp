@@ -14,7 +14,8 @@ namespace tfslurm::cli {
                                                         std::string_view subject);
 
 /// Attach a stderr sink to the library logger (colour only on a TTY, and never when NO_COLOR
-/// is set and not empty) and set its level:
+/// is set and not empty; the library's setting_ref()s spelled as cli_error() spells them) and
+/// set its level:
 /// `-v` debug, `-vv` trace, `-q` errors only; otherwise TFSLURM_LOG_LEVEL, then SPDLOG_LEVEL,
 /// then info.
 /// \throws Error (Errc::invalid_argument) for a TFSLURM_LOG_LEVEL that is not a level.

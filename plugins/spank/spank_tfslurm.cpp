@@ -27,6 +27,7 @@ extern "C" {
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 /// Built with -fvisibility=hidden: only what this marks reaches the version script.
@@ -78,7 +79,12 @@ spank_option g_option_def{g_opt_name, g_opt_arginfo, g_opt_usage, 2, 0, &option_
 class SlurmSink final : public spdlog::sinks::base_sink<std::mutex> {
   protected:
     void sink_it_(const spdlog::details::log_msg& msg) override {
-        const std::string text(msg.payload.data(), msg.payload.size());
+        // A setting the library names reads as the plugin's key (without origins: neutral).
+        const std::string text =
+            render_settings(std::string_view(msg.payload.data(), msg.payload.size()),
+                            [](std::string_view key, std::string_view value) {
+                                return plugin_setting_name(key, value, {});
+                            });
         switch (msg.level) {
         case spdlog::level::critical:
         case spdlog::level::err:
