@@ -325,10 +325,36 @@ void LauncherMachine::trainer_started(Clock::time_point now) {
             LauncherTimer::stall, now + stall_sample_interval(*m_settings.stall_timeout)});
     }
     if (m_settings.job_end && m_settings.checkpoint_before) {
-        const Clock::time_point at = *m_settings.job_end - *m_settings.checkpoint_before;
-        m_actions.emplace_back(action::ArmTimer{LauncherTimer::checkpoint, std::max(at, now)});
+        arm_checkpoint(now);
     }
     maybe_finish(now);
+}
+
+void LauncherMachine::arm_checkpoint(Clock::time_point now) {
+    const Clock::time_point at = *m_settings.job_end - *m_settings.checkpoint_before;
+    if (at > now) {
+        m_actions.emplace_back(action::ArmTimer{LauncherTimer::checkpoint, at});
+        return;
+    }
+    // The moment passed before the trainer started (a job script that spent its time before
+    // srun, a restart late in the job): a trainer that has just started has nothing to save
+    // and has probably not installed its handler yet, so the signal would kill it.
+    logger().log(m_settings.rank == 0 ? spdlog::level::warn : spdlog::level::debug,
+                 "{}: the job ends in {}, sooner than {} after the trainer started: no "
+                 "checkpoint signal",
+                 label(),
+                 format_seconds(time_left(now)),
+                 checkpoint_before_ref());
+}
+
+Millis LauncherMachine::time_left(Clock::time_point now) const {
+    return std::max(Millis{0}, std::chrono::duration_cast<Millis>(*m_settings.job_end - now));
+}
+
+std::string LauncherMachine::checkpoint_before_ref() const {
+    const auto before = m_settings.checkpoint_before.value_or(Millis{0});
+    return setting_ref("checkpoint_before",
+                       fmt::format("{:g}", static_cast<double>(before.count()) / 1000.0));
 }
 
 void LauncherMachine::trainer_failed(ExitStatus status,
@@ -501,23 +527,18 @@ void LauncherMachine::send_checkpoint(Clock::time_point now) {
         m_interrupt != 0 || !m_settings.job_end) {
         return; // the step is ending anyway, or Slurm's --signal came first
     }
-    const Millis left =
-        std::max(Millis{0}, std::chrono::duration_cast<Millis>(*m_settings.job_end - now));
     const int signo = m_settings.checkpoint_signal;
-    const auto before = m_settings.checkpoint_before.value_or(Millis{0});
-    m_checkpoint =
-        fmt::format("the trainers got signal {} ({}) before the job's time limit ({})",
-                    signo,
-                    signal_description(signo),
-                    setting_ref("checkpoint_before",
-                                fmt::format("{:g}", static_cast<double>(before.count()) / 1000.0)));
+    m_checkpoint = fmt::format("the trainers got signal {} ({}) before the job's time limit ({})",
+                               signo,
+                               signal_description(signo),
+                               checkpoint_before_ref());
     // Every launcher does this at the same moment: rank 0 says it for the step, the others
     // only at debug level (one line, not one per task, at 100,000 tasks).
     logger().log(m_settings.rank == 0 ? spdlog::level::info : spdlog::level::debug,
                  "{}: the job ends in {}: asking the trainer to save a checkpoint (signal {} "
                  "({}))",
                  label(),
-                 format_seconds(left),
+                 format_seconds(time_left(now)),
                  signo,
                  signal_description(signo));
     m_actions.emplace_back(action::SignalTrainer{signo});

@@ -424,7 +424,13 @@ class LauncherMachine {
     void coordinator_lost(const std::string& reason, Clock::time_point now);
     void stop_trainer(int signo, Clock::time_point now);
     [[nodiscard]] bool watching_progress() const noexcept;
+    /// The checkpoint timer, when the trainer starts: none (a warning) once it is too late.
+    void arm_checkpoint(Clock::time_point now);
     void send_checkpoint(Clock::time_point now);
+    /// Until the job's end (job_end set), at least 0.
+    [[nodiscard]] Millis time_left(Clock::time_point now) const;
+    /// `--checkpoint-before 50` in the face's spelling.
+    [[nodiscard]] std::string checkpoint_before_ref() const;
     void add_requeue(LaunchResult& out) const;
     void report_stall();
     void disconnect(Clock::time_point now);

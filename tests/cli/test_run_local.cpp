@@ -1063,6 +1063,25 @@ TEST_CASE("run: the checkpoint signal reaches every trainer ahead of the job's e
     cli.check_nothing_left();
 }
 
+TEST_CASE("run: a trainer that starts after the checkpoint moment gets no signal",
+          "[run][checkpoint]") {
+    // USR1 at its start would kill it (its default action) and fail the step.
+    Cli cli(local(1, 48, {"--checkpoint-before", "50", "--", "sh", "-c", "sleep 0.5; echo done"}),
+            {job_ends_in(30)});
+    CHECK(cli.wait() == 0);
+    const auto output = cli.output();
+    INFO(output);
+    CHECK(count(output, "done\n") == 1);
+    CHECK_THAT(output,
+               Catch::Matches("tfslurm: warning: rank 0 \\(worker:0\\): the job ends in "
+                              "(29|30)(\\.[0-9]+)? s, sooner than --checkpoint-before 50 after "
+                              "the trainer started: no checkpoint signal\n"
+                              "done\n"
+                              "tfslurm: info: coordinator: the work is done \\(every worker "
+                              "exited 0\\): stopping 0 remaining ranks\n"));
+    cli.check_nothing_left();
+}
+
 TEST_CASE("run: --checkpoint-signal picks the signal, and without an end time there is none",
           "[run][checkpoint]") {
     const std::string script = "trap 'echo \"rank $TFSLURM_RANK got USR2\"; exit 0' USR2; "

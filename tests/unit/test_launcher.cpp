@@ -4,14 +4,17 @@
 #include <tfslurm/error.hpp>
 #include <tfslurm/exit_status.hpp>
 #include <tfslurm/launcher.hpp>
+#include <tfslurm/log.hpp>
 #include <tfslurm/protocol.hpp>
 #include <tfslurm/run.hpp>
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <spdlog/sinks/ostream_sink.h>
 
 #include <csignal>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -1104,15 +1107,31 @@ TEST_CASE("launcher: the checkpoint signal goes out checkpoint_before ahead of t
     LauncherSettings no_requeue = checkpoint_settings(0);
     no_requeue.requeue.reset();
     play(no_requeue, checkpoint_then_done(0, {"finish checkpointed 10 10 announce " + k_ours}));
-    // An end time already nearer than checkpoint_before: at once.
-    LauncherSettings late = checkpoint_settings(2);
-    late.job_end = k_t0 + 20s;
-    play(late,
-         {
-             {0, "welcome", k_registered},
-             {0, "start due", {"start trainer"}},
-             {30, "started", {"arm checkpoint 30"}},
-         });
+    // An end time already nearer than checkpoint_before when the trainer starts: no signal (it
+    // would kill a trainer that has not installed its handler yet, and has nothing to save).
+    // Rank 0 warns; the others say it at debug level only.
+    std::ostringstream log_text;
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log_text);
+    sink->set_pattern("%l: %v");
+    logger().sinks().push_back(sink);
+    const auto level = logger().level();
+    logger().set_level(spdlog::level::info);
+    for (const std::uint32_t rank : {0U, 2U}) {
+        LauncherSettings late = checkpoint_settings(rank);
+        late.job_end = k_t0 + 20s;
+        play(late,
+             {
+                 {0, "welcome", k_registered},
+                 {0, "start due", {"start trainer"}},
+                 {30, "started", k_nothing},
+                 {12000, "exited 0", {"cancel grace", "send exit exited with status 0"}},
+             });
+    }
+    logger().sinks().pop_back();
+    logger().set_level(level);
+    CHECK(log_text.str() == "warning: rank 0 (ps:0): the job ends in 19.97 s, sooner than " +
+                                setting_ref("checkpoint_before", "50") +
+                                " after the trainer started: no checkpoint signal\n");
     // No end time (no time limit): no timer.
     LauncherSettings unlimited = checkpoint_settings(2);
     unlimited.job_end.reset();
