@@ -402,7 +402,7 @@ Relay decode_relay(const Fields& f, std::string_view payload, bool as_text = tru
     return m;
 }
 
-// One short case per message type (~80 lines): the whole decoded wire format in one place,
+// One short case per message type (~110 lines): the whole decoded wire format in one place,
 // next to Encoder above.
 Message decode_object(const Fields& f, std::string_view type, std::string_view payload) {
     if (type == "challenge") {
