@@ -16,6 +16,7 @@
 
 #include <array>
 #include <atomic>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,27 +39,34 @@ bool bindable(int port) {
     return ok;
 }
 
-/// A listening socket on 127.0.0.1 (an ephemeral port) whose three ports below are free: the
-/// tests put the trainers' ports there, and an ephemeral port's neighbours may be in TIME_WAIT
-/// from earlier connections. Returns the socket; `port` is its port.
+/// A listening socket on 127.0.0.1 whose three ports below are free: the tests put the
+/// trainers' ports there. The port is drawn from 10000-19999, below the derived ports
+/// (20000-31999), the fallback control ports (32000-32767) and the kernel's ephemeral range
+/// (32768 and up): the outgoing connections of tests running alongside cannot take one of the
+/// four between this check and the launchers' binds. Returns the socket; `port` is its port.
 int listen_below_free_ports(int& port) {
-    for (int attempt = 0;; ++attempt) {
+    std::mt19937 random(std::random_device{}());
+    std::uniform_int_distribution<int> pick(10003, 19999);
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+        port = pick(random);
+        if (!bindable(port - 1) || !bindable(port - 2) || !bindable(port - 3)) {
+            continue;
+        }
         const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         const int one = 1;
         ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         sockaddr_in address{};
         address.sin_family = AF_INET;
+        address.sin_port = htons(static_cast<std::uint16_t>(port));
         address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        REQUIRE(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
-        REQUIRE(::listen(fd, 16) == 0);
-        socklen_t size = sizeof address;
-        REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) == 0);
-        port = ntohs(address.sin_port);
-        if (attempt == 100 || (bindable(port - 1) && bindable(port - 2) && bindable(port - 3))) {
+        if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0 &&
+            ::listen(fd, 16) == 0) {
             return fd;
         }
         ::close(fd);
     }
+    FAIL("no free port with three free ports below it in 10000-19999");
+    return -1;
 }
 
 /// A fake coordinator on 127.0.0.1 (any free port): it challenges every connection, reads the
