@@ -160,6 +160,7 @@ LauncherOptions launcher_options(const RunArgs& args, const Environment& env) {
     }
     options.restarts.roles =
         parse_restart_roles(value_of("restart_roles", "worker"), setting_ref("restart_roles"));
+    options.restarts.delay = parse_seconds(value_of("restart_delay", "1"), "restart_delay");
     if (const auto before = winners.find("checkpoint_before"); before != winners.end()) {
         options.checkpoint_before = parse_seconds(before->second.value, "checkpoint_before");
     }

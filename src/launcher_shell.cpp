@@ -179,6 +179,7 @@ LauncherSettings machine_settings(const Plan& plan, const LauncherOptions& optio
     settings.stall_timeout = options.stall_timeout;
     settings.stall_signal = options.stall_signal;
     settings.stall_grace = options.stall_grace;
+    settings.restart_backoff = options.restarts.delay;
     if (options.job_end) {
         // The machine counts on the steady clock: the end time as a distance from now.
         settings.job_end = Clock::now() + std::chrono::duration_cast<Clock::duration>(

@@ -568,6 +568,16 @@ const std::vector<SettingSpec> k_registry{
      "The roles whose failed trainers are restarted: a comma list of worker, chief, evaluator "
      "(default worker; never ps: its state dies with it)",
      nullptr},
+    {"restart_delay",
+     "TFSLURM_RESTART_DELAY",
+     "--restart-delay",
+     "SECONDS",
+     "",
+     K::value,
+     G::launcher,
+     "Seconds between a trainer's failure and its restart, for what it held (a GPU's memory, a "
+     "port) to be released (default 1)",
+     nullptr},
     {"checkpoint_before",
      "TFSLURM_CHECKPOINT_BEFORE",
      "--checkpoint-before",

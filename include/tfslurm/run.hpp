@@ -47,6 +47,8 @@ struct RestartPolicy {
     std::optional<std::uint32_t> total;
     /// The restartable roles; never ps (its state, the model's variables, dies with it).
     std::vector<Role> roles{Role::worker};
+    /// Between a trainer's failure and its restart (`restart_delay`).
+    Millis delay{1000};
 };
 
 /// Parse `restart_roles`: a comma list of worker, chief and evaluator.

@@ -995,6 +995,29 @@ TEST_CASE("run: --local restarts a failed worker with the same environment", "[r
         CHECK(count(output, "tfslurm: error") == 0);
         cli.check_nothing_left();
     }
+    SECTION("--restart-delay: the restart waits that long") {
+        Cli cli(local(3,
+                      74,
+                      {"--ps",
+                       "1",
+                       "--max-restarts",
+                       "1",
+                       "--restart-delay",
+                       "0.2",
+                       "--",
+                       "sh",
+                       "-c",
+                       script}),
+                {{"TFSLURM_LOG_LEVEL", "debug"}});
+        CHECK(cli.wait() == 0);
+        const auto output = cli.output();
+        INFO(output);
+        CHECK(count(output,
+                    "tfslurm: debug: rank 1 (worker:0): restarting the trainer (restart 1 of 1) "
+                    "in 0.2 s\n") == 1);
+        CHECK(count(output, "rank 1 run 1 ") == 1);
+        cli.check_nothing_left();
+    }
     SECTION("restarts off (the default): the step aborts") {
         Cli cli(local(3, 71, {"--ps", "1", "--", "sh", "-c", script}));
         CHECK(cli.wait() == 3);
@@ -1013,6 +1036,9 @@ TEST_CASE("run: restart settings are checked", "[run][restart]") {
             "tfslurm: error: --max-restarts: expected an integer from 0 to 10000: \"-1\"\n"},
         Row{{"--max-total-restarts", "x"},
             "tfslurm: error: --max-total-restarts: expected an integer from 0 to 10000: \"x\"\n"},
+        Row{{"--restart-delay", "0"},
+            "tfslurm: error: --restart-delay: expected a number of seconds from 0.001 to 86400: "
+            "\"0\"\ntfslurm: hint: e.g. 10 or 0.5\n"},
         Row{{"--restart-roles", "worker,ps"},
             "tfslurm: error: --restart-roles: a parameter server cannot be restarted: "
             "\"worker,ps\"\ntfslurm: hint: its state (the model's variables) is gone when it "
