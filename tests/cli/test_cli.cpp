@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "process.hpp"
 
+#include <tfslurm/plan_settings.hpp>
+
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -342,6 +344,18 @@ TEST_CASE("cli: the man page documents every option of every command", "[cli]") 
             }
             INFO(option);
             CHECK(man.find(roff) != std::string::npos);
+        }
+    }
+}
+
+TEST_CASE("cli: the man page lists every setting's variable", "[cli]") {
+    std::ifstream in{std::string{TFSLURM_SOURCE_DIR} + "/man/tfslurm.1"};
+    const std::string man{std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+    REQUIRE(!man.empty());
+    for (const auto& spec : tfslurm::setting_registry()) {
+        if (!spec.variable.empty()) {
+            INFO(spec.variable);
+            CHECK(man.find(std::string(spec.variable)) != std::string::npos);
         }
     }
 }
