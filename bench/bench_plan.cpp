@@ -22,7 +22,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <exception>
 #include <functional>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -108,9 +110,8 @@ void env_process_rows(int runs, const std::string& tfslurm, tfslurm::Environment
     ::rmdir(dir);
 }
 
-} // namespace
-
-int main(int argc, char** argv) {
+/// The whole program; main() only catches what it throws.
+int bench_main(int argc, char** argv) {
     const int runs = argc > 1 ? std::atoi(argv[1]) : 7;
     const tfslurm::Environment env{
         {"SLURM_STEP_NODELIST", "node[00001-10000]"},
@@ -170,4 +171,15 @@ int main(int argc, char** argv) {
     const std::string tfslurm = argc > 2 ? argv[2] : TFSLURM_CLI_PATH;
     env_process_rows(runs, tfslurm, env);
     return sink == 0 ? 1 : 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return bench_main(argc, argv);
+    } catch (const std::exception& e) {
+        std::cerr << "bench_plan: " << e.what() << "\n";
+        return 1;
+    }
 }

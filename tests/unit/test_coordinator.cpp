@@ -953,10 +953,10 @@ TEST_CASE("run: restart roles", "[coordinator][restart]") {
 
 namespace {
 
-protocol::Probed unreached(std::vector<std::pair<std::uint32_t, std::string>> peers) {
+protocol::Probed unreached(const std::vector<std::pair<std::uint32_t, std::string>>& peers) {
     protocol::Probed probed;
-    for (auto& [rank, address] : peers) {
-        probed.failures.push_back({rank, std::move(address), "Connection timed out"});
+    for (const auto& [rank, address] : peers) {
+        probed.failures.push_back({rank, address, "Connection timed out"});
     }
     return probed;
 }

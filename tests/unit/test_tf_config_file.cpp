@@ -142,10 +142,12 @@ TEST_CASE("tf_config_file: templates", "[tf_config_file]") {
             "\"/a:b/{rank}\""},
     }));
     CAPTURE(value);
+    // A named copy: C++17 lambdas cannot capture structured bindings (clang refuses).
+    const std::string text = value;
     require_error(
-        [&] { tfslurm::validate_tf_config_template(value); }, Errc::invalid_argument, message);
+        [&] { tfslurm::validate_tf_config_template(text); }, Errc::invalid_argument, message);
     tfslurm::SettingValues values;
-    require_error([&] { tfslurm::apply_setting(values, "tf_config_file", value); },
+    require_error([&] { tfslurm::apply_setting(values, "tf_config_file", text); },
                   Errc::invalid_argument,
                   message);
 }
