@@ -34,6 +34,7 @@ struct ReachabilityProbe::Attempt {
     asio::steady_timer timer;
     std::string error;
     bool timed_out = false;
+    bool resolving = false; ///< its node name is being resolved
     bool reached = false;
     bool done = false;
 };
@@ -112,7 +113,7 @@ void ReachabilityProbe::start(std::vector<ProbeTarget> targets, Millis timeout, 
     m_done = std::move(done);
     m_deadline = Clock::now() + timeout;
     m_pending = targets.size();
-    std::map<std::string, asio::ip::address, std::less<>> resolved; // by node name
+    std::map<std::string, std::vector<std::shared_ptr<Attempt>>, std::less<>> by_name;
     for (auto& target : targets) {
         auto one = std::make_shared<Attempt>(m_io, std::move(target));
         m_attempts.push_back(one);
@@ -120,28 +121,30 @@ void ReachabilityProbe::start(std::vector<ProbeTarget> targets, Millis timeout, 
         const auto literal = asio::ip::make_address(one->target.address, ec);
         if (!ec) {
             one->endpoint = Tcp::endpoint(literal, one->target.port);
-        } else if (const auto known = resolved.find(one->target.address); known != resolved.end()) {
-            one->endpoint = Tcp::endpoint(known->second, one->target.port);
+            asio::post(m_io, [this, one] { attempt(one); });
         } else {
-            // A node name (no address exchange): resolved once per node, as the trainers will.
-            Tcp::resolver resolver(m_io);
-            const auto results =
-                resolver.resolve(one->target.address, std::to_string(one->target.port), ec);
-            if (ec || results.empty()) {
-                const std::string text = ec ? ec.message() : "no address";
-                // Not retried: the name will not resolve for the trainer either.
-                asio::post(m_io, [this, one, text] {
-                    if (!m_closed && !one->done) {
-                        one->error = text;
-                        settle(one);
-                    }
-                });
-                continue;
-            }
-            one->endpoint = *results.begin();
-            resolved.emplace(one->target.address, one->endpoint.address());
+            one->resolving = true;
+            by_name[one->target.address].push_back(one);
         }
-        asio::post(m_io, [this, one] { attempt(one); });
+    }
+    for (auto& [name, waiting] : by_name) {
+        resolve(name, std::move(waiting));
+    }
+    if (!by_name.empty()) {
+        // A name service that does not answer within the timeout fails its names (each connection
+        // attempt has its own deadline).
+        m_deadline_timer.expires_at(m_deadline);
+        m_deadline_timer.async_wait([this, timeout](const error_code& ec) {
+            if (ec || m_closed) {
+                return;
+            }
+            for (const auto& one : m_attempts) {
+                if (one->resolving && !one->done) {
+                    one->error = fmt::format("not resolved within {}", format_seconds(timeout));
+                    settle(one);
+                }
+            }
+        });
     }
     if (m_pending == 0) {
         asio::post(m_io, [this] {
@@ -149,6 +152,40 @@ void ReachabilityProbe::start(std::vector<ProbeTarget> targets, Millis timeout, 
                 m_done({});
             }
         });
+    }
+}
+
+void ReachabilityProbe::resolve(const std::string& name,
+                                std::vector<std::shared_ptr<Attempt>> waiting) {
+    // A node name (no address exchange), resolved once per node as the trainers will, by Asio's
+    // resolver thread: a slow name service must not hold up the launcher's heartbeats.
+    m_resolver.async_resolve(name,
+                             "",
+                             [this, waiting = std::move(waiting)](
+                                 const error_code& ec, const Tcp::resolver::results_type& results) {
+                                 resolved(waiting, ec, results);
+                             });
+}
+
+void ReachabilityProbe::resolved(const std::vector<std::shared_ptr<Attempt>>& waiting,
+                                 const error_code& ec,
+                                 const Tcp::resolver::results_type& results) {
+    if (m_closed) {
+        return;
+    }
+    for (const auto& one : waiting) {
+        one->resolving = false;
+        if (one->done) {
+            continue; // the deadline came first
+        }
+        if (ec || results.empty()) {
+            // Not retried: the name will not resolve for the trainer either.
+            one->error = ec ? ec.message() : "no address";
+            settle(one);
+        } else {
+            one->endpoint = Tcp::endpoint(results.begin()->endpoint().address(), one->target.port);
+            attempt(one);
+        }
     }
 }
 
@@ -219,6 +256,11 @@ void ReachabilityProbe::settle(const std::shared_ptr<Attempt>& one) {
     if (--m_pending > 0 || !m_done) {
         return;
     }
+    try {
+        m_deadline_timer.cancel(); // nothing left to resolve: it must not keep the loop alive
+    } catch (const boost::system::system_error&) {
+        // Nothing to cancel then.
+    }
     std::vector<protocol::ProbeFailure> failures;
     for (const auto& each : m_attempts) {
         if (each->done && !each->reached) {
@@ -235,7 +277,13 @@ void ReachabilityProbe::settle(const std::shared_ptr<Attempt>& one) {
 
 void ReachabilityProbe::close() noexcept {
     m_closed = true;
+    m_resolver.cancel();
     error_code ignored;
+    try {
+        m_deadline_timer.cancel();
+    } catch (const boost::system::system_error&) {
+        // Nothing to cancel then: its handler sees m_closed.
+    }
     for (auto& listener : m_listeners) {
         listener->close(ignored);
     }

@@ -48,11 +48,18 @@ class ReachabilityProbe {
   private:
     struct Attempt;
     void accept(std::size_t listener);
+    /// Resolve a node name off the event loop, then attempt each of `waiting`.
+    void resolve(const std::string& name, std::vector<std::shared_ptr<Attempt>> waiting);
+    void resolved(const std::vector<std::shared_ptr<Attempt>>& waiting,
+                  const boost::system::error_code& ec,
+                  const boost::asio::ip::tcp::resolver::results_type& results);
     void attempt(const std::shared_ptr<Attempt>& attempt);
     void failed(const std::shared_ptr<Attempt>& attempt, std::string error);
     void settle(const std::shared_ptr<Attempt>& attempt);
 
     boost::asio::io_context& m_io;
+    boost::asio::steady_timer m_deadline_timer{m_io}; ///< ends name resolutions at the timeout
+    boost::asio::ip::tcp::resolver m_resolver{m_io};
     std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> m_listeners;
     std::vector<std::shared_ptr<Attempt>> m_attempts;
     std::size_t m_pending = 0;
