@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The coordinator server's admission and noise rules (pure), and a connection flood over real
 // loopback sockets.
+#include "log_capture.hpp"
+
 #include <tfslurm/auth.hpp>
 #include <tfslurm/coordinator_server.hpp>
 #include <tfslurm/error.hpp>
@@ -11,7 +13,6 @@
 #include <boost/asio/post.hpp>
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
-#include <spdlog/sinks/ostream_sink.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -24,7 +25,6 @@
 #include <chrono>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -118,12 +118,7 @@ std::optional<protocol::Message> receive(int fd, protocol::FrameDecoder& decoder
 TEST_CASE("coordinator_server: a connection flood does not lock out a late launcher",
           "[coordinator_server]") {
     // Capture the library's log lines to count the warnings.
-    std::ostringstream log_text;
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log_text);
-    sink->set_pattern("%l: %v");
-    logger().sinks().push_back(sink);
-    const auto level = logger().level();
-    logger().set_level(spdlog::level::warn);
+    const test::LogCapture log(spdlog::level::warn);
 
     boost::asio::io_context io;
     CoordinatorSettings s;
@@ -180,11 +175,9 @@ TEST_CASE("coordinator_server: a connection flood does not lock out a late launc
     for (const int f : flood) {
         ::close(f);
     }
-    logger().sinks().pop_back();
-    logger().set_level(level);
 
     // 844 connections were closed to make room, but only 10 lines say so.
-    const std::string text = log_text.str();
+    const std::string text = log.text();
     std::size_t lines = 0;
     for (std::size_t pos = 0;
          (pos = text.find("too many connections without a hello", pos)) != std::string::npos;
@@ -195,10 +188,7 @@ TEST_CASE("coordinator_server: a connection flood does not lock out a late launc
 }
 
 TEST_CASE("coordinator_server: a peer's host name is quoted in the log", "[coordinator_server]") {
-    std::ostringstream log_text;
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log_text);
-    sink->set_pattern("%l: %v");
-    logger().sinks().push_back(sink);
+    const test::LogCapture log;
 
     boost::asio::io_context io;
     CoordinatorSettings s;
@@ -228,9 +218,8 @@ TEST_CASE("coordinator_server: a peer's host name is quoted in the log", "[coord
     });
     runner.join();
     ::close(fd);
-    logger().sinks().pop_back();
 
-    const std::string text = log_text.str();
+    const std::string text = log.text();
     CHECK(text.find(R"(on "n1\ntfslurm: error: aborting: forged\x1b[2J"): bad secret proof)") !=
           std::string::npos);
     CHECK(text.find('\x1b') == std::string::npos);
@@ -267,10 +256,7 @@ class HeldPort {
 
 TEST_CASE("coordinator_server: listens on the first free candidate port, or names them all",
           "[coordinator_server]") {
-    std::ostringstream log_text;
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log_text);
-    sink->set_pattern("%l: %v");
-    logger().sinks().push_back(sink);
+    const test::LogCapture log;
     const HeldPort first;
     const HeldPort second;
     boost::asio::io_context io;
@@ -287,11 +273,11 @@ TEST_CASE("coordinator_server: listens on the first free candidate port, or name
                                  std::vector<std::uint16_t>{first.port(), 0});
         CHECK(server.port() != first.port());
         CHECK(server.port() != 0);
-        CHECK(log_text.str() == fmt::format("warning: coordinator: cannot listen on 127.0.0.1:{} "
-                                            "(Address already in use): listening on fallback "
-                                            "port {} (1 of 1)\n",
-                                            first.port(),
-                                            server.port()));
+        CHECK(log.text() == fmt::format("warning: coordinator: cannot listen on 127.0.0.1:{} "
+                                        "(Address already in use): listening on fallback "
+                                        "port {} (1 of 1)\n",
+                                        first.port(),
+                                        server.port()));
     }
     try {
         const CoordinatorServer server(io,
@@ -309,7 +295,6 @@ TEST_CASE("coordinator_server: listens on the first free candidate port, or name
                           first.port(),
                           second.port()));
     }
-    logger().sinks().pop_back();
 }
 
 namespace {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The launcher's state machine, table-driven: each scenario is a list of events (with the time)
 // and the actions each one must produce, the last one being the launcher's result.
+#include "log_capture.hpp"
+
 #include <tfslurm/error.hpp>
 #include <tfslurm/exit_status.hpp>
 #include <tfslurm/launcher.hpp>
@@ -10,7 +12,6 @@
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
-#include <spdlog/sinks/ostream_sink.h>
 
 #include <csignal>
 #include <map>
@@ -1110,12 +1111,7 @@ TEST_CASE("launcher: the checkpoint signal goes out checkpoint_before ahead of t
     // An end time already nearer than checkpoint_before when the trainer starts: no signal (it
     // would kill a trainer that has not installed its handler yet, and has nothing to save).
     // Rank 0 warns; the others say it at debug level only.
-    std::ostringstream log_text;
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log_text);
-    sink->set_pattern("%l: %v");
-    logger().sinks().push_back(sink);
-    const auto level = logger().level();
-    logger().set_level(spdlog::level::info);
+    const test::LogCapture log(spdlog::level::info);
     for (const std::uint32_t rank : {0U, 2U}) {
         LauncherSettings late = checkpoint_settings(rank);
         late.job_end = k_t0 + 20s;
@@ -1127,11 +1123,9 @@ TEST_CASE("launcher: the checkpoint signal goes out checkpoint_before ahead of t
                  {12000, "exited 0", {"cancel grace", "send exit exited with status 0"}},
              });
     }
-    logger().sinks().pop_back();
-    logger().set_level(level);
-    CHECK(log_text.str() == "warning: rank 0 (ps:0): the job ends in 19.97 s, sooner than " +
-                                setting_ref("checkpoint_before", "50") +
-                                " after the trainer started: no checkpoint signal\n");
+    CHECK(log.text() == "warning: rank 0 (ps:0): the job ends in 19.97 s, sooner than " +
+                            setting_ref("checkpoint_before", "50") +
+                            " after the trainer started: no checkpoint signal\n");
     // No end time (no time limit): no timer.
     LauncherSettings unlimited = checkpoint_settings(2);
     unlimited.job_end.reset();
