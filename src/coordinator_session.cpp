@@ -348,9 +348,8 @@ void CoordinatorServer::Impl::Session::register_relayed(std::uint32_t rank,
 }
 
 void CoordinatorServer::Impl::Session::write() {
-    constexpr std::size_t k_frames_per_write = 64;
     m_writing = true;
-    m_in_flight = std::min(m_queue.size(), k_frames_per_write);
+    m_in_flight = std::min(m_queue.size(), protocol::k_frames_per_write);
     m_buffers.clear();
     for (std::size_t i = 0; i < m_in_flight; ++i) {
         const Frame& frame = m_queue[i];

@@ -279,13 +279,12 @@ void LauncherShell::send(const protocol::Message& message, bool own) {
     }
 }
 
-/// Write the queued frames, up to k_frames_per_write in one gather write: what queued up while
-/// the last write was in flight (a node leader's followers' hellos or exits) goes out in one
+/// Write the queued frames, up to protocol::k_frames_per_write in one gather write: what queued up
+/// while the last write was in flight (a node leader's followers' hellos or exits) goes out in one
 /// system call, and reaches the coordinator in one read.
 void LauncherShell::write() {
-    constexpr std::size_t k_frames_per_write = 64;
     m_writing = true;
-    m_in_flight = std::min(m_queue.size(), k_frames_per_write);
+    m_in_flight = std::min(m_queue.size(), protocol::k_frames_per_write);
     m_buffers.clear();
     for (std::size_t i = 0; i < m_in_flight; ++i) {
         m_buffers.emplace_back(asio::buffer(m_queue[i].first));

@@ -46,6 +46,9 @@ inline constexpr std::size_t k_max_frame = std::size_t{64} * 1024;
 /// proved itself (welcome checked): a `cluster` of a step on 10,000 nodes exceeds k_max_frame.
 /// Unauthenticated input stays bounded by k_max_frame.
 inline constexpr std::size_t k_max_trusted_frame = std::size_t{64} * 1024 * 1024;
+/// Frames one gather write takes at most (coordinator and launchers alike): what queued up
+/// while the last write was in flight leaves in one system call, far below IOV_MAX buffers.
+inline constexpr std::size_t k_frames_per_write = 64;
 /// Largest payload the coordinator accepts from an authenticated node connection: one relayed
 /// launcher message (at most k_max_frame) in its envelope.
 inline constexpr std::size_t k_max_relay_frame = k_max_frame + 1024;

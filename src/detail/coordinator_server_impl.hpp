@@ -164,7 +164,7 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
     /// reject it, through the leader.
     void register_relayed(std::uint32_t rank, const protocol::Hello& hello, Clock::time_point now);
 
-    /// Write the queued frames, up to k_frames_per_write in one gather write: a node's
+    /// Write the queued frames, up to protocol::k_frames_per_write in one gather write: a node's
     /// welcomes go out in one system call, not one each.
     void write();
     void on_written(const error_code& ec);
