@@ -9,7 +9,10 @@
 #   2. the same job where worker rank 2 crashes: every task is stopped at once, each launcher
 #      prints the same one-line reason, and the job exits with the crashed worker's status.
 #
-#   scripts/demo.sh [--no-build]      (--no-build: use build/dev as it is)
+# It installs and builds only what the demo needs (scripts/setup.sh --demo, the `demo` CMake
+# preset: the tfslurm binary, no tests); scripts/test.sh installs and builds the rest.
+#
+#   scripts/demo.sh [--no-build]      (--no-build: use build/demo as it is)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -23,12 +26,14 @@ if [ "$build" -eq 1 ]; then
         echo "demo.sh: installing packages needs root; re-running with sudo" >&2
         exec sudo "$0" "$@"
     fi
-    scripts/build.sh
+    scripts/setup.sh --demo
+    cmake --preset demo >/dev/null
+    cmake --build --preset demo
 fi
 
-tfslurm=build/dev/cli/tfslurm
+tfslurm=build/demo/cli/tfslurm
 if [ ! -x "$tfslurm" ]; then
-    echo "demo.sh: error: $tfslurm is missing: run scripts/build.sh first" >&2
+    echo "demo.sh: error: $tfslurm is missing: run scripts/demo.sh without --no-build" >&2
     exit 1
 fi
 

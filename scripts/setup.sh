@@ -4,6 +4,7 @@
 # Install the Debian 12 packages that tfslurm's build, tests and test cluster need.
 #
 #   scripts/setup.sh                  everything (build, lint, unit and end-to-end tests)
+#   scripts/setup.sh --demo           only what the demo needs: build the tfslurm binary
 #   scripts/setup.sh --cluster-only   only what scripts/test-cluster needs (Slurm, munge, tools)
 #   scripts/setup.sh --check          list missing packages, install nothing (exit 1 if any)
 #
@@ -15,6 +16,11 @@ set -euo pipefail
 readonly prog=setup.sh
 readonly k_policy=/usr/sbin/policy-rc.d
 
+# The tfslurm binary alone (scripts/demo.sh): the compiler, CMake and the libraries it links.
+readonly -a k_demo_packages=(
+    cmake g++ make libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libboost-dev
+    libsodium-dev libmunge-dev
+)
 # Build, lint and unit tests.
 readonly -a k_build_packages=(
     build-essential cmake g++ clang libclang-rt-14-dev clang-format clang-tidy
@@ -41,11 +47,12 @@ die() {
 
 usage() {
     cat <<'EOF'
-usage: scripts/setup.sh [--cluster-only] [--check] [--help]
+usage: scripts/setup.sh [--demo | --cluster-only] [--check] [--help]
 
 Installs (apt-get, --no-install-recommends) the Debian 12 packages needed to build tfslurm and
 run its tests, including the Slurm 22.05 test cluster. Needs root. Daemons are not started.
 
+  --demo           only the packages that building the tfslurm binary needs (scripts/demo.sh)
   --cluster-only   only the packages scripts/test-cluster needs
   --check          print the missing packages and exit 1 if there are any; install nothing
   --help           this text
@@ -69,10 +76,11 @@ have_candidates() {
 }
 
 main() {
-    local cluster_only=0 check_only=0 arg
+    local cluster_only=0 demo_only=0 check_only=0 arg
     for arg in "$@"; do
         case $arg in
         --cluster-only) cluster_only=1 ;;
+        --demo) demo_only=1 ;;
         --check) check_only=1 ;;
         -h | --help | help)
             usage
@@ -87,8 +95,14 @@ main() {
 
     command -v dpkg-query >/dev/null || die "dpkg-query not found: this script supports Debian 12 only"
 
-    local -a wanted=("${k_cluster_packages[@]}")
-    ((cluster_only)) || wanted+=("${k_build_packages[@]}")
+    ((cluster_only && demo_only)) && die "--demo and --cluster-only exclude each other"
+    local -a wanted
+    if ((demo_only)); then
+        wanted=("${k_demo_packages[@]}")
+    else
+        wanted=("${k_cluster_packages[@]}")
+        ((cluster_only)) || wanted+=("${k_demo_packages[@]}" "${k_build_packages[@]}")
+    fi
     # Remove duplicates, keep order.
     local -A seen=()
     local -a missing=()
