@@ -13,7 +13,10 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -21,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tfslurm::cli {
 namespace {
@@ -81,10 +85,86 @@ std::string cli11_problem(const CLI::ParseError& e) {
     return problem;
 }
 
+/// An option of srun that users write after `tfslurm run` (srun makes the allocation): its
+/// short and long names (empty where tfslurm has an option of that name, such as the preview's
+/// `--nodelist`) and whether it takes a value.
+struct SrunOption {
+    std::string_view short_name;
+    std::string_view long_name;
+    bool value;
+};
+
+constexpr std::array<SrunOption, 20> k_srun_options{{
+    {"-N", "--nodes", true},
+    {"-n", "--ntasks", true},
+    {"", "--ntasks-per-node", true},
+    {"-w", "", true},
+    {"-m", "", true},
+    {"-c", "--cpus-per-task", true},
+    {"-p", "--partition", true},
+    {"-t", "--time", true},
+    {"", "--mem", true},
+    {"", "--gres", true},
+    {"-G", "", true},
+    {"-A", "--account", true},
+    {"-J", "--job-name", true},
+    {"-C", "--constraint", true},
+    {"-x", "--exclude", true},
+    {"", "--mpi", true},
+    {"", "--exclusive", false},
+    {"", "--overlap", false},
+    {"", "--resv-ports", false},
+    {"-K", "--kill-on-bad-exit", false},
+}};
+
+/// How many words of `args` from `index` on are srun's option `args[index]` (with its value):
+/// 0 when it is not one of k_srun_options. Input: {"-N", "2"}, 0. Output: 2. Input: {"-N2"}.
+/// Output: 1.
+std::size_t srun_option_words(const std::vector<std::string>& args, std::size_t index) {
+    const std::string_view word = args[index];
+    for (const auto& option : k_srun_options) {
+        const bool is_short = !option.short_name.empty() && word.rfind(option.short_name, 0) == 0;
+        const bool is_long =
+            !option.long_name.empty() && word.rfind(option.long_name, 0) == 0 &&
+            (word.size() == option.long_name.size() || word[option.long_name.size()] == '=');
+        if (!is_short && !is_long) {
+            continue;
+        }
+        const auto name_size = is_short ? option.short_name.size() : option.long_name.size();
+        const bool attached = word.size() > name_size;
+        if (is_short && attached && !option.value) {
+            continue; // `-Kx` is no srun flag of this table
+        }
+        return option.value && !attached && index + 1 < args.size() ? 2 : 1;
+    }
+    return 0;
+}
+
+/// The command line with srun's options moved in front, as srun: `tfslurm run -N2 --ps 1 cmd`
+/// becomes `srun -N2 tfslurm run --ps 1 cmd`. Words are shown as typed (this is a hint).
+std::string srun_line(const std::vector<std::string>& args) {
+    std::vector<std::string> srun{"srun"};
+    std::vector<std::string> rest{"tfslurm"};
+    for (std::size_t i = 0; i < args.size();) {
+        const auto words = args[i] == "--" ? 0 : srun_option_words(args, i);
+        if (words == 0) {
+            rest.push_back(args[i++]);
+            continue;
+        }
+        for (std::size_t w = 0; w < words; ++w) {
+            srun.push_back(args[i++]);
+        }
+    }
+    srun.insert(srun.end(), rest.begin(), rest.end());
+    return fmt::format("{}", fmt::join(srun, " "));
+}
+
 /// CLI11's parse errors in tfslurm's words: `tfslurm: error: ` and exit status 2 like every
 /// other usage mistake, the subject first, the input quoted, a hint to --help. Its own texts
 /// ("The following argument was not expected: b") are kept only where nothing better is known.
-int report_parse_error(const CLI::App& app, const CLI::ParseError& e) {
+int report_parse_error(const CLI::App& app,
+                       const CLI::ParseError& e,
+                       const std::vector<std::string>& args) {
     const CLI::App& command = failing_command(app);
     const bool top = &command == &app;
     const std::string subject = top ? "command line" : command.get_name();
@@ -98,7 +178,32 @@ int report_parse_error(const CLI::App& app, const CLI::ParseError& e) {
         extras = app.remaining();
     }
     const bool no_command = top && app.get_subcommands().empty();
-    if (no_command && !extras.empty() && extras.front().rfind('-', 0) != 0) {
+    const auto separator = std::find(args.begin(), args.end(), "--");
+    const bool after_separator =
+        !extras.empty() && std::find(separator, args.end(), extras.front()) != args.end();
+    const auto typed = std::find(args.begin(), separator, extras.empty() ? "" : extras.front());
+    if (!top && !extras.empty() && after_separator && command.get_option_no_throw(extras.front())) {
+        // `tfslurm plan ... -- --ps 1`: after `--` nothing is an option, and plan takes no
+        // arguments.
+        print_error(fmt::format("{}: an option after '--' is no longer read as one, and {} takes "
+                                "no arguments: {}",
+                                subject,
+                                subject,
+                                quote(extras.front())),
+                    "put the options before '--', or leave '--' out");
+    } else if (!top && typed != separator &&
+               srun_option_words(args, static_cast<std::size_t>(typed - args.begin())) > 0) {
+        // `tfslurm run -N2 ...`: srun's option; srun makes the allocation.
+        print_error(fmt::format("{}: an option of srun, not of tfslurm {}: {}",
+                                subject,
+                                command.get_name(),
+                                quote(*typed)),
+                    command.get_name() == "plan"
+                        ? "preview an allocation with --nodelist, --tasks-per-node and "
+                          "--distribution, or run tfslurm plan inside srun"
+                        : "srun makes the allocation and starts one tfslurm per task: " +
+                              srun_line(args));
+    } else if (no_command && !extras.empty() && extras.front().rfind('-', 0) != 0) {
         print_error("command: not a tfslurm command: " + quote(extras.front()), commands_hint);
     } else if (!extras.empty() &&
                (no_command || dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr)) {
@@ -152,7 +257,7 @@ int run_main(int argc, char** argv) {
         if (e.get_exit_code() == 0) {
             return app.exit(e);
         }
-        return report_parse_error(app, e);
+        return report_parse_error(app, e, std::vector<std::string>(argv + 1, argv + argc));
     } catch (const Error& e) {
         // The library names settings by key; the user typed an option or a variable.
         const auto shown = cli_error(e);

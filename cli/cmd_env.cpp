@@ -48,8 +48,17 @@ void setup_env(CLI::App& app, int& exit_status) {
     add_setting_options(*sub, args->given, SettingGroup::output);
     sub->callback([args, &exit_status] {
         const auto env = Environment::from_process();
+        warn_unknown_variables(env);
         // One task's variables: the other ranks' GPU lists would be built for nothing.
         const auto resolved = resolve_plan(*args, env, ExchangeUser::env, GpuDetail::self_only);
+        if (!resolved.plan.self_rank && resolved.step.scope == Scope::preview) {
+            // A preview reads no SLURM_* variable, SLURM_PROCID included.
+            throw errors::make(Errc::invalid_argument,
+                               "preview options",
+                               "tfslurm env describes one task: need " + setting_ref("rank"),
+                               "a preview reads no SLURM_* variable: name the task, e.g. " +
+                                   setting_ref("rank", "0"));
+        }
         if (!resolved.plan.self_rank) {
             throw errors::missing_env(
                 "SLURM_PROCID",
@@ -75,6 +84,9 @@ void setup_env(CLI::App& app, int& exit_status) {
         const auto rank = *plan.self_rank;
         const auto with_socket_interface = [&](EnvVars vars) {
             for (auto& var : socket_interface_variables(plan, env)) {
+                vars.push_back(std::move(var));
+            }
+            for (auto& var : thread_variables(plan, rank, resolved.settings.outputs, env)) {
                 vars.push_back(std::move(var));
             }
             return vars;

@@ -43,6 +43,10 @@ void setup_hostnames(CLI::App& app, int& exit_status) {
                     "not inside Slurm? give the list: tfslurm hostnames 'n[1-3]'");
             }
         }
+        if (text.empty()) {
+            // Printing nothing would read as "no hosts" to a script; scontrol refuses it too.
+            throw errors::invalid_hostlist(subject, "empty host list", text);
+        }
         write_hostnames(
             text, [](std::string_view chunk) { write_stdout(chunk); }, subject);
         exit_status = 0;

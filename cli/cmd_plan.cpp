@@ -20,7 +20,9 @@ void setup_plan(CLI::App& app, int& exit_status) {
     add_plan_options(*sub, *args);
     sub->add_flag("--json", *json, "JSON instead of a table");
     sub->callback([args, json, &exit_status] {
-        const auto resolved = resolve_plan(*args, Environment::from_process());
+        const auto env = Environment::from_process();
+        warn_unknown_variables(env);
+        const auto resolved = resolve_plan(*args, env);
         write_stdout(*json ? plan_json(resolved.plan) : plan_table(resolved.plan));
         exit_status = 0;
     });

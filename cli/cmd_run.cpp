@@ -294,6 +294,9 @@ class TrainerEnvironment {
         for (auto& [name, value] : socket_interface_variables(built, m_env)) {
             trainer.set(std::move(name), std::move(value));
         }
+        for (auto& [name, value] : thread_variables(built, rank, m_settings.outputs, m_env)) {
+            trainer.set(std::move(name), std::move(value));
+        }
         // Launcher-only variables: the trainer needs none of them (the secret least of all).
         trainer.unset("TFSLURM_SECRET");
         trainer.unset(std::string(k_local_status_variable));
@@ -447,6 +450,7 @@ void exact_ports(LauncherOptions& options,
 // then run_launcher(); each step needs what the previous one made, and the order is the point.
 int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     const Environment env = Environment::from_process();
+    warn_unknown_variables(env);
     LauncherOptions options = launcher_options(args, env);
     const std::string hint = "tfslurm run starts one task's trainer: run it with srun (srun "
                              "tfslurm run ... CMD), or try the whole job on this machine with "
@@ -469,6 +473,8 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
         // nobody starts.
         throw errors::missing_env("SLURM_STEP_ID", hint);
     }
+    // Every task refuses what cannot work, at once, not only rank 0's coordinator.
+    check_until(members_of(plan), options.until);
     TrainerEnvironment trainer_env{resolved.settings, env};
     Environment trainer;
     if (!exact_mode(resolved.settings.plan) || !resolved.own_address) {
@@ -548,6 +554,7 @@ int run_local_job(const PlanArgs& plan_args, const RunArgs& args, const CLI::App
                                        "--job-id (which picks the ports) applies");
     }
     Environment env = Environment::from_process();
+    warn_unknown_variables(env);
     LocalOptions local;
     local.ntasks = args.local;
     local.job_id = plan_args.preview.job_id.value_or(static_cast<std::uint64_t>(::getpid()));
@@ -556,8 +563,9 @@ int run_local_job(const PlanArgs& plan_args, const RunArgs& args, const CLI::App
     LauncherOptions options = launcher_options(args, env);
     PlanArgs check = plan_args;
     check.preview = StepOverrides{};
-    (void)resolve_plan(
+    const auto checked = resolve_plan(
         check, local_task_environment(env, local.ntasks, 0, local.job_id), ExchangeUser::run);
+    check_until(members_of(checked.plan), options.until);
 
     if (!env.contains("TFSLURM_SECRET") &&
         (options.auth.method == protocol::AuthMethod::secret ||

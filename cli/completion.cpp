@@ -4,6 +4,7 @@
 #include "io.hpp"
 
 #include <tfslurm/error.hpp>
+#include <tfslurm/plan_settings.hpp>
 
 #include <fmt/format.h>
 
@@ -45,12 +46,24 @@ std::string type_choices(std::string_view type_name) {
     return words;
 }
 
+/// The choices of the registry's setting behind `option` (SettingSpec::choices), else those its
+/// type name lists. Input: `--layout`. Output: "native tf-compat".
+std::string option_choices(const CLI::Option& option) {
+    const auto name = "--" + option.get_single_name();
+    for (const auto& spec : setting_registry()) {
+        if (spec.option == name && !spec.choices.empty()) {
+            return std::string{spec.choices};
+        }
+    }
+    return type_choices(option.get_type_name());
+}
+
 /// What the script does after an option that takes a value: offer its choices, file names
 /// (`FILE`) or nothing (a number, a list, a pattern: nothing sensible to offer).
 /// Input: an option of type "name|ip". Output: "compgen -W 'name ip'".
 std::string value_action(const CLI::Option& option) {
     const auto type_name = option.get_type_name();
-    if (const auto choices = type_choices(type_name); !choices.empty()) {
+    if (const auto choices = option_choices(option); !choices.empty()) {
         return fmt::format("mapfile -t COMPREPLY < <(compgen -W '{}' -- \"$cur\")", choices);
     }
     if (type_name == "FILE") {

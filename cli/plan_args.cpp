@@ -4,6 +4,7 @@
 #include "detail/text.hpp"
 
 #include <tfslurm/error.hpp>
+#include <tfslurm/local_run.hpp>
 #include <tfslurm/log.hpp>
 
 #include <fmt/format.h>
@@ -102,6 +103,21 @@ void add_setting_options(CLI::App& sub, GivenSettings& given, SettingGroup group
                                    : fmt::format("{},{}", spec.short_option, spec.option);
             option = sub.add_option(names, target, std::string{spec.help})
                          ->type_name(std::string{spec.type_name});
+            // One rule for empty values: an option given as '' is checked like any other value
+            // (`--only ''` is refused like `--only ','`), where an empty TFSLURM_* variable is
+            // an unset one. A setting without a parser (the launcher's) needs a value.
+            option->each([&spec](const std::string& value) {
+                if (!value.empty()) {
+                    return;
+                }
+                if (spec.apply != nullptr) {
+                    SettingValues scratch;
+                    spec.apply(scratch, value);
+                    return;
+                }
+                throw errors::invalid_argument(
+                    setting_ref(spec.key), fmt::format("expected {}", spec.type_name), value);
+            });
         }
         if (group != SettingGroup::output) {
             option->group(group_title(group));
@@ -188,6 +204,24 @@ resolve_plan(const PlanArgs& args, const Environment& env, ExchangeUser user, Gp
         }
     }
     return resolved;
+}
+
+void warn_unknown_variables(const Environment& env) {
+    const auto rank = env.get("SLURM_PROCID");
+    if ((rank && *rank != "0") || env.contains(k_local_status_variable)) {
+        return;
+    }
+    for (const auto& unknown : unknown_variables(env)) {
+        // A name from the environment: quoted unless it is a plain identifier.
+        const bool plain = std::all_of(unknown.name.begin(), unknown.name.end(), [](char c) {
+            return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                   c == '_';
+        });
+        logger().warn(
+            "{}: not a tfslurm variable, ignored{}",
+            plain ? unknown.name : quote(unknown.name),
+            unknown.closest.empty() ? "" : fmt::format(" (did you mean {}?)", unknown.closest));
+    }
 }
 
 SettingOrigins& invocation_origins() {

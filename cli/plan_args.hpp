@@ -90,6 +90,13 @@ struct ResolvedPlan {
                                         ExchangeUser user = ExchangeUser::plan,
                                         GpuDetail detail = GpuDetail::every_rank);
 
+/// Warn about every `TFSLURM_*` variable that is not tfslurm's (unknown_variables()), with the
+/// closest known name: once per step, by the task of rank 0 (SLURM_PROCID 0) or a command run
+/// outside a step; never by a `--local` launcher (its parent warned).
+/// Output: `tfslurm: warning: TFSLURM_PSS: not a tfslurm variable, ignored (did you mean
+/// TFSLURM_PS?)`.
+void warn_unknown_variables(const Environment& env);
+
 /// Where the settings of this invocation came from (one `tfslurm` process runs one command):
 /// filled by resolve_plan() and the launcher options, read when an error is printed.
 [[nodiscard]] SettingOrigins& invocation_origins();

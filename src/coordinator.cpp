@@ -85,13 +85,7 @@ Coordinator::Coordinator(CoordinatorSettings settings, Clock::time_point start)
                    policy.roles.end();
         }));
     m_restart_budget = policy.total.value_or(policy.per_rank * restartable);
-    if (m_settings.until == Until::chief && !m_has_chief) {
-        throw errors::invalid_setting("until",
-                                      "the plan has no chief",
-                                      "chief",
-                                      "add " + setting_ref("chief") + ", or use " +
-                                          setting_ref("until", "workers"));
-    }
+    check_until(m_settings.ranks, m_settings.until);
 }
 
 bool Coordinator::is_training(Role role) const noexcept {

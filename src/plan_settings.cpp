@@ -124,7 +124,9 @@ const std::vector<SettingSpec> k_registry{
      K::value,
      G::preview,
      "block (default), cyclic, plane=N or arbitrary (with --hostfile)",
-     nullptr},
+     nullptr,
+     {},
+     "block cyclic arbitrary"},
     {"hostfile",
      "",
      "--hostfile",
@@ -248,7 +250,9 @@ const std::vector<SettingSpec> k_registry{
              "ps_placement",
              {{{"first", PsPlacement::first}, {"spread", PsPlacement::spread}}},
              "expected first or spread");
-     }},
+     },
+     {},
+     "first spread"},
     {"layout",
      "TFSLURM_LAYOUT",
      "--layout",
@@ -264,7 +268,9 @@ const std::vector<SettingSpec> k_registry{
                                                    {"tf-compat", Layout::tf_compat},
                                                    {"tf_compat", Layout::tf_compat}}},
                                                  "expected native or tf-compat");
-     }},
+     },
+     {},
+     "native tf-compat"},
     {"port_base",
      "TFSLURM_PORT_BASE",
      "--port-base",
@@ -368,8 +374,8 @@ const std::vector<SettingSpec> k_registry{
      K::value,
      G::network,
      "What CUDA_VISIBLE_DEVICES lists: task (the task's own GPUs, cuda:0 inside it), node (the "
-     "node's GPUs, pick cuda:LOCAL_RANK) or auto (default: node when the torch variables are "
-     "output, task when they are not or GPUs per task are given)",
+     "node's GPUs, pick cuda:LOCAL_RANK) or auto (default: node, task when GPUs per task are "
+     "given)",
      [](Values& v, std::string_view s) {
          v.plan.gpu_bind = parse_choice<GpuBind, 3>(
              s,
@@ -414,7 +420,8 @@ const std::vector<SettingSpec> k_registry{
      "export (default: 'export NAME=...' lines safe to eval), env (NAME=value lines), json, or "
      "task-prolog (unquoted export lines for srun --task-prolog and TaskProlog)",
      [](Values& v, std::string_view s) { v.format = parse_env_format(s, setting_ref("format")); },
-     "-f"},
+     "-f",
+     "export env json task-prolog"},
     {"only",
      "TFSLURM_ONLY",
      "--only",
@@ -425,7 +432,9 @@ const std::vector<SettingSpec> k_registry{
      "all (default) or a comma list of tf, servers, torch, gpus",
      [](Values& v, std::string_view s) {
          v.outputs = parse_output_selection(s, setting_ref("only"));
-     }},
+     },
+     {},
+     "all tf servers torch gpus"},
 
     {"tf_config_file",
      "TFSLURM_TF_CONFIG_FILE",
@@ -508,7 +517,9 @@ const std::vector<SettingSpec> k_registry{
      G::launcher,
      "Signal sent to a stuck trainer for its stack traces (default ABRT: Python's faulthandler "
      "dumps every thread, then the trainer ends)",
-     nullptr},
+     nullptr,
+     {},
+     "ABRT QUIT USR1 USR2 TERM INT HUP"},
     {"stall_grace",
      "TFSLURM_STALL_GRACE",
      "--stall-grace",
@@ -567,7 +578,9 @@ const std::vector<SettingSpec> k_registry{
      G::launcher,
      "The roles whose failed trainers are restarted: a comma list of worker, chief, evaluator "
      "(default worker; never ps: its state dies with it)",
-     nullptr},
+     nullptr,
+     {},
+     "worker chief evaluator"},
     {"restart_delay",
      "TFSLURM_RESTART_DELAY",
      "--restart-delay",
@@ -597,7 +610,9 @@ const std::vector<SettingSpec> k_registry{
      G::launcher,
      "Signal that asks the trainers to save a checkpoint (default USR1); the same signal from "
      "Slurm's own --signal counts too",
-     nullptr},
+     nullptr,
+     {},
+     "USR1 USR2 TERM INT HUP ABRT QUIT"},
     {"requeue",
      "TFSLURM_REQUEUE",
      "--requeue",
@@ -625,7 +640,9 @@ const std::vector<SettingSpec> k_registry{
      K::value,
      G::launcher,
      "auto (default: munge if munged answers, else TFSLURM_SECRET), munge or secret",
-     nullptr},
+     nullptr,
+     {},
+     "auto munge secret"},
     {"port_range",
      "TFSLURM_PORT_RANGE",
      "--port-range",
@@ -730,13 +747,89 @@ ResolvedSettings resolve_settings(const std::vector<SettingValue>& given) {
         }
     }
     // torch code calls set_device(LOCAL_RANK): with a per-task CUDA_VISIBLE_DEVICES every
-    // LOCAL_RANK but 0 is an invalid ordinal. A given gpus_per_task asks for the split.
+    // LOCAL_RANK but 0 is an invalid ordinal. A given gpus_per_task asks for the split. The
+    // rule never looks at `only`: users evaluate the groups separately (`--only torch`, then
+    // `--only gpus`), and a group's values must not depend on which others are printed.
     auto& plan = resolved.values.plan;
     if (plan.gpu_bind == GpuBind::automatic) {
-        plan.gpu_bind =
-            resolved.values.outputs.torch && !plan.gpus_per_task ? GpuBind::node : GpuBind::task;
+        plan.gpu_bind = plan.gpus_per_task ? GpuBind::task : GpuBind::node;
     }
     return resolved;
+}
+
+const std::vector<std::string_view>& other_variables() {
+    static const std::vector<std::string_view> k_other{
+        // Read: authentication, libraries, logging.
+        "TFSLURM_SECRET",
+        "TFSLURM_MUNGE_SOCKET",
+        "TFSLURM_LIBSLURM",
+        "TFSLURM_LOG_LEVEL",
+        // Set for a trainer (tf_config.hpp, tf_config_file.hpp, launcher.hpp, local_run.hpp).
+        "TFSLURM_SERVERS",
+        "TFSLURM_TASK_TYPE",
+        "TFSLURM_TASK_INDEX",
+        "TFSLURM_RANK",
+        "TFSLURM_ROLE",
+        "TFSLURM_CONTROL",
+        "TFSLURM_RESTART_COUNT",
+        "TFSLURM_PROGRESS_FILE",
+        "TFSLURM_LOCAL_STATUS_FD",
+    };
+    return k_other;
+}
+
+namespace {
+
+/// Levenshtein distance, for suggestions between short names.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) {
+        row[j] = j;
+    }
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        std::size_t diagonal = row[0];
+        row[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            const std::size_t above = row[j];
+            row[j] =
+                std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diagonal = above;
+        }
+    }
+    return row[b.size()];
+}
+
+} // namespace
+
+std::vector<UnknownVariable> unknown_variables(const Environment& env) {
+    constexpr std::string_view k_prefix = "TFSLURM_";
+    std::vector<std::string_view> known;
+    for (const auto& spec : k_registry) {
+        if (!spec.variable.empty()) {
+            known.push_back(spec.variable);
+        }
+    }
+    const auto& other = other_variables();
+    known.insert(known.end(), other.begin(), other.end());
+    std::vector<UnknownVariable> unknown;
+    for (const auto& [name, value] : env.vars()) {
+        if (name.rfind(k_prefix, 0) != 0 ||
+            std::find(known.begin(), known.end(), name) != known.end()) {
+            continue;
+        }
+        const std::string_view suffix = std::string_view{name}.substr(k_prefix.size());
+        UnknownVariable found{name, {}};
+        std::size_t best = std::max<std::size_t>(1, suffix.size() / 3) + 1;
+        for (const auto candidate : known) {
+            const auto distance = edit_distance(suffix, candidate.substr(k_prefix.size()));
+            if (distance < best) {
+                best = distance;
+                found.closest = std::string{candidate};
+            }
+        }
+        unknown.push_back(std::move(found));
+    }
+    return unknown;
 }
 
 std::vector<SettingValue> environment_settings(const Environment& env, Face face) {

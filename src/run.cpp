@@ -29,6 +29,17 @@ Until parse_until(std::string_view text, std::string_view subject) {
                                    "exited 0; chief: stop everyone when the chief exited 0");
 }
 
+void check_until(const std::vector<Member>& ranks, Until until) {
+    const auto is_chief = [](const Member& member) { return member.role == Role::chief; };
+    if (until == Until::chief && std::none_of(ranks.begin(), ranks.end(), is_chief)) {
+        throw errors::invalid_setting("until",
+                                      "the plan has no chief",
+                                      "chief",
+                                      "add " + setting_ref("chief") + ", or use " +
+                                          setting_ref("until", "workers"));
+    }
+}
+
 std::vector<Role> parse_restart_roles(std::string_view text, std::string_view subject) {
     std::vector<Role> roles;
     std::string_view rest = text;

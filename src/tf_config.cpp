@@ -74,30 +74,72 @@ void append_job(std::string& out,
     append_members(out, plan, members);
 }
 
-/// What to do about a variable that does not fit, by variable.
-std::string too_large_hint(std::string_view name) {
-    if (name == "TF_CONFIG") {
-        return "write it to a file on the node that Python trainers load into TF_CONFIG: " +
-               setting_ref("tf_config_file", "auto");
+/// `only` without the tf4slurm dictionary: the selected groups but `servers`.
+/// Input: {tf, servers, torch, gpus}. Output: `tf,torch,gpus`.
+std::string only_without_servers(const OutputSelection& selection) {
+    std::vector<std::string> groups;
+    for (const auto& [selected, name] : {std::pair{selection.tf_config, "tf"},
+                                         std::pair{selection.torch, "torch"},
+                                         std::pair{selection.gpus, "gpus"}}) {
+        if (selected) {
+            groups.emplace_back(name);
+        }
     }
-    if (name == "TFSLURM_SERVERS") {
-        return "leave the tf4slurm dictionary out: " + setting_ref("only", "tf,torch,gpus");
-    }
-    return "use fewer tasks per job or shorter addresses (" + setting_ref("address", "ip") + ")";
+    return detail::join(groups, ",");
 }
 
-void check_size(std::string_view name, std::string_view value, const Plan& plan) {
-    const auto size = name.size() + 1 + value.size() + 1;
-    if (size > k_max_env_string) {
-        throw errors::too_large(
-            name,
-            fmt::format("{} bytes for {} tasks do not fit in one environment variable (Linux "
-                        "allows {} bytes per NAME=value string)",
-                        size,
-                        plan.ranks.size(),
-                        k_max_env_string),
-            too_large_hint(name));
+/// The way out for every variable that does not fit, at once: following a hint must not lead
+/// to the next error (80,000 tasks outgrow TF_CONFIG and the tf4slurm dictionary together).
+std::string too_large_hint(const std::vector<std::string>& names,
+                           const OutputSelection& selection) {
+    const auto has = [&names](std::string_view name) {
+        return std::find(names.begin(), names.end(), name) != names.end();
+    };
+    const bool tf_config = has("TF_CONFIG");
+    const bool servers = has("TFSLURM_SERVERS");
+    const auto rest = only_without_servers(selection);
+    // Another variable (a very long address), or the dictionary alone was asked for.
+    if (names.size() != static_cast<std::size_t>(tf_config) + static_cast<std::size_t>(servers) ||
+        (servers && rest.empty())) {
+        return "use fewer tasks per job or shorter addresses (" + setting_ref("address", "ip") +
+               ")";
     }
+    const auto file = setting_ref("tf_config_file", "auto");
+    const auto only = setting_ref("only", rest);
+    if (tf_config && servers) {
+        return "write TF_CONFIG to a file on the node that Python trainers load, and leave the "
+               "tf4slurm dictionary out: " +
+               file + " " + only;
+    }
+    return tf_config ? "write it to a file on the node that Python trainers load into "
+                       "TF_CONFIG: " +
+                           file
+                     : "leave the tf4slurm dictionary out: " + only;
+}
+
+/// Every variable of `vars` that does not fit in one environment string, in one error.
+void check_sizes(const EnvVars& vars, const Plan& plan, const OutputSelection& selection) {
+    std::vector<std::string> names;
+    std::vector<std::string> sizes;
+    for (const auto& [name, value] : vars) {
+        const auto size = name.size() + 1 + value.size() + 1;
+        if (size > k_max_env_string) {
+            names.emplace_back(name);
+            sizes.push_back(std::to_string(size));
+        }
+    }
+    if (names.empty()) {
+        return;
+    }
+    throw errors::too_large(
+        detail::join(names, ", "),
+        fmt::format("{} bytes for {} tasks do not fit in one environment variable{} (Linux "
+                    "allows {} bytes per NAME=value string)",
+                    detail::join(sizes, " and "),
+                    plan.ranks.size(),
+                    names.size() > 1 ? " each" : "",
+                    k_max_env_string),
+        too_large_hint(names, selection));
 }
 
 std::string gpu_text(const std::vector<std::string>& gpus) {
@@ -176,10 +218,13 @@ OutputSelection parse_output_selection(std::string_view text, std::string_view s
     return selection;
 }
 
-EnvVars task_environment(const Plan& plan, std::uint32_t rank, const OutputSelection& selection) {
+EnvVars task_environment(const Plan& plan,
+                         std::uint32_t rank,
+                         const OutputSelection& selection,
+                         TfConfigPlace tf_config) {
     const auto& self = plan.ranks.at(rank);
     EnvVars vars;
-    if (selection.tf_config) {
+    if (selection.tf_config && tf_config == TfConfigPlace::environment) {
         vars.emplace_back("TF_CONFIG", tf_config_json(plan, rank));
     }
     if (selection.servers) {
@@ -207,9 +252,7 @@ EnvVars task_environment(const Plan& plan, std::uint32_t rank, const OutputSelec
     vars.emplace_back("TFSLURM_RANK", std::to_string(self.rank));
     vars.emplace_back("TFSLURM_ROLE", std::string{to_string(self.role)});
     vars.emplace_back("TFSLURM_CONTROL", host_port(plan.control_address, plan.control_port));
-    for (const auto& [name, value] : vars) {
-        check_size(name, value, plan);
-    }
+    check_sizes(vars, plan, selection);
     return vars;
 }
 
@@ -223,6 +266,32 @@ EnvVars socket_interface_variables(const Plan& plan, const Environment& user) {
             vars.emplace_back(name, plan.socket_interface);
         }
     }
+    return vars;
+}
+
+EnvVars thread_variables(const Plan& plan,
+                         std::uint32_t rank,
+                         const OutputSelection& selection,
+                         const Environment& user) {
+    EnvVars vars;
+    if (!selection.torch || user.contains("OMP_NUM_THREADS")) {
+        return vars;
+    }
+    const auto node = plan.ranks.at(rank).node;
+    const auto sharing =
+        std::count_if(plan.ranks.begin(), plan.ranks.end(), [node](const RankPlan& other) {
+            return other.node == node;
+        });
+    if (sharing < 2) {
+        return vars;
+    }
+    std::string threads = "1";
+    if (const auto cpus = user.get("SLURM_CPUS_PER_TASK")) {
+        if (const auto count = detail::parse_decimal(*cpus); count && *count > 0) {
+            threads = std::to_string(*count);
+        }
+    }
+    vars.emplace_back("OMP_NUM_THREADS", std::move(threads));
     return vars;
 }
 

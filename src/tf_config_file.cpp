@@ -291,9 +291,7 @@ FileTaskEnvironment file_task_environment(const Plan& plan,
         return out;
     }
     out.file = tf_config_file_for(value, plan, rank, env);
-    OutputSelection rest = selection;
-    rest.tf_config = false;
-    auto vars = task_environment(plan, rank, rest);
+    auto vars = task_environment(plan, rank, selection, TfConfigPlace::file);
     const auto python_path = env.get("PYTHONPATH");
     out.vars.reserve(vars.size() + 2);
     out.vars.emplace_back(k_tf_config_file_variable, out.file.path);

@@ -4,7 +4,7 @@
 
 Every task is a worker (the first may be the chief, --chief): all run the same program,
 synchronously, and all exit when it is done. Each sees its own share of the node's GPUs
-(`--only tf,gpus`: TensorFlow takes every visible GPU). Without TensorFlow, the task checks its
+(`--only tf,gpus --gpu-bind task`: TensorFlow takes every visible GPU). Without TensorFlow, the task checks its
 TF_CONFIG as TFConfigClusterResolver reads it (../common/tf_config_check.py) and prints one
 "tf_config: ... ok" line.
 """

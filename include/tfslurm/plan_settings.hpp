@@ -58,6 +58,9 @@ struct SettingSpec {
     /// setting_ref(key). Null for preview fields and launcher settings (parsed elsewhere).
     void (*apply)(SettingValues& values, std::string_view value);
     std::string_view short_option{}; ///< CLI short option (`-f`), usually none
+    /// The values a fixed list of them allows, space-separated (`native tf-compat`): what shell
+    /// completion offers. Empty when the value is free (a number, a name, a pattern).
+    std::string_view choices{};
 };
 
 /// Every setting, in the CLI's `--help` order.
@@ -118,8 +121,8 @@ struct ResolvedSettings {
 /// Layer `given` (any order): for each key the winner of winning_settings() is applied to the
 /// defaults; keys without a parser (launcher settings) only get their origin recorded. A
 /// value replaces lower layers as a whole (an empty `roles=` clears roles from below).
-/// `gpu_bind=auto` is resolved here: `node` when the torch variables are in `only` and
-/// `gpus_per_task` is not given, else `task`.
+/// `gpu_bind=auto` is resolved here: `task` when `gpus_per_task` is given, else `node` (never
+/// by `only`: a group's values do not depend on which groups are printed).
 /// Input: {ps=1 plugstack, ps=3 option, layout=tf-compat environment}.
 /// Output: values.plan.counts.ps == 3, layout tf_compat; origins {ps: option, layout: environment}.
 /// \throws Error from apply_setting() for a bad winning value.
@@ -129,5 +132,28 @@ struct ResolvedSettings {
 /// = not given), in registry order, unvalidated.
 /// Input: env {TFSLURM_PS=2, TFSLURM_CHIEF=""}. Output: {ps=2 (Origin::environment)}.
 [[nodiscard]] std::vector<SettingValue> environment_settings(const Environment& env, Face face);
+
+/// The `TFSLURM_*` variables that are not settings but that tfslurm reads (`TFSLURM_SECRET`,
+/// `TFSLURM_MUNGE_SOCKET`, `TFSLURM_LIBSLURM`, `TFSLURM_LOG_LEVEL`) or sets for a trainer
+/// (`TFSLURM_RANK`, `TFSLURM_SERVERS`, ...: a tfslurm run inside a trainer sees them).
+[[nodiscard]] const std::vector<std::string_view>& other_variables();
+
+/// A `TFSLURM_*` variable that tfslurm does not know: a misspelt setting would otherwise be
+/// ignored without a word (`TFSLURM_PSS=2` plans no ps).
+struct UnknownVariable {
+    std::string name;
+    std::string closest; ///< the known variable it is closest to; empty when none is close
+
+    friend bool operator==(const UnknownVariable& a, const UnknownVariable& b) {
+        return a.name == b.name && a.closest == b.closest;
+    }
+};
+
+/// Every `TFSLURM_*` variable of `env` that is neither a setting's (any face) nor one of
+/// other_variables(), in name order, each with the closest known name (edit distance of the
+/// part after `TFSLURM_` at most a third of its length, and at least 1).
+/// Input: env {TFSLURM_PSS=2, TFSLURM_RANK=0, TFSLURM_XYZZY=1}.
+/// Output: {{TFSLURM_PSS, TFSLURM_PS}, {TFSLURM_XYZZY, ""}}.
+[[nodiscard]] std::vector<UnknownVariable> unknown_variables(const Environment& env);
 
 } // namespace tfslurm

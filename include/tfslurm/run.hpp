@@ -77,6 +77,13 @@ struct Member {
 /// Input: hosts n1, n1, n2, n1. Output: {0, 0, 2, 0}.
 [[nodiscard]] std::vector<std::uint32_t> node_leaders(const std::vector<Member>& ranks);
 
+/// Refuse an `until` that these ranks cannot satisfy, before anything connects: every task has
+/// the whole plan, so each one refuses at once with the same message (rather than rank 0 alone,
+/// while the others wait for a coordinator that never listens).
+/// Input: ranks {ps, worker, worker}, Until::chief. Output: throws `until: the plan has no chief:
+/// "chief"` (the CLI says `--until chief`). \throws Error (Errc::invalid_argument) naming `until`.
+void check_until(const std::vector<Member>& ranks, Until until);
+
 /// How many ranks each leader speaks for (itself included), indexed by rank; 0 for non-leaders.
 /// Input: {0, 0, 2, 0}. Output: {3, 0, 1, 0}.
 [[nodiscard]] std::vector<std::uint32_t> node_sizes(const std::vector<std::uint32_t>& leaders);

@@ -45,11 +45,20 @@ struct OutputSelection {
 
 using EnvVars = std::vector<std::pair<std::string, std::string>>;
 
+/// Where TF_CONFIG goes when the selection has it.
+enum class TfConfigPlace {
+    environment, ///< the TF_CONFIG variable
+    file         ///< a file (tf_config_file.hpp): not among the variables
+};
+
 /// The variables for `rank`, in a fixed order. Always includes TFSLURM_RANK, TFSLURM_ROLE and
 /// TFSLURM_CONTROL (`address:port` of the launcher coordinator).
-/// \throws Error (Errc::too_large) when a variable would not fit in one environment string.
-[[nodiscard]] EnvVars
-task_environment(const Plan& plan, std::uint32_t rank, const OutputSelection& selection);
+/// \throws Error (Errc::too_large) naming every variable that would not fit in one environment
+///         string, with one way out for all of them (the hint keeps the selected groups).
+[[nodiscard]] EnvVars task_environment(const Plan& plan,
+                                       std::uint32_t rank,
+                                       const OutputSelection& selection,
+                                       TfConfigPlace tf_config = TfConfigPlace::environment);
 
 /// The variables that make the frameworks' own sockets (torch's gloo and TensorPipe, NCCL)
 /// use the interface this node chose (Plan::socket_interface), whatever `only` says: none
@@ -57,6 +66,16 @@ task_environment(const Plan& plan, std::uint32_t rank, const OutputSelection& se
 /// Input: socket_interface ib0, user {NCCL_SOCKET_IFNAME=ib1}.
 /// Output: {GLOO_SOCKET_IFNAME=ib0, TP_SOCKET_IFNAME=ib0}.
 [[nodiscard]] EnvVars socket_interface_variables(const Plan& plan, const Environment& user);
+
+/// With the torch variables, torchrun's thread rule: when several tasks share `rank`'s node and
+/// `user` (the task's environment) does not set OMP_NUM_THREADS, OMP_NUM_THREADS is the task's
+/// CPUs (SLURM_CPUS_PER_TASK), else 1, so that N processes of OpenMP/MKL do not each start one
+/// thread per core of the node.
+/// Input: 2 ranks on the node, user {SLURM_CPUS_PER_TASK=4}. Output: {OMP_NUM_THREADS=4}.
+[[nodiscard]] EnvVars thread_variables(const Plan& plan,
+                                       std::uint32_t rank,
+                                       const OutputSelection& selection,
+                                       const Environment& user);
 
 /// How to print variables.
 enum class EnvFormat {

@@ -104,7 +104,11 @@ EnvVars task_variables_of(const TaskSettings& settings,
                                                   std::to_string(plan.ranks.size()) + " tasks",
                                               std::to_string(*self));
     }
-    return task_environment(plan, *self, settings.outputs);
+    auto vars = task_environment(plan, *self, settings.outputs);
+    for (auto& var : thread_variables(plan, *self, settings.outputs, task_env)) {
+        vars.push_back(std::move(var));
+    }
+    return vars;
 }
 
 } // namespace
@@ -239,15 +243,19 @@ EnvVars task_variables(const TaskSettings& settings,
     try {
         return task_variables_of(settings, task_env, rank);
     } catch (const Error& e) {
-        if (e.code() == Errc::too_large &&
-            std::string_view{e.what()}.rfind("TF_CONFIG: ", 0) == 0) {
+        const std::string_view what = e.what();
+        if (e.code() == Errc::too_large && what.rfind("TF_CONFIG", 0) == 0) {
             // The library suggests tf_config_file, which the plugin does not have: it would
             // write a file per task from slurmstepd and could not remove it after the task.
+            // The tf4slurm dictionary, when it is too large as well, is left out the same way.
+            const bool servers =
+                what.substr(0, what.find(':')).find("TFSLURM_SERVERS") != std::string_view::npos;
             throw Error(e.code(),
                         e.what(),
-                        "the plugin cannot write TF_CONFIG to a file: run the trainer with "
-                        "'tfslurm run --tf-config-file auto' and without --tfslurm (tfslurm(1), "
-                        "LARGE JOBS)");
+                        std::string{"the plugin cannot write TF_CONFIG to a file: run the "
+                                    "trainer with 'tfslurm run --tf-config-file auto"} +
+                            (servers ? " --only tf,torch,gpus" : "") +
+                            "' and without --tfslurm (tfslurm(1), LARGE JOBS)");
         }
         throw plugin_error(e, settings.origins);
     }

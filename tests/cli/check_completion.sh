@@ -54,6 +54,17 @@ expect '--json' tfslurm plan --js
 expect '--no-chief' tfslurm plan --ps 1 --no-c
 expect '' tfslurm env --ps ''
 expect 'bash' tfslurm completion ''
+# Fixed lists from the settings registry (their type names are words, such as LAYOUT).
+expect 'native tf-compat' tfslurm plan --layout ''
+expect 'tf-compat' tfslurm env --layout t
+expect 'export env json task-prolog' tfslurm env --format ''
+expect 'json' tfslurm env -f j
+expect 'block cyclic arbitrary' tfslurm plan --distribution ''
+expect 'first spread' tfslurm run --ps-placement ''
+expect 'all tf servers torch gpus' tfslurm env --only ''
+expect 'auto munge secret' tfslurm run --auth ''
+expect 'worker chief evaluator' tfslurm run --restart-roles ''
+expect 'USR1 USR2' tfslurm run --checkpoint-signal U
 expect '' tfslurm no-such-command --
 expect '' tfslurm run -- tfslurm-no-such-program-
 expect '' tfslurm run -- python --no-such-option-

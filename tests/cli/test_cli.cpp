@@ -133,7 +133,8 @@ TEST_CASE("cli: env prints a real task's settings as export lines", "[cli]") {
           "export NODE_RANK='1'\n"
           "export TFSLURM_RANK='3'\n"
           "export TFSLURM_ROLE='worker'\n"
-          "export TFSLURM_CONTROL='n1:31009'\n");
+          "export TFSLURM_CONTROL='n1:31009'\n"
+          "export OMP_NUM_THREADS='1'\n");
 
     r = tfslurm_cli({"env", "--format", "json", "--only", "tf"}, env);
     CHECK(r.status == 0);
@@ -278,8 +279,10 @@ TEST_CASE("cli: usage errors exit 2 with the option named", "[cli]") {
     CHECK(r.err == "tfslurm: error: preview options: need --nodelist\ntfslurm: hint: give "
                    "--nodelist to describe an allocation, or run inside Slurm without them\n");
     r = tfslurm_cli({"env", "--nodelist", "n[1-2]"});
-    CHECK(r.status == 3);
-    CHECK(r.err.rfind("tfslurm: error: SLURM_PROCID: not set\n", 0) == 0);
+    CHECK(r.status == 2);
+    CHECK(r.err.rfind("tfslurm: error: preview options: tfslurm env describes one task: need "
+                      "--rank\n",
+                      0) == 0);
     r = tfslurm_cli({"plan", "--nodelist", "n[1-2]", "--layout", "sorted"});
     CHECK(r.status == 2);
     CHECK(r.err == "tfslurm: error: --layout: expected native or tf-compat: \"sorted\"\n");
@@ -306,7 +309,7 @@ TEST_CASE("cli: a TF_CONFIG larger than the environment allows", "[cli]") {
                           "--rank",
                           "0"});
     CHECK(r.status == 6);
-    CHECK(r.err.find("tfslurm: error: TF_CONFIG: ") == 0);
+    CHECK(r.err.find("tfslurm: error: TF_CONFIG, TFSLURM_SERVERS: ") == 0);
     CHECK(r.out.empty());
 }
 
@@ -468,7 +471,7 @@ TEST_CASE("cli: env --iface reads this node's interface", "[cli]") {
                    "MASTER_ADDR=127.0.0.1\nMASTER_PORT=2222\nRANK=1\nWORLD_SIZE=2\nLOCAL_RANK=1\n"
                    "LOCAL_WORLD_SIZE=2\nNODE_RANK=0\nTFSLURM_RANK=1\nTFSLURM_ROLE=worker\n"
                    "TFSLURM_CONTROL=n1:2224\nGLOO_SOCKET_IFNAME=lo\nNCCL_SOCKET_IFNAME=lo\n"
-                   "TP_SOCKET_IFNAME=lo\n");
+                   "TP_SOCKET_IFNAME=lo\nOMP_NUM_THREADS=1\n");
 
     // A variable the user set is theirs: kept, and not printed.
     args = preview;

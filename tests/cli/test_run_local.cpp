@@ -69,7 +69,7 @@ std::size_t count(const std::string& text, const std::string& needle) {
 /// Pids of live (non-zombie) processes whose environment holds `marker`.
 std::vector<pid_t> marked_processes(const std::string& marker) {
     std::vector<pid_t> found;
-    const std::string needle = "TFSLURM_TEST_MARKER=" + marker;
+    const std::string needle = "TEST_TFSLURM_MARKER=" + marker;
     DIR* proc = ::opendir("/proc");
     REQUIRE(proc != nullptr);
     while (const dirent* entry = ::readdir(proc)) {
@@ -107,7 +107,7 @@ class Cli {
                 env.unset(name);
             }
         }
-        env.set("TFSLURM_TEST_MARKER", m_marker);
+        env.set("TEST_TFSLURM_MARKER", m_marker);
         for (const auto& [name, value] : extra_env) {
             env.set(name, value);
         }

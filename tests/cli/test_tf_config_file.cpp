@@ -90,7 +90,8 @@ bool exists(const std::string& path) {
 TEST_CASE("cli: env of an 80,000-task step explains --tf-config-file", "[cli]") {
     const TempDir tmp{"tfconfig-cli"};
     const auto size = expected_tf_config().size() + std::string{"TF_CONFIG=\n"}.size();
-    const auto r = run({TFSLURM_CLI_PATH, "env"}, big_step(tmp.path));
+    // TF_CONFIG alone (no tf4slurm dictionary asked for): its own way out.
+    const auto r = run({TFSLURM_CLI_PATH, "env", "--only", "tf,torch,gpus"}, big_step(tmp.path));
     CHECK(r.status == 6);
     CHECK(r.out.empty());
     CHECK(r.err == "tfslurm: error: TF_CONFIG: " + std::to_string(size) +
@@ -98,6 +99,11 @@ TEST_CASE("cli: env of an 80,000-task step explains --tf-config-file", "[cli]") 
                        "allows 131072 bytes per NAME=value string)\n"
                        "tfslurm: hint: write it to a file on the node that Python trainers load "
                        "into TF_CONFIG: --tf-config-file auto\n");
+    // Both by default: one error for the two, with one way out.
+    const auto both = run({TFSLURM_CLI_PATH, "env"}, big_step(tmp.path));
+    CHECK(both.status == 6);
+    CHECK_THAT(both.err, Catch::StartsWith("tfslurm: error: TF_CONFIG, TFSLURM_SERVERS: "));
+    CHECK_THAT(both.err, Catch::EndsWith("--tf-config-file auto --only tf,torch,gpus\n"));
     const auto servers =
         run({TFSLURM_CLI_PATH, "env", "--tf-config-file", "auto"}, big_step(tmp.path));
     CHECK(servers.status == 6);

@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: MIT
 #
 # GPUs on the test cluster's fake GRES devices: with --gpus-per-node each task gets its share
-# of the visible GPUs (--only gpus: no torch variables, so gpu_bind=auto splits); with
-# --gpus-per-task (Slurm binds per task) each keeps its own; without GPUs nothing is set and
-# nothing fails. With the torch variables (the default), cuda:LOCAL_RANK must be a device of the
+# of the visible GPUs (--gpu-bind task); with --gpus-per-task (Slurm binds per task) each keeps
+# its own; without GPUs nothing is set and nothing fails. --only gpus alone prints what the
+# default prints next to the torch variables (the node's GPUs): a group's values never depend
+# on which groups are printed. With the torch variables (the default), cuda:LOCAL_RANK must be a device of the
 # task, under `tfslurm env` and `tfslurm run` alike: CUDA numbers CUDA_VISIBLE_DEVICES from 0.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -12,7 +13,7 @@ source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 require_trainer
 
 # shellcheck disable=SC2016 # expanded by the task's shell, not here
-task='printf "%s %s\n" "$SLURM_PROCID" "$("$TFSLURM_BIN" env --format env --only gpus | sed -n "s/^CUDA_VISIBLE_DEVICES=//p")"'
+task='printf "%s %s\n" "$SLURM_PROCID" "$("$TFSLURM_BIN" env --format env --only gpus --gpu-bind task | sed -n "s/^CUDA_VISIBLE_DEVICES=//p")"'
 
 gpus_of() {
     local out
@@ -25,6 +26,11 @@ assert_eq "0 0,1 1 2,3 2 0,1 3 2,3 4 0,1 5 2,3 " "$(gpus_of --gpus-per-node=4)" 
 assert_eq "0 0 1 1 2 0 3 1 4 0 5 1 " "$(gpus_of --gpus-per-task=1)" "--gpus-per-task=1"
 assert_eq "0 0,1 1 2,3 2 0,1 3 2,3 4 0,1 5 2,3 " "$(gpus_of --gpus-per-task=2)" "--gpus-per-task=2"
 assert_eq "0  1  2  3  4  5  " "$(gpus_of)" "no GPUs requested"
+
+# --only gpus without --gpu-bind: the node's GPUs, exactly what the torch groups print next to
+# them (evaluated separately, cuda:LOCAL_RANK is still one of the task's devices).
+task=${task/ --gpu-bind task/}
+assert_eq "0 0,1 1 0,1 2 0,1 3 0,1 4 0,1 5 0,1 " "$(gpus_of --gpus-per-node=2)" "--only gpus alone"
 
 # torch.cuda.set_device(LOCAL_RANK) works iff LOCAL_RANK < the number of visible devices.
 # shellcheck disable=SC2016 # expanded by the task

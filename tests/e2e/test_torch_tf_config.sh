@@ -41,7 +41,7 @@ assert_contains "$E2E_OUTPUT$E2E_STDERR" \
     "coordinator: the work is done (the chief exited 0): stopping 5 remaining ranks" \
     "the workers and ps are stopped once the chief is done"
 
-e2e_log "tf2-multi-worker-mirrored/job.sbatch: eval \"\$(tfslurm env --chief --only tf,gpus)\""
+e2e_log "tf2-multi-worker-mirrored/job.sbatch: eval \"\$(tfslurm env --chief --only tf,gpus --gpu-bind task)\""
 jid=$(sbatch_submit -D "$EXAMPLES/tf2-multi-worker-mirrored" -o "$dir/mwms.out" \
     "$EXAMPLES/tf2-multi-worker-mirrored/job.sbatch")
 rc=0

@@ -471,9 +471,9 @@ TEST_CASE("spank: a TF_CONFIG too large for the environment points to tfslurm ru
         FAIL("no exception");
     } catch (const Error& e) {
         CHECK(e.code() == Errc::too_large);
-        CHECK_THAT(e.what(), Catch::StartsWith("TF_CONFIG: "));
+        CHECK_THAT(e.what(), Catch::StartsWith("TF_CONFIG, TFSLURM_SERVERS: "));
         CHECK(e.hint() == "the plugin cannot write TF_CONFIG to a file: run the trainer with "
-                          "'tfslurm run --tf-config-file auto' and without --tfslurm (tfslurm(1), "
-                          "LARGE JOBS)");
+                          "'tfslurm run --tf-config-file auto --only tf,torch,gpus' and without "
+                          "--tfslurm (tfslurm(1), LARGE JOBS)");
     }
 }

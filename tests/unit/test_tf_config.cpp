@@ -227,12 +227,21 @@ TEST_CASE("tf_config: cuda:LOCAL_RANK is a device of the task whenever torch var
                 env, nodelist, tasks, rank, {{"only", "torch", tfslurm::Origin::option}});
             CHECK(value_of(torch_only, "CUDA_VISIBLE_DEVICES") == "<unset>");
             CHECK(local < device_count(node_gpus));
-            // No torch variables (TensorFlow): each task gets its own share, cuda:0 inside it.
-            const auto tf = resolved_task_vars(
-                env, nodelist, tasks, rank, {{"only", "tf,gpus", tfslurm::Origin::option}});
+            // The gpus group alone holds what it holds next to the torch variables: evaluated
+            // separately, LOCAL_RANK still names one of the task's devices.
+            const auto gpus_only = resolved_task_vars(
+                env, nodelist, tasks, rank, {{"only", "gpus", tfslurm::Origin::option}});
+            CHECK(value_of(gpus_only, "CUDA_VISIBLE_DEVICES") == node_gpus);
+            // TensorFlow: gpu_bind=task gives each task its own share, cuda:0 inside it.
+            const auto tf = resolved_task_vars(env,
+                                               nodelist,
+                                               tasks,
+                                               rank,
+                                               {{"only", "tf,gpus", tfslurm::Origin::option},
+                                                {"gpu_bind", "task", tfslurm::Origin::option}});
             CHECK(device_count(value_of(tf, "CUDA_VISIBLE_DEVICES")) ==
                   device_count(node_gpus) / std::stoul(tasks.substr(0, 1)));
-            // An explicit gpu_bind=task keeps the share even with torch variables.
+            // The same share with every group printed.
             const auto split = resolved_task_vars(
                 env, nodelist, tasks, rank, {{"gpu_bind", "task", tfslurm::Origin::environment}});
             CHECK(value_of(split, "CUDA_VISIBLE_DEVICES") == value_of(tf, "CUDA_VISIBLE_DEVICES"));
@@ -249,7 +258,9 @@ TEST_CASE("tf_config: gpu_bind settings", "[tf_config]") {
         return tfslurm::resolve_settings(given).values.plan.gpu_bind;
     };
     CHECK(bind({}) == GpuBind::node);
-    CHECK(bind({{"only", "tf,servers,gpus", Origin::option}}) == GpuBind::task);
+    // `only` never changes a value: the tf4slurm groups alone bind like all of them.
+    CHECK(bind({{"only", "tf,servers,gpus", Origin::option}}) == GpuBind::node);
+    CHECK(bind({{"only", "gpus", Origin::environment}}) == GpuBind::node);
     CHECK(bind({{"gpus_per_task", "1", Origin::option}}) == GpuBind::task);
     CHECK(bind({{"gpu_bind", "task", Origin::plugstack}}) == GpuBind::task);
     CHECK(bind({{"gpu_bind", "node", Origin::option}, {"only", "tf", Origin::option}}) ==
@@ -368,8 +379,10 @@ TEST_CASE("tf_config: task-prolog format, what Slurm's TaskProlog reads", "[tf_c
 TEST_CASE("tf_config: a TF_CONFIG too large for the environment is a clear error", "[tf_config]") {
     const auto plan = preview_plan("a-rather-long-node-name-[00001-04000]", "2", {}, "", 0U);
     CHECK(tfslurm::tf_config_json(plan, 0).size() > tfslurm::k_max_env_string);
+    tfslurm::OutputSelection selection;
+    selection.servers = false; // the tf4slurm dictionary is as large: both, in their own test
     try {
-        (void)tfslurm::task_environment(plan, 0, {});
+        (void)tfslurm::task_environment(plan, 0, selection);
         FAIL("no exception");
     } catch (const Error& e) {
         CHECK(e.code() == Errc::too_large);

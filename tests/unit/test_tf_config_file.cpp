@@ -65,8 +65,10 @@ TEST_CASE("tf_config_file: an 80,000-task TF_CONFIG goes through a file", "[tf_c
     CHECK(tf_config.size() > tfslurm::k_max_env_string);
 
     SECTION("without the setting: the error names the size, the limit and the setting") {
+        tfslurm::OutputSelection selection;
+        selection.servers = false;
         try {
-            (void)tfslurm::task_environment(plan, 12345, {});
+            (void)tfslurm::task_environment(plan, 12345, selection);
             FAIL("no exception");
         } catch (const tfslurm::Error& e) {
             CHECK(e.code() == Errc::too_large);
@@ -78,15 +80,41 @@ TEST_CASE("tf_config_file: an 80,000-task TF_CONFIG goes through a file", "[tf_c
                               "TF_CONFIG: tf_config_file=auto");
         }
     }
-    SECTION("the dictionary of tf4slurm is as large: its own hint") {
-        tfslurm::OutputSelection selection;
-        selection.tf_config = false;
+    SECTION("both too large: one error names both, with one way out for the two") {
         try {
-            (void)tfslurm::task_environment(plan, 12345, selection);
+            (void)tfslurm::task_environment(plan, 12345, {});
+            FAIL("no exception");
+        } catch (const tfslurm::Error& e) {
+            CHECK(e.code() == Errc::too_large);
+            const std::string message = e.what();
+            CHECK(message.rfind("TF_CONFIG, TFSLURM_SERVERS: " +
+                                    std::to_string(tf_config.size() + 11) + " and ",
+                                0) == 0);
+            CHECK_THAT(message,
+                       Catch::EndsWith(" bytes for 80000 tasks do not fit in one environment "
+                                       "variable each (Linux allows 131072 bytes per NAME=value "
+                                       "string)"));
+            CHECK(e.hint() == "write TF_CONFIG to a file on the node that Python trainers load, "
+                              "and leave the tf4slurm dictionary out: tf_config_file=auto "
+                              "only=tf,torch,gpus");
+        }
+    }
+    SECTION("the dictionary of tf4slurm is as large: its own hint, keeping the groups") {
+        try {
+            // TF_CONFIG in a file: `only` still has tf.
+            (void)tfslurm::task_environment(plan, 12345, {}, tfslurm::TfConfigPlace::file);
             FAIL("no exception");
         } catch (const tfslurm::Error& e) {
             CHECK(std::string{e.what()}.rfind("TFSLURM_SERVERS: ", 0) == 0);
             CHECK(e.hint() == "leave the tf4slurm dictionary out: only=tf,torch,gpus");
+        }
+        tfslurm::OutputSelection no_tf;
+        no_tf.tf_config = false;
+        try {
+            (void)tfslurm::task_environment(plan, 12345, no_tf);
+            FAIL("no exception");
+        } catch (const tfslurm::Error& e) {
+            CHECK(e.hint() == "leave the tf4slurm dictionary out: only=torch,gpus");
         }
     }
     SECTION("with the setting: the variables fit and name the file and the shim") {
