@@ -5,7 +5,7 @@
 # N = 1, 4, 16), next to its yardstick, the plain `tfslurm env` of the same step. A benchmark
 # that prints figures, not a test: nothing here asserts speed.
 #
-#   flock /tmp/tfslurm-e2e.lock bench/bench_pmi2.sh [TFSLURM_BIN] [RUNS]
+#   flock /tmp/tfslurm-e2e.lock bench/bench_pmi2.sh [E2E_TFSLURM] [RUNS]
 #
 # Needs the test cluster up (scripts/test-cluster up; docs/test-cluster.md) and, since the
 # cluster is shared, the e2e lock. For each N it runs RUNS steps of each kind and prints:

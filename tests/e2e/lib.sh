@@ -15,9 +15,11 @@
 # TC_NODE_NAMES="n1 n2 n3", TC_NODELIST="n[1-3]", TC_DIR, ...), creates E2E_TMPDIR (removed on
 # exit) and fails the test at once if the cluster is not up.
 #
-# Environment from CTest: TFSLURM_BIN (the tfslurm executable), TFSLURM_SOURCE_DIR,
-# TFSLURM_BUILD_DIR, TFSLURM_TC (scripts/test-cluster). Set TFSLURM_E2E_KEEP_TMP=1 to keep
-# E2E_TMPDIR for debugging.
+# Environment from CTest: E2E_TFSLURM (the tfslurm executable), E2E_SOURCE_DIR,
+# E2E_BUILD_DIR, E2E_TEST_CLUSTER (scripts/test-cluster). Set E2E_KEEP_TMP=1 to keep
+# E2E_TMPDIR for debugging. No TFSLURM_* variable of the caller's reaches the commands under
+# test (tfslurm warns about every one that is not its own, and reads the others as settings):
+# the harness's own variables are E2E_*, and a test sets the TFSLURM_* it means per command.
 #
 # Rules (docs/test-cluster.md): bound every srun/sbatch/salloc and every wait (run_bounded,
 # sbatch_wait); pin layouts with --ntasks-per-node; leave nothing behind (no_leftovers).
@@ -26,11 +28,11 @@
 set -euo pipefail
 
 e2e_lib_dir=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
-: "${TFSLURM_SOURCE_DIR:=$(cd -- "$e2e_lib_dir/../.." && pwd)}"
-: "${TFSLURM_TC:=$TFSLURM_SOURCE_DIR/scripts/test-cluster}"
-: "${TFSLURM_BUILD_DIR:=}"
-: "${TFSLURM_BIN:=}"
-export TFSLURM_SOURCE_DIR TFSLURM_TC TFSLURM_BUILD_DIR TFSLURM_BIN
+: "${E2E_SOURCE_DIR:=$(cd -- "$e2e_lib_dir/../.." && pwd)}"
+: "${E2E_TEST_CLUSTER:=$E2E_SOURCE_DIR/scripts/test-cluster}"
+: "${E2E_BUILD_DIR:=}"
+: "${E2E_TFSLURM:=}"
+export E2E_SOURCE_DIR E2E_TEST_CLUSTER E2E_BUILD_DIR E2E_TFSLURM
 E2E_NAME=$(basename -- "$0" .sh)
 
 # e2e_log MESSAGE: a progress line on stderr.
@@ -47,15 +49,22 @@ fail() {
 
 # --- cluster -----------------------------------------------------------------------------------
 
-if ! e2e_env_out=$(bash "$TFSLURM_TC" env 2>&1); then
+if ! e2e_env_out=$(bash "$E2E_TEST_CLUSTER" env 2>&1); then
     fail "the test cluster is not available: ${e2e_env_out#test-cluster: error: }"
 fi
 eval "$e2e_env_out"
-eval "$(bash "$TFSLURM_TC" settings)"
+eval "$(bash "$E2E_TEST_CLUSTER" settings)"
 export SLURM_CONF
 # shellcheck disable=SC2206 # TC_NODE_NAMES is a space-separated list of simple names
 TC_NODE_ARRAY=($TC_NODE_NAMES)
 unset e2e_env_out
+# A developer's TFSLURM_PS, the test cluster's TFSLURM_TC_*, TFSLURM_FUZZ_SECONDS: kept for this
+# shell (the cluster's settings were read above), given to no command.
+while IFS= read -r e2e_name; do
+    # shellcheck disable=SC2163 # un-export the variable that e2e_name names
+    export -n "$e2e_name"
+done < <(compgen -e | grep '^TFSLURM_' || true)
+unset e2e_name
 
 # --- temporary files and cleanup ---------------------------------------------------------------
 
@@ -71,7 +80,7 @@ e2e_cleanup() {
     for hook in "${e2e_exit_hooks[@]}"; do
         eval "$hook" || true
     done
-    if [[ ${TFSLURM_E2E_KEEP_TMP:-0} == 1 ]]; then
+    if [[ ${E2E_KEEP_TMP:-0} == 1 ]]; then
         e2e_log "kept $E2E_TMPDIR"
     else
         rm -rf -- "$E2E_TMPDIR"
@@ -254,22 +263,22 @@ readonly SPANK_PRINT_TASK='printf "%s %s %s\n" "$SLURM_PROCID" "$(hostname)" "${
 
 # --- what a test needs -------------------------------------------------------------------------
 
-# require_tfslurm: TFSLURM_BIN must name the tfslurm executable (set by CTest).
+# require_tfslurm: E2E_TFSLURM must name the tfslurm executable (set by CTest).
 require_tfslurm() {
-    [[ -n $TFSLURM_BIN && -x $TFSLURM_BIN ]] ||
-        fail "TFSLURM_BIN is not an executable (\"$TFSLURM_BIN\"); run the test through ctest"
+    [[ -n $E2E_TFSLURM && -x $E2E_TFSLURM ]] ||
+        fail "E2E_TFSLURM is not an executable (\"$E2E_TFSLURM\"); run the test through ctest"
 }
 
-# require_trainer: for `tfslurm run` on the cluster: TFSLURM_TRAINER must name the fake
-# TensorFlow trainer and TFSLURM_BIN tfslurm (both set by CTest); the launchers authenticate
+# require_trainer: for `tfslurm run` on the cluster: E2E_TRAINER must name the fake
+# TensorFlow trainer and E2E_TFSLURM tfslurm (both set by CTest); the launchers authenticate
 # with MUNGE credentials from the test cluster's own munged, whose socket they find where Slurm
 # says it is (AuthInfo=socket=... in the cluster's slurm.conf): TFSLURM_MUNGE_SOCKET is unset.
 require_trainer() {
-    [[ -n ${TFSLURM_TRAINER:-} && -x ${TFSLURM_TRAINER:-} ]] ||
-        fail "TFSLURM_TRAINER is not an executable (\"${TFSLURM_TRAINER:-}\"); run the test through ctest"
+    [[ -n ${E2E_TRAINER:-} && -x ${E2E_TRAINER:-} ]] ||
+        fail "E2E_TRAINER is not an executable (\"${E2E_TRAINER:-}\"); run the test through ctest"
     require_tfslurm
     unset TFSLURM_MUNGE_SOCKET
-    export TFSLURM_TRAINER TFSLURM_BIN
+    export E2E_TRAINER E2E_TFSLURM
 }
 
 # start_three_node_step DIR: in the background, a 3-node `tfslurm run --ps 1` step with short
@@ -281,8 +290,8 @@ require_trainer() {
 start_three_node_step() {
     local dir=$1
     timeout -k 5 60 srun -J "$E2E_NAME-$$" -N3 --ntasks-per-node=1 -o "$dir/task-%t.out" \
-        "$TFSLURM_BIN" run --ps 1 --auth munge --grace 3 --heartbeat 0.5 --heartbeat-timeout 3 \
-        -- "$TFSLURM_TRAINER" --work-ms 60000 >"$dir/srun.out" 2>&1 &
+        "$E2E_TFSLURM" run --ps 1 --auth munge --grace 3 --heartbeat 0.5 --heartbeat-timeout 3 \
+        -- "$E2E_TRAINER" --work-ms 60000 >"$dir/srun.out" 2>&1 &
     E2E_SRUN_PID=$!
     on_exit "kill $E2E_SRUN_PID 2>/dev/null || true"
     wait_for_lines 'listening on' 3 60 "$dir"/task-{0,1,2}.out
@@ -300,22 +309,22 @@ launcher_pids() {
         [[ $(cat "/proc/$pid/comm" 2>/dev/null) != tfslurm-* ]] || continue
         exe=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | sed -n 1p) || continue
         arg1=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | sed -n 2p) || continue
-        [[ $exe == "$TFSLURM_BIN" && $arg1 == run ]] && printf '%s\n' "$pid"
+        [[ $exe == "$E2E_TFSLURM" && $arg1 == run ]] && printf '%s\n' "$pid"
     done < <(ip netns pids "$TC_NS_PREFIX$1" 2>/dev/null || true)
 }
 
-# use_spank_plugin: for tests of the SPANK plugin: TFSLURM_SPANK_PLUGIN (set by CTest), else
-# $TFSLURM_BUILD_DIR/plugins/spank/spank_tfslurm.so, must exist. spank_install then puts it
+# use_spank_plugin: for tests of the SPANK plugin: E2E_SPANK_PLUGIN (set by CTest), else
+# $E2E_BUILD_DIR/plugins/spank/spank_tfslurm.so, must exist. spank_install then puts it
 # into the test cluster's plugin stack: SPANK_CONF, a file in <state dir>/etc/plugstack.conf.d/
 # (which <state dir>/etc/plugstack.conf includes), removed when the test exits, whatever the
 # outcome. No daemon restart is needed: every srun, sbatch, salloc and slurmstepd reads the
 # stack when it starts.
 use_spank_plugin() {
-    : "${TFSLURM_SPANK_PLUGIN:=${TFSLURM_BUILD_DIR:+$TFSLURM_BUILD_DIR/plugins/spank/spank_tfslurm.so}}"
-    export TFSLURM_SPANK_PLUGIN
+    : "${E2E_SPANK_PLUGIN:=${E2E_BUILD_DIR:+$E2E_BUILD_DIR/plugins/spank/spank_tfslurm.so}}"
+    export E2E_SPANK_PLUGIN
     SPANK_CONF=$TC_DIR/etc/plugstack.conf.d/e2e-$E2E_NAME-$$.conf
-    [[ -n $TFSLURM_SPANK_PLUGIN && -f $TFSLURM_SPANK_PLUGIN ]] ||
-        fail "the SPANK plugin is not built (\"${TFSLURM_SPANK_PLUGIN}\"): configure with" \
+    [[ -n $E2E_SPANK_PLUGIN && -f $E2E_SPANK_PLUGIN ]] ||
+        fail "the SPANK plugin is not built (\"${E2E_SPANK_PLUGIN}\"): configure with" \
             "TFSLURM_BUILD_SPANK=ON (needs libslurm-dev) and run the test through ctest"
     on_exit "rm -f -- '$SPANK_CONF' '$SPANK_CONF.tmp'"
 }
@@ -323,7 +332,7 @@ use_spank_plugin() {
 # spank_install [ARG...]: (re)write this test's plugstack line: required <plugin> ARG...
 # (atomically: a step starting meanwhile sees the old or the new line, never half of one).
 spank_install() {
-    printf 'required %s%s\n' "$TFSLURM_SPANK_PLUGIN" "${*:+ $*}" >"$SPANK_CONF.tmp"
+    printf 'required %s%s\n' "$E2E_SPANK_PLUGIN" "${*:+ $*}" >"$SPANK_CONF.tmp"
     mv -f -- "$SPANK_CONF.tmp" "$SPANK_CONF"
 }
 
@@ -362,16 +371,16 @@ no_leftovers() {
 
 # use_examples: for tests that run the job scripts and trainers of examples/ as a user would.
 # EXAMPLES is the examples directory; PATH (exported: srun and sbatch pass it to every task)
-# starts with a directory where `tfslurm` is TFSLURM_BIN and `python3` is Debian's
+# starts with a directory where `tfslurm` is E2E_TFSLURM and `python3` is Debian's
 # /usr/bin/python3, which must import torch (package python3-torch, scripts/setup.sh; a python3
 # earlier on PATH, e.g. pyenv's, would not see it). Launchers authenticate with MUNGE.
 use_examples() {
     require_tfslurm
-    EXAMPLES=$TFSLURM_SOURCE_DIR/examples
+    EXAMPLES=$E2E_SOURCE_DIR/examples
     local bin
     bin=$(make_tmpdir)
     chmod 755 "$bin"
-    ln -s -- "$TFSLURM_BIN" "$bin/tfslurm"
+    ln -s -- "$E2E_TFSLURM" "$bin/tfslurm"
     ln -s /usr/bin/python3 "$bin/python3"
     "$bin/python3" -c 'import torch' 2>/dev/null ||
         fail "/usr/bin/python3 cannot import torch: install python3-torch (scripts/setup.sh)"

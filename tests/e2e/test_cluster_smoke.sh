@@ -9,7 +9,7 @@ set -euo pipefail
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
 rc=0
-run_bounded 300 bash "$TFSLURM_TC" smoke || rc=$?
+run_bounded 300 bash "$E2E_TEST_CLUSTER" smoke || rc=$?
 assert_eq 0 "$rc" "scripts/test-cluster smoke failed (see the FAIL lines above)"
 no_leftovers 20
 e2e_log "PASS"

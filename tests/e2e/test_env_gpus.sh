@@ -13,7 +13,7 @@ source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 require_trainer
 
 # shellcheck disable=SC2016 # expanded by the task's shell, not here
-task='printf "%s %s\n" "$SLURM_PROCID" "$("$TFSLURM_BIN" env --format env --only gpus --gpu-bind task | sed -n "s/^CUDA_VISIBLE_DEVICES=//p")"'
+task='printf "%s %s\n" "$SLURM_PROCID" "$("$E2E_TFSLURM" env --format env --only gpus --gpu-bind task | sed -n "s/^CUDA_VISIBLE_DEVICES=//p")"'
 
 gpus_of() {
     local out
@@ -44,18 +44,18 @@ want="0 ok cuda:0 0,1|1 ok cuda:1 0,1|2 ok cuda:0 0,1|3 ok cuda:1 0,1|4 ok cuda:
 
 # shellcheck disable=SC2016 # expanded by the task's shell
 run_stdout 0 60 srun -N3 --ntasks-per-node=2 --gpus-per-node=2 \
-    bash -c 'eval "$("$TFSLURM_BIN" env)"; exec python3 -c "$1"' check "$ordinal_check"
+    bash -c 'eval "$("$E2E_TFSLURM" env)"; exec python3 -c "$1"' check "$ordinal_check"
 assert_eq "$want" "$(sorted_lines <<<"$E2E_OUTPUT")" "tfslurm env: cuda:LOCAL_RANK among CUDA_VISIBLE_DEVICES"
 
 run_stdout 0 120 srun -N3 --ntasks-per-node=2 --gpus-per-node=2 \
-    "$TFSLURM_BIN" run --auth munge -- python3 -c "$ordinal_check"
+    "$E2E_TFSLURM" run --auth munge -- python3 -c "$ordinal_check"
 assert_eq "$want" "$(grep ' cuda:' <<<"$E2E_OUTPUT" | sorted_lines)" \
     "tfslurm run: cuda:LOCAL_RANK among CUDA_VISIBLE_DEVICES"
 
 # --gpu-bind task: TensorFlow's split, each task's share is cuda:0 inside it.
 # shellcheck disable=SC2016 # expanded by the task's shell
 run_stdout 0 60 srun -N3 --ntasks-per-node=2 --gpus-per-node=2 \
-    bash -c 'eval "$("$TFSLURM_BIN" env --gpu-bind task)"; echo "$RANK $CUDA_VISIBLE_DEVICES"'
+    bash -c 'eval "$("$E2E_TFSLURM" env --gpu-bind task)"; echo "$RANK $CUDA_VISIBLE_DEVICES"'
 assert_eq "0 0|1 1|2 0|3 1|4 0|5 1" "$(sorted_lines <<<"$E2E_OUTPUT")" "--gpu-bind task"
 
 no_leftovers 20

@@ -14,7 +14,7 @@ checker="$(dirname -- "${BASH_SOURCE[0]}")/check_cluster.py"
 
 # One line per task: rank, host name, TF_CONFIG.
 # shellcheck disable=SC2016 # expanded by the task's shell, not here
-task_line='printf "%s %s %s\n" "$SLURM_PROCID" "$(hostname)" "$("$TFSLURM_BIN" env --format env --only tf --ps 1 | sed -n "s/^TF_CONFIG=//p")"'
+task_line='printf "%s %s %s\n" "$SLURM_PROCID" "$(hostname)" "$("$E2E_TFSLURM" env --format env --only tf --ps 1 | sed -n "s/^TF_CONFIG=//p")"'
 
 check_layout() {
     local ntasks=$1 expected=$2 out summary
@@ -43,7 +43,7 @@ SLURM_HOSTFILE=$hostfile check_layout 3 "0:n2 1:n1 2:n2" -n3 -m arbitrary
 # tfslurm hostnames inside a step equals scontrol's expansion of the step's nodelist.
 # shellcheck disable=SC2016 # expanded by the task's shell
 out=$(run_bounded 60 srun -N3 --ntasks-per-node=1 bash -c \
-    'diff <("$TFSLURM_BIN" hostnames) <(scontrol show hostnames "$SLURM_STEP_NODELIST") && echo same') ||
+    'diff <("$E2E_TFSLURM" hostnames) <(scontrol show hostnames "$SLURM_STEP_NODELIST") && echo same') ||
     fail "tfslurm hostnames differs from scontrol inside a step: $out"
 assert_eq $'same\nsame\nsame' "$out" "tfslurm hostnames in every task"
 

@@ -28,7 +28,7 @@ print(f"{own} ok", flush=True)
 time.sleep(4)
 PY
 # shellcheck disable=SC2016 # expanded by the task's shell, not here
-task='eval "$("$TFSLURM_BIN" env --format export --only tf)"; exec python3 '"$dir/bind.py"
+task='eval "$("$E2E_TFSLURM" env --format export --only tf)"; exec python3 '"$dir/bind.py"
 # The test cluster sets MpiParams=ports, so Slurm reserves ports even without --resv-ports:
 # the derived case drops them to test tfslurm's own derivation.
 # shellcheck disable=SC2016 # expanded by the task's shell, not here

@@ -15,9 +15,9 @@ dir=$(make_tmpdir)
 cat >"$dir/job.sh" <<'JOB'
 #!/bin/bash
 set -euo pipefail
-eval "$("$TFSLURM_BIN" env --format export --ps 1)"
+eval "$("$E2E_TFSLURM" env --format export --ps 1)"
 printf 'batch %s %s %s\n' "$TFSLURM_ROLE" "$RANK" "$WORLD_SIZE"
-srun bash -c 'eval "$("$TFSLURM_BIN" env --format export --ps 1)"; printf "%s %s %s\n" "$SLURM_PROCID" "$(hostname)" "$TF_CONFIG"' > "$OUT_DIR/tasks.txt" 2>"$OUT_DIR/tasks.err"
+srun bash -c 'eval "$("$E2E_TFSLURM" env --format export --ps 1)"; printf "%s %s %s\n" "$SLURM_PROCID" "$(hostname)" "$TF_CONFIG"' > "$OUT_DIR/tasks.txt" 2>"$OUT_DIR/tasks.err"
 JOB
 chmod +x "$dir/job.sh"
 

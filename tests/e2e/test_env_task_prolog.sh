@@ -14,11 +14,11 @@ chmod 755 "$dir"
 
 cat >"$dir/prolog.sh" <<PROLOG
 #!/bin/bash
-exec "$TFSLURM_BIN" env --format task-prolog --ps 1
+exec "$E2E_TFSLURM" env --format task-prolog --ps 1
 PROLOG
 cat >"$dir/prolog-variable.sh" <<PROLOG
 #!/bin/bash
-TFSLURM_FORMAT=task-prolog exec "$TFSLURM_BIN" env --ps 1
+TFSLURM_FORMAT=task-prolog exec "$E2E_TFSLURM" env --ps 1
 PROLOG
 chmod 755 "$dir/prolog.sh" "$dir/prolog-variable.sh"
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# The Debian package installed on this machine (dpkg -i of TFSLURM_DEB, the .deb that the
+# The Debian package installed on this machine (dpkg -i of E2E_DEB, the .deb that the
 # fixture package_build makes; tests/package checks its contents without installing it): the
 # installed tfslurm runs, man(1) finds both pages, the installed completion works, and srun
 # --tfslurm on the test cluster loads the plugin from where the package put it: once through the
@@ -13,8 +13,8 @@ set -euo pipefail
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
 (($(id -u) == 0)) || fail "dpkg -i needs root"
-[[ -n ${TFSLURM_DEB:-} && -f ${TFSLURM_DEB:-} ]] ||
-    fail "no package \"${TFSLURM_DEB:-}\": run the test through ctest (the fixture package_build makes it)"
+[[ -n ${E2E_DEB:-} && -f ${E2E_DEB:-} ]] ||
+    fail "no package \"${E2E_DEB:-}\": run the test through ctest (the fixture package_build makes it)"
 if [[ $(dpkg-query -W -f='${db:Status-Abbrev}' tfslurm 2>/dev/null || true) == ?[ihUFWt]* ]]; then
     fail "a tfslurm package is already installed here; remove it first (dpkg --purge tfslurm)"
 fi
@@ -22,7 +22,7 @@ fi
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
 plugin=/usr/lib/$multiarch/slurm-wlm/spank_tfslurm.so
 conf=/etc/slurm/plugstack.conf.d/tfslurm.conf
-version=$(dpkg-deb -f "$TFSLURM_DEB" Version)
+version=$(dpkg-deb -f "$E2E_DEB" Version)
 
 # dpkg_bounded ARGS...: dpkg ARGS under a bound, waiting (up to 120 s) while another dpkg or apt
 # holds the dpkg lock.
@@ -40,18 +40,18 @@ dpkg_bounded() {
 }
 
 on_exit "dpkg_bounded --purge tfslurm || e2e_log 'could not purge the tfslurm package'"
-e2e_log "dpkg -i ${TFSLURM_DEB##*/}"
-dpkg_bounded -i "$TFSLURM_DEB" || fail "dpkg -i ${TFSLURM_DEB##*/} failed"
+e2e_log "dpkg -i ${E2E_DEB##*/}"
+dpkg_bounded -i "$E2E_DEB" || fail "dpkg -i ${E2E_DEB##*/} failed"
 
 e2e_log "the installed command, man pages and completion"
 assert_eq "${version%-*}" "$(/usr/bin/tfslurm --version)" "/usr/bin/tfslurm --version"
 assert_eq /usr/share/man/man1/tfslurm.1.gz "$(man -w tfslurm)" "man -w tfslurm"
 assert_eq /usr/share/man/man8/spank_tfslurm.8.gz "$(man -w spank_tfslurm)" "man -w spank_tfslurm"
-assert_status 0 bash "$TFSLURM_SOURCE_DIR/tests/cli/check_completion.sh" \
+assert_status 0 bash "$E2E_SOURCE_DIR/tests/cli/check_completion.sh" \
     /usr/share/bash-completion/completions/tfslurm
 assert_eq "$(grep -c -v -E '^[[:space:]]*(#|$)' "$conf" || true)" 0 "active lines in $conf"
 
-TFSLURM_SPANK_PLUGIN=$plugin
+E2E_SPANK_PLUGIN=$plugin
 use_spank_plugin
 
 e2e_log "srun --tfslurm=ps=1 with the line of the installed $conf"

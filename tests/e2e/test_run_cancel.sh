@@ -13,7 +13,7 @@ dir=$(make_tmpdir)
 # Every role serves forever: only a signal can end this job.
 cat >"$dir/job.sh" <<'JOB'
 #!/bin/bash
-srun "$TFSLURM_BIN" run --ps 1 --auth munge --grace 3 -- "$TFSLURM_TRAINER" --on worker --serve
+srun "$E2E_TFSLURM" run --ps 1 --auth munge --grace 3 -- "$E2E_TRAINER" --on worker --serve
 JOB
 chmod +x "$dir/job.sh"
 

@@ -35,7 +35,7 @@ chmod +x "$dir/trainer.sh"
 cat >"$dir/job.sh" <<'JOB'
 #!/bin/bash
 run=${SLURM_RESTART_COUNT:-0}
-srun "$TFSLURM_BIN" run --checkpoint-before 50 --requeue --max-requeues 1 -- \
+srun "$E2E_TFSLURM" run --checkpoint-before 50 --requeue --max-requeues 1 -- \
     "$OUT_DIR/trainer.sh" >"$OUT_DIR/run$run.out" 2>"$OUT_DIR/run$run.err"
 echo "srun: $?" >>"$OUT_DIR/run$run.out"
 JOB
@@ -84,7 +84,7 @@ assert_eq "tfslurm: info: coordinator: the work is done (every worker exited 0):
 # Slurm's reason and the step ends checkpointed, status 10.
 dir2=$(make_tmpdir)
 OUT_DIR=$dir2 run_stdout 10 60 srun -N2 --ntasks-per-node=1 --time=1 --export=ALL \
-    "$TFSLURM_BIN" run --checkpoint-before 55 --requeue -- "$dir/trainer.sh"
+    "$E2E_TFSLURM" run --checkpoint-before 55 --requeue -- "$dir/trainer.sh"
 [[ $E2E_OUTPUT =~ of\ job\ ([0-9]+) ]] || fail "no job id in: $E2E_OUTPUT"
 jid2=${BASH_REMATCH[1]}
 assert_eq "rank 0 saved a checkpoint in run 0 of job $jid2

@@ -25,7 +25,7 @@ TRAINER
 chmod +x "$dir/trainer.sh"
 
 run_stdout 10 90 srun -N2 --ntasks-per-node=1 --time=1 --signal=USR1@50 \
-    "$TFSLURM_BIN" run --requeue -- "$dir/trainer.sh"
+    "$E2E_TFSLURM" run --requeue -- "$dir/trainer.sh"
 [[ $E2E_OUTPUT =~ in\ job\ ([0-9]+) ]] || fail "no job id in: $E2E_OUTPUT"
 jid=${BASH_REMATCH[1]}
 assert_eq "rank 0 got 1 SIGUSR1 in job $jid

@@ -49,7 +49,7 @@ on_exit "kill -KILL \$(marked) 2>/dev/null || true"
 
 # 1. The trainer exits 3: its child and its daemon end with it.
 rc=0
-out=$(timeout -k 5 60 srun -N1 "$TFSLURM_BIN" run --auth munge -- "$trainer" "$marker" 3 2>&1) || rc=$?
+out=$(timeout -k 5 60 srun -N1 "$E2E_TFSLURM" run --auth munge -- "$trainer" "$marker" 3 2>&1) || rc=$?
 assert_eq 3 "$rc" "srun ends with the trainer's status"$'\n'"$out"
 assert_contains "$out" "trainer 0 started" "the trainer ran"
 assert_none_marked "after the trainer exited"
@@ -64,7 +64,7 @@ while [ ! -e "$DIR/release" ]; do sleep 0.1; done; exit "$rc"'
 # The step is not cancelled through Slurm when the launcher is lost (TFSLURM_LIBSLURM names no
 # library; test_run_node_lost.sh tests the cancel): containment alone must end n3's processes.
 DIR=$dir TFSLURM_LIBSLURM=/nonexistent/libslurm.so timeout -k 5 60 srun -N3 --ntasks-per-node=1 -o "$dir/task-%t.out" bash -c "$wrapper" \
-    wrapper "$TFSLURM_BIN" run --ps 1 --auth munge --grace 5 --heartbeat-timeout 5 \
+    wrapper "$E2E_TFSLURM" run --ps 1 --auth munge --grace 5 --heartbeat-timeout 5 \
     -- "$trainer" "$marker" loop >"$dir/srun.out" 2>&1 &
 srun_pid=$!
 on_exit "kill $srun_pid 2>/dev/null || true"

@@ -15,7 +15,7 @@ dir=$(make_tmpdir)
 # --port-base 23000 --port-range 23000-23009 with one task per node: every trainer's planned
 # port is 23000, the control port 23001. The ps is rank 1, on n2, where 23000 is held: its
 # launcher skips 23000 (held) and 23001 (a control port candidate) and binds 23002.
-timeout -k 5 90 "$TFSLURM_TC" node n2 python3 -c '
+timeout -k 5 90 "$E2E_TEST_CLUSTER" node n2 python3 -c '
 import socket, sys, time
 s = socket.socket()
 s.bind(("0.0.0.0", 23000))
@@ -31,8 +31,8 @@ wait_for_lines ready 1 20 "$dir/holder.ready"
 # (Slurm reserves ports for every step on the test cluster (MpiParams=ports): unset them so that
 # the pool is --port-range.)
 assert_status 0 run_bounded 120 srun -N3 --ntasks-per-node=1 env -u SLURM_STEP_RESV_PORTS \
-    "$TFSLURM_BIN" run --roles worker,ps,worker --iface ib0 --port-base 23000 \
-    --port-range 23000-23009 --auth munge --grace 5 -- "$TFSLURM_TRAINER" --work-ms 300
+    "$E2E_TFSLURM" run --roles worker,ps,worker --iface ib0 --port-base 23000 \
+    --port-range 23000-23009 --auth munge --grace 5 -- "$E2E_TRAINER" --work-ms 300
 out=$E2E_OUTPUT
 assert_eq 1 "$(grep -cxF 'tf_trainer[ps:0 rank=1]: listening on 10.78.0.12:23002' <<<"$out")" \
     "the ps listens on the port its launcher bound"$'\n'"$out"
@@ -44,8 +44,8 @@ e2e_log "exact mode: the ps on n2 moved to 23002"
 # --- (2) the default mode fails with the held-port error ----------------------------------------
 rc=0
 out=$(run_bounded 90 srun -N3 --ntasks-per-node=1 env -u SLURM_STEP_RESV_PORTS \
-    "$TFSLURM_BIN" run --roles worker,ps,worker --port-base 23000 --auth munge --grace 3 -- \
-    "$TFSLURM_TRAINER" --work-ms 300 2>&1) || rc=$?
+    "$E2E_TFSLURM" run --roles worker,ps,worker --port-base 23000 --auth munge --grace 3 -- \
+    "$E2E_TRAINER" --work-ms 300 2>&1) || rc=$?
 assert_eq 7 "$rc" "srun reports the port error's status"$'\n'"$out"
 line="tfslurm: error: aborting: rank 1 (ps:0) on n2 could not start its trainer: trainer: port"
 line+=" 23000 is already in use on n2: another process holds it; choose other ports with"
@@ -60,15 +60,15 @@ e2e_log "default mode: the held port fails the step"
 # The first job's trainers hold 23000 on every node for a few seconds: the second job's
 # launchers bind other ports (and its coordinator a fallback control port).
 timeout -k 5 90 srun -N3 --ntasks-per-node=1 env -u SLURM_STEP_RESV_PORTS \
-    "$TFSLURM_BIN" run --ps 1 --iface ib0 --port-base 23000 --auth munge --grace 5 -- \
-    "$TFSLURM_TRAINER" --work-ms 6000 >"$dir/a.out" 2>&1 &
+    "$E2E_TFSLURM" run --ps 1 --iface ib0 --port-base 23000 --auth munge --grace 5 -- \
+    "$E2E_TRAINER" --work-ms 6000 >"$dir/a.out" 2>&1 &
 a=$!
 on_exit "kill $a 2>/dev/null || true"
 wait_for_lines 'listening on 10\.78\.0\.1[123]:23000' 3 60 "$dir/a.out"
 b_rc=0
 b_out=$(run_bounded 90 srun -N3 --ntasks-per-node=1 env -u SLURM_STEP_RESV_PORTS \
-    "$TFSLURM_BIN" run --ps 1 --iface ib0 --port-base 23000 --auth munge --grace 5 -- \
-    "$TFSLURM_TRAINER" --work-ms 300 2>&1) || b_rc=$?
+    "$E2E_TFSLURM" run --ps 1 --iface ib0 --port-base 23000 --auth munge --grace 5 -- \
+    "$E2E_TRAINER" --work-ms 300 2>&1) || b_rc=$?
 a_rc=0
 wait "$a" || a_rc=$?
 a_out=$(cat -- "$dir/a.out")

@@ -12,8 +12,8 @@ require_trainer
 
 # Layout: rank 0 ps:0 on n1, ranks 1..5 workers; worker:3 is rank 4 on n3.
 rc=0
-out=$(run_bounded 90 srun -N3 --ntasks-per-node=2 "$TFSLURM_BIN" run --ps 1 --auth munge --grace 5 \
-    "$TFSLURM_TRAINER" --work-ms 60000 --on worker:3 --work-ms 500 --exit-code 1 2>&1) || rc=$?
+out=$(run_bounded 90 srun -N3 --ntasks-per-node=2 "$E2E_TFSLURM" run --ps 1 --auth munge --grace 5 \
+    "$E2E_TRAINER" --work-ms 60000 --on worker:3 --work-ms 500 --exit-code 1 2>&1) || rc=$?
 assert_eq 1 "$rc" "srun reports the failing trainer's status"$'\n'"$out"
 line="tfslurm: error: aborting: rank 4 (worker:3) on n3 exited with status 1"
 assert_eq 1 "$(grep -cF "$line" <<<"$out")" "one line names the failure"$'\n'"$out"
@@ -24,15 +24,15 @@ e2e_log "worker exit 1: srun status $rc"
 
 # A worker killed by a signal: its launcher exits 128 + 11, and so do the others.
 rc=0
-out=$(run_bounded 90 srun -N3 --ntasks-per-node=2 "$TFSLURM_BIN" run --ps 1 --auth munge --grace 5 -- \
-    "$TFSLURM_TRAINER" --work-ms 60000 --on worker:1 --work-ms 500 --signal 11 2>&1) || rc=$?
+out=$(run_bounded 90 srun -N3 --ntasks-per-node=2 "$E2E_TFSLURM" run --ps 1 --auth munge --grace 5 -- \
+    "$E2E_TRAINER" --work-ms 60000 --on worker:1 --work-ms 500 --signal 11 2>&1) || rc=$?
 assert_eq 139 "$rc" "srun reports 128 + the trainer's signal"$'\n'"$out"
 assert_eq 1 "$(grep -cF "aborting: rank 2 (worker:1) on n2 was killed by signal 11 (Segmentation fault)" <<<"$out")" \
     "one line names the signal"$'\n'"$out"
 
 # A command that does not exist: one clear line, no hang until the registration timeout.
 rc=0
-out=$(run_bounded 90 srun -N3 --ntasks-per-node=1 "$TFSLURM_BIN" run --auth munge -- \
+out=$(run_bounded 90 srun -N3 --ntasks-per-node=1 "$E2E_TFSLURM" run --auth munge -- \
     no-such-trainer-binary 2>&1) || rc=$?
 assert_eq 127 "$rc" "srun reports the launcher's 127"$'\n'"$out"
 assert_contains "$out" 'could not start its trainer: trainer: command not found in PATH: "no-such-trainer-binary"' \

@@ -18,7 +18,7 @@ set -euo pipefail
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 require_trainer
 
-run=("$TFSLURM_BIN" run --roles-by-component "ps,worker" --port-base 23000 --auth munge --grace 5 --)
+run=("$E2E_TFSLURM" run --roles-by-component "ps,worker" --port-base 23000 --auth munge --grace 5 --)
 
 # Each rank prints, then waits until every rank of the step has printed (a marker file per rank
 # in the shared DIR): the workers' exit stops the ps, which must not happen before it printed.
@@ -35,8 +35,8 @@ assert_eq "tf 0 $cluster,\"task\":{\"type\":\"ps\",\"index\":0}}|tf 1 $cluster,\
     "$(grep '^tf ' <<<"$E2E_OUTPUT" | sort | paste -sd'|')" "TF_CONFIG of the heterogeneous step"
 
 e2e_log "the same step with the test trainer: the workers connect to the ps"
-assert_status 0 run_bounded 120 srun -n1 -w n1 "${run[@]}" "$TFSLURM_TRAINER" --work-ms 300 \
-    : -n2 -w n2,n3 "${run[@]}" "$TFSLURM_TRAINER" --work-ms 300
+assert_status 0 run_bounded 120 srun -n1 -w n1 "${run[@]}" "$E2E_TRAINER" --work-ms 300 \
+    : -n2 -w n2,n3 "${run[@]}" "$E2E_TRAINER" --work-ms 300
 out=$E2E_OUTPUT
 assert_eq "tf_trainer[worker:0 rank=1]: exchanged with ps:0 at n1:23000|tf_trainer[worker:1 rank=2]: exchanged with ps:0 at n1:23000" \
     "$(grep -E '^tf_trainer\[.*exchanged with' <<<"$out" | sort | paste -sd'|')" \
@@ -57,7 +57,7 @@ assert_status 2 run_bounded 60 srun -N2 -n2 "${run[@]}" echo started
 assert_eq 'tfslurm: error: --roles-by-component: needs a heterogeneous step, and this step has one component (SLURM_HET_SIZE is not set): "ps,worker"' \
     "$(grep '^tfslurm: error' <<<"$E2E_OUTPUT" | sort -u)" "outside a heterogeneous step"
 assert_eq 0 "$(grep -c '^started' <<<"$E2E_OUTPUT")" "no trainer started"
-three=("$TFSLURM_BIN" run --roles-by-component "ps,worker,worker" --port-base 23000 --auth munge --)
+three=("$E2E_TFSLURM" run --roles-by-component "ps,worker,worker" --port-base 23000 --auth munge --)
 assert_status 2 run_bounded 60 srun -n1 -w n1 "${three[@]}" echo started : -n1 -w n2 "${three[@]}" echo started
 assert_eq 'tfslurm: error: --roles-by-component: gives 3 roles for a heterogeneous step of 2 components: "ps,worker,worker"' \
     "$(grep '^tfslurm: error' <<<"$E2E_OUTPUT" | sort -u)" "a role too many"
@@ -66,14 +66,14 @@ assert_eq 0 "$(grep -c '^started' <<<"$E2E_OUTPUT")" "no trainer started"
 e2e_log "srun -n4 -m arbitrary: ranks where SLURM_HOSTFILE puts them, workers connect to the ps"
 dir=$(make_tmpdir)
 printf '%s\n' n3 n1 n3 n2 >"$dir/hosts"
-arb=("$TFSLURM_BIN" run --ps 1 --port-base 23000 --auth munge --grace 5 --)
+arb=("$E2E_TFSLURM" run --ps 1 --port-base 23000 --auth munge --grace 5 --)
 assert_status 0 run_bounded 120 env SLURM_HOSTFILE="$dir/hosts" DIR="$(make_tmpdir)" \
     srun -n4 -m arbitrary "${arb[@]}" bash -c "$where"
 cluster='{"cluster":{"ps":["n3:23000"],"worker":["n1:23000","n3:23001","n2:23000"]}'
 assert_eq "at 0 n3 $cluster,\"task\":{\"type\":\"ps\",\"index\":0}}|at 1 n1 $cluster,\"task\":{\"type\":\"worker\",\"index\":0}}|at 2 n3 $cluster,\"task\":{\"type\":\"worker\",\"index\":1}}|at 3 n2 $cluster,\"task\":{\"type\":\"worker\",\"index\":2}}" \
     "$(grep '^at ' <<<"$E2E_OUTPUT" | sort | paste -sd'|')" "TF_CONFIG of the arbitrary step"
 assert_status 0 run_bounded 120 env SLURM_HOSTFILE="$dir/hosts" srun -n4 -m arbitrary \
-    "${arb[@]}" "$TFSLURM_TRAINER" --work-ms 300
+    "${arb[@]}" "$E2E_TRAINER" --work-ms 300
 out=$E2E_OUTPUT
 assert_eq "tf_trainer[worker:0 rank=1]: exchanged with ps:0 at n3:23000|tf_trainer[worker:1 rank=2]: exchanged with ps:0 at n3:23000|tf_trainer[worker:2 rank=3]: exchanged with ps:0 at n3:23000" \
     "$(grep -E '^tf_trainer\[.*exchanged with' <<<"$out" | sort | paste -sd'|')" \

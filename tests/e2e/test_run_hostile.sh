@@ -32,7 +32,7 @@ chown -R "$user:" "$hdir"
 hostile() {
     local secs=$1 node=$2
     shift 2
-    timeout -k 5 "$secs" "$TFSLURM_TC" node "$node" runuser -u "$user" -- \
+    timeout -k 5 "$secs" "$E2E_TEST_CLUSTER" node "$node" runuser -u "$user" -- \
         timeout -k 5 "$secs" "$python" "$hdir/hostile_client.py" "$@"
 }
 
@@ -45,7 +45,7 @@ late='if [[ $SLURM_PROCID == 1 ]]; then
 fi
 exec "$1" run --auth munge --port-base 23300 -- "$2" --work-ms 200'
 timeout -k 5 120 srun -N2 --ntasks-per-node=1 -o "$dir/flood.out" bash -c "$late" "$hdir" \
-    "$TFSLURM_BIN" "$TFSLURM_TRAINER" >"$dir/flood.srun" 2>&1 &
+    "$E2E_TFSLURM" "$E2E_TRAINER" >"$dir/flood.srun" 2>&1 &
 srun_pid=$!
 on_exit "kill $srun_pid 2>/dev/null || true"
 # The flood waits for rank 0's coordinator (control port 23301 on n1), then holds 3,000
@@ -72,8 +72,8 @@ e2e_log "flood of 3000 connections of $user: the late rank registered, status 0"
 wait_go='printf "%s\n" "$SLURM_JOB_ID" >"$0/job"
 for ((i = 0; i < 600; i++)); do [[ -e $0/go ]] && break; sleep 0.1; done
 exec "$@"'
-timeout -k 5 120 srun -N2 --ntasks-per-node=1 -o "$dir/forge.out" "$TFSLURM_BIN" run --auth munge \
-    --port-base 23400 -- bash -c "$wait_go" "$dir" "$TFSLURM_TRAINER" --work-ms 200 \
+timeout -k 5 120 srun -N2 --ntasks-per-node=1 -o "$dir/forge.out" "$E2E_TFSLURM" run --auth munge \
+    --port-base 23400 -- bash -c "$wait_go" "$dir" "$E2E_TRAINER" --work-ms 200 \
     >"$dir/forge.srun" 2>&1 &
 srun_pid=$!
 on_exit "kill $srun_pid 2>/dev/null || true"
@@ -102,9 +102,9 @@ e2e_log "forged host of $user: quoted"
 # shellcheck disable=SC2016 # expanded by the task's shell
 wait_summary='for ((i = 0; i < 600; i++)); do grep -q "more warnings about connections" "$0" && break; sleep 0.1; done
 exec "$@"'
-timeout -k 5 120 srun -N2 --ntasks-per-node=1 -o "$dir/noise.out" "$TFSLURM_BIN" run --auth munge \
+timeout -k 5 120 srun -N2 --ntasks-per-node=1 -o "$dir/noise.out" "$E2E_TFSLURM" run --auth munge \
     --port-base 23500 --connect-timeout 3 -- bash -c "$wait_summary" "$dir/noise.out" \
-    "$TFSLURM_TRAINER" --work-ms 200 >"$dir/noise.srun" 2>&1 &
+    "$E2E_TRAINER" --work-ms 200 >"$dir/noise.srun" 2>&1 &
 srun_pid=$!
 on_exit "kill $srun_pid 2>/dev/null || true"
 noise=$(hostile 60 n2 noise n1 23501 40 6 2>&1) || fail "the noise client failed: $noise"

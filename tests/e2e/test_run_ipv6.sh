@@ -49,7 +49,7 @@ PY
 
 # shellcheck disable=SC2016 # expanded by the trainer's shell
 assert_status 0 run_bounded 120 srun -N3 --ntasks-per-node=1 \
-    "$TFSLURM_BIN" run --network fd78::/64 --port-base 23000 --auth munge -- \
+    "$E2E_TFSLURM" run --network fd78::/64 --port-base 23000 --auth munge -- \
     bash -c 'echo "tf $SLURM_PROCID $TF_CONFIG $GLOO_SOCKET_IFNAME"; exec /usr/bin/python3 "$0"' "$dir/v6_trainer.py"
 out=$E2E_OUTPUT
 cluster='{"cluster":{"worker":["[fd78::11]:23000","[fd78::12]:23000","[fd78::13]:23000"]}'

@@ -18,8 +18,8 @@ require_trainer
 
 dir=$(make_tmpdir)
 log=$dir/srun.out
-timeout -k 5 120 srun -N3 --ntasks-per-node=1 -o "$dir/task-%t.out" "$TFSLURM_BIN" run --ps 1 \
-    --auth munge --grace 5 --heartbeat-timeout 5 -- "$TFSLURM_TRAINER" --work-ms 60000 >"$log" 2>&1 &
+timeout -k 5 120 srun -N3 --ntasks-per-node=1 -o "$dir/task-%t.out" "$E2E_TFSLURM" run --ps 1 \
+    --auth munge --grace 5 --heartbeat-timeout 5 -- "$E2E_TRAINER" --work-ms 60000 >"$log" 2>&1 &
 srun_pid=$!
 on_exit "kill $srun_pid 2>/dev/null || true"
 tasks=("$dir"/task-{0,1,2}.out)

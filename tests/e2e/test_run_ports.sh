@@ -16,12 +16,12 @@ dir=$(make_tmpdir)
 # shellcheck disable=SC2016 # expanded by the task's shell
 run_stdout 0 30 srun -N1 bash -c 'echo "$SLURM_JOB_ID"'
 job=$((E2E_OUTPUT + 1))
-run_stdout 0 10 "$TFSLURM_BIN" plan --nodelist 'n[1-2]' --tasks-per-node 1 --job-id "$job" \
+run_stdout 0 10 "$E2E_TFSLURM" plan --nodelist 'n[1-2]' --tasks-per-node 1 --job-id "$job" \
     --step-id 0 --json
 control=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["control"]["port"])' \
     <<<"$E2E_OUTPUT")
 # A listener that never accepts: launchers connect into its backlog and hear nothing.
-timeout -k 5 60 "$TFSLURM_TC" node n1 python3 -c '
+timeout -k 5 60 "$E2E_TEST_CLUSTER" node n1 python3 -c '
 import socket, sys, time
 s = socket.socket()
 s.bind(("0.0.0.0", int(sys.argv[2])))
@@ -36,7 +36,7 @@ rc=0
 # (The test cluster's MpiParams=ports makes Slurm reserve ports for every step: unset them so
 # that the ports are the derived ones.)
 out=$(run_bounded 60 srun -N2 --ntasks-per-node=1 env -u SLURM_STEP_RESV_PORTS \
-    "$TFSLURM_BIN" run -v --auth munge -- \
+    "$E2E_TFSLURM" run -v --auth munge -- \
     bash -c 'echo "job $SLURM_JOB_ID rank $SLURM_PROCID"' 2>&1) || rc=$?
 kill "$holder" 2>/dev/null || true
 wait "$holder" 2>/dev/null || true
@@ -51,13 +51,13 @@ assert_contains "$out" "rank 1 (worker:1): coordinator at n1:$fallback" \
 e2e_log "job $job: control port $control held, coordinator on $fallback"
 
 # --- (2) two jobs at once on the same ports -----------------------------------------------------
-timeout -k 5 60 srun -N2 --ntasks-per-node=1 "$TFSLURM_BIN" run -v --auth munge \
+timeout -k 5 60 srun -N2 --ntasks-per-node=1 "$E2E_TFSLURM" run -v --auth munge \
     --port-base 23100 -- sleep 6 >"$dir/a.out" 2>&1 &
 a=$!
 on_exit "kill $a 2>/dev/null || true"
 wait_for_lines 'coordinator: listening on 0.0.0.0:23101' 1 30 "$dir/a.out"
 b_rc=0
-b_out=$(run_bounded 60 srun -N2 --ntasks-per-node=1 "$TFSLURM_BIN" run -v --auth munge \
+b_out=$(run_bounded 60 srun -N2 --ntasks-per-node=1 "$E2E_TFSLURM" run -v --auth munge \
     --port-base 23100 -- true 2>&1) || b_rc=$?
 a_rc=0
 wait "$a" || a_rc=$?

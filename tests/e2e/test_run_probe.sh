@@ -22,14 +22,14 @@ on_exit heal
 # Reachable: both with the exchanged ib0 addresses and with node names.
 # shellcheck disable=SC2016 # expanded by the trainer's shell
 assert_status 0 run_bounded 120 srun -N3 --ntasks-per-node=1 \
-    "$TFSLURM_BIN" run --iface ib0 --probe --port-base 23000 --auth munge -- \
+    "$E2E_TFSLURM" run --iface ib0 --probe --port-base 23000 --auth munge -- \
     bash -c 'echo "started $SLURM_PROCID"'
 assert_eq "started 0|started 1|started 2" \
     "$(grep '^started ' <<<"$E2E_OUTPUT" | sort | paste -sd'|')" "trainers after the probe over ib0"
 assert_eq 0 "$(grep -c 'tfslurm: error' <<<"$E2E_OUTPUT")" "no error"$'\n'"$E2E_OUTPUT"
 # shellcheck disable=SC2016 # expanded by the trainer's shell
 assert_status 0 run_bounded 120 srun -N3 --ntasks-per-node=2 \
-    "$TFSLURM_BIN" run --ps 1 --probe --auth munge -- bash -c 'echo "started $SLURM_PROCID"'
+    "$E2E_TFSLURM" run --ps 1 --probe --auth munge -- bash -c 'echo "started $SLURM_PROCID"'
 assert_eq 6 "$(grep -c '^started ' <<<"$E2E_OUTPUT")" "trainers after the probe by node names"
 
 # n3 cut off from ib0: the probe fails within --probe-timeout and names the pair.
@@ -38,7 +38,7 @@ e2e_log "n3 cut off from $TC_IB_NET.0/24"
 start=$SECONDS
 # shellcheck disable=SC2016 # expanded by the trainer's shell
 assert_status 12 run_bounded 60 srun -N3 --ntasks-per-node=1 \
-    "$TFSLURM_BIN" run --iface ib0 --probe --probe-timeout 4 --port-base 23000 --auth munge -- \
+    "$E2E_TFSLURM" run --iface ib0 --probe --probe-timeout 4 --port-base 23000 --auth munge -- \
     bash -c 'echo "started $SLURM_PROCID"'
 elapsed=$((SECONDS - start))
 heal

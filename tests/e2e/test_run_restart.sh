@@ -38,8 +38,8 @@ run_step() { # run_step FAILS RUN-OPTIONS...: srun's output; its status in $rc
     markers=$(make_tmpdir)
     chmod 777 "$markers"
     rc=0
-    out=$(run_bounded 90 srun -N3 --ntasks-per-node=1 "$TFSLURM_BIN" run --ps 1 --auth munge \
-        --grace 3 "$@" -- "$dir/crash.sh" "$markers" "$fails" "$TFSLURM_TRAINER" --work-ms 3000 \
+    out=$(run_bounded 90 srun -N3 --ntasks-per-node=1 "$E2E_TFSLURM" run --ps 1 --auth munge \
+        --grace 3 "$@" -- "$dir/crash.sh" "$markers" "$fails" "$E2E_TRAINER" --work-ms 3000 \
         2>&1) || rc=$?
 }
 
@@ -93,8 +93,8 @@ exec "$@"
 SH
 chmod 755 "$dir/ps_crash.sh"
 rc=0
-out=$(run_bounded 90 srun -N3 --ntasks-per-node=1 "$TFSLURM_BIN" run --ps 1 --auth munge \
-    --grace 3 --max-restarts 2 -- "$dir/ps_crash.sh" "$TFSLURM_TRAINER" --work-ms 60000 \
+out=$(run_bounded 90 srun -N3 --ntasks-per-node=1 "$E2E_TFSLURM" run --ps 1 --auth munge \
+    --grace 3 --max-restarts 2 -- "$dir/ps_crash.sh" "$E2E_TRAINER" --work-ms 60000 \
     2>&1) || rc=$?
 assert_eq 4 "$rc" "srun reports the ps's status"$'\n'"$out"
 line="tfslurm: error: aborting: rank 0 (ps:0) on n1 exited with status 4"

@@ -58,7 +58,7 @@ count() { grep -cx "counter rank=$2: $3" <<<"$1" || true; }
 # --- scancel -s USR1, then scancel: each handler runs once ------------------------------------
 cat >"$dir/job.sh" <<JOB
 #!/bin/bash
-srun "\$TFSLURM_BIN" run --ps 1 --auth munge --grace 6 -- $python "$dir/counter.py" "$dir"
+srun "\$E2E_TFSLURM" run --ps 1 --auth munge --grace 6 -- $python "$dir/counter.py" "$dir"
 JOB
 chmod +x "$dir/job.sh"
 jid=$(sbatch_submit -N3 --ntasks-per-node=1 --export=ALL -o "$dir/signals.out" "$dir/job.sh")
@@ -84,7 +84,7 @@ e2e_log "scancel -s USR1 and scancel: each trainer's handlers ran once"
 rm -f "$dir"/ckpt.*
 cat >"$dir/wrapped.sh" <<JOB
 #!/bin/bash
-srun "\$TFSLURM_BIN" run --ps 1 --auth munge --grace 6 -- sh -c '$python "$dir/counter.py" "$dir"; echo wrapper-after'
+srun "\$E2E_TFSLURM" run --ps 1 --auth munge --grace 6 -- sh -c '$python "$dir/counter.py" "$dir"; echo wrapper-after'
 JOB
 chmod +x "$dir/wrapped.sh"
 jid=$(sbatch_submit -N3 --ntasks-per-node=1 --export=ALL -o "$dir/wrapped.out" "$dir/wrapped.sh")
@@ -106,7 +106,7 @@ e2e_log "scancel behind a wrapper: 3 of 3 checkpoints saved within the grace per
 
 # --- behind a wrapper: the workers finish, the parameter servers are stopped -------------------
 rm -f "$dir"/ckpt.* "$dir"/ready.*
-run_stdout 0 90 srun -N3 --ntasks-per-node=1 "$TFSLURM_BIN" run --ps 2 --auth munge --grace 6 \
+run_stdout 0 90 srun -N3 --ntasks-per-node=1 "$E2E_TFSLURM" run --ps 2 --auth munge --grace 6 \
     -- sh -c "$python '$dir/counter.py' '$dir' finish; echo wrapper-after"
 for rank in 0 1; do
     assert_eq saved "$(cat "$dir/ckpt.$rank" 2>/dev/null || true)" \
@@ -120,7 +120,7 @@ e2e_log "ps stop behind a wrapper: 2 of 2 checkpoints saved within the grace per
 # --- a signal sent to one launcher alone is still forwarded ------------------------------------
 cat >"$dir/alone.sh" <<JOB
 #!/bin/bash
-srun "\$TFSLURM_BIN" run --ps 1 --auth munge --grace 6 -- $python "$dir/counter.py" "$dir"
+srun "\$E2E_TFSLURM" run --ps 1 --auth munge --grace 6 -- $python "$dir/counter.py" "$dir"
 JOB
 chmod +x "$dir/alone.sh"
 jid=$(sbatch_submit -N3 --ntasks-per-node=1 --export=ALL -o "$dir/alone.out" "$dir/alone.sh")

@@ -33,7 +33,7 @@ PY
 rc=0
 start=$SECONDS
 # (not run_bounded: the bound is checked below, and srun's own status is the point)
-out=$(timeout -k 5 90 srun -N3 --ntasks-per-node=1 "$TFSLURM_BIN" run --ps 1 --auth munge \
+out=$(timeout -k 5 90 srun -N3 --ntasks-per-node=1 "$E2E_TFSLURM" run --ps 1 --auth munge \
     --grace 3 --stall-timeout 3 --stall-grace 3 -- "$python" "$dir/stall.py" 2>&1) || rc=$?
 # stall-timeout + sampling + stall grace + grace, with a wide margin for a loaded machine
 ((SECONDS - start < 60)) || fail "the step did not end after the stall"$'\n'"$out"
@@ -64,7 +64,7 @@ else:
         pass
 print("rank", os.environ["SLURM_PROCID"], "done", flush=True)
 PY
-assert_status 0 run_bounded 90 srun -N2 --ntasks-per-node=1 "$TFSLURM_BIN" run --auth munge \
+assert_status 0 run_bounded 90 srun -N2 --ntasks-per-node=1 "$E2E_TFSLURM" run --auth munge \
     --stall-timeout 2 -- "$python" "$dir/steady.py"
 assert_eq 2 "$(grep -c '^rank [01] done$' <<<"$E2E_OUTPUT")" "both trainers finished"$'\n'"$E2E_OUTPUT"
 assert_eq 0 "$(grep -c 'stuck\|tfslurm: error' <<<"$E2E_OUTPUT")" "no stall"$'\n'"$E2E_OUTPUT"
@@ -74,7 +74,7 @@ assert_eq 0 "$(grep -c 'stuck\|tfslurm: error' <<<"$E2E_OUTPUT")" "no stall"$'\n
 rc=0
 # shellcheck disable=SC2016 # expanded by the task's bash
 out=$(timeout -k 5 90 srun -N3 --ntasks-per-node=2 bash -c \
-    '[ "$SLURM_PROCID" -ge 3 ] && exit 0; exec "$0" "$@"' "$TFSLURM_BIN" run --ps 1 --auth munge \
+    '[ "$SLURM_PROCID" -ge 3 ] && exit 0; exec "$0" "$@"' "$E2E_TFSLURM" run --ps 1 --auth munge \
     --grace 3 --connect-timeout 3 -- sleep 60 2>&1) || rc=$?
 assert_eq 124 "$rc" "srun reports the registration timeout"$'\n'"$out"
 line="tfslurm: error: aborting: ranks 3-5 on n[2-3] did not register within 3 s"

@@ -17,8 +17,8 @@ rc=0
 start=$SECONDS
 # shellcheck disable=SC2016 # expanded by the task's bash
 out=$(timeout -k 5 90 srun -N3 --ntasks-per-node=1 bash -c \
-    '[ "$SLURM_PROCID" = 2 ] && exit 0; exec "$0" "$@"' "$TFSLURM_BIN" run --ps 1 --auth munge \
-    --grace 3 --connect-timeout 3 "$TFSLURM_TRAINER" --work-ms 60000 2>&1) || rc=$?
+    '[ "$SLURM_PROCID" = 2 ] && exit 0; exec "$0" "$@"' "$E2E_TFSLURM" run --ps 1 --auth munge \
+    --grace 3 --connect-timeout 3 "$E2E_TRAINER" --work-ms 60000 2>&1) || rc=$?
 ((SECONDS - start < 85)) || fail "srun did not end by itself"$'\n'"$out"
 assert_eq 124 "$rc" "srun reports the registration timeout"$'\n'"$out"
 line="tfslurm: error: aborting: rank 2 (worker:1) on n3 did not register within 3 s"
@@ -30,8 +30,8 @@ e2e_log "registration timeout: srun status $rc"
 # Rank 0's launcher must end within its trainer's grace although the lost launcher never
 # disconnects: it used to wait for the coordinator's linger time (--grace + --heartbeat-timeout
 # + 2 s = 25 s here). The bound below is generous: its trainer stops at once.
-timeout -k 5 120 srun -N3 --ntasks-per-node=1 -o "$dir/hb-%t.out" "$TFSLURM_BIN" run --ps 1 \
-    --auth munge --grace 20 --heartbeat-timeout 3 "$TFSLURM_TRAINER" --work-ms 60000 \
+timeout -k 5 120 srun -N3 --ntasks-per-node=1 -o "$dir/hb-%t.out" "$E2E_TFSLURM" run --ps 1 \
+    --auth munge --grace 20 --heartbeat-timeout 3 "$E2E_TRAINER" --work-ms 60000 \
     >"$dir/hb-srun.out" 2>&1 &
 srun_pid=$!
 on_exit "kill $srun_pid 2>/dev/null || true"
@@ -65,7 +65,7 @@ e2e_log "heartbeat timeout: srun status $rc"
 # --- a trainer port held on n2 ------------------------------------------------------------------
 # With --port-base 23000 and one task per node, every trainer listens on 23000 (the control
 # endpoint is n1:23001): hold 23000 on n2 only, for at most 60 s.
-timeout -k 5 60 "$TFSLURM_TC" node n2 python3 -c '
+timeout -k 5 60 "$E2E_TEST_CLUSTER" node n2 python3 -c '
 import socket, sys, time
 s = socket.socket()
 s.bind(("0.0.0.0", 23000))
@@ -77,8 +77,8 @@ holder=$!
 on_exit "kill $holder 2>/dev/null || true"
 wait_for_lines ready 1 20 "$dir/holder.ready"
 rc=0
-out=$(run_bounded 90 srun -N3 --ntasks-per-node=1 "$TFSLURM_BIN" run --ps 1 --auth munge \
-    --grace 3 --port-base 23000 "$TFSLURM_TRAINER" --work-ms 60000 2>&1) || rc=$?
+out=$(run_bounded 90 srun -N3 --ntasks-per-node=1 "$E2E_TFSLURM" run --ps 1 --auth munge \
+    --grace 3 --port-base 23000 "$E2E_TRAINER" --work-ms 60000 2>&1) || rc=$?
 kill "$holder" 2>/dev/null || true
 wait "$holder" 2>/dev/null || true
 assert_eq 7 "$rc" "srun reports the port error's status"$'\n'"$out"

@@ -33,7 +33,7 @@ touch "$dir/step1-done"
 wait "$first" && first=0 || first=$?
 echo "statuses $first $second"
 EOF
-jid=$(sbatch_submit -N2 --ntasks-per-node=1 -o "$dir/job.out" "$dir/job.sh" "$TFSLURM_BIN" "$dir")
+jid=$(sbatch_submit -N2 --ntasks-per-node=1 -o "$dir/job.out" "$dir/job.sh" "$E2E_TFSLURM" "$dir")
 rc=0
 sbatch_wait "$jid" 120 || rc=$?
 step0=$(cat -- "$dir/step0.out" 2>/dev/null || true)

@@ -20,7 +20,7 @@ tf = os.environ["TF_CONFIG"]
 path = os.environ["TFSLURM_TF_CONFIG_FILE"]
 env = dict(os.environ)
 del env["TFSLURM_TF_CONFIG_FILE"]
-out = subprocess.run([os.environ["TFSLURM_BIN"], "env", "--only", "tf", "--format", "json"],
+out = subprocess.run([os.environ["E2E_TFSLURM"], "env", "--only", "tf", "--format", "json"],
                      env=env, check=True, capture_output=True, text=True).stdout
 same = json.loads(tf) == json.loads(json.loads(out)["TF_CONFIG"])
 print(os.environ["SLURM_PROCID"], socket.gethostname(), tf)
@@ -28,7 +28,7 @@ print("check", os.environ["SLURM_PROCID"], "file", os.path.dirname(path) == os.e
       os.path.exists(path), "same", same, flush=True)
 '
 rc=0
-out=$(TMPDIR=$dir TFSLURM_PS=1 run_bounded 90 srun -N3 --ntasks-per-node=1 "$TFSLURM_BIN" run \
+out=$(TMPDIR=$dir TFSLURM_PS=1 run_bounded 90 srun -N3 --ntasks-per-node=1 "$E2E_TFSLURM" run \
     --auth munge --grace 3 --tf-config-file auto /usr/bin/python3 -c "$trainer" 2>&1) || rc=$?
 assert_eq 0 "$rc" "the step succeeds"$'\n'"$out"
 check_tf_configs "$(grep -E '^[0-9]+ ' <<<"$out")" 3 1

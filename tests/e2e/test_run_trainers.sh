@@ -13,8 +13,8 @@ require_trainer
 
 # 2 ps spread over n1 and n2, 4 workers; --until workers (the default).
 assert_status 0 run_bounded 120 srun -N3 --ntasks-per-node=2 --resv-ports=3 \
-    "$TFSLURM_BIN" run --ps 2 --ps-placement spread --auth munge --grace 5 -- \
-    "$TFSLURM_TRAINER" --work-ms 300
+    "$E2E_TFSLURM" run --ps 2 --ps-placement spread --auth munge --grace 5 -- \
+    "$E2E_TRAINER" --work-ms 300
 out=$E2E_OUTPUT
 # Each of the 4 workers exchanged with both ps, by address, across hosts.
 assert_eq 8 "$(grep -c 'exchanged with ps:' <<<"$out")" "worker/ps exchanges"$'\n'"$out"
@@ -26,8 +26,8 @@ assert_eq 0 "$(grep -c 'tfslurm: error' <<<"$out")" "no error"$'\n'"$out"
 
 # TF2 ParameterServerStrategy: the workers serve forever too; the chief's exit ends the step.
 assert_status 0 run_bounded 120 srun -N3 --ntasks-per-node=2 \
-    "$TFSLURM_BIN" run --ps 2 --chief --until chief --auth munge --grace 5 -- \
-    "$TFSLURM_TRAINER" --on worker --serve --on chief --work-ms 300
+    "$E2E_TFSLURM" run --ps 2 --chief --until chief --auth munge --grace 5 -- \
+    "$E2E_TRAINER" --on worker --serve --on chief --work-ms 300
 assert_contains "$E2E_OUTPUT" "coordinator: the work is done (the chief exited 0): stopping 5 remaining ranks" \
     "--until chief verdict"
 
@@ -35,7 +35,7 @@ assert_contains "$E2E_OUTPUT" "coordinator: the work is done (the chief exited 0
 # GPUs; by default (torch variables set) the node's GPUs, cuda:LOCAL_RANK being its own.
 # shellcheck disable=SC2016 # expanded by the trainer's shell
 assert_status 0 run_bounded 120 srun -N3 --ntasks-per-node=2 --gpus-per-node=4 \
-    "$TFSLURM_BIN" run --auth munge --gpu-bind task -- bash -c 'echo "gpu $SLURM_PROCID $CUDA_VISIBLE_DEVICES"'
+    "$E2E_TFSLURM" run --auth munge --gpu-bind task -- bash -c 'echo "gpu $SLURM_PROCID $CUDA_VISIBLE_DEVICES"'
 assert_eq "gpu 0 0,1|gpu 1 2,3|gpu 2 0,1|gpu 3 2,3|gpu 4 0,1|gpu 5 2,3" \
     "$(grep '^gpu ' <<<"$E2E_OUTPUT" | sort | paste -sd'|')" "trainers' CUDA_VISIBLE_DEVICES"
 

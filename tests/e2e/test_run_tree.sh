@@ -21,7 +21,7 @@ require_trainer
 # --- 1. success ------------------------------------------------------------------------------
 rc=0
 # shellcheck disable=SC2016 # expanded by the task's shell
-out=$(run_bounded 90 srun -N3 --ntasks-per-node=2 "$TFSLURM_BIN" run -v --auth munge -- \
+out=$(run_bounded 90 srun -N3 --ntasks-per-node=2 "$E2E_TFSLURM" run -v --auth munge -- \
     bash -c 'echo "rank $SLURM_PROCID on $(hostname)"' 2>&1) || rc=$?
 assert_eq 0 "$rc" "the step ends 0"$'\n'"$out"
 expected=$(printf 'rank %s on n1\n' 0 1; printf 'rank %s on n2\n' 2 3; printf 'rank %s on n3\n' 4 5)
@@ -37,8 +37,8 @@ e2e_log "success through the tree"
 
 # --- 2. a follower's trainer fails -------------------------------------------------------------
 rc=0
-out=$(run_bounded 90 srun -N3 --ntasks-per-node=2 "$TFSLURM_BIN" run --auth munge --grace 5 -- \
-    "$TFSLURM_TRAINER" --work-ms 60000 --on rank=3 --work-ms 500 --exit-code 3 2>&1) || rc=$?
+out=$(run_bounded 90 srun -N3 --ntasks-per-node=2 "$E2E_TFSLURM" run --auth munge --grace 5 -- \
+    "$E2E_TRAINER" --work-ms 60000 --on rank=3 --work-ms 500 --exit-code 3 2>&1) || rc=$?
 assert_eq 3 "$rc" "srun reports the failing trainer's status"$'\n'"$out"
 line="tfslurm: error: aborting: rank 3 (worker:3) on n2 exited with status 3"
 assert_eq 1 "$(grep -cF "$line" <<<"$out")" "one line names the follower"$'\n'"$out"
@@ -48,7 +48,7 @@ e2e_log "a follower's failure aborts the step"
 # --- 3. a leader's trainer ends early ----------------------------------------------------------
 rc=0
 # shellcheck disable=SC2016 # expanded by the task's shell
-out=$(run_bounded 90 srun -N3 --ntasks-per-node=2 "$TFSLURM_BIN" run --auth munge -- bash -c \
+out=$(run_bounded 90 srun -N3 --ntasks-per-node=2 "$E2E_TFSLURM" run --auth munge -- bash -c \
     'if ((SLURM_PROCID % 2 == 0)); then echo "leader $SLURM_PROCID done"; exit 0; fi
      sleep 2; echo "rank $SLURM_PROCID done"' 2>&1) || rc=$?
 assert_eq 0 "$rc" "the step ends 0"$'\n'"$out"
@@ -63,8 +63,8 @@ e2e_log "leaders done early keep relaying"
 kill_launcher_of() {
     local rank=$1 what=$2 srun_pid victim='' pid
     dir=$(make_tmpdir)
-    timeout -k 5 120 srun -N3 --ntasks-per-node=2 -o "$dir/task-%t.out" "$TFSLURM_BIN" run \
-        --auth munge --grace 3 --heartbeat 0.5 --heartbeat-timeout 3 -- "$TFSLURM_TRAINER" \
+    timeout -k 5 120 srun -N3 --ntasks-per-node=2 -o "$dir/task-%t.out" "$E2E_TFSLURM" run \
+        --auth munge --grace 3 --heartbeat 0.5 --heartbeat-timeout 3 -- "$E2E_TRAINER" \
         --work-ms 60000 >"$dir/srun.out" 2>&1 &
     srun_pid=$!
     on_exit "kill $srun_pid 2>/dev/null || true"

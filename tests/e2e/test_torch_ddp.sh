@@ -54,7 +54,7 @@ assert_eq "$(printf '%s\n' \
     "mpi: rank 2/3 (pmi 2/3) on ${n[2]}: all_reduce 6.0")" \
     "$(grep '^mpi:' "$dir/mpi.out" | sort)" "the horovod-mpi example"
 
-if [[ -n ${TFSLURM_SPANK_PLUGIN:-} ]]; then
+if [[ -n ${E2E_SPANK_PLUGIN:-} ]]; then
     use_spank_plugin
     spank_install enabled=option
 

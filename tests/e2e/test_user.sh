@@ -22,11 +22,11 @@ uid=$(id -u "$user") || fail "user $user does not exist"
 chmod 711 "$E2E_TMPDIR"
 dir=$(make_tmpdir)
 mkdir "$dir/bin"
-cp -- "$TFSLURM_BIN" "$TFSLURM_TRAINER" "${TFSLURM_SPANK_PLUGIN:?the SPANK plugin is not built}" "$dir/bin/"
+cp -- "$E2E_TFSLURM" "$E2E_TRAINER" "${E2E_SPANK_PLUGIN:?the SPANK plugin is not built}" "$dir/bin/"
 chown -R "$user:" "$dir"
 chmod -R go+rX "$dir"
-tfslurm=$dir/bin/${TFSLURM_BIN##*/}
-trainer=$dir/bin/${TFSLURM_TRAINER##*/}
+tfslurm=$dir/bin/${E2E_TFSLURM##*/}
+trainer=$dir/bin/${E2E_TRAINER##*/}
 cd "$dir"
 
 # "${as_user[@]}" CMD...: CMD as the user, with the cluster's configuration (which also names
@@ -48,7 +48,7 @@ assert_eq "0 $uid n1 TF_CONFIG=$cluster,\"task\":{\"type\":\"worker\",\"index\":
 e2e_log "env as $user (uid $uid): ok"
 
 # --- srun --tfslurm ------------------------------------------------------------------------------
-TFSLURM_SPANK_PLUGIN=$dir/bin/${TFSLURM_SPANK_PLUGIN##*/}
+E2E_SPANK_PLUGIN=$dir/bin/${E2E_SPANK_PLUGIN##*/}
 use_spank_plugin
 spank_install enabled=option
 # shellcheck disable=SC2016 # expanded by the task's shell
@@ -84,7 +84,7 @@ control=$(<"$dir/control")
 # impostor USER: a launcher of USER on n2 with rank 1's Slurm environment; prints its output.
 impostor() {
     local rc=0
-    timeout -k 5 60 "$TFSLURM_TC" node n2 runuser -u "$1" -- env -i PATH="$PATH" "${rank1[@]}" \
+    timeout -k 5 60 "$E2E_TEST_CLUSTER" node n2 runuser -u "$1" -- env -i PATH="$PATH" "${rank1[@]}" \
         "$tfslurm" run --ps 1 --auth munge --grace 5 -- "$trainer" 2>&1 || rc=$?
     printf 'status %s\n' "$rc"
 }
