@@ -212,15 +212,7 @@ void warn_unknown_variables(const Environment& env) {
         return;
     }
     for (const auto& unknown : unknown_variables(env)) {
-        // A name from the environment: quoted unless it is a plain identifier.
-        const bool plain = std::all_of(unknown.name.begin(), unknown.name.end(), [](char c) {
-            return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                   c == '_';
-        });
-        logger().warn(
-            "{}: not a tfslurm variable, ignored{}",
-            plain ? unknown.name : quote(unknown.name),
-            unknown.closest.empty() ? "" : fmt::format(" (did you mean {}?)", unknown.closest));
+        logger().warn("{}", unknown_variable_warning(unknown));
     }
 }
 

@@ -832,6 +832,18 @@ std::vector<UnknownVariable> unknown_variables(const Environment& env) {
     return unknown;
 }
 
+std::string unknown_variable_warning(const UnknownVariable& unknown) {
+    // A name from the environment: quoted unless it is a plain identifier.
+    const bool plain = std::all_of(unknown.name.begin(), unknown.name.end(), [](char c) {
+        return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+               c == '_';
+    });
+    return fmt::format(
+        "{}: not a tfslurm variable, ignored{}",
+        plain ? unknown.name : quote(unknown.name),
+        unknown.closest.empty() ? "" : fmt::format(" (did you mean {}?)", unknown.closest));
+}
+
 std::vector<SettingValue> environment_settings(const Environment& env, Face face) {
     std::vector<SettingValue> found;
     for (const auto& spec : k_registry) {

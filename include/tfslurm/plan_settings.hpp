@@ -156,4 +156,9 @@ struct UnknownVariable {
 /// Output: {{TFSLURM_PSS, TFSLURM_PS}, {TFSLURM_XYZZY, ""}}.
 [[nodiscard]] std::vector<UnknownVariable> unknown_variables(const Environment& env);
 
+/// The warning both faces give for an unknown variable, its name quoted unless it is an
+/// identifier. Output: `TFSLURM_PSS: not a tfslurm variable, ignored (did you mean
+/// TFSLURM_PS?)`.
+[[nodiscard]] std::string unknown_variable_warning(const UnknownVariable& unknown);
+
 } // namespace tfslurm

@@ -270,7 +270,13 @@ TFSLURM_SPANK_EXPORT int slurm_spank_init_post_opt(spank_t /*sp*/, int /*ac*/, c
         // The job's TFSLURM_* variables reach the tasks (srun exports the environment): check
         // them now, so that a bad one fails the submission rather than every task.
         if (!parse_option_spec(*g_option).off) {
-            static_cast<void>(environment_settings(tfslurm::Environment::from_process()));
+            const auto env = tfslurm::Environment::from_process();
+            static_cast<void>(environment_settings(env));
+            // A misspelt TFSLURM_* variable would be ignored without a word.
+            for (const auto& unknown : tfslurm::unknown_variables(env)) {
+                slurm_info("tfslurm: warning: %s",
+                           tfslurm::unknown_variable_warning(unknown).c_str());
+            }
         }
         return 0;
     });

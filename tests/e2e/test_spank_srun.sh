@@ -69,6 +69,13 @@ run_stdout 0 60 env TFSLURM_PS=2 srun -N3 --ntasks-per-node=2 --tfslurm=ps=0 \
     bash -c "$SPANK_PRINT_TASK"
 check_tf_configs "$E2E_OUTPUT" 6 0
 
+e2e_log "a misspelt TFSLURM_* variable is named once, by srun, and changes nothing"
+run_stdout 0 60 env TFSLURM_PSS=2 srun -N3 --ntasks-per-node=2 --tfslurm \
+    bash -c "$SPANK_PRINT_TASK"
+check_tf_configs "$E2E_OUTPUT" 6 0
+assert_eq "srun: tfslurm: warning: TFSLURM_PSS: not a tfslurm variable, ignored (did you mean TFSLURM_PS?)" \
+    "$(grep 'tfslurm: warning' <<<"$E2E_STDERR")" "srun's warning"
+
 e2e_log "a plan that cannot work fails the tasks, with one tfslurm line per task"
 run_stdout 1 60 srun -N2 --ntasks-per-node=1 --tfslurm=ps=2 true
 assert_eq 2 "$(grep -c '^slurmstepd-[^:]*: error: tfslurm: roles: 2 ps leave no rank for a worker' \
