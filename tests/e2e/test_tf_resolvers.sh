@@ -23,7 +23,7 @@ oracle=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)/tf_resolver_oracle.py
 dir=$(make_tmpdir)
 
 # shape NAME EXPECTED SRUN_ARGS... -- ORACLE_ARGS...: run the oracle in every task of
-# `srun SRUN_ARGS`; its lines, with the derived ports of the native layout replaced by PORT and
+# `srun SRUN_ARGS` (each component's, with ':'); its lines, with the derived ports of the native layout replaced by PORT and
 # sorted, must be EXPECTED.
 shape() {
     local name=$1 expected=$2 got
@@ -36,12 +36,16 @@ shape() {
     shift
     oracle_args=("$@")
     e2e_log "$name: srun ${srun_args[*]}"
-    if [[ $name == het ]]; then # one command line per component
-        run_stdout 0 240 srun -n1 -w n2 python3 "$oracle" "${oracle_args[@]}" \
-            : -n2 -w n1,n3 python3 "$oracle" "${oracle_args[@]}"
-    else
-        run_stdout 0 240 srun "${srun_args[@]}" python3 "$oracle" "${oracle_args[@]}"
-    fi
+    # A heterogeneous step (SRUN_ARGS with ':') gives each component its own command line.
+    local -a command=() arg
+    for arg in "${srun_args[@]}"; do
+        if [[ $arg == : ]]; then
+            command+=(python3 "$oracle" "${oracle_args[@]}" :)
+        else
+            command+=("$arg")
+        fi
+    done
+    run_stdout 0 240 srun "${command[@]}" python3 "$oracle" "${oracle_args[@]}"
     got=$(grep -E '^(native|tf-compat|MISMATCH) ' <<<"$E2E_OUTPUT" |
         sed -E 's/^(native .* at [^ ]+):[0-9]+([ ;])/\1:PORT\2/' | sort)
     assert_eq "$(sort <<<"$expected")" "$got" "$name: TensorFlow's resolvers against tfslurm"
