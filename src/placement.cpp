@@ -90,6 +90,26 @@ void check_gtids(const std::vector<std::uint32_t>& gtids,
     }
 }
 
+/// The SLURM_NODEID that Slurm gives the tasks on `node` (an index into the step nodelist).
+/// In a heterogeneous step Slurm numbers the nodes component after component, not in nodelist
+/// order: in `srun -w n2 : -w n1,n3` n2 is node 0 and n1 node 1, although the nodelist (and
+/// the order of SLURM_STEP_TASKS_PER_NODE) is n[1-3].
+std::size_t slurm_node_id(const StepInfo& step, const Allocation& allocation, std::size_t node) {
+    if (step.components.empty()) {
+        return node;
+    }
+    std::size_t id = 0;
+    for (const auto& component : step.components) {
+        for (const auto& host : component.hosts) {
+            if (host == allocation.hosts[node]) {
+                return id;
+            }
+            ++id;
+        }
+    }
+    return node; // read_step makes every node part of one component
+}
+
 void check_identity(const StepInfo& step, const Allocation& allocation) {
     const auto& self = *step.self;
     if (self.rank >= allocation.ntasks()) {
@@ -102,6 +122,7 @@ void check_identity(const StepInfo& step, const Allocation& allocation) {
             std::to_string(self.rank));
     }
     const auto& place = allocation.places[self.rank];
+    const auto node_id = slurm_node_id(step, allocation, place.node);
     const std::string_view hint =
         "the nodelist, tasks-per-node and distribution variables (with -m arbitrary: the file "
         "SLURM_HOSTFILE names, which must not change while the step runs) do not describe "
@@ -115,11 +136,11 @@ void check_identity(const StepInfo& step, const Allocation& allocation) {
                            step.nodelist_variable,
                            step.nodelist,
                            self.rank,
-                           place.node,
+                           node_id,
                            allocation.hosts[place.node],
                            place.local);
     };
-    if (self.node_id && *self.node_id != place.node) {
+    if (self.node_id && *self.node_id != node_id) {
         throw errors::inconsistent_allocation(
             "SLURM_NODEID",
             fmt::format("disagrees with the computed placement: {}", where()),

@@ -73,6 +73,9 @@ TEST_CASE("het: components and ranks of real heterogeneous steps", "[het]") {
             {"slurm-env/srun-het-3-components.txt", 4, "n1@0+1 n2@1+1 n3@2+2", "n1:0 n2:1 n3:2,3"},
             // srun -n2 -w n1 : -n1 -w n2 : -n1 -w n3 (every task says cyclic: ranks are not)
             {"slurm-env/srun-het-3-uneven.txt", 4, "n1@0+2 n2@2+1 n3@3+1", "n1:0,1 n2:2 n3:3"},
+            // srun -n1 -w n2 : -n2 -w n1,n3: SLURM_NODEID counts component after component
+            // (n2 is node 0, n1 node 1) while the nodelist and tasks per node are n[1-3]
+            {"slurm-env/srun-het-reversed.txt", 3, "n2@0+1 n1,n3@1+2", "n1:1 n2:0 n3:2"},
         }));
     for (int task = 0; task < tasks; ++task) {
         INFO(file << " task " << task);
