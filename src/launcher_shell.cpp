@@ -253,7 +253,18 @@ LaunchResult LauncherShell::run() {
     plan_tree();
     m_deadline_timer.expires_at(m_connect_deadline);
     m_deadline_timer.async_wait([this](const error_code& ec) {
-        if (!ec && (m_link == Link::connecting || m_link == Link::handshake)) {
+        if (ec || (m_link != Link::connecting && m_link != Link::handshake)) {
+            return;
+        }
+        if (m_refusal) {
+            // No candidate proved to be the coordinator, and one refused us: most likely the
+            // real coordinator, naming a misconfiguration.
+            fatal(errors::make(Errc::auth,
+                               "coordinator",
+                               *m_refusal,
+                               "every task must run 'tfslurm run' with the same options, the same "
+                               "TFSLURM_SECRET and as the same user"));
+        } else {
             fatal(errors::make(Errc::io,
                                "coordinator",
                                fmt::format("cannot register with {}:{}{} within {}: {}",

@@ -112,6 +112,10 @@ class LauncherShell {
     void connect();
     void retry_connect(const std::string& why);
     void next_candidate(const std::string& why);
+    /// The peer on this candidate answered without proving that it is this step's coordinator
+    /// (a protocol error, an unexpected message, a reject, a bad proof): warn once per peer and
+    /// reason, and try the next candidate. A peer that does not prove itself never stops a job.
+    void not_the_coordinator(const std::string& why);
     void close_attempt();
     void read();
     void on_read(const error_code& ec, std::size_t n);
@@ -170,6 +174,10 @@ class LauncherShell {
     Clock::time_point m_connect_deadline;
     Millis m_backoff{20};
     std::string m_last_connect_error = "no attempt";
+    /// The last `refused` reject (`n1:25006 rejected rank 1 (worker:0): bad secret proof`): a
+    /// real misconfiguration or a squatter's word, unproven either way; named at the deadline.
+    std::optional<std::string> m_refusal;
+    std::set<std::string> m_warned; ///< not_the_coordinator() warnings given (once each)
     std::array<char, 4096> m_buffer{};
     protocol::FrameDecoder m_decoder;
     /// Frames to write; `second`: a machine Send, acknowledged with written().

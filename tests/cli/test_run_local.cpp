@@ -703,9 +703,18 @@ TEST_CASE("run: a launcher with the wrong secret is rejected and does not distur
           "[run]") {
     Cli rank0({"run", "--heartbeat", "0.1", "--ps", "1", "--", "sleep", "1000"},
               task_env(0, 20, k_secret_a));
-    Cli intruder({"run", "--ps", "1", "--", "sleep", "1000"}, task_env(1, 20, k_secret_b));
+    // The reject is unproven: the intruder keeps looking until its connect timeout, then names
+    // it (once as a warning, once as its error).
+    Cli intruder({"run", "--ps", "1", "--connect-timeout", "1", "--", "sleep", "1000"},
+                 task_env(1, 20, k_secret_b));
     CHECK(intruder.wait() == exit_status(Errc::auth));
-    CHECK_THAT(intruder.output(), Catch::Contains("rejected rank 1 (worker:0): bad secret proof"));
+    CHECK(count(intruder.output(), "rejected rank 1 (worker:0): bad secret proof") == 2);
+    CHECK_THAT(intruder.output(),
+               Catch::Contains("tfslurm: error: coordinator: rank 0's relay /tmp/tfslurm-"));
+    CHECK_THAT(intruder.output(),
+               Catch::Contains(".sock rejected rank 1 (worker:0): bad secret proof\n"
+                               "tfslurm: hint: every task must run 'tfslurm run' with the same "
+                               "options, the same TFSLURM_SECRET and as the same user\n"));
     Cli rank1({"run", "--heartbeat", "0.1", "--ps", "1", "--", "sh", "-c", "sleep 0.2"},
               task_env(1, 20, k_secret_a));
     CHECK(rank1.wait() == 0);
