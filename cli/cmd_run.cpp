@@ -176,6 +176,8 @@ LauncherOptions launcher_options(const RunArgs& args, const Environment& env) {
     }
     options.probe = parse_flag(value_of("probe", "0"), "probe") ? Probe::on : Probe::off;
     options.probe_timeout = parse_seconds(value_of("probe_timeout", "30"), "probe_timeout");
+    options.contain = parse_flag(value_of("contain", "0"), "contain") ? Containment::pid_namespace
+                                                                      : Containment::keeper;
     if (options.heartbeat_timeout <= options.heartbeat) {
         throw errors::invalid_setting("heartbeat_timeout",
                                       "must be longer than " + setting_ref("heartbeat"),

@@ -495,7 +495,7 @@ void LauncherShell::start_trainer(std::uint32_t restart) {
         request.group = ProcessGroup::new_group;
         request.death_signal = SIGKILL;
         // Nothing the trainer starts outlives us, even if we are killed by SIGKILL.
-        request.contain = true;
+        request.contain = m_options.contain;
         request.before_fork = [this] { m_io.notify_fork(asio::execution_context::fork_prepare); };
         request.after_fork = [this] { m_io.notify_fork(asio::execution_context::fork_parent); };
         m_pid = spawn_process(request);

@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -195,12 +196,14 @@ std::vector<std::string> local(int ntasks, int test, std::vector<std::string> re
 }
 
 /// Shell code that sets `me` to the trainer's pid and `launcher` to its launcher's, as the host
-/// sees them: the trainer runs in a PID namespace of its own ($$ is 2, $PPID 1) under the
-/// launcher's supervisors (tfslurm-super, tfslurm-init); /proc is the host's.
+/// sees them: the trainer runs under its launcher's keeper (tfslurm-keeper), or with --contain
+/// in a PID namespace of its own ($$ is 2, $PPID 1) under the launcher's supervisors
+/// (tfslurm-super, tfslurm-init); /proc is the host's.
 const char* const k_find_launcher =
     "read -r me _ _ launcher _ < /proc/self/stat; "
     "while read -r _ name _ up _ < /proc/$launcher/stat && "
-    "{ [ \"$name\" = '(tfslurm-init)' ] || [ \"$name\" = '(tfslurm-super)' ]; }; "
+    "{ [ \"$name\" = '(tfslurm-init)' ] || [ \"$name\" = '(tfslurm-super)' ] || "
+    "[ \"$name\" = '(tfslurm-keeper)' ]; }; "
     "do launcher=$up; done; ";
 
 /// A sh trainer: ps sleep forever, workers sleep a little and exit 0; each writes its
@@ -1233,4 +1236,55 @@ TEST_CASE("run: --probe starts the trainers once every peer is reachable, else n
     CHECK_THAT(bad.output(),
                Catch::StartsWith("tfslurm: error: --probe-timeout: expected a "
                                  "number of seconds from 0.001 to 86400: \"0\""));
+}
+
+TEST_CASE("run: trainers keep their real pids; --contain gives each a PID namespace",
+          "[run][contain]") {
+    // Each trainer writes $$ (its pid as it sees it) and its host pid (/proc/self/stat).
+    const std::string script = "read -r host _ < /proc/self/stat; echo \"rank $TFSLURM_RANK pid "
+                               "$$ host $host\"";
+    SECTION("by default (the keeper): distinct, real pids") {
+        Cli cli(local(2, 74, {"--", "sh", "-c", script}));
+        CHECK(cli.wait() == 0);
+        const auto output = cli.output();
+        INFO(output);
+        std::vector<std::pair<long, long>> pids;
+        std::istringstream lines(output);
+        std::string line;
+        while (std::getline(lines, line)) {
+            if (line.rfind("rank ", 0) != 0) {
+                continue; // not the trainer's
+            }
+            long rank = 0;
+            long pid = 0;
+            long host = 0;
+            REQUIRE(std::sscanf(line.c_str(), "rank %ld pid %ld host %ld", &rank, &pid, &host) ==
+                    3);
+            pids.emplace_back(pid, host);
+        }
+        REQUIRE(pids.size() == 2);
+        CHECK(pids[0].first == pids[0].second);
+        CHECK(pids[1].first == pids[1].second);
+        CHECK(pids[0].first != pids[1].first);
+        cli.check_nothing_left();
+    }
+    SECTION("--contain: pid 2 in a namespace of its own, the host's pid differs") {
+        Cli cli(local(2, 75, {"--contain", "--", "sh", "-c", script}));
+        CHECK(cli.wait() == 0);
+        const auto output = cli.output();
+        INFO(output);
+        CHECK(count(output, " pid 2 host ") == 2);
+        CHECK(count(output, "rank 0 pid 2 host ") == 1);
+        CHECK(count(output, "rank 1 pid 2 host ") == 1);
+        cli.check_nothing_left();
+    }
+    SECTION("TFSLURM_CONTAIN=yes is --contain; a bad value is refused naming the variable") {
+        Cli cli(local(1, 76, {"--", "sh", "-c", script}), {{"TFSLURM_CONTAIN", "yes"}});
+        CHECK(cli.wait() == 0);
+        CHECK(count(cli.output(), "rank 0 pid 2 host ") == 1);
+        Cli bad(local(1, 76, {"--", "true"}), {{"TFSLURM_CONTAIN", "maybe"}});
+        CHECK(bad.wait() == 2);
+        CHECK(bad.output() == "tfslurm: error: TFSLURM_CONTAIN: expected yes/no, true/false, "
+                              "on/off or 1/0: \"maybe\"\n");
+    }
 }
