@@ -1180,6 +1180,11 @@ TEST_CASE("run: --probe starts the trainers once every peer is reachable, else n
           "[run][probe]") {
     const std::string id = std::to_string(job_id(72));
     const std::string show = R"(echo "started $TFSLURM_RANK")";
+    // Each trainer prints, then waits until all 3 have printed: the workers' exit stops the ps,
+    // which must not happen before it printed (a loaded machine may start it late).
+    const TempDir barrier;
+    const std::string show_all = show + "; touch " + barrier.path + "/$TFSLURM_RANK; while [ " +
+                                 "$(ls " + barrier.path + " | wc -l) -lt 3 ]; do sleep 0.05; done";
     // Exact mode (--iface lo): each launcher listens on the port it holds.
     Cli reachable({"run",
                    "--local",
@@ -1195,7 +1200,7 @@ TEST_CASE("run: --probe starts the trainers once every peer is reachable, else n
                    "--probe",
                    "sh",
                    "-c",
-                   show});
+                   show_all});
     CHECK(reachable.wait() == 0);
     for (const std::string rank : {"0", "1", "2"}) {
         CHECK(count(reachable.output(), "started " + rank + "\n") == 1);
