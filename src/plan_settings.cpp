@@ -650,6 +650,16 @@ const std::vector<SettingSpec> k_registry{
      "launcher. Costs what names peers by pid: CUDA IPC between ranks (UCX refuses it across PID "
      "namespaces), pidfd_getfd",
      nullptr},
+    {"label",
+     "TFSLURM_LABEL",
+     "--label",
+     "",
+     "",
+     K::flag,
+     G::launcher,
+     "Prefix every line of the trainer's stdout and stderr with its rank ('3: '), like srun -l "
+     "(which also labels tfslurm's own lines: under srun, use either)",
+     nullptr},
 };
 
 bool in_face(const SettingSpec& spec, Face face) {

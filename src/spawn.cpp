@@ -72,6 +72,8 @@ struct ExecArgs {
     char* const* envp;
     const std::vector<int>* inherit_fds;
     int report_fd; ///< the errno of a failed execve is written here
+    int stdout_fd; ///< dup2'd to 1 in the command; -1: inherited
+    int stderr_fd; ///< dup2'd to 2 in the command; -1: inherited
 };
 
 /// The child's side of spawn_process(), between fork() and exec: async-signal-safe calls only.
@@ -102,6 +104,13 @@ exec_child(const ExecArgs& exec, ProcessGroup group, int death_signal, pid_t par
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     for (const int fd : *exec.inherit_fds) {
         ::fcntl(fd, F_SETFD, 0);
+    }
+    // dup2 clears close-on-exec on the copy; the originals close at exec.
+    if (exec.stdout_fd >= 0) {
+        ::dup2(exec.stdout_fd, STDOUT_FILENO);
+    }
+    if (exec.stderr_fd >= 0) {
+        ::dup2(exec.stderr_fd, STDERR_FILENO);
     }
     ::execve(exec.path, exec.argv, exec.envp);
     const int error = errno;
@@ -580,6 +589,11 @@ KeeperArgs keeper_args(const SpawnRequest& request, int report_fd) {
     keeper.lifeline = lifeline_read_end();
     keeper.keep_fds = request.inherit_fds;
     keeper.keep_fds.push_back(report_fd);
+    for (const int fd : {request.stdout_fd, request.stderr_fd}) {
+        if (fd >= 0) {
+            keeper.keep_fds.push_back(fd);
+        }
+    }
     keeper.keep_fds.push_back(keeper.lifeline);
     std::sort(keeper.keep_fds.begin(), keeper.keep_fds.end());
     return keeper;
@@ -596,6 +610,11 @@ ContainArgs contain_args(const SpawnRequest& request, int report_fd) {
     }
     contain.keep_fds = request.inherit_fds;
     contain.keep_fds.push_back(report_fd);
+    for (const int fd : {request.stdout_fd, request.stderr_fd}) {
+        if (fd >= 0) {
+            contain.keep_fds.push_back(fd);
+        }
+    }
     std::sort(contain.keep_fds.begin(), contain.keep_fds.end());
     return contain;
 }
@@ -722,7 +741,13 @@ pid_t spawn_process(const SpawnRequest& request) {
         ::close(report[1]);
         throw;
     }
-    const ExecArgs exec{path.c_str(), argv.data(), envp.data(), &request.inherit_fds, report[1]};
+    const ExecArgs exec{path.c_str(),
+                        argv.data(),
+                        envp.data(),
+                        &request.inherit_fds,
+                        report[1],
+                        request.stdout_fd,
+                        request.stderr_fd};
     const pid_t parent = ::getpid();
     if (request.before_fork) {
         request.before_fork();

@@ -108,6 +108,8 @@ struct LauncherOptions {
     /// How nothing the trainer starts outlives the launcher: a keeper (real pids, the default)
     /// or, with `contain`, a PID namespace of its own (spawn.hpp).
     Containment contain = Containment::keeper;
+    /// `label`: prefix every line of the trainer's stdout and stderr with its rank (`3: `).
+    bool label = false;
 };
 
 /// Run the launcher of `plan.self_rank`: start the coordinator when it is rank 0, connect and

@@ -45,6 +45,10 @@ struct SpawnRequest {
     /// even one killed by SIGKILL. See "Containment" below. `group` and `death_signal` are then
     /// new_group and SIGKILL.
     Containment contain = Containment::none;
+    /// Descriptors that become the command's stdout and stderr (`--label`: pipes the caller
+    /// reads); -1: inherited. The caller closes them after spawn_process().
+    int stdout_fd = -1;
+    int stderr_fd = -1;
     /// Descriptors that the child keeps across exec (every other one is expected to be
     /// CLOEXEC already); their CLOEXEC flag is cleared in the child only.
     std::vector<int> inherit_fds;

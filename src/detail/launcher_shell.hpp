@@ -7,6 +7,7 @@
 /// launcher_link.cpp (the link to the coordinator: connecting through the candidate control
 /// ports, the challenge and registration, framed reads and writes).
 
+#include "detail/labeled_stream.hpp"
 #include "detail/node_relay.hpp"
 #include "detail/reachability_probe.hpp"
 #include "detail/signal_reader.hpp"
@@ -42,6 +43,10 @@ namespace asio = boost::asio;
 using Tcp = asio::ip::tcp;
 using Stream = asio::generic::stream_protocol;
 using boost::system::error_code;
+
+/// How long a launcher on its way out waits for the rest of its trainer's labelled output
+/// (`label`): every writer is dead by then, so the pipe's end comes at once.
+inline constexpr Millis k_label_drain{1000};
 
 /// The machine's settings for this task of `plan`.
 [[nodiscard]] LauncherSettings machine_settings(const Plan& plan, const LauncherOptions& options);
@@ -124,6 +129,8 @@ class LauncherShell {
     void perform(const LauncherAction& action);
     void arm(LauncherTimer which, Clock::time_point at);
     void start_trainer(std::uint32_t restart);
+    /// spawn_process(), with `label`: through pipes read by m_stdout and m_stderr.
+    pid_t spawn_trainer(SpawnRequest& request);
     void start_probe(const std::vector<ProbeTarget>& targets);
     void prepare_stall_watch();
     /// Set `name=value` in the trainer's environment, replacing an earlier value.
@@ -191,6 +198,9 @@ class LauncherShell {
     Link m_link = Link::connecting;
 
     pid_t m_pid = 0;
+    /// `label`: the trainer's stdout and stderr, labelled with the rank (made at its first start).
+    std::unique_ptr<LabeledStream> m_stdout;
+    std::unique_ptr<LabeledStream> m_stderr;
     std::optional<Error> m_fatal; ///< thrown after run(): nothing was supervised yet
 };
 

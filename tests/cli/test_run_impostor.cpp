@@ -228,8 +228,39 @@ TEST_CASE("run: a listener that never answers on the control port does not stop 
                Catch::Matches("tfslurm: warning: coordinator: cannot listen on 127\\.0\\.0\\.1:" +
                               std::to_string(port) +
                               " \\(Address already in use\\): listening on fallback port "
-                              "32[0-7][0-9][0-9] \\(1 of 7\\)\n"
-                              "tfslurm: info: coordinator: the work is done \\(every worker "
-                              "exited 0\\): stopping 0 remaining ranks\n"));
+                              "32[0-7][0-9][0-9] \\(1 of 7\\)\n"));
+    CHECK(r.out.empty());
+}
+
+TEST_CASE("run: a process holding the control port that speaks something else does not stop "
+          "the step",
+          "[run][integration]") {
+    // Each answer that is not a coordinator's proof for this job and step sends rank 1 to the
+    // next candidate, where rank 0's coordinator listens; none ends the step.
+    const auto [answer, why] = GENERATE(table<Answer, std::string>({
+        {Answer::old_version,
+         R"(protocol: unsupported protocol version (expected "v":4): "{\"nonce\":\")" +
+             std::string(64, 'a') + R"(\",\"type\":\"challenge\",\"v\":3}")"},
+        {Answer::garbage,
+         R"(protocol: frame of 1397966893 bytes exceeds the 65536-byte limit: "SSH-")"},
+        {Answer::reject, "it rejected rank 1 (worker:1): go away"},
+        {Answer::early_stop, "stop before the welcome"},
+        {Answer::bad_frame, R"(protocol: not valid JSON: "not json")"},
+    }));
+    Impostor impostor(answer);
+    const std::string base = std::to_string(impostor.port() - 2);
+    const Result r =
+        tfslurm_cli({"run", "--local", "2", "--auth", "secret", "--port-base", base, "--", "true"},
+                    {"PATH=/usr/bin:/bin", "TFSLURM_SECRET=" + std::string(64, '5')});
+    INFO(r.err);
+    CHECK(r.status == 0);
+    const std::string control = "127.0.0.1:" + std::to_string(impostor.port());
+    // The job id of --local is the parent's pid: any number.
+    CHECK(r.err.find("tfslurm: warning: rank 1 (worker:1): " + control +
+                     " did not prove that it is job ") != std::string::npos);
+    CHECK(r.err.find("'s coordinator: " + why + "; trying the next control port\n") !=
+          std::string::npos);
+    CHECK(r.err.find("error") == std::string::npos);
+    CHECK(impostor.connections() >= 1);
     CHECK(r.out.empty());
 }

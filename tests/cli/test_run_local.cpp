@@ -1114,9 +1114,7 @@ TEST_CASE("run: a trainer that starts after the checkpoint moment gets no signal
                Catch::Matches("tfslurm: warning: rank 0 \\(worker:0\\): the job ends in "
                               "(29|30)(\\.[0-9]+)? s, sooner than --checkpoint-before 50 after "
                               "the trainer started: no checkpoint signal\n"
-                              "done\n"
-                              "tfslurm: info: coordinator: the work is done \\(every worker "
-                              "exited 0\\): stopping 0 remaining ranks\n"));
+                              "done\n"));
     cli.check_nothing_left();
 }
 
@@ -1292,4 +1290,53 @@ TEST_CASE("run: trainers keep their real pids; --contain gives each a PID namesp
         CHECK(bad.output() == "tfslurm: error: TFSLURM_CONTAIN: expected yes/no, true/false, "
                               "on/off or 1/0: \"maybe\"\n");
     }
+}
+
+TEST_CASE("run: --label prefixes every line of each trainer's stdout and stderr with its rank",
+          "[run][label]") {
+    // Two lines on stdout, one on stderr, and a last line without a newline.
+    const std::string script =
+        "echo out $TFSLURM_RANK; echo err $TFSLURM_RANK >&2; echo second; printf partial";
+    Cli cli(local(2, 77, {"--label", "--", "sh", "-c", script}));
+    CHECK(cli.wait() == 0);
+    const auto output = cli.output();
+    INFO(output);
+    for (const std::string rank : {"0", "1"}) {
+        CHECK(count(output, rank + ": out " + rank + "\n") == 1);
+        CHECK(count(output, rank + ": err " + rank + "\n") == 1);
+        CHECK(count(output, rank + ": second\n") == 1);
+        CHECK(count(output, rank + ": partial\n") == 1);
+        // One stream's lines in order.
+        CHECK(output.find(rank + ": out " + rank + "\n") < output.find(rank + ": second\n"));
+        CHECK(output.find(rank + ": second\n") < output.find(rank + ": partial\n"));
+    }
+    // Nothing else: every line is labelled, and a normal end prints no line of tfslurm's.
+    CHECK(count(output, "\n") == 8);
+    cli.check_nothing_left();
+
+    SECTION("without --label the lines are the trainer's own") {
+        Cli plain(local(1, 78, {"--", "sh", "-c", script}));
+        CHECK(plain.wait() == 0);
+        CHECK(count(plain.output(), "out 0\n") == 1);
+        CHECK(count(plain.output(), ": ") == 0);
+        CHECK(plain.output().substr(plain.output().size() - 7) == "partial");
+    }
+}
+
+TEST_CASE("run: a settings error is printed by rank 0 only, every task exits with its status",
+          "[run]") {
+    Cli rank0({"run", "--grace", "soon", "--", "true"}, task_env(0, 79, k_secret_a));
+    Cli rank1({"run", "--grace", "soon", "--", "true"}, task_env(1, 79, k_secret_a));
+    CHECK(rank0.wait() == 2);
+    CHECK(rank1.wait() == 2);
+    CHECK_THAT(rank0.output(), Catch::StartsWith("tfslurm: error: --grace: "));
+    CHECK(count(rank0.output(), "tfslurm: error:") == 1);
+    CHECK(rank1.output().empty());
+    // At debug level the other tasks still say it.
+    Cli verbose({"-v", "run", "--grace", "soon", "--", "true"}, task_env(1, 79, k_secret_a));
+    CHECK(verbose.wait() == 2);
+    CHECK_THAT(verbose.output(),
+               Catch::Contains("tfslurm: debug: --grace: ") &&
+                   Catch::Contains(" (rank 0 shows this error)\n"));
+    CHECK(count(verbose.output(), "tfslurm: error:") == 0);
 }
