@@ -475,7 +475,9 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     LauncherOptions options;
     if (const auto status = settings_once_per_step(env, [&] {
             options = launcher_options(args, env);
-            (void)resolve_settings(given_values(plan_args.given, env));
+            const auto values = given_values(plan_args.given, env);
+            record_origins(values); // an error names the option or variable the user set
+            (void)resolve_settings(values);
         })) {
         return *status;
     }
