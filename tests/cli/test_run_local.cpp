@@ -1339,4 +1339,16 @@ TEST_CASE("run: a settings error is printed by rank 0 only, every task exits wit
                Catch::Contains("tfslurm: debug: --grace: ") &&
                    Catch::Contains(" (rank 0 shows this error)\n"));
     CHECK(count(verbose.output(), "tfslurm: error:") == 0);
+    // A plan setting from a variable is named as the variable.
+    auto env0 = task_env(0, 79, k_secret_a);
+    env0.emplace_back("TFSLURM_PS", "two");
+    auto env1 = task_env(1, 79, k_secret_a);
+    env1.emplace_back("TFSLURM_PS", "two");
+    Cli ps0({"run", "--", "true"}, env0);
+    Cli ps1({"run", "--", "true"}, env1);
+    CHECK(ps0.wait() == 2);
+    CHECK(ps1.wait() == 2);
+    CHECK(ps0.output() ==
+          "tfslurm: error: TFSLURM_PS: expected an integer from 0 to 4194304: \"two\"\n");
+    CHECK(ps1.output().empty());
 }
