@@ -176,6 +176,9 @@ LauncherOptions launcher_options(const RunArgs& args, const Environment& env) {
     }
     options.probe = parse_flag(value_of("probe", "0"), "probe") ? Probe::on : Probe::off;
     options.probe_timeout = parse_seconds(value_of("probe_timeout", "30"), "probe_timeout");
+    options.contain = parse_flag(value_of("contain", "0"), "contain") ? Containment::pid_namespace
+                                                                      : Containment::keeper;
+    options.label = parse_flag(value_of("label", "0"), "label");
     if (options.heartbeat_timeout <= options.heartbeat) {
         throw errors::invalid_setting("heartbeat_timeout",
                                       "must be longer than " + setting_ref("heartbeat"),
@@ -445,13 +448,43 @@ void exact_ports(LauncherOptions& options,
                           fmt::join(reserved, ","));
 }
 
+/// Run `check`, which validates the settings. Their errors are the same in every task of a
+/// step (the same options and TFSLURM_* variables reach each one): only rank 0 prints one, as
+/// an error, and the others log it at debug level and exit with the same status, so that the
+/// user reads it once, not once per task. Returns that status for a task that stays quiet.
+/// \throws Error from `check` otherwise.
+template <typename Check>
+std::optional<int> settings_once_per_step(const Environment& env, Check check) {
+    try {
+        check();
+    } catch (const Error& e) {
+        const auto rank = env.get("SLURM_PROCID");
+        if (e.code() != Errc::invalid_argument || !rank || rank->empty() || *rank == "0" ||
+            !env.get("SLURM_STEP_ID")) {
+            throw;
+        }
+        const Error shown = cli_error(e);
+        logger().debug("{} (rank 0 shows this error)", shown.what());
+        return exit_status(e.code());
+    }
+    return std::nullopt;
+}
+
 // One task's setup in order (~90 lines): options, the plan, the trainer's environment (rebuilt
 // once the coordinator sends every node's address with --iface), the job's end and requeue budget,
 // then run_launcher(); each step needs what the previous one made, and the order is the point.
 int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     const Environment env = Environment::from_process();
     warn_unknown_variables(env);
-    LauncherOptions options = launcher_options(args, env);
+    LauncherOptions options;
+    if (const auto status = settings_once_per_step(env, [&] {
+            options = launcher_options(args, env);
+            const auto values = given_values(plan_args.given, env);
+            record_origins(values); // an error names the option or variable the user set
+            (void)resolve_settings(values);
+        })) {
+        return *status;
+    }
     const std::string hint = "tfslurm run starts one task's trainer: run it with srun (srun "
                              "tfslurm run ... CMD), or try the whole job on this machine with "
                              "--local N";
@@ -473,8 +506,12 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
         // nobody starts.
         throw errors::missing_env("SLURM_STEP_ID", hint);
     }
-    // Every task refuses what cannot work, at once, not only rank 0's coordinator.
-    check_until(members_of(plan), options.until);
+    // Every task refuses what cannot work, at once, not only rank 0's coordinator (which
+    // alone says so).
+    if (const auto status =
+            settings_once_per_step(env, [&] { check_until(members_of(plan), options.until); })) {
+        return *status;
+    }
     TrainerEnvironment trainer_env{resolved.settings, env};
     Environment trainer;
     if (!exact_mode(resolved.settings.plan) || !resolved.own_address) {

@@ -480,13 +480,16 @@ void Coordinator::decide(Verdict verdict, Clock::time_point now) {
     m_verdict_time = now;
     if (verdict == Verdict::done) {
         const std::size_t remaining = m_ranks.size() - m_succeeded;
-        logger().info("coordinator: the work is done ({} exited 0): stopping {} remaining rank{}",
-                      m_settings.until == Until::chief ? "the chief"
-                      : m_training_total == 0          ? "every rank"
-                      : m_has_chief                    ? "every worker and the chief"
-                                                       : "every worker",
-                      remaining,
-                      remaining == 1 ? "" : "s");
+        // A normal end where every rank ended by itself says nothing: only stopping ranks that
+        // still run (a ps, workers under --until chief) is news.
+        logger().log(remaining == 0 ? spdlog::level::debug : spdlog::level::info,
+                     "coordinator: the work is done ({} exited 0): stopping {} remaining rank{}",
+                     m_settings.until == Until::chief ? "the chief"
+                     : m_training_total == 0          ? "every rank"
+                     : m_has_chief                    ? "every worker and the chief"
+                                                      : "every worker",
+                     remaining,
+                     remaining == 1 ? "" : "s");
     }
     broadcast(*verdict_message());
     update_finished(now);

@@ -170,7 +170,9 @@ void LauncherShell::on_read(const error_code& ec, std::size_t n) {
         }
     } catch (const Error& e) {
         if (m_link == Link::handshake) {
-            fatal(e);
+            // Another protocol version, a stale coordinator of an older tfslurm, garbage: not
+            // this step's coordinator, whatever it is.
+            not_the_coordinator(e.what());
         } else {
             if (m_relay) {
                 m_relay->upstream_lost();
@@ -188,6 +190,10 @@ void LauncherShell::on_read(const error_code& ec, std::size_t n) {
 // next candidate port is tried); one function keeps the order of the protocol readable.
 void LauncherShell::handshake(const protocol::Message& message) {
     if (const auto* challenge = std::get_if<protocol::Challenge>(&message)) {
+        if (!m_nonce.empty()) {
+            not_the_coordinator("a second challenge");
+            return;
+        }
         m_challenge_timer.cancel();
         protocol::Hello hello;
         hello.job = m_plan.job_id.value_or(0);
@@ -212,19 +218,11 @@ void LauncherShell::handshake(const protocol::Message& message) {
     } else if (const auto* welcome = std::get_if<protocol::Welcome>(&message)) {
         // Nothing the peer says is believed before it proves it is this job's coordinator:
         // any user of the node can bind the control port first.
-        const auto job = m_plan.job_id.value_or(0);
         if (const auto why =
                 m_auth->verify_coordinator(welcome->credential, m_nonce, step_id(), m_rank)) {
             // Another process holds this candidate (any user of the node can bind it): the
             // coordinator listens on a later one.
-            logger().warn("{}: {} did not prove that it is job {}'s coordinator: {}; trying the "
-                          "next control port",
-                          label(),
-                          control(),
-                          job,
-                          *why);
-            next_candidate(
-                fmt::format("did not prove that it is job {}'s coordinator: {}", job, *why));
+            not_the_coordinator(*why);
             return;
         }
         logger().debug("{}: coordinator at {}", label(), control());
@@ -251,18 +249,26 @@ void LauncherShell::handshake(const protocol::Message& message) {
                             reject->reason));
             return;
         }
-        fatal(errors::make(Errc::auth,
-                           "coordinator",
-                           fmt::format("{} rejected {}: {}", control(), label(), reject->reason),
-                           "every task must run 'tfslurm run' with the same options, the same "
-                           "TFSLURM_SECRET and as the same user"));
+        // Unproven (a coordinator that cannot check our proof cannot prove itself to us either):
+        // a real misconfiguration (another secret, another user, a rank registered twice) or a
+        // squatter's word. Believing it would let any user of the node stop the job, so look
+        // further, and name it at the deadline if no candidate proves to be the coordinator.
+        m_refusal = fmt::format("{} rejected {}: {}", control(), label(), reject->reason);
+        not_the_coordinator(fmt::format("it rejected {}: {}", label(), reject->reason));
     } else {
-        fatal(errors::make(Errc::protocol,
-                           "protocol",
-                           fmt::format("unexpected {} from {} during registration",
-                                       protocol::type_name(message),
-                                       control())));
+        not_the_coordinator(fmt::format("{} before the welcome", protocol::type_name(message)));
     }
+}
+
+void LauncherShell::not_the_coordinator(const std::string& why) {
+    const auto job = m_plan.job_id.value_or(0);
+    const std::string what =
+        fmt::format("{} did not prove that it is job {}'s coordinator: {}", control(), job, why);
+    // Every round of candidates meets the same peer again: one warning each.
+    if (m_warned.insert(what).second) {
+        logger().warn("{}: {}; trying the next control port", label(), what);
+    }
+    next_candidate(what);
 }
 
 void LauncherShell::send(const protocol::Message& message, bool own) {

@@ -253,7 +253,18 @@ LaunchResult LauncherShell::run() {
     plan_tree();
     m_deadline_timer.expires_at(m_connect_deadline);
     m_deadline_timer.async_wait([this](const error_code& ec) {
-        if (!ec && (m_link == Link::connecting || m_link == Link::handshake)) {
+        if (ec || (m_link != Link::connecting && m_link != Link::handshake)) {
+            return;
+        }
+        if (m_refusal) {
+            // No candidate proved to be the coordinator, and one refused us: most likely the
+            // real coordinator, naming a misconfiguration.
+            fatal(errors::make(Errc::auth,
+                               "coordinator",
+                               *m_refusal,
+                               "every task must run 'tfslurm run' with the same options, the same "
+                               "TFSLURM_SECRET and as the same user"));
+        } else {
             fatal(errors::make(Errc::io,
                                "coordinator",
                                fmt::format("cannot register with {}:{}{} within {}: {}",
@@ -286,6 +297,12 @@ LaunchResult LauncherShell::run() {
     const std::size_t killed = kill_all_children();
     if (killed > 0) {
         logger().debug("{}: killed {} leftover processes", label(), killed);
+    }
+    // Every writer is gone: the rest of the trainer's labelled output, its last line included.
+    for (auto* stream : {m_stdout.get(), m_stderr.get()}) {
+        if (stream != nullptr) {
+            stream->drain(k_label_drain);
+        }
     }
     if (internal_error) {
         throw errors::make(
@@ -325,6 +342,12 @@ void LauncherShell::reap() {
             signal_group(m_pid, SIGKILL);
             int wait_status = 0;
             while (::waitpid(m_pid, &wait_status, 0) < 0 && errno == EINTR) {
+            }
+            // Its last labelled lines before anything the launcher says about its end.
+            for (auto* stream : {m_stdout.get(), m_stderr.get()}) {
+                if (stream != nullptr) {
+                    stream->drain(Millis{0});
+                }
             }
             m_machine.trainer_exited(ExitStatus::from_wait_status(wait_status), Clock::now());
         }
@@ -484,10 +507,10 @@ void LauncherShell::start_trainer(std::uint32_t restart) {
         request.group = ProcessGroup::new_group;
         request.death_signal = SIGKILL;
         // Nothing the trainer starts outlives us, even if we are killed by SIGKILL.
-        request.contain = true;
+        request.contain = m_options.contain;
         request.before_fork = [this] { m_io.notify_fork(asio::execution_context::fork_prepare); };
         request.after_fork = [this] { m_io.notify_fork(asio::execution_context::fork_parent); };
-        m_pid = spawn_process(request);
+        m_pid = spawn_trainer(request);
         logger().debug("{}: trainer started (pid {})", label(), m_pid);
         m_machine.trainer_started(Clock::now());
     } catch (const Error& e) {
@@ -496,6 +519,30 @@ void LauncherShell::start_trainer(std::uint32_t restart) {
         m_machine.trainer_failed(
             ExitStatus::exited(exit_status(Errc::spawn_failed)), e.what(), Clock::now());
     }
+}
+
+pid_t LauncherShell::spawn_trainer(SpawnRequest& request) {
+    if (!m_options.label) {
+        return spawn_process(request);
+    }
+    if (!m_stdout) {
+        const std::string prefix = fmt::format("{}: ", m_rank);
+        m_stdout = std::make_unique<LabeledStream>(m_io, STDOUT_FILENO, prefix);
+        m_stderr = std::make_unique<LabeledStream>(m_io, STDERR_FILENO, prefix);
+    }
+    request.stdout_fd = m_stdout->open();
+    request.stderr_fd = m_stderr->open();
+    pid_t pid = 0;
+    try {
+        pid = spawn_process(request);
+    } catch (...) {
+        m_stdout->start(); // closes our write ends
+        m_stderr->start();
+        throw;
+    }
+    m_stdout->start();
+    m_stderr->start();
+    return pid;
 }
 
 void LauncherShell::prepare_stall_watch() {

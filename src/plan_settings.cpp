@@ -654,6 +654,29 @@ const std::vector<SettingSpec> k_registry{
      "planned one is taken, unless SLURM_STEP_RESV_PORTS reserves the node's ports (default "
      "20000-31999)",
      nullptr},
+    // Settings of issue 21's `run` side: appended here as one block.
+    {"contain",
+     "TFSLURM_CONTAIN",
+     "--contain",
+     "",
+     "",
+     K::flag,
+     G::launcher,
+     "Run each trainer in a PID namespace of its own (it is pid 2 there) instead of under a "
+     "keeper that leaves it its real pid; both end everything the trainer starts with the "
+     "launcher. Costs what names peers by pid: CUDA IPC between ranks (UCX refuses it across PID "
+     "namespaces), pidfd_getfd",
+     nullptr},
+    {"label",
+     "TFSLURM_LABEL",
+     "--label",
+     "",
+     "",
+     K::flag,
+     G::launcher,
+     "Prefix every line of the trainer's stdout and stderr with its rank ('3: '), like srun -l "
+     "(which also labels tfslurm's own lines: under srun, use either)",
+     nullptr},
 };
 
 bool in_face(const SettingSpec& spec, Face face) {

@@ -29,7 +29,8 @@ using boost::system::error_code;
 struct ReachabilityProbe::Attempt {
     Attempt(asio::io_context& io, ProbeTarget to) : target(std::move(to)), socket(io), timer(io) {}
     ProbeTarget target;
-    Tcp::endpoint endpoint;
+    std::vector<Tcp::endpoint> endpoints; ///< its addresses, in the order they are tried
+    std::size_t next = 0;                 ///< the one being tried
     Tcp::socket socket;
     asio::steady_timer timer;
     std::string error;
@@ -120,7 +121,7 @@ void ReachabilityProbe::start(std::vector<ProbeTarget> targets, Millis timeout, 
         error_code ec;
         const auto literal = asio::ip::make_address(one->target.address, ec);
         if (!ec) {
-            one->endpoint = Tcp::endpoint(literal, one->target.port);
+            one->endpoints = {Tcp::endpoint(literal, one->target.port)};
             asio::post(m_io, [this, one] { attempt(one); });
         } else {
             one->resolving = true;
@@ -159,17 +160,29 @@ void ReachabilityProbe::resolve(const std::string& name,
                                 std::vector<std::shared_ptr<Attempt>> waiting) {
     // A node name (no address exchange), resolved once per node as the trainers will, by Asio's
     // resolver thread: a slow name service must not hold up the launcher's heartbeats.
-    m_resolver.async_resolve(name,
-                             "",
-                             [this, waiting = std::move(waiting)](
-                                 const error_code& ec, const Tcp::resolver::results_type& results) {
-                                 resolved(waiting, ec, results);
-                             });
+    Resolved done = [this, waiting = std::move(waiting)](const error_code& ec,
+                                                         std::vector<asio::ip::address> addresses) {
+        resolved(waiting, ec, addresses);
+    };
+    if (m_resolve) {
+        m_resolve(name, std::move(done));
+        return;
+    }
+    m_resolver.async_resolve(
+        name,
+        "",
+        [done = std::move(done)](const error_code& ec, const Tcp::resolver::results_type& results) {
+            std::vector<asio::ip::address> addresses;
+            for (const auto& entry : results) {
+                addresses.push_back(entry.endpoint().address());
+            }
+            done(ec, std::move(addresses));
+        });
 }
 
 void ReachabilityProbe::resolved(const std::vector<std::shared_ptr<Attempt>>& waiting,
                                  const error_code& ec,
-                                 const Tcp::resolver::results_type& results) {
+                                 const std::vector<asio::ip::address>& addresses) {
     if (m_closed) {
         return;
     }
@@ -178,12 +191,18 @@ void ReachabilityProbe::resolved(const std::vector<std::shared_ptr<Attempt>>& wa
         if (one->done) {
             continue; // the deadline came first
         }
-        if (ec || results.empty()) {
+        if (ec || addresses.empty()) {
             // Not retried: the name will not resolve for the trainer either.
             one->error = ec ? ec.message() : "no address";
             settle(one);
         } else {
-            one->endpoint = Tcp::endpoint(results.begin()->endpoint().address(), one->target.port);
+            for (const auto& address : addresses) {
+                const Tcp::endpoint peer(address, one->target.port);
+                if (std::find(one->endpoints.begin(), one->endpoints.end(), peer) ==
+                    one->endpoints.end()) {
+                    one->endpoints.push_back(peer); // getaddrinfo repeats one per socket type
+                }
+            }
             attempt(one);
         }
     }
@@ -194,8 +213,9 @@ void ReachabilityProbe::attempt(const std::shared_ptr<Attempt>& one) {
         return;
     }
     error_code ec;
+    const Tcp::endpoint peer = one->endpoints.at(one->next);
     one->socket.close(ec);
-    one->socket.open(one->endpoint.protocol(), ec);
+    one->socket.open(peer.protocol(), ec);
     if (ec) {
         failed(one, ec.message());
         return;
@@ -209,7 +229,7 @@ void ReachabilityProbe::attempt(const std::shared_ptr<Attempt>& one) {
             one->socket.cancel(ignored);
         }
     });
-    one->socket.async_connect(one->endpoint, [this, one](const error_code& connect_ec) {
+    one->socket.async_connect(peer, [this, one](const error_code& connect_ec) {
         one->timer.cancel();
         if (m_closed) {
             return;
@@ -233,6 +253,13 @@ void ReachabilityProbe::failed(const std::shared_ptr<Attempt>& one, std::string 
     }
     one->error = std::move(error);
     const auto now = Clock::now();
+    if (one->next + 1 < one->endpoints.size() && now < m_deadline) {
+        // The name's next address at once, as a connecting client does.
+        ++one->next;
+        asio::post(m_io, [this, one] { attempt(one); });
+        return;
+    }
+    one->next = 0;
     if (now + k_probe_retry_delay >= m_deadline) {
         logger().debug("probe: cannot reach rank {} at {}: {}",
                        one->target.rank,

@@ -12,6 +12,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -71,6 +72,8 @@ struct ExecArgs {
     char* const* envp;
     const std::vector<int>* inherit_fds;
     int report_fd; ///< the errno of a failed execve is written here
+    int stdout_fd; ///< dup2'd to 1 in the command; -1: inherited
+    int stderr_fd; ///< dup2'd to 2 in the command; -1: inherited
 };
 
 /// The child's side of spawn_process(), between fork() and exec: async-signal-safe calls only.
@@ -101,6 +104,13 @@ exec_child(const ExecArgs& exec, ProcessGroup group, int death_signal, pid_t par
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     for (const int fd : *exec.inherit_fds) {
         ::fcntl(fd, F_SETFD, 0);
+    }
+    // dup2 clears close-on-exec on the copy; the originals close at exec.
+    if (exec.stdout_fd >= 0) {
+        ::dup2(exec.stdout_fd, STDOUT_FILENO);
+    }
+    if (exec.stderr_fd >= 0) {
+        ::dup2(exec.stderr_fd, STDERR_FILENO);
     }
     ::execve(exec.path, exec.argv, exec.envp);
     const int error = errno;
@@ -335,6 +345,260 @@ supervise(const ExecArgs& exec, const ContainArgs& contain, pid_t parent) noexce
     end_like(got == static_cast<ssize_t>(sizeof command_status) ? command_status : init_status);
 }
 
+// --- the keeper (Containment::keeper, see spawn.hpp) ------------------------------------------
+//
+// Like the supervisor: between fork() and exec (or _exit), async-signal-safe calls only, no
+// allocation. The descendant walk uses fixed buffers.
+
+/// The caller's lifeline: a pipe whose write end only this process holds (close-on-exec, closed
+/// in every keeper), made once per process: its EOF in a keeper says the caller died.
+struct Lifeline {
+    int read = -1;
+    int write = -1;
+    pid_t owner = 0; ///< the process that made it (a forked copy must make its own)
+};
+Lifeline g_lifeline; // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+
+/// The read end of this process's lifeline. \throws std::system_error when pipe2 fails.
+int lifeline_read_end() {
+    if (g_lifeline.owner != ::getpid()) {
+        int fds[2] = {-1, -1};
+        if (::pipe2(fds, O_CLOEXEC) != 0) {
+            throw std::system_error(errno, std::generic_category(), "pipe2");
+        }
+        // An inherited lifeline (of the process we were forked from) stays open: it is not ours.
+        g_lifeline = Lifeline{fds[0], fds[1], ::getpid()};
+    }
+    return g_lifeline.read;
+}
+
+/// What the keeper needs, prepared before fork().
+struct KeeperArgs {
+    int lifeline = -1;
+    /// Descriptors the keeper keeps (sorted): the report pipe, the lifeline and `inherit_fds`.
+    std::vector<int> keep_fds;
+};
+
+/// Append the decimal `number` to `out` at `length` (NUL-terminated, at most `size` bytes).
+void append_number(char* out,
+                   std::size_t size,
+                   std::size_t& length,
+                   unsigned long number) noexcept {
+    char digits[24];
+    std::size_t count = 0;
+    do {
+        digits[count++] = static_cast<char>('0' + number % 10);
+        number /= 10;
+    } while (number != 0 && count < sizeof digits);
+    while (count > 0 && length + 1 < size) {
+        out[length++] = digits[--count];
+    }
+    out[length] = '\0';
+}
+
+/// Append `text` to `out` at `length` (NUL-terminated, at most `size` bytes).
+void append_text(char* out, std::size_t size, std::size_t& length, const char* text) noexcept {
+    for (; *text != '\0' && length + 1 < size; ++text) {
+        out[length++] = *text;
+    }
+    out[length] = '\0';
+}
+
+/// Room for one walk of the keeper's descendants; a larger tree is killed over several rounds
+/// (the killed processes' orphans come to the keeper, a subreaper, and are found next round).
+constexpr std::size_t k_max_walk = 8192;
+pid_t g_walk[k_max_walk]; // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+
+/// Append the children of every thread of `pid` (from `/proc/<pid>/task/<tid>/children`) to
+/// g_walk[count...]; returns the new count.
+std::size_t append_children(pid_t pid, std::size_t count) noexcept {
+    char path[64];
+    std::size_t length = 0;
+    append_text(path, sizeof path, length, "/proc/");
+    append_number(path, sizeof path, length, static_cast<unsigned long>(pid));
+    append_text(path, sizeof path, length, "/task");
+    const int dir = ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) {
+        return count;
+    }
+    alignas(8) char entries[4096];
+    long got = 0;
+    while ((got = ::syscall(SYS_getdents64, dir, entries, sizeof entries)) > 0) {
+        for (long offset = 0; offset < got;) {
+            const auto* entry = reinterpret_cast<const dirent64*>(entries + offset);
+            offset += entry->d_reclen;
+            if (entry->d_name[0] < '1' || entry->d_name[0] > '9') {
+                continue;
+            }
+            std::size_t file_length = length;
+            char file[96];
+            std::memcpy(file, path, length + 1);
+            append_text(file, sizeof file, file_length, "/");
+            append_text(file, sizeof file, file_length, entry->d_name);
+            append_text(file, sizeof file, file_length, "/children");
+            const int fd = ::open(file, O_RDONLY | O_CLOEXEC);
+            if (fd < 0) {
+                continue;
+            }
+            // "pid pid pid " (each followed by a space); a number may span two reads.
+            char text[1024];
+            unsigned long number = 0;
+            bool digits = false;
+            ssize_t n = 0;
+            while ((n = ::read(fd, text, sizeof text)) > 0) {
+                for (ssize_t i = 0; i < n; ++i) {
+                    if (text[i] >= '0' && text[i] <= '9') {
+                        number = number * 10 + static_cast<unsigned long>(text[i] - '0');
+                        digits = true;
+                    } else if (digits) {
+                        if (count < k_max_walk) {
+                            g_walk[count++] = static_cast<pid_t>(number);
+                        }
+                        number = 0;
+                        digits = false;
+                    }
+                }
+            }
+            if (digits && count < k_max_walk) {
+                g_walk[count++] = static_cast<pid_t>(number);
+            }
+            ::close(fd);
+        }
+    }
+    ::close(dir);
+    return count;
+}
+
+/// Reap every ended child (`command`'s status into `command_status`); true when no child is
+/// left at all.
+bool reap_children(pid_t command, int& command_status, bool& command_ended) noexcept {
+    for (;;) {
+        int wait_status = 0;
+        const pid_t pid = ::waitpid(-1, &wait_status, WNOHANG);
+        if (pid > 0) {
+            if (pid == command) {
+                command_status = wait_status;
+                command_ended = true;
+            }
+            continue;
+        }
+        if (pid < 0 && errno == EINTR) {
+            continue;
+        }
+        return pid < 0 && errno == ECHILD;
+    }
+}
+
+/// SIGKILL every descendant of the keeper, again and again, until it has no child left: the
+/// orphans of the killed come to it (a subreaper) and are killed in the next round. Never
+/// `kill(-1)`: only what the walk found.
+void kill_descendants(pid_t command, int& command_status, bool& command_ended) noexcept {
+    const pid_t self = ::getpid();
+    for (;;) {
+        std::size_t count = append_children(self, 0);
+        for (std::size_t i = 0; i < count && count < k_max_walk; ++i) {
+            count = append_children(g_walk[i], count);
+        }
+        for (std::size_t i = 0; i < count; ++i) {
+            ::kill(g_walk[i], SIGKILL);
+        }
+        if (reap_children(command, command_status, command_ended)) {
+            return;
+        }
+        const timespec pause{0, 1000L * 1000L};
+        ::nanosleep(&pause, nullptr);
+    }
+}
+
+extern "C" void note_child(int /*signo*/) {}
+
+/// The keeper K (see spawn.hpp). A negative errno on `report_fd` tells the caller that K could
+/// not become a subreaper; K then execs the command itself.
+// Kept whole (~75 lines): set-up, fork and the wait loop share the signal mask's state.
+[[noreturn]] void keep(const ExecArgs& exec, const KeeperArgs& keeper, pid_t parent) noexcept {
+    ::setpgid(0, 0);
+    // Our command line is still the caller's: the name tells us apart in ps and /proc.
+    ::prctl(PR_SET_NAME, "tfslurm-keeper");
+    close_other_fds(keeper.keep_fds);
+    ignore_signals();
+    if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+        const int report = -errno;
+        [[maybe_unused]] const auto written = ::write(exec.report_fd, &report, sizeof report);
+        ::close(keeper.lifeline);
+        exec_child(exec, ProcessGroup::new_group, SIGKILL, parent);
+    }
+    // SIGTERM/SIGINT: T is being stopped. SIGCHLD: a handler that only interrupts ppoll(),
+    // blocked outside it, so that no child's end is missed between a reap and the wait.
+    struct sigaction action {};
+    ::sigemptyset(&action.sa_mask);
+    action.sa_handler = note_stop;
+    ::sigaction(SIGTERM, &action, nullptr);
+    ::sigaction(SIGINT, &action, nullptr);
+    action.sa_handler = note_child;
+    ::sigaction(SIGCHLD, &action, nullptr);
+    sigset_t child_signal;
+    ::sigemptyset(&child_signal);
+    ::sigaddset(&child_signal, SIGCHLD);
+    ::sigprocmask(SIG_BLOCK, &child_signal, nullptr);
+    pollfd lifeline{keeper.lifeline, POLLIN, 0};
+    if (::getppid() != parent || ::poll(&lifeline, 1, 0) != 0) {
+        ::_exit(128 + SIGKILL); // the caller died before we started the command
+    }
+    const pid_t self = ::getpid();
+    const pid_t command = ::fork();
+    if (command == 0) {
+        ::close(keeper.lifeline);
+        exec_child(exec, ProcessGroup::inherit, SIGKILL, self);
+    }
+    if (command < 0) {
+        const int error = errno;
+        [[maybe_unused]] const auto written = ::write(exec.report_fd, &error, sizeof error);
+        ::_exit(127);
+    }
+    ::close(exec.report_fd);
+    int command_status = 0;
+    bool command_ended = false;
+    bool settled = false;
+    sigset_t during_wait;
+    ::sigemptyset(&during_wait);
+    for (;;) {
+        const bool no_child = reap_children(command, command_status, command_ended);
+        if (command_ended) {
+            if (g_stopping == 0 && !settled && killed_by_stop_signal(command_status)) {
+                await_stop_signal(); // perhaps the step's cancel, which reached T before us
+                settled = true;
+            }
+            if (g_stopping == 0 || no_child) {
+                break; // ended by itself (what is left is killed), or stopped and all ended
+            }
+        }
+        lifeline.revents = 0;
+        if (::ppoll(&lifeline, 1, nullptr, &during_wait) > 0) {
+            // The caller died (its end of the lifeline closed): nothing it started may stay.
+            kill_descendants(command, command_status, command_ended);
+            ::_exit(128 + SIGKILL);
+        }
+    }
+    kill_descendants(command, command_status, command_ended);
+    end_like(command_status);
+}
+
+/// The keeper's arguments for `request.inherit_fds`. \throws std::system_error (pipe2).
+KeeperArgs keeper_args(const SpawnRequest& request, int report_fd) {
+    KeeperArgs keeper;
+    keeper.lifeline = lifeline_read_end();
+    keeper.keep_fds = request.inherit_fds;
+    keeper.keep_fds.push_back(report_fd);
+    for (const int fd : {request.stdout_fd, request.stderr_fd}) {
+        if (fd >= 0) {
+            keeper.keep_fds.push_back(fd);
+        }
+    }
+    keeper.keep_fds.push_back(keeper.lifeline);
+    std::sort(keeper.keep_fds.begin(), keeper.keep_fds.end());
+    return keeper;
+}
+
 /// The supervisor's arguments for the caller's identity and `request.inherit_fds`.
 ContainArgs contain_args(const SpawnRequest& request, int report_fd) {
     ContainArgs contain;
@@ -346,17 +610,29 @@ ContainArgs contain_args(const SpawnRequest& request, int report_fd) {
     }
     contain.keep_fds = request.inherit_fds;
     contain.keep_fds.push_back(report_fd);
+    for (const int fd : {request.stdout_fd, request.stderr_fd}) {
+        if (fd >= 0) {
+            contain.keep_fds.push_back(fd);
+        }
+    }
     std::sort(contain.keep_fds.begin(), contain.keep_fds.end());
     return contain;
 }
 
-/// Warn once per process that the command is not contained (`error` is unshare's errno).
-void warn_not_contained(int error) {
+/// Warn once per process that the command is not contained (`error` is the errno of unshare or
+/// of prctl(PR_SET_CHILD_SUBREAPER)).
+void warn_not_contained(Containment contain, int error) {
     static bool warned = false;
-    const std::string text = fmt::format(
-        "trainer: cannot start in a PID namespace of its own ({}): a process that leaves its "
-        "process group can outlive a launcher killed by SIGKILL",
-        std::strerror(error));
+    const std::string text =
+        contain == Containment::pid_namespace
+            ? fmt::format(
+                  "trainer: cannot start in a PID namespace of its own ({}): a process that "
+                  "leaves its process group can outlive a launcher killed by SIGKILL",
+                  std::strerror(error))
+            : fmt::format("trainer: cannot start under a keeper (prctl(PR_SET_CHILD_SUBREAPER): "
+                          "{}): a process that leaves its process group can outlive a launcher "
+                          "killed by SIGKILL",
+                          std::strerror(error));
     if (warned) {
         logger().debug("{}", text);
     } else {
@@ -366,8 +642,8 @@ void warn_not_contained(int error) {
 }
 
 /// Read the child's report until EOF (the exec happened): the errno of a failed exec, or 0.
-/// A negative value first says that containment failed (see supervise()).
-int read_report(int fd) {
+/// A negative value first says that containment failed (see supervise() and keep()).
+int read_report(int fd, Containment contain) {
     int child_error = 0;
     for (;;) {
         int value = 0;
@@ -379,7 +655,7 @@ int read_report(int fd) {
             break;
         }
         if (value < 0) {
-            warn_not_contained(-value);
+            warn_not_contained(contain, -value);
         } else {
             child_error = value;
         }
@@ -453,10 +729,25 @@ pid_t spawn_process(const SpawnRequest& request) {
         throw std::system_error(errno, std::generic_category(), "pipe2");
     }
     std::optional<ContainArgs> contain;
-    if (request.contain) {
-        contain = contain_args(request, report[1]);
+    std::optional<KeeperArgs> keeper;
+    try {
+        if (request.contain == Containment::pid_namespace) {
+            contain = contain_args(request, report[1]);
+        } else if (request.contain == Containment::keeper) {
+            keeper = keeper_args(request, report[1]);
+        }
+    } catch (...) {
+        ::close(report[0]);
+        ::close(report[1]);
+        throw;
     }
-    const ExecArgs exec{path.c_str(), argv.data(), envp.data(), &request.inherit_fds, report[1]};
+    const ExecArgs exec{path.c_str(),
+                        argv.data(),
+                        envp.data(),
+                        &request.inherit_fds,
+                        report[1],
+                        request.stdout_fd,
+                        request.stderr_fd};
     const pid_t parent = ::getpid();
     if (request.before_fork) {
         request.before_fork();
@@ -466,6 +757,9 @@ pid_t spawn_process(const SpawnRequest& request) {
         ::close(report[0]);
         if (contain) {
             supervise(exec, *contain, parent);
+        }
+        if (keeper) {
+            keep(exec, *keeper, parent);
         }
         exec_child(exec, request.group, request.death_signal, parent);
     }
@@ -478,12 +772,12 @@ pid_t spawn_process(const SpawnRequest& request) {
         ::close(report[0]);
         throw std::system_error(fork_error, std::generic_category(), "fork");
     }
-    if (request.group == ProcessGroup::new_group || contain) {
+    if (request.group == ProcessGroup::new_group || request.contain != Containment::none) {
         // Also done in the child: whichever runs first, the group exists before we signal it.
         // EACCES after the child's exec is expected and harmless.
         ::setpgid(pid, pid);
     }
-    const int child_error = read_report(report[0]);
+    const int child_error = read_report(report[0], request.contain);
     if (child_error != 0) {
         int status = 0;
         while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {

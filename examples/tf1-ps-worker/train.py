@@ -71,12 +71,13 @@ def train_with_tensorflow(args):
     else:
         session = manager.wait_for_session(server.target, config=config, max_wait_secs=300)
     with session:
-        done = 0
+        if args.fail_rank == int(rank):
+            # One step first, whatever the global step is: the other workers may already have
+            # reached --steps while this one waited for its session.
+            session.run(train_op)
+            raise RuntimeError(f"{who} fails on purpose (--fail-rank)")
         while session.run(step) < args.steps:
             session.run(train_op)
-            done += 1
-            if args.fail_rank == int(rank):
-                raise RuntimeError(f"{who} fails on purpose (--fail-rank)")
         placement = ", ".join(f"{v.op.name} on {v.device}" for v in (w, b))
         print(f"{who}: global step {args.steps} reached; {placement}", flush=True)
 

@@ -9,7 +9,8 @@ WORLD_SIZE), named after its tfslurm role: ps0, ps1, ..., worker0, worker1, ...
 - A parameter server holds one parameter and serves forever, like tf.distribute.Server.join():
   it never exits by itself. tfslurm stops it (SIGTERM) once every worker exited 0.
 - A worker pushes its update (worker index + 1) to every ps, waits on ps0 until all workers
-  have pushed (the workers' own barrier), reads every ps's parameter (then 1+2+...+W) and ends
+  have pushed (the workers' own barrier) and every ps has printed its line (tfslurm stops the
+  ps once the workers are done), reads every ps's parameter (then 1+2+...+W) and ends
   its RPC agent without the graceful shutdown, which would wait for the ps forever (see
   `--until` in tfslurm(1)). It prints one line:
 
@@ -37,6 +38,7 @@ import torch.distributed.rpc as rpc
 _lock = threading.Lock()
 _param = torch.zeros(1)
 _arrived = 0
+_serving = 0
 
 
 def push(update):
@@ -65,6 +67,19 @@ def arrived():
         return _arrived
 
 
+def announce():
+    """On ps0: count a ps that has printed its line; returns how many have."""
+    global _serving
+    with _lock:
+        _serving += 1
+        return _serving
+
+
+def serving():
+    with _lock:
+        return _serving
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fail-rank", type=int, default=-1,
@@ -87,6 +102,7 @@ def main():
     if role == "ps":
         print(f"{role}{index} (rank {rank}/{world} on {socket.gethostname()}): serving",
               flush=True)
+        rpc.rpc_sync(servers[0], announce)
         while True:  # until tfslurm stops us
             signal.pause()
 
@@ -97,6 +113,9 @@ def main():
             raise RuntimeError(f"worker {index} (rank {rank}) fails on purpose (--fail-rank)")
         rpc.rpc_sync(servers[0], arrive)
         while rpc.rpc_sync(servers[0], arrived) < len(workers):
+            time.sleep(0.05)
+        # tfslurm stops the ps once the workers are done: not before each printed its line.
+        while rpc.rpc_sync(servers[0], serving) < len(servers):
             time.sleep(0.05)
         values = " ".join(f"{s}={rpc.rpc_sync(s, pull).item():.1f}" for s in servers)
         print(f"worker {index} (rank {rank}/{world} on {socket.gethostname()}): {values}",

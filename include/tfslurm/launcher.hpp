@@ -13,6 +13,7 @@
 #include <tfslurm/plan.hpp>
 #include <tfslurm/protocol.hpp>
 #include <tfslurm/run.hpp>
+#include <tfslurm/spawn.hpp>
 
 #include <chrono>
 #include <csignal>
@@ -104,6 +105,11 @@ struct LauncherOptions {
     Probe probe = Probe::off;
     /// `probe_timeout`: how long each launcher keeps trying to reach its peers.
     Millis probe_timeout{30000};
+    /// How nothing the trainer starts outlives the launcher: a keeper (real pids, the default)
+    /// or, with `contain`, a PID namespace of its own (spawn.hpp).
+    Containment contain = Containment::keeper;
+    /// `label`: prefix every line of the trainer's stdout and stderr with its rank (`3: `).
+    bool label = false;
 };
 
 /// Run the launcher of `plan.self_rank`: start the coordinator when it is rank 0, connect and

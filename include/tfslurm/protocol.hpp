@@ -125,7 +125,8 @@ struct Welcome {
 
 /// Why a hello was refused, for the launcher to act on (the reason is for humans).
 enum class RejectCode {
-    refused,   ///< a bad proof, a rank out of range or registered twice: final
+    refused,   ///< a bad proof, a rank out of range or registered twice (unproven: named at the
+               ///< deadline)
     wrong_job, ///< another job's coordinator holds this candidate port: try the next one
     wrong_step ///< another step (of this job) holds it: try the next one
 };

@@ -25,6 +25,13 @@ enum class ProcessGroup {
     new_group ///< `setpgid(0, 0)`: the child leads a new group (pgid == pid)
 };
 
+/// How a command is kept from leaving processes behind (see spawn_process()).
+enum class Containment {
+    none,          ///< the command alone: what leaves its process group may outlive the caller
+    keeper,        ///< under a keeper process, a child subreaper: the command keeps real pids
+    pid_namespace, ///< under a supervisor, in a PID namespace of its own (its pid is 2 there)
+};
+
 /// What to start and how.
 struct SpawnRequest {
     /// argv[0] is looked up in `PATH` (from `env`, like execvp) unless it contains a `/`.
@@ -34,10 +41,14 @@ struct SpawnRequest {
     ProcessGroup group = ProcessGroup::new_group;
     /// `prctl(PR_SET_PDEATHSIG)` in the child: sent to it when the parent dies; 0 = none.
     int death_signal = 0;
-    /// Run the command in a PID namespace of its own, under a supervisor, so that nothing it
-    /// starts (setsid daemons included) outlives the caller, even one killed by SIGKILL. See
-    /// "Containment" below. `group` and `death_signal` are then new_group and SIGKILL.
-    bool contain = false;
+    /// Keep everything the command starts (setsid daemons included) from outliving the caller,
+    /// even one killed by SIGKILL. See "Containment" below. `group` and `death_signal` are then
+    /// new_group and SIGKILL.
+    Containment contain = Containment::none;
+    /// Descriptors that become the command's stdout and stderr (`--label`: pipes the caller
+    /// reads); -1: inherited. The caller closes them after spawn_process().
+    int stdout_fd = -1;
+    int stderr_fd = -1;
     /// Descriptors that the child keeps across exec (every other one is expected to be
     /// CLOEXEC already); their CLOEXEC flag is cleared in the child only.
     std::vector<int> inherit_fds;
@@ -54,7 +65,24 @@ struct SpawnRequest {
 /// \throws Error (Errc::spawn_failed) `trainer: command not found in PATH: "<name>"`.
 [[nodiscard]] std::string find_executable(std::string_view name, std::string_view path_var);
 
-/// Containment (`request.contain`): the returned pid is a supervisor S, a forked copy of the
+/// Containment::keeper: the returned pid is a keeper K, a forked copy of the caller that never
+/// execs and is a child subreaper (`PR_SET_CHILD_SUBREAPER`): every orphan the command leaves
+/// (a daemon's double fork, setsid or not) is re-parented to K. K forks and execs the command
+/// T (`PR_SET_PDEATHSIG(SIGKILL)` on K); both share K's process group, so signalling the group
+/// reaches T and its children; K ignores every signal but SIGKILL, SIGTERM and SIGINT, which only
+/// tell it that T is being stopped. K holds the read end of a pipe whose write end only the
+/// caller holds (made once per process, close-on-exec): its EOF says the caller died, even of
+/// SIGKILL; K then kills every descendant (read from `/proc/<pid>/task/<tid>/children`, again and
+/// again until it has no child left; never `kill(-1)`) and ends. When T ends by itself, K kills
+/// what is left the same way and ends like T (same exit code, or killed by the same signal);
+/// when T ends after K received SIGTERM or SIGINT, K first waits until every descendant has
+/// ended (the same grace as the PID namespace's below; the caller's SIGKILL of the group ends
+/// the wait, and what left the group is then the caller's: a launcher is a child subreaper
+/// too). T keeps its real pid: programs that name files after it, CUDA IPC between ranks and
+/// `pidfd_getfd` work as without containment. When K cannot become a subreaper,
+/// spawn_process() warns once (then debug lines) and K execs the command directly.
+///
+/// Containment::pid_namespace: the returned pid is a supervisor S, a forked copy of the
 /// caller that never execs, with `PR_SET_PDEATHSIG(SIGKILL)`. S enters a new PID namespace
 /// (as root: `unshare(CLONE_NEWPID)`; otherwise together with a user namespace that maps the
 /// caller's uid and gid to themselves) and forks its init I (`PR_SET_PDEATHSIG(SIGKILL)` on
@@ -69,9 +97,11 @@ struct SpawnRequest {
 /// until every process of the namespace has ended, so that the rest of T's group gets the
 /// same grace as T (the caller's SIGKILL of the group ends the wait); T killed by SIGTERM or
 /// SIGINT before I received its own copy counts as stopped when that copy comes within 1 s
-/// (slurmstepd may signal T before I). When no namespace can
-/// be made (EPERM, no user namespaces), spawn_process() warns (once per process, then debug
-/// lines) and S execs the command directly, as without `contain` (and without that grace).
+/// (slurmstepd may signal T before I). T is pid 2 in its namespace, which costs whatever
+/// names a peer process by its pid (UCX refuses CUDA IPC across PID namespaces). When no
+/// namespace can be made (EPERM, no user namespaces), spawn_process() warns (once per process,
+/// then debug lines) and S execs the command directly, as without containment (and without
+/// that grace).
 ///
 /// fork() + exec of `request.argv` without a shell. stdin/stdout/stderr are inherited, the
 /// signal mask and every signal disposition are reset to the defaults in the child. Whether

@@ -7,6 +7,7 @@
 /// launcher_link.cpp (the link to the coordinator: connecting through the candidate control
 /// ports, the challenge and registration, framed reads and writes).
 
+#include "detail/labeled_stream.hpp"
 #include "detail/node_relay.hpp"
 #include "detail/reachability_probe.hpp"
 #include "detail/signal_reader.hpp"
@@ -42,6 +43,10 @@ namespace asio = boost::asio;
 using Tcp = asio::ip::tcp;
 using Stream = asio::generic::stream_protocol;
 using boost::system::error_code;
+
+/// How long a launcher on its way out waits for the rest of its trainer's labelled output
+/// (`label`): every writer is dead by then, so the pipe's end comes at once.
+inline constexpr Millis k_label_drain{1000};
 
 /// The machine's settings for this task of `plan`.
 [[nodiscard]] LauncherSettings machine_settings(const Plan& plan, const LauncherOptions& options);
@@ -112,6 +117,10 @@ class LauncherShell {
     void connect();
     void retry_connect(const std::string& why);
     void next_candidate(const std::string& why);
+    /// The peer on this candidate answered without proving that it is this step's coordinator
+    /// (a protocol error, an unexpected message, a reject, a bad proof): warn once per peer and
+    /// reason, and try the next candidate. A peer that does not prove itself never stops a job.
+    void not_the_coordinator(const std::string& why);
     void close_attempt();
     void read();
     void on_read(const error_code& ec, std::size_t n);
@@ -120,6 +129,8 @@ class LauncherShell {
     void perform(const LauncherAction& action);
     void arm(LauncherTimer which, Clock::time_point at);
     void start_trainer(std::uint32_t restart);
+    /// spawn_process(), with `label`: through pipes read by m_stdout and m_stderr.
+    pid_t spawn_trainer(SpawnRequest& request);
     void start_probe(const std::vector<ProbeTarget>& targets);
     void prepare_stall_watch();
     /// Set `name=value` in the trainer's environment, replacing an earlier value.
@@ -170,6 +181,10 @@ class LauncherShell {
     Clock::time_point m_connect_deadline;
     Millis m_backoff{20};
     std::string m_last_connect_error = "no attempt";
+    /// The last `refused` reject (`n1:25006 rejected rank 1 (worker:0): bad secret proof`): a
+    /// real misconfiguration or a squatter's word, unproven either way; named at the deadline.
+    std::optional<std::string> m_refusal;
+    std::set<std::string> m_warned; ///< not_the_coordinator() warnings given (once each)
     std::array<char, 4096> m_buffer{};
     protocol::FrameDecoder m_decoder;
     /// Frames to write; `second`: a machine Send, acknowledged with written().
@@ -183,6 +198,9 @@ class LauncherShell {
     Link m_link = Link::connecting;
 
     pid_t m_pid = 0;
+    /// `label`: the trainer's stdout and stderr, labelled with the rank (made at its first start).
+    std::unique_ptr<LabeledStream> m_stdout;
+    std::unique_ptr<LabeledStream> m_stderr;
     std::optional<Error> m_fatal; ///< thrown after run(): nothing was supervised yet
 };
 

@@ -28,8 +28,15 @@ inline constexpr Millis k_probe_retry_delay{250};
 class ReachabilityProbe {
   public:
     using Done = std::function<void(std::vector<protocol::ProbeFailure>)>;
+    /// The addresses of a name, in the order a connecting client tries them, or an error.
+    using Resolved = std::function<void(const boost::system::error_code& ec,
+                                        std::vector<boost::asio::ip::address> addresses)>;
+    /// Resolves a node name and calls back on the io_context's thread.
+    using Resolve = std::function<void(const std::string& name, Resolved resolved)>;
 
-    explicit ReachabilityProbe(boost::asio::io_context& io) : m_io(io) {}
+    /// `resolve` empty: Asio's resolver (getaddrinfo on its own thread). Tests give their own.
+    explicit ReachabilityProbe(boost::asio::io_context& io, Resolve resolve = {})
+        : m_io(io), m_resolve(std::move(resolve)) {}
     ReachabilityProbe(const ReachabilityProbe&) = delete;
     ReachabilityProbe& operator=(const ReachabilityProbe&) = delete;
     ~ReachabilityProbe();
@@ -40,7 +47,10 @@ class ReachabilityProbe {
     /// left alone: the trainer's own port check reports it.
     void listen(HeldPort& held, std::uint16_t port);
     /// Try each target until it answers or `timeout` passed; then `done` with the failures,
-    /// by rank. Each success is closed with a reset (SO_LINGER 0): no TIME_WAIT is left.
+    /// by rank. A name is tried at every address it resolves to, in order, as a connecting
+    /// client would (`localhost` may be ::1 first, where the peer listens on IPv4 only); it
+    /// is reached when one of them answers. Each success is closed with a reset (SO_LINGER 0): no
+    /// TIME_WAIT is left.
     void start(std::vector<ProbeTarget> targets, Millis timeout, Done done);
     /// Stop listening and attempting (before the trainer binds the port).
     void close() noexcept;
@@ -52,12 +62,13 @@ class ReachabilityProbe {
     void resolve(const std::string& name, std::vector<std::shared_ptr<Attempt>> waiting);
     void resolved(const std::vector<std::shared_ptr<Attempt>>& waiting,
                   const boost::system::error_code& ec,
-                  const boost::asio::ip::tcp::resolver::results_type& results);
+                  const std::vector<boost::asio::ip::address>& addresses);
     void attempt(const std::shared_ptr<Attempt>& attempt);
     void failed(const std::shared_ptr<Attempt>& attempt, std::string error);
     void settle(const std::shared_ptr<Attempt>& attempt);
 
     boost::asio::io_context& m_io;
+    Resolve m_resolve;
     boost::asio::steady_timer m_deadline_timer{m_io}; ///< ends name resolutions at the timeout
     boost::asio::ip::tcp::resolver m_resolver{m_io};
     std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> m_listeners;

@@ -69,11 +69,21 @@ int listen_below_free_ports(int& port) {
     return -1;
 }
 
-/// A fake coordinator on 127.0.0.1 (any free port): it challenges every connection, reads the
-/// hello, and answers with a welcome whose credential proves nothing.
+/// What a process holding the control port answers to a launcher's connection.
+enum class Answer {
+    bad_proof,   ///< a challenge, then a welcome whose credential proves nothing, then a stop
+    old_version, ///< a challenge of protocol version 3 (a coordinator of an older tfslurm)
+    garbage,     ///< a greeting of another protocol (an SSH server's banner)
+    reject,      ///< a challenge, then a `refused` reject (a squatter's word, unproven)
+    early_stop,  ///< a `stop` instead of a challenge
+    bad_frame,   ///< a challenge, then a frame that is not JSON
+};
+
+/// A fake coordinator on 127.0.0.1 (any free port): it answers every connection as `answer`
+/// says.
 class Impostor {
   public:
-    Impostor() {
+    explicit Impostor(Answer answer = Answer::bad_proof) : m_answer(answer) {
         m_fd = listen_below_free_ports(m_port);
         m_thread = std::thread([this] { serve(); });
     }
@@ -104,21 +114,62 @@ class Impostor {
             }
             ++m_connections;
             m_clients.push_back(client);
-            send(client, protocol::Challenge{std::string(64, 'a')});
-            pollfd q{client, POLLIN, 0};
-            if (::poll(&q, 1, 5000) > 0) {
-                std::array<char, 4096> hello{};
-                [[maybe_unused]] const auto n = ::recv(client, hello.data(), hello.size(), 0);
-            }
-            send(client, protocol::Welcome{2, std::string(64, '0')});
-            send(client, protocol::Stop{protocol::StopReason::done, 0, 0}); // never believed
+            answer(client);
         }
     }
-    static void send(int fd, const protocol::Message& message) {
-        const std::string frame = protocol::encode_frame(message);
-        [[maybe_unused]] const auto n = ::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
+    void answer(int client) const {
+        const std::string challenge =
+            protocol::encode_frame(protocol::Challenge{std::string(64, 'a')});
+        switch (m_answer) {
+        case Answer::old_version:
+            send_raw(
+                client,
+                frame(R"({"nonce":")" + std::string(64, 'a') + R"(","type":"challenge","v":3})"));
+            return;
+        case Answer::garbage:
+            send_raw(client, "SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n");
+            return;
+        case Answer::early_stop:
+            send_raw(client,
+                     protocol::encode_frame(protocol::Stop{protocol::StopReason::done, 0, 0}));
+            return;
+        default:
+            break;
+        }
+        send_raw(client, challenge);
+        pollfd q{client, POLLIN, 0};
+        if (::poll(&q, 1, 5000) > 0) {
+            std::array<char, 4096> hello{};
+            [[maybe_unused]] const auto n = ::recv(client, hello.data(), hello.size(), 0);
+        }
+        if (m_answer == Answer::reject) {
+            send_raw(
+                client,
+                protocol::encode_frame(protocol::Reject{protocol::RejectCode::refused, "go away"}));
+        } else if (m_answer == Answer::bad_frame) {
+            send_raw(client, frame("not json"));
+        } else {
+            send_raw(client, protocol::encode_frame(protocol::Welcome{2, std::string(64, '0')}));
+            // Never believed.
+            send_raw(client,
+                     protocol::encode_frame(protocol::Stop{protocol::StopReason::done, 0, 0}));
+        }
+    }
+    /// A frame around any payload: its 4-byte big-endian length, then the payload.
+    static std::string frame(const std::string& payload) {
+        const auto size = static_cast<std::uint32_t>(payload.size());
+        std::string out;
+        out.push_back(static_cast<char>((size >> 24U) & 0xffU));
+        out.push_back(static_cast<char>((size >> 16U) & 0xffU));
+        out.push_back(static_cast<char>((size >> 8U) & 0xffU));
+        out.push_back(static_cast<char>(size & 0xffU));
+        return out + payload;
+    }
+    static void send_raw(int fd, const std::string& bytes) {
+        [[maybe_unused]] const auto n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
     }
 
+    Answer m_answer;
     int m_fd = -1;
     int m_port = 0;
     std::atomic<bool> m_stop{false};
@@ -177,8 +228,39 @@ TEST_CASE("run: a listener that never answers on the control port does not stop 
                Catch::Matches("tfslurm: warning: coordinator: cannot listen on 127\\.0\\.0\\.1:" +
                               std::to_string(port) +
                               " \\(Address already in use\\): listening on fallback port "
-                              "32[0-7][0-9][0-9] \\(1 of 7\\)\n"
-                              "tfslurm: info: coordinator: the work is done \\(every worker "
-                              "exited 0\\): stopping 0 remaining ranks\n"));
+                              "32[0-7][0-9][0-9] \\(1 of 7\\)\n"));
+    CHECK(r.out.empty());
+}
+
+TEST_CASE("run: a process holding the control port that speaks something else does not stop "
+          "the step",
+          "[run][integration]") {
+    // Each answer that is not a coordinator's proof for this job and step sends rank 1 to the
+    // next candidate, where rank 0's coordinator listens; none ends the step.
+    const auto [answer, why] = GENERATE(table<Answer, std::string>({
+        {Answer::old_version,
+         R"(protocol: unsupported protocol version (expected "v":4): "{\"nonce\":\")" +
+             std::string(64, 'a') + R"(\",\"type\":\"challenge\",\"v\":3}")"},
+        {Answer::garbage,
+         R"(protocol: frame of 1397966893 bytes exceeds the 65536-byte limit: "SSH-")"},
+        {Answer::reject, "it rejected rank 1 (worker:1): go away"},
+        {Answer::early_stop, "stop before the welcome"},
+        {Answer::bad_frame, R"(protocol: not valid JSON: "not json")"},
+    }));
+    Impostor impostor(answer);
+    const std::string base = std::to_string(impostor.port() - 2);
+    const Result r =
+        tfslurm_cli({"run", "--local", "2", "--auth", "secret", "--port-base", base, "--", "true"},
+                    {"PATH=/usr/bin:/bin", "TFSLURM_SECRET=" + std::string(64, '5')});
+    INFO(r.err);
+    CHECK(r.status == 0);
+    const std::string control = "127.0.0.1:" + std::to_string(impostor.port());
+    // The job id of --local is the parent's pid: any number.
+    CHECK(r.err.find("tfslurm: warning: rank 1 (worker:1): " + control +
+                     " did not prove that it is job ") != std::string::npos);
+    CHECK(r.err.find("'s coordinator: " + why + "; trying the next control port\n") !=
+          std::string::npos);
+    CHECK(r.err.find("error") == std::string::npos);
+    CHECK(impostor.connections() >= 1);
     CHECK(r.out.empty());
 }

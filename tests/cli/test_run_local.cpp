@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -195,12 +196,14 @@ std::vector<std::string> local(int ntasks, int test, std::vector<std::string> re
 }
 
 /// Shell code that sets `me` to the trainer's pid and `launcher` to its launcher's, as the host
-/// sees them: the trainer runs in a PID namespace of its own ($$ is 2, $PPID 1) under the
-/// launcher's supervisors (tfslurm-super, tfslurm-init); /proc is the host's.
+/// sees them: the trainer runs under its launcher's keeper (tfslurm-keeper), or with --contain
+/// in a PID namespace of its own ($$ is 2, $PPID 1) under the launcher's supervisors
+/// (tfslurm-super, tfslurm-init); /proc is the host's.
 const char* const k_find_launcher =
     "read -r me _ _ launcher _ < /proc/self/stat; "
     "while read -r _ name _ up _ < /proc/$launcher/stat && "
-    "{ [ \"$name\" = '(tfslurm-init)' ] || [ \"$name\" = '(tfslurm-super)' ]; }; "
+    "{ [ \"$name\" = '(tfslurm-init)' ] || [ \"$name\" = '(tfslurm-super)' ] || "
+    "[ \"$name\" = '(tfslurm-keeper)' ]; }; "
     "do launcher=$up; done; ";
 
 /// A sh trainer: ps sleep forever, workers sleep a little and exit 0; each writes its
@@ -703,9 +706,18 @@ TEST_CASE("run: a launcher with the wrong secret is rejected and does not distur
           "[run]") {
     Cli rank0({"run", "--heartbeat", "0.1", "--ps", "1", "--", "sleep", "1000"},
               task_env(0, 20, k_secret_a));
-    Cli intruder({"run", "--ps", "1", "--", "sleep", "1000"}, task_env(1, 20, k_secret_b));
+    // The reject is unproven: the intruder keeps looking until its connect timeout, then names
+    // it (once as a warning, once as its error).
+    Cli intruder({"run", "--ps", "1", "--connect-timeout", "1", "--", "sleep", "1000"},
+                 task_env(1, 20, k_secret_b));
     CHECK(intruder.wait() == exit_status(Errc::auth));
-    CHECK_THAT(intruder.output(), Catch::Contains("rejected rank 1 (worker:0): bad secret proof"));
+    CHECK(count(intruder.output(), "rejected rank 1 (worker:0): bad secret proof") == 2);
+    CHECK_THAT(intruder.output(),
+               Catch::Contains("tfslurm: error: coordinator: rank 0's relay /tmp/tfslurm-"));
+    CHECK_THAT(intruder.output(),
+               Catch::Contains(".sock rejected rank 1 (worker:0): bad secret proof\n"
+                               "tfslurm: hint: every task must run 'tfslurm run' with the same "
+                               "options, the same TFSLURM_SECRET and as the same user\n"));
     Cli rank1({"run", "--heartbeat", "0.1", "--ps", "1", "--", "sh", "-c", "sleep 0.2"},
               task_env(1, 20, k_secret_a));
     CHECK(rank1.wait() == 0);
@@ -1102,9 +1114,7 @@ TEST_CASE("run: a trainer that starts after the checkpoint moment gets no signal
                Catch::Matches("tfslurm: warning: rank 0 \\(worker:0\\): the job ends in "
                               "(29|30)(\\.[0-9]+)? s, sooner than --checkpoint-before 50 after "
                               "the trainer started: no checkpoint signal\n"
-                              "done\n"
-                              "tfslurm: info: coordinator: the work is done \\(every worker "
-                              "exited 0\\): stopping 0 remaining ranks\n"));
+                              "done\n"));
     cli.check_nothing_left();
 }
 
@@ -1168,6 +1178,11 @@ TEST_CASE("run: --probe starts the trainers once every peer is reachable, else n
           "[run][probe]") {
     const std::string id = std::to_string(job_id(72));
     const std::string show = R"(echo "started $TFSLURM_RANK")";
+    // Each trainer prints, then waits until all 3 have printed: the workers' exit stops the ps,
+    // which must not happen before it printed (a loaded machine may start it late).
+    const TempDir barrier;
+    const std::string show_all = show + "; touch " + barrier.path + "/$TFSLURM_RANK; while [ " +
+                                 "$(ls " + barrier.path + " | wc -l) -lt 3 ]; do sleep 0.05; done";
     // Exact mode (--iface lo): each launcher listens on the port it holds.
     Cli reachable({"run",
                    "--local",
@@ -1183,7 +1198,7 @@ TEST_CASE("run: --probe starts the trainers once every peer is reachable, else n
                    "--probe",
                    "sh",
                    "-c",
-                   show});
+                   show_all});
     CHECK(reachable.wait() == 0);
     for (const std::string rank : {"0", "1", "2"}) {
         CHECK(count(reachable.output(), "started " + rank + "\n") == 1);
@@ -1224,4 +1239,116 @@ TEST_CASE("run: --probe starts the trainers once every peer is reachable, else n
     CHECK_THAT(bad.output(),
                Catch::StartsWith("tfslurm: error: --probe-timeout: expected a "
                                  "number of seconds from 0.001 to 86400: \"0\""));
+}
+
+TEST_CASE("run: trainers keep their real pids; --contain gives each a PID namespace",
+          "[run][contain]") {
+    // Each trainer writes $$ (its pid as it sees it) and its host pid (/proc/self/stat).
+    const std::string script = "read -r host _ < /proc/self/stat; echo \"rank $TFSLURM_RANK pid "
+                               "$$ host $host\"";
+    SECTION("by default (the keeper): distinct, real pids") {
+        Cli cli(local(2, 74, {"--", "sh", "-c", script}));
+        CHECK(cli.wait() == 0);
+        const auto output = cli.output();
+        INFO(output);
+        std::vector<std::pair<long, long>> pids;
+        std::istringstream lines(output);
+        std::string line;
+        while (std::getline(lines, line)) {
+            if (line.rfind("rank ", 0) != 0) {
+                continue; // not the trainer's
+            }
+            long rank = 0;
+            long pid = 0;
+            long host = 0;
+            REQUIRE(std::sscanf(line.c_str(), "rank %ld pid %ld host %ld", &rank, &pid, &host) ==
+                    3);
+            pids.emplace_back(pid, host);
+        }
+        REQUIRE(pids.size() == 2);
+        CHECK(pids[0].first == pids[0].second);
+        CHECK(pids[1].first == pids[1].second);
+        CHECK(pids[0].first != pids[1].first);
+        cli.check_nothing_left();
+    }
+    SECTION("--contain: pid 2 in a namespace of its own, the host's pid differs") {
+        Cli cli(local(2, 75, {"--contain", "--", "sh", "-c", script}));
+        CHECK(cli.wait() == 0);
+        const auto output = cli.output();
+        INFO(output);
+        CHECK(count(output, " pid 2 host ") == 2);
+        CHECK(count(output, "rank 0 pid 2 host ") == 1);
+        CHECK(count(output, "rank 1 pid 2 host ") == 1);
+        cli.check_nothing_left();
+    }
+    SECTION("TFSLURM_CONTAIN=yes is --contain; a bad value is refused naming the variable") {
+        Cli cli(local(1, 76, {"--", "sh", "-c", script}), {{"TFSLURM_CONTAIN", "yes"}});
+        CHECK(cli.wait() == 0);
+        CHECK(count(cli.output(), "rank 0 pid 2 host ") == 1);
+        Cli bad(local(1, 76, {"--", "true"}), {{"TFSLURM_CONTAIN", "maybe"}});
+        CHECK(bad.wait() == 2);
+        CHECK(bad.output() == "tfslurm: error: TFSLURM_CONTAIN: expected yes/no, true/false, "
+                              "on/off or 1/0: \"maybe\"\n");
+    }
+}
+
+TEST_CASE("run: --label prefixes every line of each trainer's stdout and stderr with its rank",
+          "[run][label]") {
+    // Two lines on stdout, one on stderr, and a last line without a newline.
+    const std::string script =
+        "echo out $TFSLURM_RANK; echo err $TFSLURM_RANK >&2; echo second; printf partial";
+    Cli cli(local(2, 77, {"--label", "--", "sh", "-c", script}));
+    CHECK(cli.wait() == 0);
+    const auto output = cli.output();
+    INFO(output);
+    for (const std::string rank : {"0", "1"}) {
+        CHECK(count(output, rank + ": out " + rank + "\n") == 1);
+        CHECK(count(output, rank + ": err " + rank + "\n") == 1);
+        CHECK(count(output, rank + ": second\n") == 1);
+        CHECK(count(output, rank + ": partial\n") == 1);
+        // One stream's lines in order.
+        CHECK(output.find(rank + ": out " + rank + "\n") < output.find(rank + ": second\n"));
+        CHECK(output.find(rank + ": second\n") < output.find(rank + ": partial\n"));
+    }
+    // Nothing else: every line is labelled, and a normal end prints no line of tfslurm's.
+    CHECK(count(output, "\n") == 8);
+    cli.check_nothing_left();
+
+    SECTION("without --label the lines are the trainer's own") {
+        Cli plain(local(1, 78, {"--", "sh", "-c", script}));
+        CHECK(plain.wait() == 0);
+        CHECK(count(plain.output(), "out 0\n") == 1);
+        CHECK(count(plain.output(), ": ") == 0);
+        CHECK(plain.output().substr(plain.output().size() - 7) == "partial");
+    }
+}
+
+TEST_CASE("run: a settings error is printed by rank 0 only, every task exits with its status",
+          "[run]") {
+    Cli rank0({"run", "--grace", "soon", "--", "true"}, task_env(0, 79, k_secret_a));
+    Cli rank1({"run", "--grace", "soon", "--", "true"}, task_env(1, 79, k_secret_a));
+    CHECK(rank0.wait() == 2);
+    CHECK(rank1.wait() == 2);
+    CHECK_THAT(rank0.output(), Catch::StartsWith("tfslurm: error: --grace: "));
+    CHECK(count(rank0.output(), "tfslurm: error:") == 1);
+    CHECK(rank1.output().empty());
+    // At debug level the other tasks still say it.
+    Cli verbose({"-v", "run", "--grace", "soon", "--", "true"}, task_env(1, 79, k_secret_a));
+    CHECK(verbose.wait() == 2);
+    CHECK_THAT(verbose.output(),
+               Catch::Contains("tfslurm: debug: --grace: ") &&
+                   Catch::Contains(" (rank 0 shows this error)\n"));
+    CHECK(count(verbose.output(), "tfslurm: error:") == 0);
+    // A plan setting from a variable is named as the variable.
+    auto env0 = task_env(0, 79, k_secret_a);
+    env0.emplace_back("TFSLURM_PS", "two");
+    auto env1 = task_env(1, 79, k_secret_a);
+    env1.emplace_back("TFSLURM_PS", "two");
+    Cli ps0({"run", "--", "true"}, env0);
+    Cli ps1({"run", "--", "true"}, env1);
+    CHECK(ps0.wait() == 2);
+    CHECK(ps1.wait() == 2);
+    CHECK(ps0.output() ==
+          "tfslurm: error: TFSLURM_PS: expected an integer from 0 to 4194304: \"two\"\n");
+    CHECK(ps1.output().empty());
 }

@@ -13,9 +13,15 @@ Run by Debian's /usr/bin/python3 as another user than the job's, always under `t
   hostile_client.py noise HOST PORT RATE SECONDS
       Open RATE connections a second for SECONDS that never say hello, hold each until the
       coordinator times it out, and print `opened <n>` once every one was closed.
+  hostile_client.py squat HOST PORT ANSWER STOP_FILE READY_FILE
+      Hold HOST:PORT (a job's control port) before the job starts: write READY_FILE once
+      listening, answer every connection as ANSWER says until STOP_FILE exists (at most 120 s),
+      then print `answered <n>`. ANSWER: `silent` (listen, never accept), `old` (the challenge
+      of protocol version 3: a coordinator of an older tfslurm), `garbage` (an SSH banner).
 """
 
 import json
+import os
 import resource
 import select
 import socket
@@ -155,8 +161,49 @@ def noise(host, port, rate, seconds):
     print(f"opened {opened}")
 
 
+def squat(host, port, answer, stop_file, ready_file):
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind((host, port))
+    server.listen(16)
+    with open(ready_file, "w", encoding="ascii") as out:
+        out.write(f"squatting {answer}\n")
+    greeting = {
+        "silent": None,
+        "old": json.dumps(
+            {"nonce": "ab" * 32, "type": "challenge", "v": 3},
+            sort_keys=True,
+            separators=(",", ":"),
+        ).encode(),
+        "garbage": b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n",
+    }[answer]
+    answered = 0
+    held = []
+    end = time.monotonic() + 120
+    while time.monotonic() < end and not os.path.exists(stop_file):
+        if greeting is None:
+            time.sleep(0.1)
+            continue
+        ready, _, _ = select.select([server], [], [], 0.1)
+        if not ready:
+            continue
+        client, _ = server.accept()
+        if answer == "old":
+            client.sendall(struct.pack(">I", len(greeting)) + greeting)
+        else:
+            client.sendall(greeting)
+        held.append(client)
+        answered += 1
+    for client in held:
+        client.close()
+    server.close()
+    print(f"answered {answered}")
+
+
 def main(argv):
     mode, host, port = argv[1], argv[2], int(argv[3])
+    if mode == "squat":
+        squat(host, port, argv[4], argv[5], argv[6])
+        return
     wait_for_listener(host, port)
     if mode == "flood":
         flood(host, port, int(argv[4]), float(argv[5]), argv[6])

@@ -301,7 +301,8 @@ start_three_node_step() {
 }
 
 # launcher_pids NODE: pids of the tfslurm launchers ("tfslurm run ...") running on NODE; not
-# their trainers' supervisors (forked copies named tfslurm-super and tfslurm-init).
+# their trainers' keepers or supervisors (forked copies named tfslurm-keeper, tfslurm-super and
+# tfslurm-init).
 launcher_pids() {
     local pid exe arg1
     while read -r pid; do

@@ -76,8 +76,7 @@ assert_eq 0 "$(grep -c 'rank 1 (worker:1): the job ends in' "$dir/run0.err")" \
 assert_eq "rank 0 resumed from run 0 in run 1
 rank 1 resumed from run 0 in run 1
 srun: 0" "$(sort "$dir/run1.out")" "second run: SLURM_RESTART_COUNT=1, resumed, ended 0"
-assert_eq "tfslurm: info: coordinator: the work is done (every worker exited 0): stopping 0 remaining ranks" \
-    "$(cat "$dir/run1.err")" "second run: done, no checkpoint, no requeue"
+assert_eq "" "$(cat "$dir/run1.err")" "second run: done, no checkpoint, no requeue, no line"
 
 
 # A job that Slurm does not requeue (srun's own allocation: not a batch job): the line gives

@@ -27,9 +27,13 @@ assert_status 0 run_bounded 120 srun -N3 --ntasks-per-node=1 \
 assert_eq "started 0|started 1|started 2" \
     "$(grep '^started ' <<<"$E2E_OUTPUT" | sort | paste -sd'|')" "trainers after the probe over ib0"
 assert_eq 0 "$(grep -c 'tfslurm: error' <<<"$E2E_OUTPUT")" "no error"$'\n'"$E2E_OUTPUT"
+# Each task prints, then waits until all 6 have printed (a marker file per rank): the workers'
+# exit stops the ps, which must not happen before it printed.
+barrier=$(make_tmpdir)
 # shellcheck disable=SC2016 # expanded by the trainer's shell
 assert_status 0 run_bounded 120 srun -N3 --ntasks-per-node=2 \
-    "$E2E_TFSLURM" run --ps 1 --probe --auth munge -- bash -c 'echo "started $SLURM_PROCID"'
+    "$E2E_TFSLURM" run --ps 1 --probe --auth munge -- bash -c 'echo "started $SLURM_PROCID"
+touch "$0/$SLURM_PROCID"; while (($(ls "$0" | wc -l) < SLURM_NTASKS)); do sleep 0.1; done' "$barrier"
 assert_eq 6 "$(grep -c '^started ' <<<"$E2E_OUTPUT")" "trainers after the probe by node names"
 
 # n3 cut off from ib0: the probe fails within --probe-timeout and names the pair.

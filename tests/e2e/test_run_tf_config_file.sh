@@ -15,7 +15,7 @@ dir=$(make_tmpdir)
 # The trainer prints "<rank> <hostname> <TF_CONFIG>" and one line comparing it with the variable
 # `tfslurm env` computes in the same task (without the file setting the launcher gave it).
 trainer='
-import json, os, socket, subprocess
+import json, os, socket, subprocess, time
 tf = os.environ["TF_CONFIG"]
 path = os.environ["TFSLURM_TF_CONFIG_FILE"]
 env = dict(os.environ)
@@ -26,9 +26,16 @@ same = json.loads(tf) == json.loads(json.loads(out)["TF_CONFIG"])
 print(os.environ["SLURM_PROCID"], socket.gethostname(), tf)
 print("check", os.environ["SLURM_PROCID"], "file", os.path.dirname(path) == os.environ["TMPDIR"],
       os.path.exists(path), "same", same, flush=True)
+# A barrier: no trainer ends before every one has printed. The ps is stopped once the workers
+# are done, so a worker that ended first could otherwise stop it before it printed.
+barrier = os.environ["BARRIER"]
+open(os.path.join(barrier, os.environ["SLURM_PROCID"]), "w").close()
+while len(os.listdir(barrier)) < 3:
+    time.sleep(0.05)
 '
 rc=0
-out=$(TMPDIR=$dir TFSLURM_PS=1 run_bounded 90 srun -N3 --ntasks-per-node=1 "$E2E_TFSLURM" run \
+barrier=$(make_tmpdir)
+out=$(BARRIER=$barrier TMPDIR=$dir TFSLURM_PS=1 run_bounded 90 srun -N3 --ntasks-per-node=1 "$E2E_TFSLURM" run \
     --auth munge --grace 3 --tf-config-file auto /usr/bin/python3 -c "$trainer" 2>&1) || rc=$?
 assert_eq 0 "$rc" "the step succeeds"$'\n'"$out"
 check_tf_configs "$(grep -E '^[0-9]+ ' <<<"$out")" 3 1

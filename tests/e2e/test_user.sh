@@ -85,13 +85,18 @@ control=$(<"$dir/control")
 impostor() {
     local rc=0
     timeout -k 5 60 "$E2E_TEST_CLUSTER" node n2 runuser -u "$1" -- env -i PATH="$PATH" "${rank1[@]}" \
-        "$tfslurm" run --ps 1 --auth munge --grace 5 -- "$trainer" 2>&1 || rc=$?
+        "$tfslurm" run --ps 1 --auth munge --grace 5 --connect-timeout 2 -- "$trainer" 2>&1 || rc=$?
     printf 'status %s\n' "$rc"
 }
-assert_eq "tfslurm: error: coordinator: $control rejected rank 1 (worker:0): munge credential of uid 0 (expected $uid)
+# A reject proves nothing (any process could send one): the impostor keeps looking for a
+# coordinator that proves itself until its connect timeout, then names the reject.
+job=$(tr '\0' '\n' <"$dir/env-1" | sed -n 's/^SLURM_JOB_ID=//p')
+assert_eq "tfslurm: warning: rank 1 (worker:0): $control did not prove that it is job $job's coordinator: it rejected rank 1 (worker:0): munge credential of uid 0 (expected $uid); trying the next control port
+tfslurm: error: coordinator: $control rejected rank 1 (worker:0): munge credential of uid 0 (expected $uid)
 tfslurm: hint: every task must run 'tfslurm run' with the same options, the same TFSLURM_SECRET and as the same user
 status 7" "$(impostor root)" "a launcher of root is rejected"
-assert_eq "tfslurm: error: coordinator: $control rejected rank 1 (worker:0): rank 1 is already registered
+assert_eq "tfslurm: warning: rank 1 (worker:0): $control did not prove that it is job $job's coordinator: it rejected rank 1 (worker:0): rank 1 is already registered; trying the next control port
+tfslurm: error: coordinator: $control rejected rank 1 (worker:0): rank 1 is already registered
 tfslurm: hint: every task must run 'tfslurm run' with the same options, the same TFSLURM_SECRET and as the same user
 status 7" "$(impostor "$user")" "a second launcher of $user for rank 1 is rejected"
 e2e_log "impostors rejected: root, and $user for a rank already registered"

@@ -50,8 +50,9 @@ def mismatch(what, tensorflow, tfslurm_value):
 
 
 def native(role_args, rank, host, gpus):
+    # TensorFlow takes every GPU it sees: with several tasks per node, each its own share.
     out = json.loads(tfslurm("env", "--format", "json", "--only", "tf,gpus" if gpus else "tf",
-                             *role_args))
+                             "--gpu-bind", "task", *role_args))
     tf_config = out["TF_CONFIG"]
     plan = json.loads(tfslurm("plan", "--json", *role_args))
     os.environ["TF_CONFIG"] = tf_config

@@ -4,11 +4,15 @@
 #include "detail/reachability_probe.hpp"
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
+#include <string>
 #include <vector>
 
 using namespace tfslurm;
@@ -62,4 +66,46 @@ TEST_CASE("reachability_probe: no targets, done at once", "[probe]") {
     io.run_for(5s);
     REQUIRE(result);
     CHECK(result->empty());
+}
+
+TEST_CASE("reachability_probe: a name is tried at every address it resolves to, in order",
+          "[probe]") {
+    asio::io_context io;
+    // Debian's /etc/hosts maps `localhost` to ::1 first: a peer listening on IPv4 only is
+    // reached at the name's second address, as a connecting client would reach it.
+    Tcp::acceptor open(io, Tcp::endpoint(asio::ip::address_v4::loopback(), 0));
+    const auto port = open.local_endpoint().port();
+    const auto v6 = asio::ip::make_address("::1");
+    const auto v4 = asio::ip::make_address("127.0.0.1");
+    const auto unused = asio::ip::make_address("127.0.0.2"); // nobody listens there on `port`
+    std::vector<std::string> asked;
+    detail::ReachabilityProbe probe(
+        io, [&](const std::string& name, detail::ReachabilityProbe::Resolved resolved) {
+            asked.push_back(name);
+            std::vector<asio::ip::address> addresses;
+            if (name == "dual") {
+                addresses = {v6, v4, v4}; // getaddrinfo lists an address once per socket type
+            } else if (name == "v4-second") {
+                addresses = {unused, v4};
+            } else if (name == "none-listening") {
+                addresses = {v6, unused};
+            }
+            asio::post(io, [resolved, addresses] { resolved({}, addresses); });
+        });
+    std::optional<std::vector<protocol::ProbeFailure>> result;
+    probe.start({{1, "dual", port}, {2, "v4-second", port}, {3, "none-listening", port}},
+                1s,
+                [&](std::vector<protocol::ProbeFailure> failures) {
+                    result = std::move(failures);
+                    io.stop();
+                });
+    io.run_for(20s);
+    REQUIRE(result);
+    std::sort(asked.begin(), asked.end());
+    CHECK(asked == std::vector<std::string>{"dual", "none-listening", "v4-second"});
+    REQUIRE(result->size() == 1);
+    CHECK((*result)[0].rank == 3);
+    CHECK((*result)[0].address == "none-listening:" + std::to_string(port));
+    CHECK((*result)[0].error == "Connection refused"); // the last address's error
+    probe.close();
 }

@@ -311,30 +311,41 @@ std::string record_and_sleep(const std::string& file) {
     return "read -r pid rest < /proc/self/stat; echo $pid > " + file + "; exec sleep 30";
 }
 
-SpawnRequest contained(const std::string& script) {
+SpawnRequest contained(const std::string& script, Containment mode) {
     SpawnRequest request;
     request.argv = {"sh", "-c", script};
     request.env = base_env();
     request.death_signal = SIGKILL;
-    request.contain = true;
+    request.contain = mode;
     return request;
+}
+
+/// Both containments: the keeper (the default of `tfslurm run`) and the PID namespace.
+Containment any_containment() {
+    return GENERATE(Containment::keeper, Containment::pid_namespace);
 }
 
 } // namespace
 
 TEST_CASE("spawn: a contained trainer keeps its exit status and its signals", "[spawn]") {
-    CHECK(wait_for(spawn_process(contained("exit 0"))) == ExitStatus::exited(0));
-    CHECK(wait_for(spawn_process(contained("exit 3"))) == ExitStatus::exited(3));
-    CHECK(wait_for(spawn_process(contained("kill -TERM $$; sleep 5"))) ==
+    const Containment mode = any_containment();
+    INFO("containment " << (mode == Containment::keeper ? "keeper" : "pid_namespace"));
+    CHECK(wait_for(spawn_process(contained("exit 0", mode))) == ExitStatus::exited(0));
+    CHECK(wait_for(spawn_process(contained("exit 3", mode))) == ExitStatus::exited(3));
+    CHECK(wait_for(spawn_process(contained("kill -TERM $$; sleep 5", mode))) ==
           ExitStatus::signaled(SIGTERM));
-    // In a namespace of its own (pid 2 under its init), unless namespaces are not available.
+    // In a namespace of its own (pid 2 under its init), unless namespaces are not available;
+    // under a keeper with its real pid (the host's, which /proc/self/stat shows in both).
     const TempDir dir;
-    CHECK(wait_for(spawn_process(contained("echo $$ > " + dir.path + "/pid"))) ==
-          ExitStatus::exited(0));
-    CHECK(read_pid(dir.path + "/pid") == 2);
+    CHECK(wait_for(spawn_process(contained("read -r pid rest < /proc/self/stat; echo $$ > " +
+                                               dir.path + "/pid; echo $pid > " + dir.path + "/host",
+                                           mode))) == ExitStatus::exited(0));
+    const pid_t host_pid = read_pid(dir.path + "/host");
+    CHECK(host_pid > 2);
+    CHECK(read_pid(dir.path + "/pid") == (mode == Containment::keeper ? host_pid : 2));
 
     // A signal to the group reaches the trainer, not the supervisor.
-    const pid_t pid = spawn_process(contained(record_and_sleep(dir.path + "/sleeper")));
+    const pid_t pid = spawn_process(contained(record_and_sleep(dir.path + "/sleeper"), mode));
     const pid_t sleeper = read_pid(dir.path + "/sleeper");
     REQUIRE(sleeper > 0);
     CHECK(::getpgid(sleeper) == pid);
@@ -345,13 +356,16 @@ TEST_CASE("spawn: a contained trainer keeps its exit status and its signals", "[
 
 TEST_CASE("spawn: a contained wrapper being stopped: the rest of its group gets the grace",
           "[spawn]") {
+    const Containment mode = any_containment();
+    INFO("containment " << (mode == Containment::keeper ? "keeper" : "pid_namespace"));
     const TempDir dir;
     // sh running a trainer without exec: sh dies at once of SIGTERM, the trainer's handler
     // takes a while and then saves its checkpoint.
     const std::string trainer = "(trap 'sleep 0.3; echo saved > " + dir.path +
                                 "/checkpoint; exit 0' TERM; echo 1 > " + dir.path +
                                 "/ready; while :; do sleep 0.05; done)";
-    const pid_t pid = spawn_process(contained(trainer + "; echo survived > " + dir.path + "/w"));
+    const pid_t pid =
+        spawn_process(contained(trainer + "; echo survived > " + dir.path + "/w", mode));
     REQUIRE(read_pid(dir.path + "/ready") == 1);
     CHECK(signal_group(pid, SIGTERM));
     CHECK(wait_for(pid) == ExitStatus::signaled(SIGTERM)); // the wrapper's status
@@ -365,7 +379,7 @@ TEST_CASE("spawn: a contained wrapper being stopped: the rest of its group gets 
     std::filesystem::remove(dir.path + "/checkpoint");
     std::filesystem::remove(dir.path + "/ready");
     const std::string record = "read -r pid rest < /proc/self/stat; echo $pid > " + dir.path;
-    const pid_t pid1 = spawn_process(contained(record + "/wrapper1; " + trainer));
+    const pid_t pid1 = spawn_process(contained(record + "/wrapper1; " + trainer, mode));
     const pid_t wrapper1 = read_pid(dir.path + "/wrapper1");
     REQUIRE(read_pid(dir.path + "/ready") == 1);
     REQUIRE(wrapper1 > 0);
@@ -380,7 +394,7 @@ TEST_CASE("spawn: a contained wrapper being stopped: the rest of its group gets 
     // A leftover that ignores SIGTERM keeps the supervisor waiting until the group's SIGKILL.
     const std::string stubborn = "(trap '' TERM; " + record_and_sleep(dir.path + "/stubborn") +
                                  "); echo survived > " + dir.path + "/w";
-    const pid_t pid2 = spawn_process(contained(record + "/wrapper; " + stubborn));
+    const pid_t pid2 = spawn_process(contained(record + "/wrapper; " + stubborn, mode));
     const pid_t wrapper = read_pid(dir.path + "/wrapper");
     const pid_t left = read_pid(dir.path + "/stubborn");
     REQUIRE(wrapper > 0);
@@ -397,7 +411,7 @@ TEST_CASE("spawn: a contained wrapper being stopped: the rest of its group gets 
     CHECK_FALSE(std::filesystem::exists(dir.path + "/w"));
 
     // A wrapper killed by someone else, not stopped: what it leaves is killed (after 1 s).
-    const pid_t pid3 = spawn_process(contained(record + "/wrapper3; " + stubborn));
+    const pid_t pid3 = spawn_process(contained(record + "/wrapper3; " + stubborn, mode));
     const pid_t wrapper3 = read_pid(dir.path + "/wrapper3");
     REQUIRE(wrapper3 > 0);
     CHECK(::kill(wrapper3, SIGTERM) == 0);
@@ -405,9 +419,11 @@ TEST_CASE("spawn: a contained wrapper being stopped: the rest of its group gets 
 }
 
 TEST_CASE("spawn: a contained trainer's exec failure is reported by spawn_process", "[spawn]") {
+    const Containment mode = any_containment();
+    INFO("containment " << (mode == Containment::keeper ? "keeper" : "pid_namespace"));
     const TempDir dir;
     const auto script = dir.write("script", "echo no shebang\n", 0755);
-    SpawnRequest request = contained("");
+    SpawnRequest request = contained("", mode);
     request.argv = {script};
     CHECK_THROWS_WITH(spawn_process(request),
                       Catch::Contains("cannot execute (Exec format error)"));
@@ -415,6 +431,8 @@ TEST_CASE("spawn: a contained trainer's exec failure is reported by spawn_proces
 }
 
 TEST_CASE("spawn: a contained trainer's descendants end with it", "[spawn]") {
+    const Containment mode = any_containment();
+    INFO("containment " << (mode == Containment::keeper ? "keeper" : "pid_namespace"));
     const TempDir dir;
     // A daemon: double fork and setsid, out of the trainer's process group and session. The
     // trainer waits until both have written their pid (under load that takes a while).
@@ -422,7 +440,7 @@ TEST_CASE("spawn: a contained trainer's descendants end with it", "[spawn]") {
                                "setsid sh -c '(" + record_and_sleep(dir.path + "/daemon") +
                                ") &' ; " + "while [ ! -s " + dir.path + "/daemon ] || [ ! -s " +
                                dir.path + "/child ]; do sleep 0.01; done";
-    const pid_t pid = spawn_process(contained(script));
+    const pid_t pid = spawn_process(contained(script, mode));
     const pid_t child = read_pid(dir.path + "/child");
     const pid_t daemon = read_pid(dir.path + "/daemon");
     REQUIRE(child > 0);
@@ -434,6 +452,8 @@ TEST_CASE("spawn: a contained trainer's descendants end with it", "[spawn]") {
 
 TEST_CASE("spawn: nothing a contained trainer starts outlives a parent killed by SIGKILL",
           "[spawn]") {
+    const Containment mode = any_containment();
+    INFO("containment " << (mode == Containment::keeper ? "keeper" : "pid_namespace"));
     const TempDir dir;
     const std::string script = "(" + record_and_sleep(dir.path + "/child") + ") & " +
                                "setsid sh -c '(" + record_and_sleep(dir.path + "/daemon") +
@@ -443,7 +463,7 @@ TEST_CASE("spawn: nothing a contained trainer starts outlives a parent killed by
     REQUIRE(launcher >= 0);
     if (launcher == 0) {
         try {
-            (void)spawn_process(contained(script));
+            (void)spawn_process(contained(script, mode));
         } catch (...) {
             ::_exit(1);
         }
