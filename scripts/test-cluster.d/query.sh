@@ -14,7 +14,7 @@ check_health() {
         say "test cluster: not up (no $TC_DIR/settings); start it with: $script_path up"
         return 1
     fi
-    say "test cluster in $TC_DIR: $TC_NODES nodes x $TC_CPUS CPUs, $TC_GPUS GPUs, $TC_NET.0/24 on $TC_BRIDGE"
+    say "test cluster in $TC_DIR: Slurm $TC_SLURM${TC_ROOTFS:+ (from $TC_ROOTFS)}, $TC_NODES nodes x $TC_CPUS CPUs, $TC_GPUS GPUs, $TC_NET.0/24 on $TC_BRIDGE"
     if pid=$(daemon_pid munged); then
         say "  munged     running (pid $pid)"
     else
@@ -65,7 +65,13 @@ cmd_status() {
     load_requested
     validate_dir
     load_recorded || true
-    check_health 1
+    check_health 1 || return 1
+    # A caller that asks for a release (the e2e fixture with TFSLURM_TC_SLURM) is not served by
+    # a healthy cluster of another one.
+    if [[ -n ${TFSLURM_TC_SLURM:-} && $TFSLURM_TC_SLURM != "$TC_SLURM" ]]; then
+        printf 'but it runs Slurm %s, not TFSLURM_TC_SLURM=%s\n' "$TC_SLURM" "$TFSLURM_TC_SLURM"
+        return 1
+    fi
 }
 
 require_recorded() {
@@ -77,6 +83,9 @@ require_recorded() {
 cmd_env() {
     require_recorded
     printf 'export SLURM_CONF=%q\n' "$(conf_path)"
+    # Another release's clients: the wrappers that enter its root filesystem come first.
+    # shellcheck disable=SC2016 # $PATH is the caller's, expanded by its eval
+    [[ -z $TC_ROOTFS ]] || printf 'export PATH=%q:"$PATH"\n' "$TC_DIR/bin"
 }
 
 cmd_settings() {
@@ -88,6 +97,7 @@ cmd_settings() {
         printf 'TC_%s=%q\n' "$key" "${!var}"
     done
     printf 'TC_HOST=%q\n' "$TC_HOST"
+    printf 'TC_ROOTFS=%q\n' "$TC_ROOTFS"
     printf 'TC_CONF=%q\n' "$(conf_path)"
     for ((i = 1; i <= TC_NODES; i++)); do
         names+="$(node_name "$i") "
@@ -108,8 +118,11 @@ cmd_node() {
     pid=$(daemon_pid slurmd "$node") ||
         die "slurmd for $node is not running, so its namespaces are gone (log: $TC_DIR/log/slurmd-$node.log)"
     # Entering the mount namespace resets the working directory; go back to the caller's.
+    # Another release's slurmd runs chrooted: take its root directory too (--root).
+    local -a root=()
+    [[ -z $TC_ROOTFS ]] || root=(--root)
     # shellcheck disable=SC2016 # expanded by sh inside the node
-    exec nsenter -t "$pid" --net --uts --mount -- \
+    exec nsenter -t "$pid" --net --uts --mount "${root[@]}" -- \
         sh -c 'cd -- "$1" 2>/dev/null || cd /; shift; exec "$@"' tc-node "$PWD" "$@"
 }
 

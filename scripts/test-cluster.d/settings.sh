@@ -49,6 +49,15 @@ load_requested() {
     done
     TC_HOST=$(short_hostname)
     TC_NETNS_CREATED=0
+    # The release: --slurm (cmd_up), else TFSLURM_TC_SLURM, else the machine's own.
+    TC_SLURM_FROM=${TC_SLURM_FROM:-TFSLURM_TC_SLURM}
+    if [[ -z $TC_SLURM ]]; then
+        TC_SLURM=$(host_release)
+        [[ -n $TC_SLURM ]] ||
+            die "this machine's Debian suite packages no Slurm release this script knows; choose one with --slurm (${k_releases[*]})"
+    fi
+    TC_ROOTFS=
+    TC_ENTER=()
 }
 
 # load_recorded: TC_* from the settings file of a cluster that 'up' started (if any).
@@ -59,6 +68,7 @@ load_recorded() {
     [[ $(stat -c %u -- "$file") == 0 ]] || die "$file is not owned by root; refusing to read it"
     # shellcheck source=/dev/null
     source "$file"
+    release_init
 }
 
 # load_settings: the recorded settings if there are any, else the requested ones.
@@ -79,6 +89,7 @@ write_settings() {
         done
         printf 'TC_HOST=%q\n' "$TC_HOST"
         printf 'TC_NETNS_CREATED=%q\n' "$TC_NETNS_CREATED"
+        printf 'TC_ROOTFS=%q\n' "$TC_ROOTFS"
     } >"$TC_DIR/settings"
 }
 
@@ -129,6 +140,7 @@ validate_dir() {
 
 validate() {
     validate_dir
+    validate_release
     check_range NODES "$TC_NODES" 1 99
     check_range CPUS "$TC_CPUS" 1 1024
     check_range GPUS "$TC_GPUS" 0 64
@@ -175,6 +187,7 @@ validate() {
     local sock=$TC_DIR/spool/d/$longest/${longest}_$k_max_ids
     ((${#sock} <= k_max_sock)) ||
         die "TFSLURM_TC_DIR is too deep: slurmd socket paths such as $sock (${#sock} bytes) exceed $k_max_sock bytes; use a shorter directory"
+    release_init
 }
 
 # Derived names.

@@ -140,7 +140,7 @@ cmd_smoke() {
     # 4./5. SPANK plugin through srun and sbatch
     local so=$s_work/tc_smoke.so spank_ok=1
     if ! s_err=$(cp -- "$smoke_dir/tc_smoke.c" "$s_work/tc_smoke.c" 2>&1 &&
-        gcc -shared -fPIC -O2 -Wall -o "$so" "$s_work/tc_smoke.c" 2>&1); then
+        "${TC_ENTER[@]}" gcc -shared -fPIC -O2 -Wall -o "$so" "$s_work/tc_smoke.c" 2>&1); then
         s_cmd="gcc -shared -fPIC tc_smoke.c"
         s_rc=1
         s_out=
@@ -197,7 +197,7 @@ cmd_smoke() {
 
     # 6. PMI2
     if ! s_err=$(cp -- "$smoke_dir/pmi2.c" "$s_work/pmi2.c" 2>&1 &&
-        gcc -O2 -Wall -o "$s_work/pmi2" "$s_work/pmi2.c" -lpmi2 2>&1); then
+        "${TC_ENTER[@]}" gcc -O2 -Wall -o "$s_work/pmi2" "$s_work/pmi2.c" -lpmi2 2>&1); then
         s_cmd="gcc pmi2.c -lpmi2"
         s_rc=1
         s_out=

@@ -122,8 +122,8 @@ start_munged() {
     local key=$TC_DIR/munge/key/munge.key out=$TC_DIR/log/munged.out
     local mlog=$TC_DIR/munge/key/munged.log sock
     sock=$(munge_socket)
-    mungekey -c -b 1024 -k "$key" >>"$out" 2>&1 || die_log "$out" "mungekey could not create $key"
-    spawn "$out" munged --key-file="$key" --socket="$sock" \
+    "${TC_ENTER[@]}" mungekey -c -b 1024 -k "$key" >>"$out" 2>&1 || die_log "$out" "mungekey could not create $key"
+    spawn "$out" "${TC_ENTER[@]}" munged --key-file="$key" --socket="$sock" \
         --pid-file="$TC_DIR/munge/run/munged.pid" --log-file="$mlog" \
         --seed-file="$TC_DIR/munge/key/munged.seed" ||
         die_log "$out" "munged did not start"
@@ -133,7 +133,7 @@ start_munged() {
         sleep 0.1
     done
     daemon_pid munged >/dev/null || die_log "$mlog" "munged is not running after ${TC_TIMEOUT} s (also see $out)"
-    munge -S "$sock" -n </dev/null 2>>"$out" | unmunge -S "$sock" >>"$out" 2>&1 ||
+    "${TC_ENTER[@]}" munge -S "$sock" -n </dev/null 2>>"$out" | "${TC_ENTER[@]}" unmunge -S "$sock" >>"$out" 2>&1 ||
         die_log "$mlog" "munge/unmunge through $sock failed"
 }
 
@@ -198,7 +198,7 @@ net_up() {
 
 start_slurmctld() {
     local out=$TC_DIR/log/slurmctld.out clog=$TC_DIR/log/slurmctld.log i
-    spawn "$out" slurmctld || die_log "$out" "slurmctld did not start (also see $clog)"
+    spawn "$out" "${TC_ENTER[@]}" slurmctld || die_log "$out" "slurmctld did not start (also see $clog)"
     for ((i = 0; i < TC_TIMEOUT * 10; i++)); do
         if daemon_pid slurmctld >/dev/null; then
             ctld_responding && return 0
@@ -218,12 +218,14 @@ start_slurmds() {
         out=$TC_DIR/log/slurmd-$node.out
         # nsenter --net only (not 'ip netns exec', which remounts /sys and hides the cgroup
         # mounts slurmd needs); unshare gives the node its own host name and a private mount
-        # namespace for its /etc/hosts (mount -n: no /run/mount/utab on the shared /run).
+        # namespace for its /etc/hosts (mount -n: no /run/mount/utab on the shared /run). Another
+        # release's slurmd then enters its root filesystem from there (TC_ENTER), which binds
+        # that /etc/hosts in turn.
         # shellcheck disable=SC2016 # expanded by sh inside the node
         spawn "$out" nsenter --net="/run/netns/$ns" -- \
             unshare --uts --mount --propagation private -- \
-            sh -c 'echo "$1" >/proc/sys/kernel/hostname && mount -n --bind "$2" /etc/hosts && exec slurmd -N "$1"' \
-            sh "$node" "$hosts" ||
+            sh -c 'echo "$1" >/proc/sys/kernel/hostname && mount -n --bind "$2" /etc/hosts && shift 2 && exec "$@"' \
+            sh "$node" "$hosts" "${TC_ENTER[@]}" slurmd -N "$node" ||
             die_log "$out" "slurmd for $node did not start (also see $TC_DIR/log/slurmd-$node.log)"
     done
     local pid nslink
@@ -338,6 +340,8 @@ bring_up() {
     chmod 1777 -- "$dir/tmp"
     write_settings
     write_configs
+    write_client_wrappers
+    release_init
     start_munged
     net_up
     start_slurmctld
@@ -347,6 +351,7 @@ bring_up() {
 }
 
 cmd_up() {
+    parse_slurm_option up "$@"
     need_root
     local t0
     t0=$(now_us)
@@ -354,6 +359,7 @@ cmd_up() {
     validate
     take_lock
     ensure_packages
+    ensure_rootfs
     if [[ -f $TC_DIR/settings ]]; then
         if recorded_matches_env && (load_recorded && check_health 0); then
             log "already up and healthy in $TC_DIR; nothing to do"
@@ -365,7 +371,7 @@ cmd_up() {
     load_requested
     validate
     preflight
-    log "starting: $TC_NODES nodes x $TC_CPUS CPUs, $TC_GPUS GPUs, state in $TC_DIR"
+    log "starting: Slurm $TC_SLURM${TC_ROOTFS:+ from $TC_ROOTFS}, $TC_NODES nodes x $TC_CPUS CPUs, $TC_GPUS GPUs, state in $TC_DIR"
     bring_up
     log "up in $(elapsed "$t0") s: nodes $(hostlist_of "$TC_NODE_PREFIX" "$TC_NODES") idle on $TC_BRIDGE ($TC_NET.0/24)"
     local prefix=

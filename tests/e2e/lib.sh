@@ -12,7 +12,7 @@
 #
 # On load it exports SLURM_CONF of the running test cluster (scripts/test-cluster, see
 # docs/test-cluster.md) and its settings as TC_* variables (TC_NODES, TC_CPUS, TC_GPUS,
-# TC_NODE_NAMES="n1 n2 n3", TC_NODELIST="n[1-3]", TC_DIR, ...), creates E2E_TMPDIR (removed on
+# TC_NODE_NAMES="n1 n2 n3", TC_NODELIST="n[1-3]", TC_DIR, TC_SLURM, ...), creates E2E_TMPDIR (removed on
 # exit) and fails the test at once if the cluster is not up.
 #
 # Environment from CTest: TFSLURM_BIN (the tfslurm executable), TFSLURM_SOURCE_DIR,
@@ -53,6 +53,12 @@ fi
 eval "$e2e_env_out"
 eval "$(bash "$TFSLURM_TC" settings)"
 export SLURM_CONF
+# TFSLURM_TC_SLURM=<release> asks for a cluster of that Slurm release (the e2e fixture starts
+# one): a cluster of another release would test the wrong one. Another release's srun, sbatch,
+# scontrol, ... come first in PATH (test-cluster env), so the tests call them as usual.
+if [[ -n ${TFSLURM_TC_SLURM:-} && $TFSLURM_TC_SLURM != "$TC_SLURM" ]]; then
+    fail "the test cluster runs Slurm $TC_SLURM, not TFSLURM_TC_SLURM=$TFSLURM_TC_SLURM; restart it: $TFSLURM_TC down && $TFSLURM_TC up --slurm $TFSLURM_TC_SLURM"
+fi
 # shellcheck disable=SC2206 # TC_NODE_NAMES is a space-separated list of simple names
 TC_NODE_ARRAY=($TC_NODE_NAMES)
 unset e2e_env_out
