@@ -120,7 +120,7 @@ cmd_node() {
     # Entering the mount namespace resets the working directory; go back to the caller's.
     # Another release's slurmd runs chrooted: take its root directory too (--root).
     local -a root=()
-    [[ -z $TC_ROOTFS ]] || root=(--root)
+    [[ -z $TC_ROOTFS ]] || root=(--root --wd=/)
     # shellcheck disable=SC2016 # expanded by sh inside the node
     exec nsenter -t "$pid" --net --uts --mount "${root[@]}" -- \
         sh -c 'cd -- "$1" 2>/dev/null || cd /; shift; exec "$@"' tc-node "$PWD" "$@"
