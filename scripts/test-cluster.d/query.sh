@@ -118,9 +118,10 @@ cmd_node() {
     pid=$(daemon_pid slurmd "$node") ||
         die "slurmd for $node is not running, so its namespaces are gone (log: $TC_DIR/log/slurmd-$node.log)"
     # Entering the mount namespace resets the working directory; go back to the caller's.
-    # Another release's slurmd runs chrooted: take its root directory too (--root).
+    # Another release's slurmd runs chrooted: take its root directory and working directory too
+    # (--wd=DIR would be opened outside that root, leaving the command with no valid directory).
     local -a root=()
-    [[ -z $TC_ROOTFS ]] || root=(--root --wd=/)
+    [[ -z $TC_ROOTFS ]] || root=(--root --wd)
     # shellcheck disable=SC2016 # expanded by sh inside the node
     exec nsenter -t "$pid" --net --uts --mount "${root[@]}" -- \
         sh -c 'cd -- "$1" 2>/dev/null || cd /; shift; exec "$@"' tc-node "$PWD" "$@"
