@@ -59,6 +59,11 @@ export SLURM_CONF
 if [[ -n ${TFSLURM_TC_SLURM:-} && $TFSLURM_TC_SLURM != "$TC_SLURM" ]]; then
     fail "the test cluster runs Slurm $TC_SLURM, not TFSLURM_TC_SLURM=$TFSLURM_TC_SLURM; restart it: $TFSLURM_TC down && $TFSLURM_TC up --slurm $TFSLURM_TC_SLURM"
 fi
+# "${E2E_TC_EXEC[@]}" CMD...: CMD where the cluster's release is (nothing for the machine's own;
+# `test-cluster exec --` for another one). For a CMD that changes user (runuser) before it calls
+# a Slurm client: only root can enter another release's root filesystem.
+# shellcheck disable=SC2034 # used by the tests
+if [[ -n ${TC_ROOTFS:-} ]]; then E2E_TC_EXEC=("$TFSLURM_TC" exec --); else E2E_TC_EXEC=(); fi
 # shellcheck disable=SC2206 # TC_NODE_NAMES is a space-separated list of simple names
 TC_NODE_ARRAY=($TC_NODE_NAMES)
 unset e2e_env_out
