@@ -36,7 +36,7 @@ fi
 # from its cached root filesystem (built on first use, about 3 minutes). Not the whole suite:
 # the SPANK plugin is built for this machine's release only, and those root filesystems have no
 # PyTorch. The e2e fixtures start and remove each cluster.
-k_release_tests='^e2e_(cluster_smoke|env_layouts|env_pmi2|env_gpus|env_sbatch|run_het|run_failure|run_signals|run_kill_launcher|run_node_lost|run_node_lost_scancel|run_checkpoint|run_checkpoint_libslurm)$'
+k_release_tests='^e2e_(cluster_smoke|cluster_release|env_layouts|env_pmi2|env_gpus|env_sbatch|run_het|run_failure|run_signals|run_kill_launcher|run_node_lost|run_node_lost_scancel|run_checkpoint|run_checkpoint_libslurm)$'
 if scripts/test-cluster status >/dev/null 2>&1; then
     echo "test.sh: a test cluster started by hand is up: not replacing it with other Slurm releases" >&2
 else
