@@ -17,6 +17,8 @@
 
 #include <fmt/format.h>
 
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -29,6 +31,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -404,10 +407,44 @@ int requeue_job(const LaunchResult& result, const Environment& env) {
     return k_status_requeued;
 }
 
+/// `scancel <job>.<step>` from PATH, bounded by 30 s: how the step ends when libslurm cannot be
+/// called (missing, or a release whose calls this tfslurm does not know). Returns an empty
+/// string on success, else why it failed, e.g. `scancel exited with status 1`.
+std::string scancel_step(const StepRef& step) {
+    std::string id = to_string(step);
+    std::string name = "scancel";
+    std::array<char*, 3> argv{name.data(), id.data(), nullptr};
+    pid_t pid = 0;
+    // posix_spawnp: PATH is searched as a shell would, and nothing of ours runs in the child.
+    if (const int rc = ::posix_spawnp(&pid, "scancel", nullptr, nullptr, argv.data(), environ);
+        rc != 0) {
+        return rc == ENOENT ? std::string("scancel not found in PATH")
+                            : fmt::format("cannot start scancel: {}", std::strerror(rc));
+    }
+    int status = 0;
+    // Polled every millisecond: the cancel's SIGKILL also comes for this launcher, which should
+    // have ended with its own status by then (srun reports the first status it gets).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{30};
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, &status, 0);
+            return "scancel did not answer within 30 s";
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds{1});
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        return {};
+    }
+    return WIFEXITED(status) ? fmt::format("scancel exited with status {}", WEXITSTATUS(status))
+                             : fmt::format("scancel was killed by signal {}", WTERMSIG(status));
+}
+
 /// End the step through Slurm when a node may be gone (srun would wait for its tasks forever),
-/// saying so in the launcher's line; rank 0 or a launcher that lost the coordinator, once its
-/// trainer ended (LaunchResult::cancel). Without libslurm the line says why and the step ends
-/// as before (when the lost node's tasks end, or with scancel).
+/// saying so in the launcher's line, and which way: libslurm, or `scancel` when libslurm cannot
+/// be called (missing, or a release whose calls this tfslurm does not know); rank 0 or a
+/// launcher that lost the coordinator, once its trainer ended (LaunchResult::cancel). Only when
+/// both fail does the step end as before (when the lost node's tasks end, or with scancel).
 void cancel_step(const LaunchResult& result, const Environment& env) {
     const StepRef step = *result.cancel;
     std::optional<SlurmLibrary> library;
@@ -415,11 +452,19 @@ void cancel_step(const LaunchResult& result, const Environment& env) {
         library.emplace(load_libslurm(env));
     } catch (const Error& e) {
         print_line(result.outcome,
-                   fmt::format("{}; cannot cancel step {} through Slurm: {}",
+                   fmt::format("{}; cancelling step {} with scancel (libslurm cannot be called: "
+                               "{})",
                                result.message,
                                to_string(step),
                                e.what()));
         std::this_thread::sleep_for(k_abort_linger);
+        if (const std::string why = scancel_step(step); !why.empty()) {
+            print_line(result.outcome,
+                       fmt::format("cannot cancel step {}: {}; end it with scancel {}",
+                                   to_string(step),
+                                   why,
+                                   to_string(step)));
+        }
         return;
     }
     print_line(

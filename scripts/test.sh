@@ -4,14 +4,15 @@
 #   unit and CLI tests, fuzz-corpus replay, the differential test against scontrol,
 #   end-to-end tests on a real 3-node Slurm cluster that ctest brings up and takes down
 #   (scripts/test-cluster), some with real TensorFlow (scripts/setup-tensorflow.sh installs it
-#   into a cached venv), then a short libFuzzer run of every parser (scripts/fuzz.sh).
+#   into a cached venv), the release-sensitive ones again on Slurm 24.11 and 26.05, then a
+#   short libFuzzer run of every parser (scripts/fuzz.sh).
 # The cluster is taken down whatever happens, and nothing is left running.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "test.sh: the test cluster and the packages need root; re-running with sudo" >&2
-    exec sudo --preserve-env=TFSLURM_FUZZ_SECONDS,CI "$0" "$@"
+    exec sudo --preserve-env=TFSLURM_FUZZ_SECONDS,TFSLURM_TEST_RELEASES,CI "$0" "$@"
 fi
 
 scripts/build.sh
@@ -31,6 +32,25 @@ ctest --preset dev --output-on-failure -j2 || status=$?
 if [ "$status" -ne 0 ]; then
     echo "test.sh: ctest failed (status $status)" >&2
     exit "$status"
+fi
+
+# The other Slurm releases (docs/test-cluster.md, "Other Slurm releases"): the release-sensitive
+# end-to-end tests on clusters of 24.11 and 26.05 (TFSLURM_TEST_RELEASES; empty: none), each
+# from its cached root filesystem (built on first use, about 3 minutes). Not the whole suite:
+# the SPANK plugin is built for this machine's release only, and those root filesystems have no
+# PyTorch. The e2e fixtures start and remove each cluster.
+k_release_tests='^e2e_(cluster_smoke|cluster_release|env_layouts|env_pmi2|env_gpus|env_sbatch|run_het|run_failure|run_signals|run_kill_launcher|run_node_lost|run_node_lost_scancel|run_checkpoint|run_checkpoint_libslurm)$'
+if scripts/test-cluster status >/dev/null 2>&1; then
+    echo "test.sh: a test cluster started by hand is up: not replacing it with other Slurm releases" >&2
+else
+    for release in ${TFSLURM_TEST_RELEASES-24.11 26.05}; do
+        scripts/test-cluster rootfs --slurm "$release"
+        TFSLURM_TC_SLURM=$release ctest --preset dev --output-on-failure -R "$k_release_tests" || status=$?
+        if [ "$status" -ne 0 ]; then
+            echo "test.sh: ctest on Slurm $release failed (status $status)" >&2
+            exit "$status"
+        fi
+    done
 fi
 
 scripts/fuzz.sh

@@ -27,16 +27,55 @@ namespace {
 
 /// slurm_api_version() is SLURM_API_VERSION: `(API_CURRENT << 16) | (API_REVISION << 8) |
 /// API_AGE`, and API_CURRENT is also the soname: 38 = 22.05, 39 = 23.02, 40 = 23.11,
-/// 41 = 24.05, 42 = 24.11, 43 = 25.05, 44 = 25.11 (Slurm's META of each release).
+/// 41 = 24.05, 42 = 24.11, 43 = 25.05, 44 = 25.11, 45 = 26.05 (Slurm's META of each release;
+/// 38, 42 and 45 checked against the slurm.h and libslurm.so of Debian's 22.05.8, 24.11.5 and
+/// 26.05.5).
 constexpr int k_oldest_api = 38;
 constexpr const char* k_releases[] = {
-    "22.05", "23.02", "23.11", "24.05", "24.11", "25.05", "25.11"};
-/// 45 is tried too, so that a newer release is refused by name rather than missed.
-constexpr int k_newest_soname = 45;
+    "22.05", "23.02", "23.11", "24.05", "24.11", "25.05", "25.11", "26.05"};
+constexpr int k_newest_api = k_oldest_api + static_cast<int>(std::size(k_releases)) - 1;
+/// 46 is tried too, so that a newer release is refused (or used, see slurm_abi()) by name
+/// rather than missed.
+constexpr int k_newest_soname = k_newest_api + 1;
 
 constexpr long api_current(long api_version) {
     return (api_version >> 16) & 0xff;
 }
+constexpr long api_age(long api_version) {
+    return api_version & 0xff;
+}
+
+/// The declarations of one known API.
+SlurmAbi known_abi(long api) noexcept {
+    SlurmAbi abi;
+    abi.api = api;
+    if (api < k_oldest_api || api > k_newest_api) {
+        return abi; // as_api 0: no declarations
+    }
+    abi.as_api = api;
+    // slurm_kill_job_step(): a flags argument from 23.11, a slurm_step_id_t* from 25.11.
+    abi.kill = api <= 39   ? KillStepAbi::signal
+               : api <= 43 ? KillStepAbi::signal_flags
+                           : KillStepAbi::step_id_pointer;
+    // slurm_get_end_time() and slurm_requeue(): a slurm_step_id_t by value from 26.05.
+    abi.job = api <= 44 ? JobIdAbi::job_id : JobIdAbi::step_id;
+    return abi;
+}
+
+/// Slurm's slurm_step_id_t from 24.11 on (slurm.h): a 64-bit "sluid", then the job id, the
+/// heterogeneous component and the step id; 24 bytes with its padding. Passed by pointer to
+/// slurm_kill_job_step() (25.11 on) and by value to slurm_get_end_time() and slurm_requeue()
+/// (26.05 on), where the x86-64 and aarch64 ABIs pass a struct of its size in memory, as
+/// declared here.
+struct SlurmStepId {
+    std::uint64_t sluid = 0; ///< 0: "find the job by its id"
+    std::uint32_t job_id = k_no_val;
+    std::uint32_t step_het_comp = k_no_val;
+    std::uint32_t step_id = k_no_val;
+
+    static constexpr std::uint32_t k_no_val = 0xfffffffe; ///< Slurm's NO_VAL
+};
+static_assert(sizeof(SlurmStepId) == 24, "slurm_step_id_t is 24 bytes");
 
 } // namespace
 
@@ -44,19 +83,20 @@ std::string to_string(const StepRef& step) {
     return fmt::format("{}.{}", step.job, step.step);
 }
 
-KillStepAbi kill_step_abi(long api_version) noexcept {
-    switch (api_current(api_version)) {
-    case 38: // 22.05
-    case 39: // 23.02
-        return KillStepAbi::signal;
-    case 40: // 23.11
-    case 41: // 24.05
-    case 42: // 24.11
-    case 43: // 25.05
-        return KillStepAbi::signal_flags;
-    default: // 25.11 takes a slurm_step_id_t; anything else is unknown
-        return KillStepAbi::unsupported;
+SlurmAbi slurm_abi(long api_version) noexcept {
+    const long current = api_current(api_version);
+    if (current <= k_newest_api) {
+        return known_abi(current);
     }
+    // A newer library whose API_AGE reaches back to the newest API we know still provides that
+    // interface (libtool's versioning, which Slurm's META follows); otherwise nothing is known.
+    SlurmAbi abi = known_abi(current - api_age(api_version) <= k_newest_api ? k_newest_api : 0);
+    abi.api = current;
+    return abi;
+}
+
+KillStepAbi kill_step_abi(long api_version) noexcept {
+    return slurm_abi(api_version).kill;
 }
 
 std::string slurm_version_text(long api_version) {
@@ -95,24 +135,34 @@ SlurmLibrary SlurmLibrary::load(const std::vector<std::string>& names) {
     // NOLINTBEGIN(cppcoreguidelines-pro-type-reinterpret-cast)
     const auto api_version = reinterpret_cast<long (*)()>(symbol("slurm_api_version"))();
     SlurmLibrary library;
-    library.m_abi = kill_step_abi(api_version);
+    library.m_abi = slurm_abi(api_version);
     library.m_description = fmt::format("{} ({})", loaded, slurm_version_text(api_version));
-    if (library.m_abi == KillStepAbi::unsupported) {
-        throw errors::make(Errc::io,
-                           "libslurm",
-                           fmt::format("{} ({}) is not supported: slurm_kill_job_step() is only "
-                                       "known for Slurm 22.05 to 25.05 (API 38 to 43)",
-                                       slurm_version_text(api_version),
-                                       loaded),
-                           "cancel the step with scancel");
+    if (library.m_abi.kill == KillStepAbi::unsupported) {
+        throw errors::make(
+            Errc::io,
+            "libslurm",
+            fmt::format("{} ({}) is not supported: this tfslurm knows the library calls of Slurm "
+                        "22.05 to 26.05 (API {} to {}), and a newer API only when it declares "
+                        "itself compatible with API {}",
+                        slurm_version_text(api_version),
+                        loaded,
+                        k_oldest_api,
+                        k_newest_api,
+                        k_newest_api),
+            "end the step with scancel <job>.<step>, requeue the job with scontrol requeue "
+            "<job>");
     }
-    if (library.m_abi == KillStepAbi::signal) {
-        library.m_kill3 = reinterpret_cast<KillStep3>(symbol("slurm_kill_job_step"));
-    } else {
-        library.m_kill4 = reinterpret_cast<KillStep4>(symbol("slurm_kill_job_step"));
+    if (library.m_abi.as_api != library.m_abi.api) {
+        logger().debug("libslurm: API {} declares API {} compatible (API_AGE {}): using the "
+                       "declarations of {}",
+                       library.m_abi.api,
+                       library.m_abi.as_api,
+                       api_age(api_version),
+                       slurm_version_text(library.m_abi.as_api << 16));
     }
-    library.m_get_end_time = reinterpret_cast<GetEndTime>(symbol("slurm_get_end_time"));
-    library.m_requeue = reinterpret_cast<Requeue>(symbol("slurm_requeue"));
+    library.m_kill = symbol("slurm_kill_job_step");
+    library.m_get_end_time = symbol("slurm_get_end_time");
+    library.m_requeue = symbol("slurm_requeue");
     library.m_strerror = reinterpret_cast<StrError>(symbol("slurm_strerror"));
     library.m_get_errno = reinterpret_cast<GetErrno>(::dlsym(handle, "slurm_get_errno"));
     if (void* init = ::dlsym(handle, "slurm_init")) {
@@ -134,8 +184,30 @@ void SlurmLibrary::cancel_step(const StepRef& step) const {
     const auto job = static_cast<std::uint32_t>(step.job);
     const auto id = static_cast<std::uint32_t>(step.step);
     errno = 0;
-    const int rc =
-        m_abi == KillStepAbi::signal ? m_kill3(job, id, SIGKILL) : m_kill4(job, id, SIGKILL, 0);
+    int rc = -1;
+    // NOLINTBEGIN(cppcoreguidelines-pro-type-reinterpret-cast): dlsym's void* as the function
+    // this release declares (slurm_abi()).
+    switch (m_abi.kill) {
+    case KillStepAbi::signal:
+        rc = reinterpret_cast<int (*)(std::uint32_t, std::uint32_t, std::uint16_t)>(m_kill)(
+            job, id, SIGKILL);
+        break;
+    case KillStepAbi::signal_flags:
+        rc = reinterpret_cast<int (*)(std::uint32_t, std::uint32_t, std::uint16_t, std::uint16_t)>(
+            m_kill)(job, id, SIGKILL, 0);
+        break;
+    case KillStepAbi::step_id_pointer: {
+        SlurmStepId step_id;
+        step_id.job_id = job;
+        step_id.step_id = id;
+        rc = reinterpret_cast<int (*)(SlurmStepId*, std::uint16_t, std::uint16_t)>(m_kill)(
+            &step_id, SIGKILL, 0);
+        break;
+    }
+    case KillStepAbi::unsupported:
+        break; // load() refuses such a library
+    }
+    // NOLINTEND(cppcoreguidelines-pro-type-reinterpret-cast)
     if (rc == 0) {
         return;
     }
@@ -161,6 +233,13 @@ std::uint32_t slurm_job_id(std::uint64_t job, std::string_view what) {
     return static_cast<std::uint32_t>(job);
 }
 
+/// A whole job as a slurm_step_id_t (SLURM_STEP_ID_INITIALIZER with the job id set).
+SlurmStepId job_step_id(std::uint32_t job) {
+    SlurmStepId id;
+    id.job_id = job;
+    return id;
+}
+
 /// How far ahead Slurm puts the end of a job without a time limit: its start + 365 days.
 constexpr std::chrono::hours k_no_time_limit{24 * 300};
 
@@ -171,7 +250,14 @@ SlurmLibrary::job_end_time(std::uint64_t job) const {
     const std::uint32_t id = slurm_job_id(job, "read the end time of");
     std::time_t end = 0;
     errno = 0;
-    if (m_get_end_time(id, &end) != 0) {
+    // NOLINTBEGIN(cppcoreguidelines-pro-type-reinterpret-cast): as in cancel_step()
+    const int rc =
+        m_abi.job == JobIdAbi::step_id
+            ? reinterpret_cast<int (*)(SlurmStepId, std::time_t*)>(m_get_end_time)(job_step_id(id),
+                                                                                   &end)
+            : reinterpret_cast<int (*)(std::uint32_t, std::time_t*)>(m_get_end_time)(id, &end);
+    // NOLINTEND(cppcoreguidelines-pro-type-reinterpret-cast)
+    if (rc != 0) {
         throw errors::make(
             Errc::io,
             "slurm",
@@ -187,7 +273,13 @@ SlurmLibrary::job_end_time(std::uint64_t job) const {
 void SlurmLibrary::requeue(std::uint64_t job) const {
     const std::uint32_t id = slurm_job_id(job, "requeue");
     errno = 0;
-    if (m_requeue(id, 0) != 0) {
+    // NOLINTBEGIN(cppcoreguidelines-pro-type-reinterpret-cast): as in cancel_step()
+    const int rc =
+        m_abi.job == JobIdAbi::step_id
+            ? reinterpret_cast<int (*)(SlurmStepId, std::uint32_t)>(m_requeue)(job_step_id(id), 0)
+            : reinterpret_cast<int (*)(std::uint32_t, std::uint32_t)>(m_requeue)(id, 0);
+    // NOLINTEND(cppcoreguidelines-pro-type-reinterpret-cast)
+    if (rc != 0) {
         throw errors::make(
             Errc::io, "slurm", fmt::format("cannot requeue job {}: {}", job, last_error()));
     }

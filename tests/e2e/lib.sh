@@ -12,7 +12,7 @@
 #
 # On load it exports SLURM_CONF of the running test cluster (scripts/test-cluster, see
 # docs/test-cluster.md) and its settings as TC_* variables (TC_NODES, TC_CPUS, TC_GPUS,
-# TC_NODE_NAMES="n1 n2 n3", TC_NODELIST="n[1-3]", TC_DIR, ...), creates E2E_TMPDIR (removed on
+# TC_NODE_NAMES="n1 n2 n3", TC_NODELIST="n[1-3]", TC_DIR, TC_SLURM, ...), creates E2E_TMPDIR (removed on
 # exit) and fails the test at once if the cluster is not up.
 #
 # Environment from CTest: E2E_TFSLURM (the tfslurm executable), E2E_SOURCE_DIR,
@@ -55,6 +55,17 @@ fi
 eval "$e2e_env_out"
 eval "$(bash "$E2E_TEST_CLUSTER" settings)"
 export SLURM_CONF
+# TFSLURM_TC_SLURM=<release> asks for a cluster of that Slurm release (the e2e fixture starts
+# one): a cluster of another release would test the wrong one. Another release's srun, sbatch,
+# scontrol, ... come first in PATH (test-cluster env), so the tests call them as usual.
+if [[ -n ${TFSLURM_TC_SLURM:-} && $TFSLURM_TC_SLURM != "$TC_SLURM" ]]; then
+    fail "the test cluster runs Slurm $TC_SLURM, not TFSLURM_TC_SLURM=$TFSLURM_TC_SLURM; restart it: $E2E_TEST_CLUSTER down && $E2E_TEST_CLUSTER up --slurm $TFSLURM_TC_SLURM"
+fi
+# "${E2E_TC_EXEC[@]}" CMD...: CMD where the cluster's release is (nothing for the machine's own;
+# `test-cluster exec --` for another one). For a CMD that changes user (runuser) before it calls
+# a Slurm client: only root can enter another release's root filesystem.
+# shellcheck disable=SC2034 # used by the tests
+if [[ -n ${TC_ROOTFS:-} ]]; then E2E_TC_EXEC=("$E2E_TEST_CLUSTER" exec --); else E2E_TC_EXEC=(); fi
 # shellcheck disable=SC2206 # TC_NODE_NAMES is a space-separated list of simple names
 TC_NODE_ARRAY=($TC_NODE_NAMES)
 unset e2e_env_out

@@ -34,9 +34,10 @@ check_layout 3 "0:n1 1:n1 2:n2" -N2 -n3
 check_layout 4 "0:n2 1:n2 2:n3 3:n3" -n4 -w 'n[2-3]' --ntasks-per-node=2
 
 # Arbitrary: rank i on the i-th host of SLURM_HOSTFILE (NAME*N, commas and comments included).
+# At most 2 tasks per node (its CPUs): 24.11 and later refuse a layout that can never run.
 hostfile=$(make_tmpdir)/hostfile
-printf 'n3*2\n# the rest\nn1,n2\n\nn2,n3\n' >"$hostfile"
-SLURM_HOSTFILE=$hostfile check_layout 6 "0:n3 1:n3 2:n1 3:n2 4:n2 5:n3" -n6 -m arbitrary
+printf 'n3*2\n# the rest\nn1,n2\n\nn2,n1\n' >"$hostfile"
+SLURM_HOSTFILE=$hostfile check_layout 6 "0:n3 1:n3 2:n1 3:n2 4:n2 5:n1" -n6 -m arbitrary
 printf 'n2\nn1\nn2\n' >"$hostfile"
 SLURM_HOSTFILE=$hostfile check_layout 3 "0:n2 1:n1 2:n2" -n3 -m arbitrary
 

@@ -68,8 +68,13 @@ contained() {
     wrapper='"$@"; rc=$?; touch "$DIR/gone-$SLURM_PROCID"
     while [ ! -e "$DIR/release" ]; do sleep 0.1; done; exit "$rc"'
     # The step is not cancelled through Slurm when the launcher is lost (TFSLURM_LIBSLURM names no
-    # library; test_run_node_lost.sh tests the cancel): containment alone must end n3's processes.
-    DIR=$dir TFSLURM_LIBSLURM=/nonexistent/libslurm.so timeout -k 5 60 srun -N3 --ntasks-per-node=1 -o "$dir/task-%t.out" bash -c "$wrapper" \
+    # library, and the scancel that rank 0's launcher then runs instead fails:
+    # test_run_node_lost.sh and test_run_node_lost_scancel.sh test the cancel): containment alone
+    # must end n3's processes.
+    mkdir -p "$dir/bin"
+    printf '#!/bin/sh\necho "scancel: refused by the test" >&2\nexit 1\n' >"$dir/bin/scancel"
+    chmod +x "$dir/bin/scancel"
+    DIR=$dir TFSLURM_LIBSLURM=/nonexistent/libslurm.so PATH=$dir/bin:$PATH timeout -k 5 60 srun -N3 --ntasks-per-node=1 -o "$dir/task-%t.out" bash -c "$wrapper" \
         wrapper "$E2E_TFSLURM" run "${mode[@]}" --ps 1 --auth munge --grace 5 --heartbeat-timeout 5 \
         -- "$trainer" "$marker" loop >"$dir/srun.out" 2>&1 &
     srun_pid=$!

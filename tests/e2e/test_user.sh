@@ -31,7 +31,7 @@ cd "$dir"
 
 # "${as_user[@]}" CMD...: CMD as the user, with the cluster's configuration (which also names
 # munged's socket).
-as_user=(runuser -u "$user" -- env SLURM_CONF="$SLURM_CONF")
+as_user=("${E2E_TC_EXEC[@]}" runuser -u "$user" -- env SLURM_CONF="$SLURM_CONF")
 
 # --- tfslurm env --------------------------------------------------------------------------------
 # shellcheck disable=SC2016 # expanded by the task's shell

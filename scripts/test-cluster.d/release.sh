@@ -1,0 +1,231 @@
+# SPDX-License-Identifier: MIT
+# shellcheck shell=bash
+#
+# Part of scripts/test-cluster: which Slurm release the cluster runs. The machine's own release
+# (22.05 on Debian 12) runs from the machine's packages, as it always did. Another release runs
+# from a root filesystem of the Debian suite that packages it (24.11: trixie, 26.05: sid), built
+# once with mmdebstrap from the machine's own apt mirror and cached in /var/cache/tfslurm-tc.
+# Every program of that release (munged, slurmctld, slurmd, slurmstepd, srun, ..., libslurm)
+# runs chrooted into it, in a private mount namespace where the host's /proc, /sys, /dev, /tmp,
+# the cluster's state directory and the repository checkout are bound at the same paths: a
+# tfslurm built on the host runs against that release as a site's would.
+
+# Releases this script knows, and the Debian suite that packages each.
+readonly -a k_releases=(22.05 24.11 26.05)
+declare -Ar k_release_suite=([22.05]=bookworm [24.11]=trixie [26.05]=sid)
+# What a release's root filesystem holds: the daemons, the clients, libslurm and its headers
+# (the SPANK plugin and the smoke programs are built there), munge, PMI2, and what the tests'
+# tasks run (python3, ip, ss, ps, runuser).
+readonly -a k_rootfs_packages=(slurmctld slurmd slurm-client slurm-wlm-basic-plugins libslurm-dev
+    libpmi2-0-dev munge procps iproute2 util-linux python3 gcc libc6-dev mawk)
+# Slurm's clients, as wrappers in <state dir>/bin (the host's own would talk to the wrong
+# release): outside the root filesystem each one re-enters it through 'test-cluster exec'.
+readonly -a k_client_commands=(srun sbatch salloc sattach sbcast scancel scontrol sinfo squeue
+    sacct sstat sprio sshare sdiag strigger)
+# A file at the top of every root filesystem we built; it also tells a wrapper that it already
+# runs inside one.
+readonly k_rootfs_stamp=.tfslurm-tc-rootfs
+
+# host_release: the Slurm release of this machine's Debian suite (what runs without a root
+# filesystem), e.g. 22.05 on bookworm; empty on a suite this script does not know.
+host_release() {
+    local codename='' rel
+    [[ -r /etc/os-release ]] && codename=$(. /etc/os-release && printf '%s' "${VERSION_CODENAME:-}")
+    for rel in "${k_releases[@]}"; do
+        [[ ${k_release_suite[$rel]} == "$codename" ]] && printf '%s' "$rel" && return 0
+    done
+    return 0
+}
+
+# validate_release: TC_SLURM is a known release; sets TC_ROOTFS (empty for the machine's own).
+validate_release() {
+    local rel known=0
+    for rel in "${k_releases[@]}"; do
+        [[ $rel == "$TC_SLURM" ]] && known=1
+    done
+    ((known)) || die "$TC_SLURM_FROM: expected one of ${k_releases[*]}: \"$TC_SLURM\""
+    local cache=${TFSLURM_TC_CACHE:-/var/cache/tfslurm-tc}
+    [[ $cache =~ ^/[A-Za-z0-9._/-]+$ && $cache != *..* ]] ||
+        die "TFSLURM_TC_CACHE: expected an absolute path of [A-Za-z0-9._/-]: \"$cache\""
+    if [[ $TC_SLURM == "$(host_release)" ]]; then
+        TC_ROOTFS=
+    else
+        TC_ROOTFS=${cache%/}/rootfs-$TC_SLURM
+    fi
+}
+
+# release_init: after the settings are loaded, how this script reaches the release's programs:
+# TC_ENTER is the command prefix that runs a program of the release (empty for the machine's
+# own release), and PATH leads to the client wrappers, once 'up' wrote them.
+release_init() {
+    TC_ENTER=()
+    [[ -n ${TC_ROOTFS:-} ]] || return 0
+    TC_ENTER=("$script_dir/test-cluster.d/enter" "$TC_ROOTFS" "${k_rootfs_binds[@]}" "$TC_DIR")
+    [[ -n ${TFSLURM_TC_BINDS:-} ]] && TC_ENTER+=(${TFSLURM_TC_BINDS//:/ })
+    TC_ENTER+=(--)
+    [[ -d $TC_DIR/bin && :$PATH: != *":$TC_DIR/bin:"* ]] && PATH=$TC_DIR/bin:$PATH
+    return 0
+}
+
+# The host paths every program of another release sees at the same path: the kernel's file
+# systems, /tmp, the users, the repository checkout (TFSLURM_TC_BINDS adds more, ':'-separated).
+repo_root=$(cd -- "$script_dir/.." && pwd -P)
+readonly repo_root
+readonly -a k_rootfs_binds=(/proc /sys /dev /tmp /etc/passwd /etc/group /etc/hosts "$repo_root")
+
+# apt_mirror: the Debian mirror this machine's apt uses (TFSLURM_TC_MIRROR overrides it).
+apt_mirror() {
+    if [[ -n ${TFSLURM_TC_MIRROR:-} ]]; then
+        printf '%s' "$TFSLURM_TC_MIRROR"
+        return 0
+    fi
+    local file line uri=
+    for file in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        [[ -r $file ]] || continue
+        while IFS= read -r line; do
+            # deb822 "URIs: http://.../debian" or one-line "deb [opts] http://.../debian suite main"
+            if [[ $line =~ ^URIs:[[:space:]]*([^[:space:]]+/debian)/?$ ||
+                $line =~ ^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?([^[:space:]]+/debian)/?[[:space:]] ]]; then
+                uri=${BASH_REMATCH[-1]}
+                [[ $line == URIs:* ]] && uri=${BASH_REMATCH[1]}
+                break 2
+            fi
+        done <"$file"
+    done
+    printf '%s' "${uri:-http://deb.debian.org/debian}"
+}
+
+# rootfs_release ROOT: the Slurm release (major.minor) installed in ROOT.
+rootfs_release() {
+    local version
+    version=$(dpkg-query --admindir="$1/var/lib/dpkg" -W -f='${Version}' slurmd 2>/dev/null) || return 1
+    [[ $version =~ ^([0-9]+\.[0-9]+)\. ]] || return 1
+    printf '%s' "${BASH_REMATCH[1]}"
+}
+
+# ensure_rootfs: build TC_ROOTFS once (a few minutes; under a lock of its own, so that two
+# clusters never build the same one), then check that it holds the requested release.
+ensure_rootfs() {
+    [[ -n $TC_ROOTFS ]] || return 0
+    local root=$TC_ROOTFS want
+    want="release=$TC_SLURM packages=${k_rootfs_packages[*]}"
+    if [[ -f $root/$k_rootfs_stamp && $(<"$root/$k_rootfs_stamp") == "$want" ]]; then
+        return 0
+    fi
+    if ! command -v mmdebstrap >/dev/null; then
+        log "Slurm $TC_SLURM needs a root filesystem of Debian ${k_release_suite[$TC_SLURM]}: installing mmdebstrap"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends mmdebstrap >&2 ||
+            die "cannot install mmdebstrap (see the apt output above); install it with apt-get install mmdebstrap"
+    fi
+    mkdir -p -- "${root%/*}"
+    local lock_file=$root.lock fd
+    exec {fd}>"$lock_file"
+    flock -w 1200 "$fd" || die "another build of $root has held $lock_file for 20 minutes"
+    if [[ -f $root/$k_rootfs_stamp && $(<"$root/$k_rootfs_stamp") == "$want" ]]; then
+        exec {fd}>&-
+        return 0
+    fi
+    local suite=${k_release_suite[$TC_SLURM]} mirror t0 log=$root.log
+    mirror=$(apt_mirror)
+    t0=$(now_us)
+    log "building a root filesystem of Debian $suite for Slurm $TC_SLURM in $root (once; log: $log)"
+    rm -rf -- "$root" "$root.tmp"
+    # A sources list of its own inside the root filesystem: the machine's sources are never
+    # changed. sid's index may be past its Valid-Until date on a mirror snapshot: that suite only
+    # is allowed to be.
+    local opts=''
+    [[ $suite == sid ]] && opts='[check-valid-until=no] '
+    local packages
+    packages=$(
+        IFS=,
+        printf '%s' "${k_rootfs_packages[*]}"
+    )
+    if ! mmdebstrap --variant=apt --include="$packages" "$suite" "$root.tmp" \
+        "deb ${opts}$mirror $suite main" >"$log" 2>&1; then
+        rm -rf -- "$root.tmp"
+        exec {fd}>&-
+        die_log "$log" "mmdebstrap could not build the root filesystem of Debian $suite from $mirror"
+    fi
+    local got
+    got=$(rootfs_release "$root.tmp") || got=none
+    if [[ $got != "$TC_SLURM" ]]; then
+        rm -rf -- "$root.tmp"
+        exec {fd}>&-
+        die "Debian $suite now packages Slurm $got, not $TC_SLURM; this script needs to learn that release"
+    fi
+    printf '%s\n' "$want" >"$root.tmp/$k_rootfs_stamp"
+    mv -- "$root.tmp" "$root"
+    exec {fd}>&-
+    log "root filesystem of Slurm $TC_SLURM ready in $(elapsed "$t0") s ($(du -sh -- "$root" | cut -f1))"
+}
+
+# write_client_wrappers: <state dir>/bin/<client> for each of Slurm's clients: outside the root
+# filesystem it enters it (as 'test-cluster exec -- <client>' does, without bash's start-up);
+# inside (a task, a batch script, 'exec') it is the release's own /usr/bin/<client>.
+write_client_wrappers() {
+    [[ -n $TC_ROOTFS ]] || return 0
+    mkdir -p -- "$TC_DIR/bin"
+    local cmd enter
+    enter=$(printf '%q ' "${TC_ENTER[@]}")
+    for cmd in "${k_client_commands[@]}"; do
+        cat >"$TC_DIR/bin/$cmd" <<EOF
+#!/bin/sh
+# $cmd of Slurm $TC_SLURM for the test cluster in $TC_DIR (written by scripts/test-cluster up)
+if [ -e /$k_rootfs_stamp ]; then exec /usr/bin/$cmd "\$@"; fi
+SLURM_CONF=\${SLURM_CONF:-$(conf_path)}
+export SLURM_CONF
+exec $enter$cmd "\$@"
+EOF
+        chmod 755 -- "$TC_DIR/bin/$cmd"
+    done
+}
+
+# cmd_rootfs [--slurm RELEASE]: build (once) and check the root filesystem of a release without
+# starting a cluster, e.g. ahead of 'up' (which would build it too).
+cmd_rootfs() {
+    parse_slurm_option rootfs "$@"
+    need_root
+    load_requested
+    validate_dir
+    validate_release
+    if [[ -z $TC_ROOTFS ]]; then
+        log "Slurm $TC_SLURM is this machine's own release: no root filesystem needed"
+        return 0
+    fi
+    ensure_rootfs
+    log "Slurm $TC_SLURM: $TC_ROOTFS ($(rootfs_release "$TC_ROOTFS"), $(du -sh -- "$TC_ROOTFS" | cut -f1))"
+}
+
+# parse_slurm_option COMMAND ARGS...: --slurm RELEASE or --slurm=RELEASE, the only option of
+# 'up' and 'rootfs' (exported as TFSLURM_TC_SLURM, which the settings read).
+parse_slurm_option() {
+    local cmd=$1
+    shift
+    while (($# > 0)); do
+        case $1 in
+        --slurm=*) export TFSLURM_TC_SLURM=${1#--slurm=} ;;
+        --slurm)
+            (($# >= 2)) || die "--slurm: expected a release (${k_releases[*]})"
+            export TFSLURM_TC_SLURM=$2
+            shift
+            ;;
+        *) die "$cmd: unknown argument \"$1\"; expected --slurm RELEASE (${k_releases[*]})" ;;
+        esac
+        TC_SLURM_FROM=--slurm
+        shift
+    done
+}
+
+# cmd_exec -- CMD ARGS...: run CMD where the cluster's release is, with SLURM_CONF set.
+cmd_exec() {
+    [[ ${1:-} == -- ]] && shift
+    (($# >= 1)) || die "usage: $prog exec -- CMD [ARGS...]"
+    require_recorded
+    release_init
+    export SLURM_CONF=${SLURM_CONF:-$(conf_path)}
+    if ((${#TC_ENTER[@]} == 0)); then
+        exec "$@"
+    fi
+    need_root
+    exec "${TC_ENTER[@]}" "$@"
+}

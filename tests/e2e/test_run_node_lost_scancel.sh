@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# A lost node ends the step even when libslurm cannot be called (missing, or a Slurm release
+# whose library calls this tfslurm does not know): as test_run_node_lost.sh, but every launcher
+# is pointed at a libslurm that does not exist (TFSLURM_LIBSLURM). Rank 0's launcher then says
+# so and which way it takes instead, `scancel <job>.<step>`, and srun still ends by itself with
+# the launchers' status (8, lost), leaving nothing behind.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+require_trainer
+
+dir=$(make_tmpdir)
+missing=$dir/no-such-libslurm.so
+TFSLURM_LIBSLURM=$missing start_three_node_step "$dir"
+log=$dir/srun.out srun_pid=$E2E_SRUN_PID job=$E2E_JOB
+tasks=("$dir"/task-{0,1,2}.out)
+
+slurmd_pid=$(cat "$TC_DIR/pid/slurmd-n3.pid")
+mapfile -t victims < <(ip netns pids "${TC_NS_PREFIX}n3" | grep -vx "$slurmd_pid")
+((${#victims[@]} >= 3)) || fail "expected a slurmstepd, a launcher and a trainer on n3: ${victims[*]:-none}"
+kill -KILL "${victims[@]}"
+e2e_log "killed every process of the step on n3: ${victims[*]}"
+
+rc=0
+wait "$srun_pid" || rc=$?
+out=$(cat -- "${tasks[@]}" 2>/dev/null)$'\n'$(cat "$log")
+line="tfslurm: error: aborting: rank 2 (worker:1) on n3 launcher lost (connection closed); cancelling step $job.0 with scancel (libslurm cannot be called: libslurm: cannot load any of $missing: $missing: cannot open shared object file: No such file or directory)"
+assert_eq 1 "$(grep -cxF "$line" "$dir/task-0.out")" "rank 0's launcher cancels the step with scancel and says why"$'\n'"$out"
+assert_eq 0 "$(grep -c 'cannot cancel step' "$dir/task-0.out")" "scancel succeeded"$'\n'"$out"
+assert_eq 8 "$rc" "srun ends by itself with the launchers' status (lost)"$'\n'"$out"
+
+no_leftovers 20
+e2e_log "PASS"
