@@ -109,7 +109,7 @@ TEST_CASE("traps: run --until chief without a chief is refused by every task at 
     // listened) until --connect-timeout, then exited 7 with "cannot register". Now it exits 2
     // at once; rank 0 shows the error for the step (every task would print the same line).
     const auto env = task_env("srun-N3-n6-SLURM-env-task3.txt");
-    for (const std::vector<std::string> until :
+    for (const std::vector<std::string>& until :
          {std::vector<std::string>{"--until=chief"}, {"--until=chief", "--ps=1"}}) {
         std::vector<std::string> args{"run", "--connect-timeout", "30"};
         args.insert(args.end(), until.begin(), until.end());
