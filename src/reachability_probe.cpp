@@ -160,8 +160,8 @@ void ReachabilityProbe::resolve(const std::string& name,
                                 std::vector<std::shared_ptr<Attempt>> waiting) {
     // A node name (no address exchange), resolved once per node as the trainers will, by Asio's
     // resolver thread: a slow name service must not hold up the launcher's heartbeats.
-    Resolved done = [this, waiting = std::move(waiting)](const error_code& ec,
-                                                         std::vector<asio::ip::address> addresses) {
+    Resolved done = [this, waiting = std::move(waiting)](
+                        const error_code& ec, const std::vector<asio::ip::address>& addresses) {
         resolved(waiting, ec, addresses);
     };
     if (m_resolve) {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The traps a new user hits in the first hour (issue #21): each case runs the real tfslurm
 // binary with an exact argv and environment and pins its stdout, stderr and exit status.
-#include "process.hpp"
+#include "cli_runner.hpp"
 #include "temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -16,24 +16,13 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 using tfslurm::test::Result;
+using tfslurm::test::tfslurm_cli;
 
 namespace {
-
-Result tfslurm_cli(std::vector<std::string> args,
-                   const std::vector<std::string>& env = {},
-                   const std::string& input = {}) {
-    args.insert(args.begin(), TFSLURM_CLI_PATH);
-    Result result = tfslurm::test::run({args, env, input});
-    if (result.timed_out) {
-        throw std::runtime_error("timeout waiting for " + args.front());
-    }
-    return result;
-}
 
 /// The `SLURM*=value` and `CUDA_VISIBLE_DEVICES=` lines of a captured task environment.
 std::vector<std::string> task_env(const std::string& file) {
@@ -78,6 +67,7 @@ Result run_on_terminal(const std::vector<std::string>& args) {
         ::dup2(err[1], STDERR_FILENO);
         ::dup2(err[1], STDOUT_FILENO);
         std::vector<char*> raw;
+        raw.reserve(argv.size() + 1);
         for (auto& arg : argv) {
             raw.push_back(arg.data());
         }

@@ -80,7 +80,7 @@ TEST_CASE("reachability_probe: a name is tried at every address it resolves to, 
     const auto unused = asio::ip::make_address("127.0.0.2"); // nobody listens there on `port`
     std::vector<std::string> asked;
     detail::ReachabilityProbe probe(
-        io, [&](const std::string& name, detail::ReachabilityProbe::Resolved resolved) {
+        io, [&](const std::string& name, const detail::ReachabilityProbe::Resolved& resolved) {
             asked.push_back(name);
             std::vector<asio::ip::address> addresses;
             if (name == "dual") {
