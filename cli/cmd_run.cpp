@@ -701,17 +701,21 @@ void setup_run(CLI::App& app, int& exit_status) {
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
         ->group(group);
     const SettingSpec* only = find_setting("only");
-    sub->add_option(std::string{only->option},
-                    plan_args->given[std::string{only->key}],
-                    std::string{only->help} + " (the variables given to the trainer)")
-        ->type_name(std::string{only->type_name})
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    check_empty_value(
+        *sub->add_option(std::string{only->option},
+                         plan_args->given[std::string{only->key}],
+                         std::string{only->help} + " (the variables given to the trainer)")
+             ->type_name(std::string{only->type_name})
+             ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast),
+        *only);
     const SettingSpec* file = find_setting("tf_config_file");
-    sub->add_option(std::string{file->option},
-                    plan_args->given[std::string{file->key}],
-                    std::string{file->help} + " (removed when the launcher ends)")
-        ->type_name(std::string{file->type_name})
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    check_empty_value(
+        *sub->add_option(std::string{file->option},
+                         plan_args->given[std::string{file->key}],
+                         std::string{file->help} + " (removed when the launcher ends)")
+             ->type_name(std::string{file->type_name})
+             ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast),
+        *file);
     sub->add_option("command",
                     args->command,
                     "The trainer and its arguments: options end at the first word that is not "

@@ -86,6 +86,21 @@ std::uint64_t parse_option_number(std::string_view text,
     return *value;
 }
 
+void check_empty_value(CLI::Option& option, const SettingSpec& spec) {
+    option.each([&spec](const std::string& value) {
+        if (!value.empty()) {
+            return;
+        }
+        if (spec.apply != nullptr) {
+            SettingValues scratch;
+            spec.apply(scratch, value);
+            return;
+        }
+        throw errors::invalid_argument(
+            setting_ref(spec.key), fmt::format("expected {}", spec.type_name), value);
+    });
+}
+
 void add_setting_options(CLI::App& sub, GivenSettings& given, SettingGroup group) {
     for (const auto& spec : setting_registry()) {
         if (spec.group != group || spec.option.empty()) {
@@ -103,21 +118,7 @@ void add_setting_options(CLI::App& sub, GivenSettings& given, SettingGroup group
                                    : fmt::format("{},{}", spec.short_option, spec.option);
             option = sub.add_option(names, target, std::string{spec.help})
                          ->type_name(std::string{spec.type_name});
-            // One rule for empty values: an option given as '' is checked like any other value
-            // (`--only ''` is refused like `--only ','`), where an empty TFSLURM_* variable is
-            // an unset one. A setting without a parser (the launcher's) needs a value.
-            option->each([&spec](const std::string& value) {
-                if (!value.empty()) {
-                    return;
-                }
-                if (spec.apply != nullptr) {
-                    SettingValues scratch;
-                    spec.apply(scratch, value);
-                    return;
-                }
-                throw errors::invalid_argument(
-                    setting_ref(spec.key), fmt::format("expected {}", spec.type_name), value);
-            });
+            check_empty_value(*option, spec);
         }
         if (group != SettingGroup::output) {
             option->group(group_title(group));

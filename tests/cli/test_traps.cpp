@@ -313,6 +313,11 @@ TEST_CASE("traps: options after '--' and empty values follow one rule", "[cli]")
                     {"TFSLURM_ONLY="});
     CHECK(r.status == 0);
     CHECK(value_of(r.out, "TF_CONFIG") != "<unset>");
+    // The same rule for run's own copy of --only.
+    r = tfslurm_cli({"run", "--local", "2", "--only", "", "--", "true"});
+    CHECK(r.status == 2);
+    CHECK(r.err == "tfslurm: error: --only: expected all, or a comma list of tf, servers, torch, "
+                   "gpus: \"\"\n");
     r = tfslurm_cli({"run", "--local", "2", "--grace", "", "--", "true"});
     CHECK(r.status == 2);
     CHECK(r.err == "tfslurm: error: --grace: expected SECONDS: \"\"\n");
