@@ -422,8 +422,8 @@ std::string scancel_step(const StepRef& step) {
                             : fmt::format("cannot start scancel: {}", std::strerror(rc));
     }
     int status = 0;
-    // Polled every millisecond: the cancel's SIGKILL also comes for this launcher, which should
-    // have ended with its own status by then (srun reports the first status it gets).
+    // Polled every millisecond: the cancel's SIGKILL also comes for this launcher (see
+    // await_cancel_kill), and scancel itself is a process of the step.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{30};
     while (::waitpid(pid, &status, WNOHANG) == 0) {
         if (std::chrono::steady_clock::now() > deadline) {
@@ -433,11 +433,37 @@ std::string scancel_step(const StepRef& step) {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds{1});
     }
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    // Killed by SIGKILL: Slurm is ending the step (scancel is one of its processes), so the
+    // cancel is under way.
+    if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) ||
+        (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
         return {};
     }
     return WIFEXITED(status) ? fmt::format("scancel exited with status {}", WEXITSTATUS(status))
                              : fmt::format("scancel was killed by signal {}", WTERMSIG(status));
+}
+
+/// How long a launcher that cancelled its step waits for the cancel's SIGKILL (await_cancel_kill).
+constexpr std::chrono::seconds k_cancel_kill_wait{10};
+
+/// After this launcher cancelled its step: Slurm's cancel SIGKILLs every task of the step, this
+/// launcher's as well, and srun reports a task killed by a signal (128 + 9) over every exit
+/// status. A launcher that exited at once would race that SIGKILL, and srun's status would be 8
+/// or 137 by chance; so it waits for the kill, and a step that tfslurm cancelled always ends
+/// with 137 from srun (its line says why). SIGTERM is ignored meanwhile (a release that sends
+/// SIGTERM before SIGKILL gives the same status). Bounded: a kill that does not come (the step
+/// was already ending) leaves the launcher to exit with its own status.
+void await_cancel_kill(const StepRef& step) {
+    logger().debug("step {} cancelled: waiting up to {} s for Slurm's SIGKILL",
+                   to_string(step),
+                   k_cancel_kill_wait.count());
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::signal(SIGTERM, SIG_IGN);
+    std::this_thread::sleep_for(k_cancel_kill_wait);
+    logger().debug("no SIGKILL from Slurm within {} s of cancelling step {}",
+                   k_cancel_kill_wait.count(),
+                   to_string(step));
 }
 
 /// End the step through Slurm when a node may be gone (srun would wait for its tasks forever),
@@ -464,7 +490,9 @@ void cancel_step(const LaunchResult& result, const Environment& env) {
                                    to_string(step),
                                    why,
                                    to_string(step)));
+            return;
         }
+        await_cancel_kill(step);
         return;
     }
     print_line(
@@ -476,7 +504,9 @@ void cancel_step(const LaunchResult& result, const Environment& env) {
         library->cancel_step(step);
     } catch (const Error& e) {
         logger().warn("{}", e.what());
+        return;
     }
+    await_cancel_kill(step);
 }
 
 /// Exact mode: where the launcher looks for its trainer port (this node's reserved ports, else

@@ -6,7 +6,8 @@
 # as when the node crashes. Rank 0's launcher declares rank 2's launcher lost, the surviving
 # trainers get their grace, then rank 0 cancels the step through Slurm (libslurm, loaded at run
 # time) and says so in its line. Without that cancel srun waits for n3's tasks until someone
-# runs scancel. srun exits 8 (k_status_lost: the launchers' status) and nothing is left.
+# runs scancel. The cancel SIGKILLs the remaining tasks (rank 0's launcher waits for that rather
+# than race it), so srun exits 137, and nothing is left.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -30,7 +31,7 @@ out=$(cat -- "${tasks[@]}" 2>/dev/null)$'\n'$(cat "$log")
 line="tfslurm: error: aborting: rank 2 (worker:1) on n3 launcher lost (connection closed); cancelling step $job.0 through Slurm"
 assert_eq 1 "$(grep -cxF "$line" "$dir/task-0.out")" "rank 0's launcher cancels the step and says so"$'\n'"$out"
 assert_eq 0 "$(grep -c 'cancelling step' "$dir/task-1.out")" "only rank 0 cancels"$'\n'"$out"
-assert_eq 8 "$rc" "srun ends by itself with the launchers' status (lost)"$'\n'"$out"
+assert_eq 137 "$rc" "srun ends by itself: the cancel killed the remaining tasks"$'\n'"$out"
 
 no_leftovers 20
 e2e_log "PASS"

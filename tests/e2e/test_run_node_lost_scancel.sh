@@ -4,8 +4,8 @@
 # A lost node ends the step even when libslurm cannot be called (missing, or a Slurm release
 # whose library calls this tfslurm does not know): as test_run_node_lost.sh, but every launcher
 # is pointed at a libslurm that does not exist (TFSLURM_LIBSLURM). Rank 0's launcher then says
-# so and which way it takes instead, `scancel <job>.<step>`, and srun still ends by itself with
-# the launchers' status (8, lost), leaving nothing behind.
+# so and which way it takes instead, `scancel <job>.<step>`, and srun still ends by itself (137:
+# the cancel's SIGKILL, which rank 0's launcher waits for), leaving nothing behind.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -29,7 +29,7 @@ out=$(cat -- "${tasks[@]}" 2>/dev/null)$'\n'$(cat "$log")
 line="tfslurm: error: aborting: rank 2 (worker:1) on n3 launcher lost (connection closed); cancelling step $job.0 with scancel (libslurm cannot be called: libslurm: cannot load any of $missing: $missing: cannot open shared object file: No such file or directory)"
 assert_eq 1 "$(grep -cxF "$line" "$dir/task-0.out")" "rank 0's launcher cancels the step with scancel and says why"$'\n'"$out"
 assert_eq 0 "$(grep -c 'cannot cancel step' "$dir/task-0.out")" "scancel succeeded"$'\n'"$out"
-assert_eq 8 "$rc" "srun ends by itself with the launchers' status (lost)"$'\n'"$out"
+assert_eq 137 "$rc" "srun ends by itself: the cancel killed the remaining tasks"$'\n'"$out"
 
 no_leftovers 20
 e2e_log "PASS"
