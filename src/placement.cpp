@@ -340,6 +340,21 @@ Allocation resolve_allocation(const StepInfo& step) {
         }
         return allocation;
     }
+    if (!step.topology_order.empty() && step.distribution.kind == Distribution::block &&
+        step.hosts.size() > 1) {
+        // Slurm 26.05 puts ranks 0,1 on n3 and 2,3 on n1 of `srun -N3 -n6` when n3 comes first
+        // in the topology, while every variable still lists n[1-3] in name order: the block
+        // rule would place the ranks of every other node wrongly, even where this task's own
+        // identity happens to agree.
+        throw errors::inconsistent_allocation(
+            "placement",
+            fmt::format("Slurm lays a block distribution over several nodes out in the order of "
+                        "the network topology ({}), which no task's environment shows",
+                        step.topology_order),
+            "block",
+            "run the step with srun -m cyclic, or -m arbitrary with SLURM_HOSTFILE, or have "
+            "the site set SelectTypeParameters=CR_NO_DIST_TOPO_BLOCK");
+    }
     auto allocation = step.distribution.kind == Distribution::arbitrary
                           ? place_arbitrary(step.hosts,
                                             step.tasks_per_node,

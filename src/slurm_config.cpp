@@ -3,7 +3,10 @@
 #include <tfslurm/log.hpp>
 #include <tfslurm/slurm_config.hpp>
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <array>
 #include <cctype>
 
 namespace tfslurm {
@@ -53,7 +56,159 @@ std::string next_word(std::string_view line, std::size_t& pos) {
     return word;
 }
 
+std::string trimmed(std::string_view text) {
+    const auto first = text.find_first_not_of(" \t\r");
+    if (first == std::string_view::npos) {
+        return {};
+    }
+    const auto last = text.find_last_not_of(" \t\r");
+    return std::string{text.substr(first, last - first + 1)};
+}
+
+bool is_flat_plugin(std::string_view plugin) noexcept {
+    return plugin.empty() || equal_ignoring_case(plugin, "topology/flat") ||
+           equal_ignoring_case(plugin, "topology/default") ||
+           equal_ignoring_case(plugin, "topology/none");
+}
+
+/// The `Topology=` of `partition` in slurm.conf: its own line's, else that of the last
+/// `PartitionName=DEFAULT` line before it.
+std::optional<std::string> partition_topology_name(std::string_view text,
+                                                   std::string_view partition) {
+    std::optional<std::string> by_default;
+    std::size_t start = 0;
+    while (start < text.size()) {
+        const auto end = std::min(text.find('\n', start), text.size());
+        const std::string line = without_comment(text.substr(start, end - start));
+        start = end + 1;
+        std::size_t pos = 0;
+        std::optional<std::string> name;
+        std::optional<std::string> topology;
+        for (std::string word = next_word(line, pos); !word.empty(); word = next_word(line, pos)) {
+            const auto eq = word.find('=');
+            if (eq == std::string::npos) {
+                continue;
+            }
+            if (equal_ignoring_case(word.substr(0, eq), "PartitionName")) {
+                name = word.substr(eq + 1);
+            } else if (equal_ignoring_case(word.substr(0, eq), "Topology")) {
+                topology = word.substr(eq + 1);
+            }
+        }
+        if (!name || !topology) {
+            continue;
+        }
+        if (equal_ignoring_case(*name, "DEFAULT")) {
+            by_default = topology;
+        } else if (!partition.empty() && *name == partition) {
+            return topology;
+        }
+    }
+    return by_default;
+}
+
+/// One topology of topology.yaml: its name, its kind (`flat`, `tree`, `block`, ...) and whether
+/// it is the cluster's default.
+struct YamlTopology {
+    std::string name;
+    std::string kind;
+    bool cluster_default = false;
+};
+
+/// The topologies of topology.yaml, read line by line: each starts at `- topology: NAME`; in it,
+/// `cluster_default: true` and the first of the keys that name a kind.
+std::vector<YamlTopology> yaml_topologies(std::string_view text) {
+    static constexpr std::array<std::string_view, 5> k_kinds{
+        "flat", "tree", "block", "ring", "torus3d"};
+    std::vector<YamlTopology> topologies;
+    std::size_t start = 0;
+    while (start < text.size()) {
+        const auto end = std::min(text.find('\n', start), text.size());
+        auto line = trimmed(text.substr(start, end - start));
+        start = end + 1;
+        if (const auto hash = line.find('#'); hash != std::string::npos) {
+            line = trimmed(std::string_view{line}.substr(0, hash));
+        }
+        const bool item = line.rfind("- ", 0) == 0;
+        if (item) {
+            line = trimmed(std::string_view{line}.substr(2));
+        }
+        const auto colon = line.find(':');
+        if (colon == std::string::npos) {
+            continue;
+        }
+        const auto key = trimmed(std::string_view{line}.substr(0, colon));
+        const auto value = trimmed(std::string_view{line}.substr(colon + 1));
+        if (item && key == "topology") {
+            topologies.push_back({value, {}, false});
+            continue;
+        }
+        if (topologies.empty()) {
+            continue;
+        }
+        auto& current = topologies.back();
+        if (key == "cluster_default") {
+            current.cluster_default = equal_ignoring_case(value, "true");
+        } else if (current.kind.empty() &&
+                   std::find(k_kinds.begin(), k_kinds.end(), key) != k_kinds.end()) {
+            current.kind = key;
+        }
+    }
+    return topologies;
+}
+
 } // namespace
+
+std::optional<std::string> partition_topology(std::string_view conf,
+                                              std::string_view conf_file,
+                                              const std::optional<std::string>& yaml,
+                                              std::string_view yaml_file,
+                                              std::string_view partition) {
+    if (const auto params = slurm_conf_value(conf, "SelectTypeParameters")) {
+        std::string upper = *params;
+        std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) {
+            return static_cast<char>(std::toupper(c));
+        });
+        if (upper.find("CR_NO_DIST_TOPO_BLOCK") != std::string::npos) {
+            return std::nullopt;
+        }
+    }
+    if (!yaml) {
+        const auto plugin = slurm_conf_value(conf, "TopologyPlugin");
+        if (!plugin || is_flat_plugin(*plugin)) {
+            return std::nullopt;
+        }
+        return fmt::format("TopologyPlugin={} in {}", *plugin, conf_file);
+    }
+    const auto topologies = yaml_topologies(*yaml);
+    const auto name = partition_topology_name(conf, partition);
+    const YamlTopology* chosen = nullptr;
+    for (const auto& topology : topologies) {
+        if (name ? topology.name == *name : topology.cluster_default) {
+            chosen = &topology;
+            break;
+        }
+    }
+    if (chosen == nullptr && name) {
+        // A partition naming a topology that topology.yaml lacks: Slurm would not have started.
+        return fmt::format(
+            "topology \"{}\" of partition {} (not in {})", *name, partition, yaml_file);
+    }
+    if (chosen == nullptr || chosen->kind == "flat" || chosen->kind.empty()) {
+        return std::nullopt;
+    }
+    if (name) {
+        return fmt::format("topology \"{}\" ({}) of partition {} in {}",
+                           chosen->name,
+                           chosen->kind,
+                           partition,
+                           yaml_file);
+    }
+    return fmt::format("topology \"{}\" ({}), the cluster's default, in {}",
+                       chosen->name,
+                       chosen->kind,
+                       yaml_file);
+}
 
 std::optional<std::string> slurm_conf_value(std::string_view text, std::string_view key) {
     std::optional<std::string> found;
@@ -134,6 +289,35 @@ bool step_signals_reach_every_process(const Environment& env, const FileReader& 
         return !type || *type != "proctrack/pgid";
     }
     return true;
+}
+
+std::optional<std::string> topology_ordering(const Environment& env, const FileReader& read) {
+    if (!env.get("SLURM_JOB_SLUID")) {
+        return std::nullopt; // a release before 25.11: block is the nodelist's order
+    }
+    for (const auto& file : slurm_conf_candidates(env)) {
+        std::string text;
+        try {
+            text = read(file, "slurm.conf");
+        } catch (const Error& e) {
+            logger().debug("topology: skipping {}", e.what());
+            continue;
+        }
+        const auto slash = file.rfind('/');
+        const std::string yaml_file =
+            (slash == std::string::npos ? std::string{} : file.substr(0, slash + 1)) +
+            "topology.yaml";
+        std::optional<std::string> yaml;
+        try {
+            yaml = read(yaml_file, "topology.yaml");
+        } catch (const Error& e) {
+            logger().debug("topology: no {}", e.what());
+        }
+        const auto partition = env.get("SLURM_JOB_PARTITION");
+        return partition_topology(
+            text, file, yaml, yaml_file, partition ? std::string_view{*partition} : "");
+    }
+    return std::nullopt;
 }
 
 } // namespace tfslurm

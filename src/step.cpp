@@ -6,6 +6,7 @@
 #include <tfslurm/error.hpp>
 #include <tfslurm/hostlist.hpp>
 #include <tfslurm/log.hpp>
+#include <tfslurm/slurm_config.hpp>
 #include <tfslurm/step.hpp>
 
 #include <fmt/format.h>
@@ -599,6 +600,10 @@ StepInfo read_step(const Environment& env, const FileReader& read) {
     env_distribution(step, env, read);
     env_ids(step, env);
     env_components(step, env);
+    if (step.components.empty() && step.distribution.kind == Distribution::block &&
+        step.hosts.size() > 1) {
+        step.topology_order = topology_ordering(env, read).value_or("");
+    }
     step.self = env_identity(env);
     step.gpus = env_gpus(env);
     logger().debug("step snapshot: scope={} {}={} ({} hosts) {}={} ntasks={} distribution={}",

@@ -40,6 +40,9 @@ def main():
         total = hvd.allreduce(value, op=hvd.Sum)
     else:
         import torch.distributed as dist
+        # Debian's PyTorch 2.x (Debian 13, sid) is built without libuv, which its TCPStore (the
+        # env:// rendezvous) uses by default from 2.4 on: ask for the other store (ignored by 1.x).
+        os.environ.setdefault("USE_LIBUV", "0")
         dist.init_process_group("gloo", init_method="env://",
                                 timeout=datetime.timedelta(seconds=60))
         dist.all_reduce(value)

@@ -38,6 +38,9 @@ def main():
         # tfslurm's default --gpu-bind keeps the node's GPUs visible: cuda:LOCAL_RANK is ours.
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
+    # Debian's PyTorch 2.x (Debian 13, sid) is built without libuv, which its TCPStore (the
+    # env:// rendezvous) uses by default from 2.4 on: ask for the other store (ignored by 1.x).
+    os.environ.setdefault("USE_LIBUV", "0")
     dist.init_process_group(args.backend, init_method="env://",
                             timeout=datetime.timedelta(seconds=args.timeout))
 

@@ -91,6 +91,9 @@ def main():
     world = int(os.environ["WORLD_SIZE"])
     role = os.environ["TFSLURM_ROLE"]
     index = int(os.environ["TFSLURM_TASK_INDEX"])
+    # Debian's PyTorch 2.x (Debian 13, sid) is built without libuv, which its TCPStore (the
+    # env:// rendezvous) uses by default from 2.4 on: ask for the other store (ignored by 1.x).
+    os.environ.setdefault("USE_LIBUV", "0")
     options = rpc.TensorPipeRpcBackendOptions(init_method="env://", rpc_timeout=args.timeout)
     rpc.init_rpc(f"{role}{index}", rank=rank, world_size=world, rpc_backend_options=options)
 

@@ -82,6 +82,10 @@ struct StepInfo {
     /// A heterogeneous step: one entry per component (SLURM_HET_SIZE and the
     /// SLURM_JOB_NODELIST_HET_GROUP_<i> variables); empty for an ordinary step.
     std::vector<HetComponent> components;
+    /// The network topology whose order Slurm may have laid a block distribution out in
+    /// (topology_ordering(): 25.11 on, a non-flat topology), which no task can see; empty when
+    /// the nodelist's order holds.
+    std::string topology_order;
 };
 
 /// Read a task's Slurm variables: step variables first (`SLURM_STEP_NODELIST`,
@@ -92,7 +96,8 @@ struct StepInfo {
 /// (the only I/O here; tests pass their own reader). In a heterogeneous step
 /// (`SLURM_HET_SIZE`), the components come from `SLURM_JOB_NODELIST_HET_GROUP_<i>` (22.05's
 /// srun outside an allocation writes `..._PACK_GROUP_<i>`: read as well), each node in
-/// exactly one component.
+/// exactly one component. A block distribution over several nodes also reads, through `read`,
+/// the slurm.conf and topology.yaml that topology_ordering() looks at (`topology_order`).
 ///
 /// Input: the environment of task 3 of `srun -N3 -n6`. Output: hosts {n1,n2,n3}, counts
 /// {2,2,2}, ntasks 6, self.rank 3, self.node_id 1, self.gtids {2,3}.

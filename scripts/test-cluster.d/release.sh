@@ -25,6 +25,11 @@ readonly -a k_client_commands=(srun sbatch salloc sattach sbcast scancel scontro
 # A file at the top of every root filesystem we built; it also tells a wrapper that it already
 # runs inside one.
 readonly k_rootfs_stamp=.tfslurm-tc-rootfs
+# Installed into a built root filesystem afterwards (apt inside it, stamped in a file of its
+# own, so that adding one never rebuilds the root filesystem): PyTorch, for the tests that run
+# the PyTorch examples (tests/e2e/test_torch_*.sh; about 220 MB to download, once).
+readonly -a k_rootfs_extras=(python3-torch)
+readonly k_rootfs_extras_stamp=.tfslurm-tc-extras
 
 # host_release: the Slurm release of this machine's Debian suite (what runs without a root
 # filesystem), e.g. 22.05 on bookworm; empty on a suite this script does not know.
@@ -104,9 +109,45 @@ rootfs_release() {
 }
 
 # ensure_rootfs: build TC_ROOTFS once (a few minutes; under a lock of its own, so that two
-# clusters never build the same one), then check that it holds the requested release.
+# clusters never build the same one), then check that it holds the requested release, then
+# install the extra packages it lacks.
 ensure_rootfs() {
     [[ -n $TC_ROOTFS ]] || return 0
+    ensure_rootfs_base
+    ensure_rootfs_extras
+}
+
+# ensure_rootfs_extras: install k_rootfs_extras into TC_ROOTFS once, with its own apt (the
+# suite's sources list that the build wrote; the machine's resolv.conf for the mirror's name),
+# under the root filesystem's lock.
+ensure_rootfs_extras() {
+    local root=$TC_ROOTFS want fd log=$TC_ROOTFS.extras.log t0
+    want="extras=${k_rootfs_extras[*]}"
+    if [[ -f $root/$k_rootfs_extras_stamp && $(<"$root/$k_rootfs_extras_stamp") == "$want" ]]; then
+        return 0
+    fi
+    exec {fd}>"$root.lock"
+    flock -w 1200 "$fd" || die "another build of $root has held $root.lock for 20 minutes"
+    if [[ -f $root/$k_rootfs_extras_stamp && $(<"$root/$k_rootfs_extras_stamp") == "$want" ]]; then
+        exec {fd}>&-
+        return 0
+    fi
+    t0=$(now_us)
+    log "installing ${k_rootfs_extras[*]} into $root (once; log: $log)"
+    if ! "$script_dir/test-cluster.d/enter" "$root" /proc /sys /dev /etc/resolv.conf -- \
+        /usr/bin/env DEBIAN_FRONTEND=noninteractive /bin/sh -c \
+        'apt-get update && apt-get install -y --no-install-recommends "$@" && apt-get clean' \
+        sh "${k_rootfs_extras[@]}" >"$log" 2>&1; then
+        exec {fd}>&-
+        die_log "$log" "could not install ${k_rootfs_extras[*]} into $root"
+    fi
+    printf '%s\n' "$want" >"$root/$k_rootfs_extras_stamp"
+    exec {fd}>&-
+    log "${k_rootfs_extras[*]} installed in $(elapsed "$t0") s ($(du -sh -- "$root" | cut -f1))"
+}
+
+# ensure_rootfs_base: the root filesystem itself, built by mmdebstrap.
+ensure_rootfs_base() {
     local root=$TC_ROOTFS want
     want="release=$TC_SLURM packages=${k_rootfs_packages[*]}"
     if [[ -f $root/$k_rootfs_stamp && $(<"$root/$k_rootfs_stamp") == "$want" ]]; then

@@ -39,6 +39,30 @@ ensure_packages() {
     done
 }
 
+# has_topology_yaml: whether the release reads topology.yaml (25.05 on): partitions can then
+# have topologies of their own.
+has_topology_yaml() { [[ $TC_SLURM != 22.05 && $TC_SLURM != 24.11 ]]; }
+
+# write_topology_yaml: the cluster's default topology is flat (every partition but "topo" lays
+# a block distribution out in name order, as on 22.05); "tree" puts the last node alone under
+# switch s1 and the others under s2, so that Slurm lays out block steps of partition "topo" in
+# the order n3 n1 n2 (with 3 nodes) rather than n1 n2 n3 (tests/e2e/test_env_topology.sh).
+write_topology_yaml() {
+    local last others
+    last=$(node_name "$TC_NODES")
+    if ((TC_NODES > 1)); then
+        others=$(hostlist_of "$TC_NODE_PREFIX" $((TC_NODES - 1)))
+    else
+        others=''
+    fi
+    printf -- '- topology: flat\n  cluster_default: true\n  flat: true\n'
+    printf -- '- topology: tree\n  tree:\n    switches:\n'
+    printf -- '      - switch: top\n        children: s1%s\n' "${others:+,s2}"
+    printf -- '      - switch: s1\n        nodes: %s\n' "$last"
+    [[ -n $others ]] && printf -- '      - switch: s2\n        nodes: %s\n' "$others"
+    return 0
+}
+
 write_configs() {
     local dir=$TC_DIR i node nodes
     nodes=$(hostlist_of "$TC_NODE_PREFIX" "$TC_NODES")
@@ -84,6 +108,9 @@ write_configs() {
                 "$(node_name "$i")" "$(node_addr "$i")" "$TC_CPUS" "$cores" "$TC_MEMORY" "$gres_line"
         done
         printf 'PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n'
+        # From 25.05 a partition may have a topology of its own (topology.yaml below): "topo"
+        # has the same nodes as "debug" in a tree whose order is not the nodes' name order.
+        has_topology_yaml && printf 'PartitionName=topo Nodes=ALL MaxTime=INFINITE State=UP Topology=tree\n'
         if [[ -n $TC_EXTRA_CONF ]]; then
             printf '# TFSLURM_TC_EXTRA_CONF\n%s\n' "$TC_EXTRA_CONF"
         fi
@@ -102,6 +129,8 @@ write_configs() {
             mknod -m 666 "$dir/dev/gpu$i" c 1 3
         done
     fi
+
+    has_topology_yaml && write_topology_yaml >"$dir/etc/topology.yaml"
 
     {
         printf '127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n'

@@ -384,8 +384,9 @@ no_leftovers() {
 # use_examples: for tests that run the job scripts and trainers of examples/ as a user would.
 # EXAMPLES is the examples directory; PATH (exported: srun and sbatch pass it to every task)
 # starts with a directory where `tfslurm` is E2E_TFSLURM and `python3` is Debian's
-# /usr/bin/python3, which must import torch (package python3-torch, scripts/setup.sh; a python3
-# earlier on PATH, e.g. pyenv's, would not see it). Launchers authenticate with MUNGE.
+# /usr/bin/python3, which must import torch (package python3-torch: scripts/setup.sh on this
+# machine, scripts/test-cluster in another release's root filesystem, where the tasks run; a
+# python3 earlier on PATH, e.g. pyenv's, would not see it). Launchers authenticate with MUNGE.
 use_examples() {
     require_tfslurm
     EXAMPLES=$E2E_SOURCE_DIR/examples
@@ -394,8 +395,9 @@ use_examples() {
     chmod 755 "$bin"
     ln -s -- "$E2E_TFSLURM" "$bin/tfslurm"
     ln -s /usr/bin/python3 "$bin/python3"
-    "$bin/python3" -c 'import torch' 2>/dev/null ||
-        fail "/usr/bin/python3 cannot import torch: install python3-torch (scripts/setup.sh)"
+    "${E2E_TC_EXEC[@]}" "$bin/python3" -c 'import torch' 2>/dev/null ||
+        fail "/usr/bin/python3 of Slurm $TC_SLURM's tasks cannot import torch: install" \
+            "python3-torch (scripts/setup.sh; scripts/test-cluster rootfs for another release)"
     PATH=$bin:$PATH
     PYTHONDONTWRITEBYTECODE=1 # no __pycache__ in the source tree
     unset TFSLURM_MUNGE_SOCKET

@@ -11,8 +11,9 @@
 #   fails before any trainer starts.
 # - `srun -m arbitrary` with SLURM_HOSTFILE: TF_CONFIG places every rank where the hostfile
 #   says, and the workers connect to the ps there.
-# Components that share a node: Slurm 22.05 refuses such a heterogeneous job ("Invalid node
-# name specified", checked at the end so that a Slurm that starts allowing it is noticed).
+# Components that share a node: Slurm 22.05, 24.11 and 26.05 all refuse such a heterogeneous job
+# ("Invalid node name specified", checked at the end on every release so that a Slurm that
+# starts allowing it is noticed: tfslurm would then need each component's own local ids).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -79,7 +80,7 @@ assert_eq "tf_trainer[worker:0 rank=1]: exchanged with ps:0 at n3:23000|tf_train
     "$(grep -E '^tf_trainer\[.*exchanged with' <<<"$out" | sort | paste -sd'|')" \
     "workers that exchanged with the ps of the arbitrary step"$'\n'"$out"
 
-e2e_log "components sharing a node: refused by Slurm 22.05 itself"
+e2e_log "components sharing a node: refused by Slurm $TC_SLURM itself"
 assert_status 1 run_bounded 60 srun -n1 -w n1 true : -n1 -w n1 true
 assert_eq "srun: error: Unable to allocate resources: Invalid node name specified" \
     "$(grep '^srun: error' <<<"$E2E_OUTPUT")" "Slurm refuses components that share a node"

@@ -12,6 +12,12 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 use_examples
+# Debian sid's PyTorch (Slurm 26.05's root filesystem) is built without TensorPipe, which
+# torch.distributed.rpc needs: say so rather than fail in every task (scripts/test.sh does not
+# run this test there).
+"${E2E_TC_EXEC[@]}" /usr/bin/python3 -c 'import torch.distributed.rpc as r
+r.TensorPipeRpcBackendOptions()' 2>/dev/null ||
+    fail "the PyTorch of Slurm $TC_SLURM's tasks has no TensorPipe (torch.distributed.rpc)"
 dir=$(make_tmpdir)
 n=("${TC_NODE_ARRAY[@]}")
 launch=(srun -N3 -n4 tfslurm run --ps 2 --ps-placement spread --auth munge --grace 5 --

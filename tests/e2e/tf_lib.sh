@@ -20,6 +20,12 @@
 # from a ps while the only inter-op thread is the one waiting).
 use_tensorflow() {
     require_tfslurm
+    # The venv is built for this machine's python; another release's tasks run the python of
+    # its root filesystem, which cannot load it. scripts/test.sh runs these tests on 22.05 only.
+    [[ -z ${TC_ROOTFS:-} ]] ||
+        fail "the TensorFlow tests run on this machine's own Slurm only: the venv of" \
+            "scripts/setup-tensorflow.sh is built for this machine's python, and the tasks of" \
+            "Slurm $TC_SLURM run the python of its root filesystem"
     : "${E2E_TF_PYTHON:=}"
     [[ -n $E2E_TF_PYTHON && -x $E2E_TF_PYTHON ]] ||
         fail "TensorFlow is not installed: E2E_TF_PYTHON (\"$E2E_TF_PYTHON\") is not an" \

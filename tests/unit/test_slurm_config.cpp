@@ -109,3 +109,81 @@ TEST_CASE("slurm_config: whether slurmstepd's signals reach every process of a s
     files["/site/slurm.conf"] = "ClusterName=c\n";
     CHECK(step_signals_reach_every_process(Environment{{"SLURM_CONF", "/site/slurm.conf"}}, read));
 }
+
+TEST_CASE("slurm_config: the topology a partition's block steps follow", "[slurm_config]") {
+    const std::string yaml = "# the test cluster's, Slurm 26.05\n"
+                             "- topology: flat\n"
+                             "  cluster_default: true\n"
+                             "  flat: true\n"
+                             "- topology: tree\n"
+                             "  tree:\n"
+                             "    switches:\n"
+                             "      - switch: top\n"
+                             "        children: s1,s2\n"
+                             "      - switch: s1\n"
+                             "        nodes: n3\n"
+                             "      - switch: s2\n"
+                             "        nodes: n[1-2]\n";
+    const std::string conf = "PartitionName=debug Nodes=ALL Default=YES\n"
+                             "PartitionName=topo Nodes=ALL State=UP Topology=tree # own tree\n";
+    // topology.yaml: the partition's own topology, else the cluster's default.
+    CHECK(partition_topology(conf, "/e/slurm.conf", yaml, "/e/topology.yaml", "topo") ==
+          "topology \"tree\" (tree) of partition topo in /e/topology.yaml");
+    CHECK(partition_topology(conf, "/e/slurm.conf", yaml, "/e/topology.yaml", "debug") ==
+          std::nullopt);
+    CHECK(partition_topology(conf, "/e/slurm.conf", yaml, "/e/topology.yaml", "") == std::nullopt);
+    const std::string block_default = "- topology: b\n  cluster_default: true\n  block:\n"
+                                      "    block_sizes: [2]\n    blocks:\n"
+                                      "      - block: b1\n        nodes: n[1-2]\n";
+    CHECK(partition_topology(conf, "/e/slurm.conf", block_default, "/e/topology.yaml", "debug") ==
+          "topology \"b\" (block), the cluster's default, in /e/topology.yaml");
+    // A DEFAULT line gives the partitions without a Topology= of their own its topology.
+    CHECK(partition_topology("PartitionName=DEFAULT Topology=tree\nPartitionName=p Nodes=ALL\n",
+                             "/e/slurm.conf",
+                             yaml,
+                             "/e/topology.yaml",
+                             "p") == "topology \"tree\" (tree) of partition p in /e/topology.yaml");
+    // Without topology.yaml: TopologyPlugin; flat (or the older names of flat) keeps name order.
+    CHECK(partition_topology(
+              "TopologyPlugin=topology/tree\n", "/e/slurm.conf", std::nullopt, "", "debug") ==
+          "TopologyPlugin=topology/tree in /e/slurm.conf");
+    for (const auto* flat : {"topology/flat", "topology/default", "topology/none"}) {
+        CHECK(partition_topology(std::string{"TopologyPlugin="} + flat,
+                                 "/e/slurm.conf",
+                                 std::nullopt,
+                                 "",
+                                 "debug") == std::nullopt);
+    }
+    CHECK(partition_topology("ClusterName=c\n", "/e/slurm.conf", std::nullopt, "", "x") ==
+          std::nullopt);
+    // The site turned topology-ordered steps off.
+    CHECK(partition_topology("TopologyPlugin=topology/tree\n"
+                             "SelectTypeParameters=CR_Core,cr_no_dist_topo_block\n",
+                             "/e/slurm.conf",
+                             std::nullopt,
+                             "",
+                             "debug") == std::nullopt);
+}
+
+TEST_CASE("slurm_config: topology order only from Slurm 25.11 on (SLURM_JOB_SLUID)",
+          "[slurm_config]") {
+    std::map<std::string, std::string> files;
+    const FileReader read = [&files](const std::string& path, std::string_view subject) {
+        const auto found = files.find(path);
+        if (found == files.end()) {
+            throw errors::make(Errc::io, subject, "cannot open " + quote(path));
+        }
+        return found->second;
+    };
+    files["/c/slurm.conf"] = "TopologyPlugin=topology/block\n";
+    Environment env{{"SLURM_CONF", "/c/slurm.conf"}, {"SLURM_JOB_PARTITION", "debug"}};
+    CHECK(topology_ordering(env, read) == std::nullopt); // 22.05, 24.11: name order
+    env.set("SLURM_JOB_SLUID", "s8QNM8C0MHPR00");
+    CHECK(topology_ordering(env, read) == "TopologyPlugin=topology/block in /c/slurm.conf");
+    // topology.yaml beside slurm.conf wins over TopologyPlugin.
+    files["/c/topology.yaml"] = "- topology: f\n  cluster_default: true\n  flat: true\n";
+    CHECK(topology_ordering(env, read) == std::nullopt);
+    // No slurm.conf to read: nothing known, nothing refused.
+    files.clear();
+    CHECK(topology_ordering(env, read) == std::nullopt);
+}

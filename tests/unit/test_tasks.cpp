@@ -7,7 +7,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 using tfslurm::Distribution;
@@ -315,4 +317,107 @@ TEST_CASE("tasks: preview_step describes allocations like srun", "[tasks]") {
     require_error([&] { (void)tfslurm::preview_step(preview); },
                   Errc::too_large,
                   "ntasks: 100000000 tasks exceed tfslurm's limit of 4194304");
+}
+
+namespace {
+
+/// A FileReader over `files` (path -> text); any other path cannot be opened.
+tfslurm::FileReader reader_of(std::map<std::string, std::string> files) {
+    return [files = std::move(files)](const std::string& path, std::string_view subject) {
+        const auto found = files.find(path);
+        if (found == files.end()) {
+            throw tfslurm::errors::make(Errc::io, subject, "cannot open " + tfslurm::quote(path));
+        }
+        return found->second;
+    };
+}
+
+} // namespace
+
+TEST_CASE("tasks: the environments of Slurm 24.11 and 26.05 resolve like 22.05's", "[tasks]") {
+    const auto no_files = reader_of({});
+    for (const auto* release : {"24.11", "26.05"}) {
+        INFO(release);
+        const auto env = tfslurm::test::load_env_dump(std::string{"slurm-env/srun-N3-n6-task3-"} +
+                                                      release + ".txt");
+        const auto step = tfslurm::read_step(env, no_files);
+        CHECK(step.hosts == std::vector<std::string>{"n1", "n2", "n3"});
+        CHECK(step.tasks_per_node == std::vector<std::uint32_t>{2, 2, 2});
+        REQUIRE(step.self);
+        CHECK(step.self->rank == 3);
+        CHECK(step.self->gtids == std::vector<std::uint32_t>{2, 3});
+        CHECK(step.topology_order.empty());
+        CHECK(layout_of(tfslurm::resolve_allocation(step)) == "n1:0,1 n2:2,3 n3:4,5");
+        // --gpus-per-task=1: Slurm binds one GPU per task (the task sees only its own).
+        const auto gpus = tfslurm::test::load_env_dump(
+            std::string{"slurm-env/srun-N3-n6-gpus-per-task1-task3-"} + release + ".txt");
+        const auto gpu_step = tfslurm::read_step(gpus, no_files);
+        CHECK(gpu_step.gpus.visible == std::vector<std::string>{"1"});
+    }
+}
+
+TEST_CASE("tasks: a block step that Slurm may lay out in topology order is refused, whatever "
+          "the task's own identity says",
+          "[tasks]") {
+    // Task 3 of `srun -N3 -n6` on Slurm 26.05 (SLURM_JOB_SLUID): n2, local 1, GTIDS 2,3 agree
+    // with the nodelist's order. With a tree topology Slurm could have put ranks 0,1 on n3 and
+    // 2,3 on n1 instead, and this task cannot tell: the other nodes' ranks are unknown.
+    auto env = tfslurm::test::load_env_dump("slurm-env/srun-N3-n6-task3-26.05.txt");
+    env.set("SLURM_CONF", "/c/slurm.conf");
+    const auto tree = reader_of({{"/c/slurm.conf", "TopologyPlugin=topology/tree\n"}});
+    auto step = tfslurm::read_step(env, tree);
+    CHECK(step.topology_order == "TopologyPlugin=topology/tree in /c/slurm.conf");
+    require_error([&] { (void)tfslurm::resolve_allocation(step); },
+                  Errc::inconsistent_allocation,
+                  "placement: Slurm lays a block distribution over several nodes out in the "
+                  "order of the network topology (TopologyPlugin=topology/tree in "
+                  "/c/slurm.conf), which no task's environment shows: \"block\"");
+    // Cyclic keeps name order under a topology, and so does a release before 25.11.
+    env.set("SLURM_DISTRIBUTION", "cyclic");
+    step = tfslurm::read_step(env, tree);
+    CHECK(step.topology_order.empty());
+    env.unset("SLURM_DISTRIBUTION");
+    auto older = tfslurm::test::load_env_dump("slurm-env/srun-N3-n6-task3-24.11.txt");
+    older.set("SLURM_CONF", "/c/slurm.conf");
+    step = tfslurm::read_step(older, tree);
+    CHECK(step.topology_order.empty());
+    CHECK(layout_of(tfslurm::resolve_allocation(step)) == "n1:0,1 n2:2,3 n3:4,5");
+}
+
+TEST_CASE("tasks: every task of a real 26.05 step laid out in topology order refuses it",
+          "[tasks]") {
+    // `srun -l -p topo -N3 -n6 env` on the test cluster of 26.05, whose partition topo follows
+    // a tree (n3 | n1 n2): ranks 0,1 ran on n3, 2,3 on n1, 4,5 on n2, while the nodelist,
+    // SLURM_NODEID and the counts are in name order.
+    const auto files =
+        reader_of({{"/run/tfslurm-tc/etc/slurm.conf",
+                    "PartitionName=debug Nodes=ALL Default=YES\n"
+                    "PartitionName=topo Nodes=ALL MaxTime=INFINITE State=UP Topology=tree\n"},
+                   {"/run/tfslurm-tc/etc/topology.yaml",
+                    "- topology: flat\n  cluster_default: true\n  flat: true\n"
+                    "- topology: tree\n  tree:\n    switches:\n      - switch: top\n"
+                    "        children: s1,s2\n      - switch: s1\n        nodes: n3\n"
+                    "      - switch: s2\n        nodes: n[1-2]\n"}});
+    const std::vector<std::string> ran_on{"n3", "n3", "n1", "n1", "n2", "n2"};
+    for (int rank = 0; rank < 6; ++rank) {
+        INFO(rank);
+        const auto env =
+            tfslurm::test::load_env_dump("slurm-env/srun-topo-N3-n6-all-tasks-26.05.txt", rank);
+        CHECK(*env.get("SLURMD_NODENAME") == ran_on[static_cast<std::size_t>(rank)]);
+        const auto step = tfslurm::read_step(env, files);
+        CHECK(step.nodelist == "n[1-3]");
+        require_error([&] { (void)tfslurm::resolve_allocation(step); },
+                      Errc::inconsistent_allocation,
+                      "placement: Slurm lays a block distribution over several nodes out in the "
+                      "order of the network topology (topology \"tree\" (tree) of partition topo "
+                      "in /run/tfslurm-tc/etc/topology.yaml), which no task's environment shows: "
+                      "\"block\"");
+        // The same task on 24.11 or earlier (no SLURM_JOB_SLUID) would have been cross-checked
+        // only, and rejected by its own SLURM_NODEID: today's check alone.
+        auto older = env;
+        older.unset("SLURM_JOB_SLUID");
+        const auto older_step = tfslurm::read_step(older, files);
+        CHECK(older_step.topology_order.empty());
+        CHECK_THROWS_AS(tfslurm::resolve_allocation(older_step), Error);
+    }
 }
