@@ -444,7 +444,7 @@ const std::vector<SettingSpec> k_registry{
      K::flag,
      G::output,
      "Start every task under 'tfslurm run' (the SPANK plugin, Slurm 23.11 and later)",
-     [](Values& v, std::string_view s) { v.run = parse_bool(s, "run"); }},
+     [](Values& v, std::string_view s) { v.plugin_run = parse_bool(s, "run"); }},
 
     {"tf_config_file",
      "TFSLURM_TF_CONFIG_FILE",

@@ -26,7 +26,7 @@ struct SettingValues {
     OutputSelection outputs;
     EnvFormat format = EnvFormat::export_lines;
     std::string tf_config_file; ///< `tf_config_file`: empty = TF_CONFIG in the environment
-    bool run = false;           ///< `run`: the SPANK plugin starts every task under `tfslurm run`
+    bool plugin_run = false;    ///< `run`: the SPANK plugin starts every task under `tfslurm run`
 };
 
 /// The shape of a setting's value.

@@ -258,7 +258,7 @@ TaskSettings resolve_settings(const SiteConfig& site,
     auto resolved = tfslurm::resolve_settings(given);
     return {std::move(resolved.values.plan),
             resolved.values.outputs,
-            resolved.values.run,
+            resolved.values.plugin_run,
             std::move(resolved.origins)};
 }
 
@@ -311,7 +311,7 @@ void check_run_supported(const std::vector<Setting>& settings, Release built_for
         }
         SettingValues scratch;
         apply_setting(scratch, setting.key, setting.value); // validated by the parsers already
-        if (!scratch.run) {
+        if (!scratch.plugin_run) {
             continue;
         }
         const SettingOrigins origins{{setting.key, setting.origin}};
