@@ -18,6 +18,12 @@ fi
 scripts/build.sh
 # TensorFlow for the end-to-end tests that run it (a venv outside the repository, cached).
 scripts/setup-tensorflow.sh >/dev/null
+# tfslurm built with Slurm 24.11's and 26.05's own toolchains and headers (their SPANK plugin
+# and .deb; 24.11's is also the foreign plugin of e2e_spank_release on 22.05), each in a build
+# root of its suite: built once, then again only when the sources change.
+for release in 24.11 26.05; do
+    scripts/test-cluster build --slurm "$release" >/dev/null
+done
 
 # Take the test cluster down afterwards unless it was already up (started by hand).
 if scripts/test-cluster status >/dev/null 2>&1; then
@@ -36,10 +42,12 @@ fi
 
 # The other Slurm releases (docs/test-cluster.md, "Other Slurm releases"): the release-sensitive
 # end-to-end tests on clusters of 24.11 and 26.05 (TFSLURM_TEST_RELEASES; empty: none), each
-# from its cached root filesystem (built on first use, about 3 minutes). Not the whole suite:
-# the SPANK plugin is built for this machine's release only, and those root filesystems have no
+# from its cached root filesystem (built on first use, about 3 minutes), the SPANK tests with
+# the plugin built for that release. Not the whole suite: those root filesystems have no
 # PyTorch. The e2e fixtures start and remove each cluster.
 k_release_tests='^e2e_(cluster_smoke|cluster_release|env_layouts|env_pmi2|env_gpus|env_sbatch|run_het|run_failure|run_signals|run_kill_launcher|run_node_lost|run_node_lost_scancel|run_checkpoint|run_checkpoint_libslurm)$'
+# The SPANK plugin of each release (built above) and its .deb.
+k_release_tests=${k_release_tests%')$'}'|spank_srun|spank_sbatch|spank_bad_value|spank_plugstack|spank_release|spank_run|package)$'
 if scripts/test-cluster status >/dev/null 2>&1; then
     echo "test.sh: a test cluster started by hand is up: not replacing it with other Slurm releases" >&2
 else
