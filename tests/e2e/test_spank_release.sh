@@ -5,7 +5,8 @@
 # both releases and the way out: in srun's error output (a `required` plugin stops srun) and,
 # as an `optional` one that srun and slurmstepd skip, in the node's slurmd log. The plugin of
 # another release is the one `test-cluster build` made with that release's toolchain and
-# headers (on this machine's 22.05 cluster: 24.11's; on any other: this machine's 22.05 one).
+# headers (on this machine's 22.05 cluster: 24.11's, which Debian 12's dynamic loader refuses
+# before any of its code runs; on any other: this machine's 22.05 one).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -27,6 +28,21 @@ cp -- "$foreign" "$E2E_TMPDIR/foreign_spank_tfslurm.so"
 foreign=$E2E_TMPDIR/foreign_spank_tfslurm.so
 declare -A api=([22.05]=38 [24.11]=42 [26.05]=45)
 line="tfslurm: spank_tfslurm.so is built for Slurm $foreign_release and cannot run in Slurm $TC_SLURM (API ${api[$TC_SLURM]}): install the tfslurm package built for Slurm $TC_SLURM, or build the plugin against its slurm/spank.h (spank_tfslurm(8), BUILDING)"
+
+if [[ -z ${TC_ROOTFS:-} ]]; then
+    # A plugin built on Debian 13 needs its newer glibc and libstdc++ (GLIBC_2.38,
+    # GLIBCXX_3.4.32): Debian 12's dynamic loader refuses it before any of its code runs, so
+    # only Slurm's line names it. srun must still stop.
+    e2e_log "required: srun of Slurm $TC_SLURM refuses the plugin built on Debian 13 for $foreign_release"
+    printf 'required %s\n' "$foreign" >"$SPANK_CONF"
+    run_stdout 1 60 srun -N1 true
+    assert_contains "$E2E_STDERR" "$foreign" "srun's refusal names the plugin"
+    assert_contains "$E2E_STDERR" "not found" "the loader's reason"
+    spank_uninstall
+    no_leftovers 20
+    e2e_log "PASS"
+    exit 0
+fi
 
 e2e_log "required: srun stops with the line naming Slurm $foreign_release and $TC_SLURM"
 printf 'required %s\n' "$foreign" >"$SPANK_CONF"

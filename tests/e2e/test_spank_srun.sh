@@ -78,7 +78,8 @@ assert_eq "srun: tfslurm: warning: TFSLURM_PSS: not a tfslurm variable, ignored 
 
 e2e_log "a plan that cannot work fails the tasks, with one tfslurm line per task"
 run_stdout 1 60 srun -N2 --ntasks-per-node=1 --tfslurm=ps=2 true
-assert_eq 2 "$(grep -c '^slurmstepd-[^:]*: error: tfslurm: roles: 2 ps leave no rank for a worker' \
+# slurmstepd's prefix: `slurmstepd-<node>:` up to 24.11, a time stamp `[2026-11-26T14:32:34.130]` in 26.05.
+assert_eq 2 "$(grep -c -E '^(slurmstepd-[^:]*:|\[[0-9T:.-]+\]) error: tfslurm: roles: 2 ps leave no rank for a worker' \
     <<<"$E2E_STDERR")" "the error line of each task:"$'\n'"$E2E_STDERR"
 assert_no_drain
 
