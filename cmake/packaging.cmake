@@ -56,6 +56,9 @@ if(TARGET tfslurm_spank)
     configure_file(${tfslurm_packaging_dir}/tfslurm.conf.in ${tfslurm_packaging_out}/tfslurm.conf
                    @ONLY)
     install(FILES ${tfslurm_packaging_out}/tfslurm.conf DESTINATION ${TFSLURM_PLUGSTACK_DIR})
+    # The RPM spec for EL sites (tests/package/check_rpm.sh builds it with rpmbuild).
+    configure_file(${tfslurm_packaging_dir}/tfslurm.spec.in ${tfslurm_packaging_out}/tfslurm.spec
+                   @ONLY)
     if(IS_ABSOLUTE "${TFSLURM_PLUGSTACK_DIR}")
         file(WRITE ${tfslurm_packaging_out}/conffiles "${TFSLURM_PLUGSTACK_DIR}/tfslurm.conf\n")
         set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${tfslurm_packaging_out}/conffiles)
@@ -68,12 +71,18 @@ set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_DIRECTORY ${PROJECT_BINARY_DIR}/package)
 set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
-set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
+# The package's version says which Slurm release its plugin is built for (0.1.0-1+slurm22.05),
+# and it depends on that release's slurmd: Slurm loads only plugins of its own release.
+set(CPACK_DEBIAN_PACKAGE_RELEASE ${TFSLURM_DEB_RELEASE})
+if(TARGET tfslurm_spank AND TFSLURM_SLURM_RELEASE)
+    set(CPACK_DEBIAN_PACKAGE_DEPENDS
+        "slurmd (>= ${TFSLURM_SLURM_RELEASE}), slurmd (<< ${TFSLURM_SLURM_NEXT_RELEASE})")
+endif()
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${TFSLURM_DEB_MAINTAINER}")
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_SUGGESTS "slurm-client, slurmd")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "slurm-client")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
     "Slurm-aware cluster resolver and launcher for distributed training")
@@ -89,5 +98,6 @@ string(
     "."
     "The package also holds the SPANK plugin spank_tfslurm.so, which adds"
     "--tfslurm to srun, sbatch and salloc once enabled in"
-    "/etc/slurm/plugstack.conf.d/tfslurm.conf.")
+    "/etc/slurm/plugstack.conf.d/tfslurm.conf."
+    "The plugin is built for Slurm ${TFSLURM_SLURM_RELEASE}, the only release that loads it.")
 include(CPack)

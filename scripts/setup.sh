@@ -28,6 +28,9 @@ readonly -a k_build_packages=(
     shellcheck python3 ca-certificates psmisc
     # The Debian package (cpack -G DEB) and its test: dpkg-shlibdeps, file, lintian, man.
     dpkg-dev file lintian man-db
+    # The RPMs for EL sites and their test (tests/package/check_rpm.sh): rpmbuild, rpmlint.
+    # mmdebstrap: the build roots of other Slurm releases (scripts/test-cluster build).
+    rpm rpmlint cpio mmdebstrap
 )
 # The test cluster (scripts/test-cluster) and its smoke test (gcc builds a SPANK plugin and a
 # PMI2 program; python3 runs the cross-node TCP check), and the end-to-end tests that run the

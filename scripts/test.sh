@@ -19,6 +19,12 @@ fi
 scripts/build.sh
 # TensorFlow for the end-to-end tests that run it (a venv outside the repository, cached).
 scripts/setup-tensorflow.sh >/dev/null
+# tfslurm built with Slurm 24.11's and 26.05's own toolchains and headers (their SPANK plugin
+# and .deb; 24.11's is also the foreign plugin of e2e_spank_release on 22.05), each in a build
+# root of its suite: built once, then again only when the sources change.
+for release in 24.11 26.05; do
+    scripts/test-cluster build --slurm "$release" >/dev/null
+done
 
 # Take the test cluster down afterwards unless it was already up (started by hand).
 if scripts/test-cluster status >/dev/null 2>&1; then
@@ -45,9 +51,11 @@ fi
 # - 24.11 (between the two, which are tested whole): the release-sensitive tests: the smoke and
 #   release checks, layouts and topology, PMI2, GPUs, batch jobs, heterogeneous steps, failures
 #   and signals (Slurm's own abort), a lost node (libslurm and scancel), checkpoint and requeue,
-#   the tree of launchers, exact ports and PyTorch.
+#   the tree of launchers, exact ports and PyTorch; and the SPANK plugin built for that release
+#   (above) with its .deb.
 k_full_releases=' 26.05 '
 k_release_tests='^e2e_(cluster_smoke|cluster_release|env_layouts|env_topology|env_pmi2|env_gpus|env_sbatch|run_het|run_failure|run_signals|run_kill_launcher|run_node_lost|run_node_lost_scancel|run_checkpoint|run_checkpoint_libslurm|run_checkpoint_signal|run_exact_ports|run_tree|torch_ddp)$'
+k_release_tests=${k_release_tests%')$'}'|spank_srun|spank_sbatch|spank_bad_value|spank_plugstack|spank_release|spank_run|package)$'
 if scripts/test-cluster status >/dev/null 2>&1; then
     echo "test.sh: a test cluster started by hand is up: not replacing it with other Slurm releases" >&2
 else

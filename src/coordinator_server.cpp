@@ -10,6 +10,7 @@
 
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h> // fmt::join (fmt 11 has it only there)
 
 #include <sys/resource.h>
 

@@ -10,6 +10,7 @@
 
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
+#include <fmt/ranges.h> // fmt::join (fmt 11 has it only there)
 
 #include <algorithm>
 #include <cerrno>

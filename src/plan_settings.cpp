@@ -435,6 +435,16 @@ const std::vector<SettingSpec> k_registry{
      },
      {},
      "all tf servers torch gpus"},
+    // The SPANK plugin's only: no CLI option (`tfslurm run` is the CLI's way).
+    {"run",
+     "TFSLURM_RUN",
+     "",
+     "",
+     "run",
+     K::flag,
+     G::output,
+     "Start every task under 'tfslurm run' (the SPANK plugin, Slurm 23.11 and later)",
+     [](Values& v, std::string_view s) { v.plugin_run = parse_bool(s, "run"); }},
 
     {"tf_config_file",
      "TFSLURM_TF_CONFIG_FILE",

@@ -4,6 +4,7 @@
 #include <tfslurm/protocol.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h> // fmt::join (fmt 11 has it only there)
 #include <nlohmann/json.hpp>
 
 #include <algorithm>

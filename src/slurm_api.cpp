@@ -109,6 +109,14 @@ std::string slurm_version_text(long api_version) {
     return fmt::format("Slurm API {}", current);
 }
 
+std::string slurm_release_of_api(long api_version) {
+    const long index = api_current(api_version) - k_oldest_api;
+    if (index >= 0 && index < static_cast<long>(std::size(k_releases))) {
+        return k_releases[index];
+    }
+    return {};
+}
+
 std::vector<std::string> default_libslurm_names() {
     std::vector<std::string> names{"libslurm.so"};
     for (int soname = k_newest_soname; soname >= k_oldest_api; --soname) {

@@ -26,6 +26,7 @@ struct SettingValues {
     OutputSelection outputs;
     EnvFormat format = EnvFormat::export_lines;
     std::string tf_config_file; ///< `tf_config_file`: empty = TF_CONFIG in the environment
+    bool plugin_run = false;    ///< `run`: the SPANK plugin starts every task under `tfslurm run`
 };
 
 /// The shape of a setting's value.
@@ -40,7 +41,8 @@ enum class SettingGroup {
     preview,  ///< a field of a preview allocation (CLI only, read by preview_step())
     roles,    ///< a plan setting about roles
     network,  ///< a plan setting about addresses, ports and GPUs
-    output,   ///< what `tfslurm env` and the plugin print or set (`only`, `format`)
+    output,   ///< what `tfslurm env` and the plugin print or set (`only`, `format`), and
+              ///< how the plugin starts the tasks (`run`, the plugin's only: no CLI option)
     launcher, ///< a setting of `tfslurm run`'s launcher (CLI only, parsed by the CLI)
 };
 

@@ -76,6 +76,10 @@ struct SlurmAbi {
 /// API is not one this tfslurm knows the release of.
 [[nodiscard]] std::string slurm_version_text(long api_version);
 
+/// The release (`major.minor`) whose libslurm has the API_CURRENT of `api_version`; empty when
+/// this tfslurm does not know it. Input: 0x2a0000. Output: `24.11`.
+[[nodiscard]] std::string slurm_release_of_api(long api_version);
+
 /// The names tried by default, in order: `libslurm.so`, then `libslurm.so.<N>` for the sonames
 /// of the releases kill_step_abi() knows and the next ones (newest first, so that an unknown
 /// newer release is refused by name rather than missed).

@@ -5,7 +5,10 @@
 #include <tfslurm/error.hpp>
 #include <tfslurm/exchange.hpp>
 #include <tfslurm/placement.hpp>
+#include <tfslurm/slurm_api.hpp>
 #include <tfslurm/step.hpp>
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <exception>
@@ -127,6 +130,24 @@ SiteConfig parse_plugstack_args(const std::vector<std::string>& args) {
         }
         const std::string key = word.substr(0, eq);
         const std::string_view value = std::string_view{word}.substr(eq + 1);
+        if (key == "tfslurm") {
+            if (!site.tfslurm.empty()) {
+                throw errors::invalid_argument(
+                    k_plugstack_subject, "setting given twice", key, "give each setting once");
+            }
+            if (value.empty() || value.front() != '/' ||
+                std::any_of(value.begin(), value.end(), [](char c) {
+                    return static_cast<unsigned char>(c) <= 0x20 ||
+                           static_cast<unsigned char>(c) >= 0x7f;
+                })) {
+                throw errors::invalid_argument(
+                    "plugstack.conf tfslurm",
+                    "expected the absolute path of the tfslurm command on the nodes",
+                    value);
+            }
+            site.tfslurm = std::string{value};
+            continue;
+        }
         if (key == "enabled") {
             if (activation_seen) {
                 throw errors::invalid_argument(
@@ -147,7 +168,8 @@ SiteConfig parse_plugstack_args(const std::vector<std::string>& args) {
         if (spec == nullptr) {
             throw errors::invalid_argument(
                 k_plugstack_subject,
-                "unknown setting (known: " + known_setting_keys(Face::plugin) + ", enabled)",
+                "unknown setting (known: " + known_setting_keys(Face::plugin) +
+                    ", enabled, tfslurm)",
                 key,
                 std::string{k_man_hint});
         }
@@ -234,7 +256,74 @@ TaskSettings resolve_settings(const SiteConfig& site,
     given.insert(given.end(), environment.begin(), environment.end());
     given.insert(given.end(), option.settings.begin(), option.settings.end());
     auto resolved = tfslurm::resolve_settings(given);
-    return {std::move(resolved.values.plan), resolved.values.outputs, std::move(resolved.origins)};
+    return {std::move(resolved.values.plan),
+            resolved.values.outputs,
+            resolved.values.plugin_run,
+            std::move(resolved.origins)};
+}
+
+EnvVars launcher_variables(const SiteConfig& site,
+                           const std::vector<Setting>& environment,
+                           const OptionSpec& option) {
+    std::vector<SettingValue> given = site.settings;
+    given.insert(given.end(), environment.begin(), environment.end());
+    given.insert(given.end(), option.settings.begin(), option.settings.end());
+    const auto winners = winning_settings(given);
+    EnvVars vars;
+    for (const auto& spec : setting_registry()) {
+        const auto found = winners.find(spec.key);
+        if (found != winners.end() && spec.key != "run" && !spec.variable.empty()) {
+            vars.emplace_back(std::string{spec.variable}, found->second.value);
+        }
+    }
+    return vars;
+}
+
+std::string Release::text() const {
+    return fmt::format("{}.{:02}", major, minor);
+}
+
+Release release_of_version_number(unsigned version_number) {
+    return {(version_number >> 16U) & 0xffU, (version_number >> 8U) & 0xffU};
+}
+
+std::optional<std::string> release_mismatch(Release built_for, long running_api) {
+    const auto running = slurm_release_of_api(running_api);
+    if (running == built_for.text()) {
+        return std::nullopt;
+    }
+    const auto target = running.empty() ? std::string{"that release"} : "Slurm " + running;
+    return fmt::format("spank_tfslurm.so is built for Slurm {} and cannot run in {}: install the "
+                       "tfslurm package built for {}, or build the plugin against its "
+                       "slurm/spank.h (spank_tfslurm(8), BUILDING)",
+                       built_for.text(),
+                       slurm_version_text(running_api),
+                       target);
+}
+
+void check_run_supported(const std::vector<Setting>& settings, Release built_for) {
+    if (built_for.can_prepend_task_argv()) {
+        return;
+    }
+    for (const auto& setting : settings) {
+        if (setting.key != "run") {
+            continue;
+        }
+        SettingValues scratch;
+        apply_setting(scratch, setting.key, setting.value); // validated by the parsers already
+        if (!scratch.plugin_run) {
+            continue;
+        }
+        const SettingOrigins origins{{setting.key, setting.origin}};
+        throw errors::invalid_argument(
+            plugin_setting_name(setting.key, "", origins),
+            "needs Slurm 23.11 or later (spank_prepend_task_argv), and this plugin is built for "
+            "Slurm " +
+                built_for.text(),
+            setting.value,
+            "start the trainer as 'srun tfslurm run ...' instead, or install the plugin built for "
+            "a newer Slurm");
+    }
 }
 
 EnvVars task_variables(const TaskSettings& settings,

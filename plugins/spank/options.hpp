@@ -56,11 +56,48 @@ enum class Activation {
 struct SiteConfig {
     Activation activation = Activation::option;
     std::vector<Setting> settings; ///< in argument order
+    /// `tfslurm=PATH`: the command that `run` starts every task under (an absolute path);
+    /// empty: the plugin's built-in default (where the package installs it).
+    std::string tfslurm;
 };
 
+/// A Slurm release, `major.minor` (the micro release never changes the plugin API).
+struct Release {
+    unsigned major = 0;
+    unsigned minor = 0;
+
+    /// `22.05`.
+    [[nodiscard]] std::string text() const;
+    /// Whether spank.h has spank_prepend_task_argv() (Slurm 23.11 and later), which `run` needs.
+    [[nodiscard]] bool can_prepend_task_argv() const {
+        return major > 23 || (major == 23 && minor >= 11);
+    }
+    friend bool operator==(const Release& a, const Release& b) {
+        return a.major == b.major && a.minor == b.minor;
+    }
+};
+
+/// The release of a SLURM_VERSION_NUMBER (slurm_version.h). Input: 0x160508. Output: 22.05.
+[[nodiscard]] Release release_of_version_number(unsigned version_number);
+
+/// Why a plugin built for `built_for` must not run in a process whose libslurm says
+/// `running_api` (slurm_api_version()); nullopt when both are the same release. Slurm's own
+/// loader refuses a plugin of another release too, but names only the plugin's; this line names
+/// both and the way out.
+/// Input: 22.05, 0x2a0000 (24.11). Output: `spank_tfslurm.so is built for Slurm 22.05 and cannot
+/// run in Slurm 24.11 (API 42): install the tfslurm package built for Slurm 24.11, or build the
+/// plugin against its slurm/spank.h (spank_tfslurm(8), BUILDING)`.
+[[nodiscard]] std::optional<std::string> release_mismatch(Release built_for, long running_api);
+
+/// Refuse a true `run` among `settings` when the plugin is built for a release without
+/// spank_prepend_task_argv() (before 23.11).
+/// \throws Error (Errc::invalid_argument) naming `run` as the user gave it (`--tfslurm run`,
+///         `plugstack.conf run`, `TFSLURM_RUN`), the release and the way out.
+void check_run_supported(const std::vector<Setting>& settings, Release built_for);
+
 /// Parse plugstack.conf arguments: whitespace-separated `key=value` words. Keys are the
-/// registry's plugin keys (known_setting_keys(Face::plugin): `ps`, `chief`, ..., `rpc_layer`,
-/// `only`) and `enabled` (`option` or `always`). Lists (`roles`, `only`) use
+/// registry's plugin keys (known_setting_keys(Face::plugin): `ps`, `chief`, ..., `only`, `run`),
+/// `enabled` (`option` or `always`) and `tfslurm` (an absolute path). Lists (`roles`, `only`) use
 /// `,` or `+`. Every value is validated here.
 ///
 /// Input: {"ps=1", "only=tf,servers", "enabled=always"}.
@@ -97,6 +134,7 @@ struct OptionSpec {
 struct TaskSettings {
     PlanOptions plan;
     OutputSelection outputs;
+    bool run = false;       ///< `run`: start the task under `tfslurm run` instead
     SettingOrigins origins; ///< where each setting came from, for messages
 };
 
@@ -119,6 +157,14 @@ struct TaskSettings {
 [[nodiscard]] EnvVars task_variables(const TaskSettings& settings,
                                      const Environment& task_env,
                                      std::optional<std::uint32_t> rank = std::nullopt);
+
+/// With `run`, what carries the step's settings to `tfslurm run`: `TFSLURM_<KEY>=value` for the
+/// winning value of every setting given in any layer (as resolve_settings() layers them),
+/// `run` itself excepted, in registry order. `tfslurm run` reads them as its own variables.
+/// Input: plugstack ps=1 only=tf, option `run,ps=2`. Output: {TFSLURM_PS=2, TFSLURM_ONLY=tf}.
+[[nodiscard]] EnvVars launcher_variables(const SiteConfig& site,
+                                         const std::vector<Setting>& environment,
+                                         const OptionSpec& option);
 
 /// The one line the plugin logs for an error: the message, plus ` (<hint>)` when there is a
 /// hint. Input: Error("--tfslurm ps: ...", hint "h"). Output: `--tfslurm ps: ... (h)`.

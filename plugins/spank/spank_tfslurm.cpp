@@ -21,6 +21,10 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <array>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -44,8 +48,22 @@ TFSLURM_SPANK_EXPORT extern const unsigned int spank_plugin_version = 1;
 }
 // NOLINTEND(readability-identifier-naming)
 
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 11, 0)
+// Weak: a plugin built for 23.11+ still loads (and says which release it is built for, below)
+// into an older slurmstepd without it, even when linked with -z now.
+extern "C" spank_err_t spank_prepend_task_argv(spank_t spank, int argc, const char* argv[])
+    __attribute__((weak));
+#endif
+
 namespace tfslurm::spank {
 namespace {
+
+/// The release whose slurm/spank.h this plugin is compiled against.
+constexpr unsigned k_built_for_version = SLURM_VERSION_NUMBER;
+
+/// Where `run` finds tfslurm when plugstack.conf has no `tfslurm=PATH`: where the package
+/// installs it (TFSLURM_SPANK_TFSLURM, set by CMake).
+constexpr const char* k_default_tfslurm = TFSLURM_SPANK_TFSLURM;
 
 // ---------------------------------------------------------------------------------------------
 // Plugin state. One copy per process that loads the plugin (srun, sbatch, salloc, slurmstepd);
@@ -127,6 +145,30 @@ template <typename Body> int guarded(const char* hook, Body&& body) noexcept {
     return -1;
 }
 
+Release built_for() {
+    return release_of_version_number(k_built_for_version);
+}
+
+/// Runs when any process dlopen()s the plugin, before Slurm's loader reads plugin_version: in a
+/// process of another release (whose loader then refuses the plugin with a line naming only
+/// the plugin's release), one line naming both releases and the way out. slurm_api_version()
+/// of the process's own libslurm tells its release; outside Slurm there is none: nothing to say.
+__attribute__((constructor)) void check_release_at_load() noexcept {
+    try {
+        using ApiVersion = long (*)();
+        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): dlsym's contract
+        const auto api = reinterpret_cast<ApiVersion>(dlsym(RTLD_DEFAULT, "slurm_api_version"));
+        if (api == nullptr) {
+            return;
+        }
+        if (const auto why = release_mismatch(built_for(), api())) {
+            slurm_error("tfslurm: %s", why->c_str());
+        }
+    } catch (...) {
+        // Never let a load fail here: Slurm's loader decides.
+    }
+}
+
 bool user_facing(spank_context_t context) {
     return context == S_CTX_LOCAL || context == S_CTX_ALLOCATOR;
 }
@@ -152,6 +194,39 @@ std::optional<std::string> option_in_task(spank_t sp) {
         return std::string{optarg != nullptr ? optarg : ""};
     }
     return std::nullopt;
+}
+
+/// `run`: the task's settings as tfslurm run's variables, then `tfslurm run --` in front of the
+/// task's command (spank_prepend_task_argv, 23.11+). Returns why it could not, or "".
+std::string run_under_tfslurm(spank_t sp, const EnvVars& variables) {
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 11, 0)
+    const std::string tfslurm = g_site->tfslurm.empty() ? k_default_tfslurm : g_site->tfslurm;
+    if (access(tfslurm.c_str(), X_OK) != 0) {
+        const char* subject = g_site->tfslurm.empty() ? "run" : "plugstack.conf tfslurm";
+        return std::string{subject} + ": no executable tfslurm at \"" + tfslurm +
+               "\" on this node (set tfslurm=PATH in plugstack.conf)";
+    }
+    if (spank_prepend_task_argv == nullptr) {
+        return "run: this slurmstepd has no spank_prepend_task_argv (Slurm before 23.11)";
+    }
+    for (const auto& [name, value] : variables) {
+        if (const auto rc = spank_setenv(sp, name.c_str(), value.c_str(), 1);
+            rc != ESPANK_SUCCESS) {
+            return "cannot set " + name + ": " + spank_strerror(rc);
+        }
+    }
+    std::array<const char*, 3> argv{tfslurm.c_str(), "run", "--"};
+    if (const auto rc = spank_prepend_task_argv(sp, static_cast<int>(argv.size()), argv.data());
+        rc != ESPANK_SUCCESS) {
+        return std::string{"run: cannot start the task under tfslurm run: "} + spank_strerror(rc);
+    }
+    return {};
+#else
+    static_cast<void>(sp);
+    static_cast<void>(variables);
+    return "run: needs Slurm 23.11 or later, and this plugin is built for Slurm " +
+           built_for().text();
+#endif
 }
 
 int set_task_variables(spank_t sp) {
@@ -195,7 +270,17 @@ int set_task_variables(spank_t sp) {
         if (spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS) {
             return fail("cannot read the task's global id");
         }
-        const auto settings = resolve_settings(*g_site, environment_settings(env), spec);
+        const auto environment = environment_settings(env);
+        const auto settings = resolve_settings(*g_site, environment, spec);
+        if (settings.run) {
+            if (const auto rc =
+                    run_under_tfslurm(sp, launcher_variables(*g_site, environment, spec));
+                !rc.empty()) {
+                return fail(rc);
+            }
+            slurm_debug("tfslurm: rank %u runs under tfslurm run", rank);
+            return 0;
+        }
         for (const auto& [name, value] : task_variables(settings, env, rank)) {
             if (const auto rc = spank_setenv(sp, name.c_str(), value.c_str(), 1);
                 rc != ESPANK_SUCCESS) {
@@ -219,7 +304,8 @@ int option_callback(int /*val*/, const char* optarg, int remote) noexcept {
             g_option = std::move(spec);
             return 0;
         }
-        static_cast<void>(parse_option_spec(spec)); // throws: srun/sbatch/salloc fail here
+        // Throws: srun/sbatch/salloc fail here.
+        check_run_supported(parse_option_spec(spec).settings, built_for());
         g_option = std::move(spec);
         return 0;
     });
@@ -249,6 +335,7 @@ TFSLURM_SPANK_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
         }
         try {
             g_site = parse_plugstack_args(arguments(ac, av));
+            check_run_supported(g_site->settings, built_for());
         } catch (const std::exception& e) {
             g_site.reset();
             g_site_error = describe(e);
@@ -271,7 +358,7 @@ TFSLURM_SPANK_EXPORT int slurm_spank_init_post_opt(spank_t /*sp*/, int /*ac*/, c
         // them now, so that a bad one fails the submission rather than every task.
         if (!parse_option_spec(*g_option).off) {
             const auto env = tfslurm::Environment::from_process();
-            static_cast<void>(environment_settings(env));
+            check_run_supported(environment_settings(env), built_for());
             // A misspelt TFSLURM_* variable would be ignored without a word.
             for (const auto& unknown : tfslurm::unknown_variables(env)) {
                 slurm_info("tfslurm: warning: %s",

@@ -325,19 +325,32 @@ launcher_pids() {
     done < <(ip netns pids "$TC_NS_PREFIX$1" 2>/dev/null || true)
 }
 
-# use_spank_plugin: for tests of the SPANK plugin: E2E_SPANK_PLUGIN (set by CTest), else
-# $E2E_BUILD_DIR/plugins/spank/spank_tfslurm.so, must exist. spank_install then puts it
+# use_spank_plugin: for tests of the SPANK plugin: the plugin built for the cluster's release.
+# For the machine's own release E2E_SPANK_PLUGIN (set by CTest), else
+# $E2E_BUILD_DIR/plugins/spank/spank_tfslurm.so, must exist; for another release the one
+# `test-cluster build --slurm R` built with that release's toolchain and headers (cached; built
+# now if the sources changed), copied into E2E_TMPDIR where that release's slurmstepd sees it.
+# E2E_HOST_SPANK_PLUGIN keeps the machine's own. spank_install then puts E2E_SPANK_PLUGIN
 # into the test cluster's plugin stack: SPANK_CONF, a file in <state dir>/etc/plugstack.conf.d/
 # (which <state dir>/etc/plugstack.conf includes), removed when the test exits, whatever the
 # outcome. No daemon restart is needed: every srun, sbatch, salloc and slurmstepd reads the
 # stack when it starts.
 use_spank_plugin() {
     : "${E2E_SPANK_PLUGIN:=${E2E_BUILD_DIR:+$E2E_BUILD_DIR/plugins/spank/spank_tfslurm.so}}"
-    export E2E_SPANK_PLUGIN
+    E2E_HOST_SPANK_PLUGIN=$E2E_SPANK_PLUGIN
+    export E2E_SPANK_PLUGIN E2E_HOST_SPANK_PLUGIN
     SPANK_CONF=$TC_DIR/etc/plugstack.conf.d/e2e-$E2E_NAME-$$.conf
     [[ -n $E2E_SPANK_PLUGIN && -f $E2E_SPANK_PLUGIN ]] ||
         fail "the SPANK plugin is not built (\"${E2E_SPANK_PLUGIN}\"): configure with" \
             "TFSLURM_BUILD_SPANK=ON (needs libslurm-dev) and run the test through ctest"
+    if [[ -n ${TC_ROOTFS:-} ]]; then
+        E2E_RELEASE_BUILD=$(run_bounded 1800 "$E2E_TEST_CLUSTER" build --slurm "$TC_SLURM") ||
+            fail "could not build tfslurm for Slurm $TC_SLURM: $E2E_TEST_CLUSTER build --slurm $TC_SLURM"
+        export E2E_RELEASE_BUILD
+        E2E_SPANK_PLUGIN=$E2E_TMPDIR/spank_tfslurm.so
+        cp -- "$E2E_RELEASE_BUILD/spank_tfslurm.so" "$E2E_SPANK_PLUGIN"
+        e2e_log "the SPANK plugin built for Slurm $TC_SLURM: $E2E_RELEASE_BUILD"
+    fi
     on_exit "rm -f -- '$SPANK_CONF' '$SPANK_CONF.tmp'"
 }
 

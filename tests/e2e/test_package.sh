@@ -7,12 +7,58 @@
 # --tfslurm on the test cluster loads the plugin from where the package put it: once through the
 # line of the installed /etc/slurm/plugstack.conf.d/tfslurm.conf (uncommented), once by bare name
 # from Slurm's default PluginDir. The package is purged on exit, whatever the outcome; a tfslurm
-# package installed before is not touched (the test fails instead).
+# package installed before is not touched (the test fails instead). On a cluster of another
+# Slurm release, that release's .deb (test-cluster build) is installed into its root filesystem
+# instead, after this machine's (22.05) .deb is refused there for its slurmd dependency.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
 (($(id -u) == 0)) || fail "dpkg -i needs root"
+
+# On a cluster of another release: that release's own .deb (built by `test-cluster build` with
+# its toolchain and headers), installed into its root filesystem, where its slurmd and srun run.
+if [[ -n ${TC_ROOTFS:-} ]]; then
+    use_spank_plugin
+    debs=("$E2E_RELEASE_BUILD"/tfslurm_*+slurm"${TC_SLURM}"_*.deb)
+    [[ -f ${debs[0]} ]] || fail "no .deb for Slurm $TC_SLURM in $E2E_RELEASE_BUILD"
+    cp -- "${debs[0]}" "$E2E_TMPDIR/"
+    deb=$E2E_TMPDIR/${debs[0]##*/}
+    in_rootfs() { run_bounded 120 "$E2E_TEST_CLUSTER" exec -- "$@"; }
+    # A package left by a killed run of this test is this test's own: remove it first.
+    in_rootfs dpkg --purge tfslurm >/dev/null 2>&1 || true
+    on_exit "$E2E_TEST_CLUSTER exec -- dpkg --purge tfslurm >/dev/null 2>&1 || e2e_log 'could not purge tfslurm in $TC_ROOTFS'"
+
+    e2e_log "the 22.05 package of this machine is refused by Slurm $TC_SLURM's dpkg: it depends on slurmd 22.05"
+    if [[ -n ${E2E_DEB:-} && -f $E2E_DEB ]]; then
+        cp -- "$E2E_DEB" "$E2E_TMPDIR/"
+        host_deb=$E2E_TMPDIR/${E2E_DEB##*/}
+        run_stdout 1 120 "$E2E_TEST_CLUSTER" exec -- dpkg -i "$host_deb"
+        assert_contains "$E2E_STDERR" "tfslurm depends on slurmd (<< " "dpkg's refusal"
+        in_rootfs dpkg --purge tfslurm >/dev/null 2>&1 || fail "could not remove the refused package"
+    fi
+
+    e2e_log "dpkg -i ${deb##*/} in Slurm $TC_SLURM's root filesystem"
+    run_stdout 0 120 "$E2E_TEST_CLUSTER" exec -- dpkg -i "$deb"
+    version=$(dpkg-deb -f "$deb" Version)
+    assert_eq "${version%-*}" "$(in_rootfs /usr/bin/tfslurm --version)" "the installed tfslurm --version"
+    multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+    plugin=/usr/lib/$multiarch/slurm-wlm/spank_tfslurm.so
+    conf=/etc/slurm/plugstack.conf.d/tfslurm.conf
+    [[ -f $TC_ROOTFS$plugin ]] || fail "no $plugin in $TC_ROOTFS"
+    line=$(sed -n 's/^#\(required [^ ]*\)$/\1/p' "$TC_ROOTFS$conf" | head -1)
+    assert_eq "required $plugin" "$line" "the plain line of $conf"
+
+    e2e_log "srun --tfslurm=ps=1 with the plugin the package installed"
+    printf '%s\n' "$line" >"$SPANK_CONF"
+    run_stdout 0 60 srun -N3 --ntasks-per-node=2 --tfslurm=ps=1 bash -c "$SPANK_PRINT_TASK"
+    check_tf_configs "$E2E_OUTPUT" 6 1
+    assert_eq "" "$(grep 'tfslurm: ' <<<"$E2E_STDERR" || true)" "no tfslurm line"
+    spank_uninstall
+    no_leftovers 20
+    e2e_log "PASS"
+    exit 0
+fi
 [[ -n ${E2E_DEB:-} && -f ${E2E_DEB:-} ]] ||
     fail "no package \"${E2E_DEB:-}\": run the test through ctest (the fixture package_build makes it)"
 if [[ $(dpkg-query -W -f='${db:Status-Abbrev}' tfslurm 2>/dev/null || true) == ?[ihUFWt]* ]]; then

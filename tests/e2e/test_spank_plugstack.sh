@@ -20,7 +20,7 @@ without_last_field() {
 
 e2e_log "an unknown plugstack.conf argument fails srun and sbatch at once"
 spank_install ps=1 bogus=1
-line='tfslurm: plugstack.conf: unknown setting (known: ps, chief, evaluator, roles, roles_by_component, ps_placement, layout, port_base, address, host_pattern, exchange, gpus_per_task, gpu_bind, gpus_per_node, rpc_layer, only, enabled): "bogus" (see spank_tfslurm(8))'
+line='tfslurm: plugstack.conf: unknown setting (known: ps, chief, evaluator, roles, roles_by_component, ps_placement, layout, port_base, address, host_pattern, exchange, gpus_per_task, gpu_bind, gpus_per_node, rpc_layer, only, run, enabled, tfslurm): "bogus" (see spank_tfslurm(8))'
 assert_status 1 run_bounded 30 srun -N1 true
 assert_eq "srun: error: $line" "$(grep 'tfslurm: ' <<<"$E2E_OUTPUT")" "srun's error line"
 assert_status 1 run_bounded 30 sbatch --hold --wrap true

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# check_package.sh DEB SOURCE_DIR: the Debian package built by cpack (cmake/packaging.cmake),
+# check_package.sh DEB SOURCE_DIR SLURM_RELEASE: the Debian package built by cpack
+# (cmake/packaging.cmake) with the SPANK plugin of Slurm SLURM_RELEASE,
 # unpacked into a scratch directory (no root needed): exactly the expected files (plus the
 # source tree's examples/), the control data (conffile, dependencies, description), a runnable
 # tfslurm, both man pages found by man(1), the commented plugin stack file agreeing with
 # plugins/spank/plugstack.conf.example, the installed bash completion, and no lintian errors.
 set -euo pipefail
 
-if [[ $# -ne 2 ]]; then
-    printf 'usage: %s DEB SOURCE_DIR\n' "${0##*/}" >&2
+if [[ $# -ne 3 ]]; then
+    printf 'usage: %s DEB SOURCE_DIR SLURM_RELEASE\n' "${0##*/}" >&2
     exit 2
 fi
-deb=$1 src=$2
+deb=$1 src=$2 slurm=$3
 failures=0
 fail() {
     printf 'FAIL: %s\n' "$*" >&2
@@ -64,6 +65,19 @@ if [[ $depends == *libc6* ]]; then
 else
     fail "Depends lacks libc6: \"$depends\""
 fi
+# The plugin's Slurm release: in the version, and the one slurmd the package depends on.
+major=${slurm%.*} minor=${slurm#*.}
+next=$(printf '%s.%02d' "$major" $((10#$minor + 1)))
+if [[ $depends == *"slurmd (>= $slurm), slurmd (<< $next)"* ]]; then
+    ok "Depends on the slurmd of Slurm $slurm"
+else
+    fail "Depends does not pin slurmd to $slurm (>= $slurm, << $next): \"$depends\""
+fi
+[[ $(dpkg-deb -f "$deb" Version) == *"+slurm$slurm" ]] ||
+    fail "the version does not name Slurm $slurm: $(dpkg-deb -f "$deb" Version)"
+[[ ${deb##*/} == tfslurm_*"+slurm${slurm}_"*.deb ]] || fail "the file name does not name Slurm $slurm"
+dpkg-deb -f "$deb" Description | grep -q -F "built for Slurm $slurm" ||
+    fail "the description does not say the plugin is built for Slurm $slurm"
 [[ $(dpkg-deb -f "$deb" Package) == tfslurm ]] || fail "Package is not tfslurm"
 
 # --- the command and its man pages -------------------------------------------------------------

@@ -50,7 +50,11 @@ TEST_CASE("plan_settings: every registry row follows the naming rules", "[plan_s
     for (const auto& spec : tfslurm::setting_registry()) {
         CAPTURE(spec.key);
         CHECK(keys.insert(spec.key).second);
-        CHECK(spec.option == "--" + kebab(spec.key));
+        if (spec.option.empty()) {
+            CHECK(spec.plugin_key == spec.key); // the plugin's own (run): no CLI option
+        } else {
+            CHECK(spec.option == "--" + kebab(spec.key));
+        }
         CHECK_FALSE(spec.help.empty());
         if (!spec.variable.empty()) {
             CHECK(spec.variable == "TFSLURM_" + upper(spec.key));
@@ -77,7 +81,7 @@ TEST_CASE("plan_settings: the keys each face accepts", "[plan_settings]") {
     CHECK(tfslurm::known_setting_keys(Face::plugin) ==
           "ps, chief, evaluator, roles, roles_by_component, ps_placement, layout, port_base, "
           "address, host_pattern, "
-          "exchange, gpus_per_task, gpu_bind, gpus_per_node, rpc_layer, only");
+          "exchange, gpus_per_task, gpu_bind, gpus_per_node, rpc_layer, only, run");
     CHECK(tfslurm::known_setting_keys(Face::cli) ==
           "ps, chief, evaluator, roles, roles_by_component, ps_placement, layout, port_base, "
           "address, host_pattern, "
@@ -112,7 +116,7 @@ TEST_CASE("plan_settings: bad values name the setting key", "[plan_settings]") {
          "setting: unknown setting (known: ps, chief, evaluator, roles, roles_by_component, "
          "ps_placement, layout, "
          "port_base, address, host_pattern, iface, network, exchange, gpus_per_task, gpu_bind, "
-         "gpus_per_node, rpc_layer, format, only, tf_config_file): \"until\""},
+         "gpus_per_node, rpc_layer, format, only, run, tf_config_file): \"until\""},
     }));
     // Named copies: C++17 lambdas cannot capture structured bindings.
     const std::string key = std::get<0>(row);

@@ -46,7 +46,8 @@ std::vector<std::string> names_of(const tfslurm::EnvVars& vars) {
 
 const std::string k_known = "ps, chief, evaluator, roles, roles_by_component, ps_placement, "
                             "layout, port_base, address, host_pattern, "
-                            "exchange, gpus_per_task, gpu_bind, gpus_per_node, rpc_layer, only";
+                            "exchange, gpus_per_task, gpu_bind, gpus_per_node, rpc_layer, only, "
+                            "run";
 
 } // namespace
 
@@ -216,6 +217,12 @@ TEST_CASE("parse_plugstack_args: accepted forms", "[spank]") {
         };
         CHECK(site.settings == expected);
     }
+    SECTION("run and the tfslurm it starts tasks under") {
+        const auto site = parse_plugstack_args({"run=yes", "tfslurm=/opt/tfslurm/bin/tfslurm"});
+        CHECK(site.tfslurm == "/opt/tfslurm/bin/tfslurm");
+        CHECK(site.settings == std::vector<Setting>{{"run", "yes", Origin::plugstack}});
+        CHECK(parse_plugstack_args({}).tfslurm.empty());
+    }
     SECTION("enabled=option is the default, spelled out") {
         CHECK(parse_plugstack_args({"enabled=option"}).activation == Activation::option);
     }
@@ -227,9 +234,10 @@ TEST_CASE("parse_plugstack_args: rejections", "[spank]") {
         {{"ps"}, R"(plugstack.conf: expected key=value: "ps")"},
         {{"=1"}, R"(plugstack.conf: expected key=value: "=1")"},
         {{"bogus=1"},
-         "plugstack.conf: unknown setting (known: " + k_known + ", enabled): \"bogus\""},
+         "plugstack.conf: unknown setting (known: " + k_known + ", enabled, tfslurm): \"bogus\""},
         {{"ps-placement=first"},
-         "plugstack.conf: unknown setting (known: " + k_known + ", enabled): \"ps-placement\""},
+         "plugstack.conf: unknown setting (known: " + k_known +
+             ", enabled, tfslurm): \"ps-placement\""},
         {{"enabled=sometimes"},
          R"(plugstack.conf enabled: expected option or always: "sometimes")"},
         {{"enabled=always", "enabled=option"}, R"(plugstack.conf: setting given twice: "enabled")"},
@@ -240,6 +248,13 @@ TEST_CASE("parse_plugstack_args: rejections", "[spank]") {
         {{"only=tf,nope"},
          R"(plugstack.conf only: expected all, or a comma list of tf, servers, torch, gpus: "nope")"},
         {{"layout=compat"}, R"(plugstack.conf layout: expected native or tf-compat: "compat")"},
+        {{"run=maybe"},
+         R"(plugstack.conf run: expected yes/no, true/false, on/off or 1/0: "maybe")"},
+        {{"tfslurm=bin/tfslurm"},
+         R"(plugstack.conf tfslurm: expected the absolute path of the tfslurm command on the nodes: "bin/tfslurm")"},
+        {{"tfslurm="},
+         R"(plugstack.conf tfslurm: expected the absolute path of the tfslurm command on the nodes: "")"},
+        {{"tfslurm=/a", "tfslurm=/b"}, R"(plugstack.conf: setting given twice: "tfslurm")"},
     }));
     const std::vector<std::string> args = std::get<0>(row);
     CAPTURE(args);
@@ -476,4 +491,97 @@ TEST_CASE("spank: a TF_CONFIG too large for the environment points to tfslurm ru
                           "'tfslurm run --tf-config-file auto --only tf,torch,gpus' and without "
                           "--tfslurm (tfslurm(1), LARGE JOBS)");
     }
+}
+
+TEST_CASE("release_of_version_number: SLURM_VERSION_NUMBER as major.minor", "[spank]") {
+    using tfslurm::spank::release_of_version_number;
+    CHECK(release_of_version_number(0x160508).text() == "22.05");
+    CHECK(release_of_version_number(0x180b05).text() == "24.11");
+    CHECK(release_of_version_number(0x1a0505).text() == "26.05");
+    CHECK_FALSE(release_of_version_number(0x160508).can_prepend_task_argv());
+    CHECK_FALSE(release_of_version_number(0x170200).can_prepend_task_argv());
+    CHECK(release_of_version_number(0x170b00).can_prepend_task_argv());
+    CHECK(release_of_version_number(0x180b05).can_prepend_task_argv());
+}
+
+TEST_CASE("release_mismatch: one line naming both releases", "[spank]") {
+    using tfslurm::spank::Release;
+    using tfslurm::spank::release_mismatch;
+    // slurm_api_version(): API_CURRENT << 16 | API_REVISION << 8 | API_AGE.
+    CHECK_FALSE(release_mismatch(Release{22, 5}, 0x260000).has_value());
+    CHECK_FALSE(release_mismatch(Release{24, 11}, 0x2a0000).has_value());
+    CHECK_FALSE(release_mismatch(Release{26, 5}, 0x2d0000).has_value());
+    CHECK(release_mismatch(Release{22, 5}, 0x2a0000) ==
+          "spank_tfslurm.so is built for Slurm 22.05 and cannot run in Slurm 24.11 (API 42): "
+          "install the tfslurm package built for Slurm 24.11, or build the plugin against its "
+          "slurm/spank.h (spank_tfslurm(8), BUILDING)");
+    CHECK(release_mismatch(Release{26, 5}, 0x260000) ==
+          "spank_tfslurm.so is built for Slurm 26.05 and cannot run in Slurm 22.05 (API 38): "
+          "install the tfslurm package built for Slurm 22.05, or build the plugin against its "
+          "slurm/spank.h (spank_tfslurm(8), BUILDING)");
+    CHECK(release_mismatch(Release{26, 5}, 0x2e0000) ==
+          "spank_tfslurm.so is built for Slurm 26.05 and cannot run in Slurm API 46: install the "
+          "tfslurm package built for that release, or build the plugin against its "
+          "slurm/spank.h (spank_tfslurm(8), BUILDING)");
+}
+
+TEST_CASE("check_run_supported: run needs Slurm 23.11, named as the user gave it", "[spank]") {
+    using tfslurm::spank::check_run_supported;
+    using tfslurm::spank::environment_settings;
+    using tfslurm::spank::parse_option_spec;
+    using tfslurm::spank::parse_plugstack_args;
+    using tfslurm::spank::Release;
+    const std::string why = "needs Slurm 23.11 or later (spank_prepend_task_argv), and this "
+                            "plugin is built for Slurm 22.05";
+    const Release old_release{22, 5};
+
+    require_error([&] { check_run_supported(parse_option_spec("run,ps=1").settings, old_release); },
+                  Errc::invalid_argument,
+                  "--tfslurm run: " + why + ": \"1\"");
+    require_error(
+        [&] { check_run_supported(parse_plugstack_args({"run=yes"}).settings, old_release); },
+        Errc::invalid_argument,
+        "plugstack.conf run: " + why + ": \"yes\"");
+    require_error(
+        [&] {
+            check_run_supported(environment_settings(Environment{{"TFSLURM_RUN", "1"}}),
+                                old_release);
+        },
+        Errc::invalid_argument,
+        "TFSLURM_RUN: " + why + ": \"1\"");
+    try {
+        check_run_supported(parse_option_spec("run").settings, old_release);
+        FAIL("no exception");
+    } catch (const Error& e) {
+        CHECK(e.hint() == "start the trainer as 'srun tfslurm run ...' instead, or install the "
+                          "plugin built for a newer Slurm");
+    }
+    // Off, or another release: nothing to refuse.
+    CHECK_NOTHROW(check_run_supported(parse_option_spec("run=0,ps=1").settings, old_release));
+    CHECK_NOTHROW(check_run_supported(parse_option_spec("ps=1").settings, old_release));
+    CHECK_NOTHROW(check_run_supported(parse_option_spec("run").settings, Release{23, 11}));
+    CHECK_NOTHROW(check_run_supported(parse_option_spec("run").settings, Release{26, 5}));
+}
+
+TEST_CASE("launcher_variables: the step's settings for tfslurm run", "[spank]") {
+    using tfslurm::spank::environment_settings;
+    using tfslurm::spank::launcher_variables;
+    using tfslurm::spank::parse_option_spec;
+    using tfslurm::spank::parse_plugstack_args;
+    using tfslurm::spank::resolve_settings;
+
+    const auto site = parse_plugstack_args({"ps=1", "only=tf+servers", "run=1"});
+    const auto env = environment_settings(Environment{{"TFSLURM_LAYOUT", "tf-compat"}});
+    const auto option = parse_option_spec("run,ps=2,chief,roles=");
+    const tfslurm::EnvVars expected{{"TFSLURM_PS", "2"},
+                                    {"TFSLURM_CHIEF", "1"},
+                                    {"TFSLURM_ROLES", ""},
+                                    {"TFSLURM_LAYOUT", "tf-compat"},
+                                    {"TFSLURM_ONLY", "tf,servers"}};
+    CHECK(launcher_variables(site, env, option) == expected);
+    CHECK(launcher_variables(SiteConfig{}, {}, parse_option_spec("run")).empty());
+    CHECK(resolve_settings(site, env, option).run);
+    CHECK(resolve_settings(SiteConfig{}, {}, parse_option_spec("run")).run);
+    CHECK_FALSE(resolve_settings(site, env, parse_option_spec("run=no")).run);
+    CHECK_FALSE(resolve_settings(SiteConfig{}, {}, parse_option_spec("ps=1")).run);
 }
