@@ -16,6 +16,7 @@
 #include <tfslurm/tf_config_file.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h> // fmt::join (moved here in fmt 11)
 
 #include <spawn.h>
 #include <sys/wait.h>

@@ -7,6 +7,7 @@
 #include <tfslurm/plan_settings.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h> // fmt::join (moved here in fmt 11)
 
 #include <algorithm>
 #include <map>

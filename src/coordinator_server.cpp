@@ -10,6 +10,7 @@
 
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h> // fmt::join (moved here in fmt 11)
 
 #include <sys/resource.h>
 

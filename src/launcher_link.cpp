@@ -10,6 +10,7 @@
 
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
+#include <fmt/ranges.h> // fmt::join (moved here in fmt 11)
 
 #include <algorithm>
 #include <cerrno>

@@ -4,6 +4,7 @@
 #include <tfslurm/protocol.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h> // fmt::join (moved here in fmt 11)
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
