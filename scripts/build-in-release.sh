@@ -45,7 +45,7 @@ Builds tfslurm (warnings as errors) and runs the ctest labels unit, integration 
 fuzz-replay inside a root filesystem of Debian SUITE (${k_suites[*]}), with that release's own
 compiler and libraries; checks that every package of scripts/setup.sh exists there.
 
-  --suite SUITE   bookworm (GCC 12, fmt 9, CLI11 2.3, Catch2 v2), trixie (GCC 14, fmt 10,
+  --suite SUITE   bookworm (GCC 12, fmt 9, CLI11 2.1, Catch2 v2), trixie (GCC 14, fmt 10,
                   CLI11 2.4, Catch2 v3) or sid (GCC 16, fmt 11, CLI11 2.6, Catch2 v3)
   --jobs N        parallel compile and test jobs (default 2)
   --labels REGEX  the ctest labels to run (default '$k_default_labels'; add diff for
@@ -53,7 +53,7 @@ compiler and libraries; checks that every package of scripts/setup.sh exists the
   --tests REGEX   only the tests of those labels whose name matches REGEX
 
 Settings: TFSLURM_BUILD_CACHE (default /var/cache/tfslurm-build) holds <suite>, the root
-filesystem (about 850 MB, built once in about 8 minutes), and ccache-<suite>;
+filesystem (about 1 GB, built once in about 8 minutes), and ccache-<suite>;
 TFSLURM_TC_MIRROR: the Debian mirror (default: the one this machine's apt uses).
 EOF
 }
