@@ -230,7 +230,11 @@ std::string HelpFormatter::subcommand_list(const CLI::App* app, CLI::AppFormatMo
 }
 
 std::string HelpFormatter::make_option(const CLI::Option* opt, bool is_positional) const {
-    return two_columns(make_option_name(opt, is_positional) + make_option_opts(opt),
+    // A flag shows no value: CLI11 2.4 and later would print a counting flag's default (`-v,
+    // --verbose [0]`). tfslurm's flags have no environment variable, needs or excludes.
+    const bool flag = !is_positional && opt->get_expected_max() == 0;
+    return two_columns(make_option_name(opt, is_positional) +
+                           (flag ? std::string{} : make_option_opts(opt)),
                        make_option_desc(opt));
 }
 
