@@ -65,14 +65,15 @@ std::string cli11_problem(const CLI::ParseError& e) {
     const std::string option = colon == std::string::npos ? "" : text.substr(0, colon);
     const std::string rest = colon == std::string::npos ? text : text.substr(colon + 2);
     if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr && !option.empty()) {
-        // "1 required TYPE missing" and "At Most 1 required but received 2".
+        // "1 required TYPE missing" and "At Most 1 required but received 2" ("At most" from
+        // CLI11 2.6).
         const auto required = rest.find(" required ");
         if (rest.size() > 8 && rest.compare(rest.size() - 8, 8, " missing") == 0 &&
             required != std::string::npos && required + 10 <= rest.size() - 8) {
             const auto type = rest.substr(required + 10, rest.size() - 8 - required - 10);
             return fmt::format("option needs a value ({}): {}", type, quote(option));
         }
-        if (rest.rfind("At Most ", 0) == 0) {
+        if (rest.rfind("At Most ", 0) == 0 || rest.rfind("At most ", 0) == 0) {
             return "option given more than once: " + quote(option);
         }
     }

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tfslurm::cli {
@@ -31,6 +33,26 @@ std::vector<std::string_view> words_of(std::string_view line) {
         pos = end;
     }
     return words;
+}
+
+/// A group's title as CLI11 2.1 wrote the default ones: "Options" and "Subcommands" (2.5
+/// writes "OPTIONS" and "SUBCOMMANDS"); tfslurm's own titles stay as they are.
+std::string group_title(const std::string& group) {
+    if (group == "OPTIONS") {
+        return "Options";
+    }
+    if (group == "SUBCOMMANDS") {
+        return "Subcommands";
+    }
+    return group;
+}
+
+/// Whether two group names are one group (CLI11 compares them ignoring case).
+bool same_group(std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+               return std::tolower(static_cast<unsigned char>(x)) ==
+                      std::tolower(static_cast<unsigned char>(y));
+           });
 }
 
 } // namespace
@@ -109,8 +131,110 @@ std::string HelpFormatter::two_columns(const std::string& name,
     return wrap_text(description, m_width, first, column);
 }
 
+std::string
+HelpFormatter::make_help(const CLI::App* app, std::string name, CLI::AppFormatMode mode) const {
+    if (mode == CLI::AppFormatMode::Sub) {
+        return CLI::Formatter::make_help(app, std::move(name), mode);
+    }
+    std::string out = make_description(app);
+    out += usage_line(app, name);
+    const auto positionals = app->get_options(
+        [](const CLI::Option* opt) { return !opt->get_group().empty() && opt->get_positional(); });
+    if (!positionals.empty()) {
+        out += "\nPositionals:\n";
+        for (const CLI::Option* opt : positionals) {
+            out += make_option(opt, true);
+        }
+    }
+    out += option_groups(app);
+    out += subcommand_list(app, mode);
+    out += '\n';
+    out += make_footer(app);
+    return out;
+}
+
+std::string HelpFormatter::usage_line(const CLI::App* app, const std::string& name) const {
+    std::string out = name.empty() ? "Usage:" : "Usage: " + name;
+    if (!app->get_options([](const CLI::Option* opt) { return opt->nonpositional(); }).empty()) {
+        out += " [OPTIONS]";
+    }
+    for (const CLI::Option* opt :
+         app->get_options([](const CLI::Option* opt) { return opt->get_positional(); })) {
+        out += ' ';
+        out += make_option_usage(opt);
+    }
+    const auto subcommands = app->get_subcommands(
+        [](const CLI::App* sub) { return !sub->get_disabled() && !sub->get_name().empty(); });
+    if (!subcommands.empty()) {
+        const bool optional = app->get_require_subcommand_min() == 0;
+        const bool one =
+            app->get_require_subcommand_max() < 2 || app->get_require_subcommand_min() > 1;
+        out += optional ? " [" : " ";
+        out += one ? "SUBCOMMAND" : "SUBCOMMANDS";
+        out += optional ? "]" : "";
+    }
+    out += '\n';
+    return out;
+}
+
+std::string HelpFormatter::option_groups(const CLI::App* app) const {
+    std::string out;
+    const auto groups = app->get_groups();
+    for (const auto& group : groups) {
+        const auto opts = app->get_options([&group](const CLI::Option* opt) {
+            return opt->get_group() == group && opt->nonpositional();
+        });
+        if (group.empty() || opts.empty()) {
+            continue;
+        }
+        out += '\n' + group_title(group) + ":\n";
+        for (const CLI::Option* opt : opts) {
+            out += make_option(opt, false);
+        }
+        if (group != groups.back()) {
+            out += '\n';
+        }
+    }
+    return out;
+}
+
+std::string HelpFormatter::subcommand_list(const CLI::App* app, CLI::AppFormatMode mode) const {
+    // The groups in the order their first subcommand was defined.
+    std::vector<std::string> groups;
+    for (const CLI::App* sub : app->get_subcommands({})) {
+        const auto& group = sub->get_group();
+        if (sub->get_name().empty() || group.empty() ||
+            std::any_of(groups.begin(), groups.end(), [&group](const std::string& seen) {
+                return same_group(seen, group);
+            })) {
+            continue;
+        }
+        groups.push_back(group);
+    }
+    std::string out;
+    for (const auto& group : groups) {
+        out += '\n' + group_title(group) + ":\n";
+        for (const CLI::App* sub : app->get_subcommands({})) {
+            if (sub->get_name().empty() || !same_group(sub->get_group(), group)) {
+                continue;
+            }
+            if (mode == CLI::AppFormatMode::All) {
+                out += sub->help(sub->get_name(), CLI::AppFormatMode::Sub);
+                out += '\n';
+            } else {
+                out += make_subcommand(sub);
+            }
+        }
+    }
+    return out;
+}
+
 std::string HelpFormatter::make_option(const CLI::Option* opt, bool is_positional) const {
-    return two_columns(make_option_name(opt, is_positional) + make_option_opts(opt),
+    // A flag shows no value: CLI11 2.4 and later would print a counting flag's default (`-v,
+    // --verbose [0]`). tfslurm's flags have no environment variable, needs or excludes.
+    const bool flag = !is_positional && opt->get_expected_max() == 0;
+    return two_columns(make_option_name(opt, is_positional) +
+                           (flag ? std::string{} : make_option_opts(opt)),
                        make_option_desc(opt));
 }
 

@@ -25,10 +25,16 @@ namespace tfslurm::cli {
 [[nodiscard]] std::string
 wrap_text(std::string_view text, std::size_t width, std::string_view first, std::size_t indent);
 
-/// A CLI11 formatter that wraps descriptions, option help and the footer at `width`.
+/// A CLI11 formatter that wraps descriptions, option help and the footer at `width`, and lays
+/// the whole text out itself: the same text whichever CLI11 builds it (2.1 to 2.6; 2.5 began to
+/// re-wrap descriptions and footers at 80 columns, dropped `Usage:` and renamed the default
+/// groups `OPTIONS` and `SUBCOMMANDS`).
 class HelpFormatter : public CLI::Formatter {
   public:
     explicit HelpFormatter(std::size_t width);
+
+    std::string
+    make_help(const CLI::App* app, std::string name, CLI::AppFormatMode mode) const override;
 
     std::string make_option(const CLI::Option* opt, bool is_positional) const override;
     std::string make_option_name(const CLI::Option* opt, bool is_positional) const override;
@@ -37,6 +43,12 @@ class HelpFormatter : public CLI::Formatter {
     std::string make_footer(const CLI::App* app) const override;
 
   private:
+    /// `Usage: tfslurm plan [OPTIONS] POSITIONALS... [SUBCOMMAND]`, one line.
+    [[nodiscard]] std::string usage_line(const CLI::App* app, const std::string& name) const;
+    /// Each group of options under its title, a blank line between groups.
+    [[nodiscard]] std::string option_groups(const CLI::App* app) const;
+    /// The subcommands under their group's title.
+    [[nodiscard]] std::string subcommand_list(const CLI::App* app, CLI::AppFormatMode mode) const;
     /// `  NAME   description...`, the description wrapped in its column.
     [[nodiscard]] std::string two_columns(const std::string& name,
                                           const std::string& description) const;

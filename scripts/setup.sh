@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# Install the Debian 12 packages that tfslurm's build, tests and test cluster need.
+# Install the Debian packages that tfslurm's build, tests and test cluster need (Debian 12 and
+# 13 and sid: every name is one that each of them packages, none versioned).
 #
 #   scripts/setup.sh                  everything (build, lint, unit and end-to-end tests)
 #   scripts/setup.sh --demo           only what the demo needs: build the tfslurm binary
 #   scripts/setup.sh --cluster-only   only what scripts/test-cluster needs (Slurm, munge, tools)
 #   scripts/setup.sh --check          list missing packages, install nothing (exit 1 if any)
+#   scripts/setup.sh --list           print the packages wanted, one a line (with the others too)
 #
 # Idempotent: when every package is installed it returns at once without touching apt.
 # Never starts daemons: the packages' maintainer scripts are blocked by a temporary
@@ -21,11 +23,14 @@ readonly -a k_demo_packages=(
     cmake g++ make libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libboost-dev
     libsodium-dev libmunge-dev
 )
-# Build, lint and unit tests.
+# Build, lint and unit tests. libclang-rt-dev: the sanitizer and libFuzzer runtimes of the
+# release's default clang (the fuzz and asan presets).
 readonly -a k_build_packages=(
-    build-essential cmake g++ clang libclang-rt-14-dev clang-format clang-tidy
+    build-essential cmake g++ clang libclang-rt-dev clang-format clang-tidy
     libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libboost-dev catch2 libsodium-dev
     shellcheck python3 ca-certificates psmisc
+    # What the CLI tests run: script (a terminal for NO_COLOR), groff (the man page renders).
+    bsdutils groff-base
     # The Debian package (cpack -G DEB) and its test: dpkg-shlibdeps, file, lintian, man.
     dpkg-dev file lintian man-db
     # The RPMs for EL sites and their test (tests/package/check_rpm.sh): rpmbuild, rpmlint.
@@ -50,14 +55,16 @@ die() {
 
 usage() {
     cat <<'EOF'
-usage: scripts/setup.sh [--demo | --cluster-only] [--check] [--help]
+usage: scripts/setup.sh [--demo | --cluster-only] [--check | --list] [--help]
 
-Installs (apt-get, --no-install-recommends) the Debian 12 packages needed to build tfslurm and
-run its tests, including the Slurm 22.05 test cluster. Needs root. Daemons are not started.
+Installs (apt-get, --no-install-recommends) the Debian packages needed to build tfslurm and
+run its tests, including the test cluster of the machine's Slurm. Debian 12, 13 and sid.
+Needs root. Daemons are not started.
 
   --demo           only the packages that building the tfslurm binary needs (scripts/demo.sh)
   --cluster-only   only the packages scripts/test-cluster needs
   --check          print the missing packages and exit 1 if there are any; install nothing
+  --list           print the packages wanted, one a line, installed or not; install nothing
   --help           this text
 EOF
 }
@@ -79,12 +86,13 @@ have_candidates() {
 }
 
 main() {
-    local cluster_only=0 demo_only=0 check_only=0 arg
+    local cluster_only=0 demo_only=0 check_only=0 list_only=0 arg
     for arg in "$@"; do
         case $arg in
         --cluster-only) cluster_only=1 ;;
         --demo) demo_only=1 ;;
         --check) check_only=1 ;;
+        --list) list_only=1 ;;
         -h | --help | help)
             usage
             return 0
@@ -96,9 +104,8 @@ main() {
         esac
     done
 
-    command -v dpkg-query >/dev/null || die "dpkg-query not found: this script supports Debian 12 only"
-
     ((cluster_only && demo_only)) && die "--demo and --cluster-only exclude each other"
+    ((check_only && list_only)) && die "--check and --list exclude each other"
     local -a wanted
     if ((demo_only)); then
         wanted=("${k_demo_packages[@]}")
@@ -108,11 +115,20 @@ main() {
     fi
     # Remove duplicates, keep order.
     local -A seen=()
-    local -a missing=()
+    local -a unique=() missing=()
     local pkg
     for pkg in "${wanted[@]}"; do
         [[ -n ${seen[$pkg]:-} ]] && continue
         seen[$pkg]=1
+        unique+=("$pkg")
+    done
+    if ((list_only)); then
+        printf '%s\n' "${unique[@]}"
+        return 0
+    fi
+
+    command -v dpkg-query >/dev/null || die "dpkg-query not found: this script supports Debian only"
+    for pkg in "${unique[@]}"; do
         is_installed "$pkg" || missing+=("$pkg")
     done
 

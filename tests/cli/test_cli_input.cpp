@@ -119,6 +119,29 @@ std::size_t widest_line(const std::string& text) {
 
 } // namespace
 
+TEST_CASE("cli: --help is the same text whichever CLI11 builds it", "[cli]") {
+    // CLI11 2.5 and later re-wrap the description at 80 columns, drop "Usage:", title the
+    // groups OPTIONS and SUBCOMMANDS and show a counting flag's default (-v [0]).
+    const Result r = tfslurm_cli({"--help"}, {"COLUMNS=100"});
+    CHECK(r.status == 0);
+    CHECK(r.err.empty());
+    CHECK(r.out.rfind("tfslurm: exact TF_CONFIG, torch and tf4slurm settings for every task of a "
+                      "Slurm step, and a launcher\nthat ends the step when the training is "
+                      "done.\nUsage: tfslurm [OPTIONS] SUBCOMMAND\n\nOptions:\n"
+                      "  -h, --help                  Print this help message and exit\n"
+                      "  -V, --version               Display program version information and "
+                      "exit\n"
+                      "  -v, --verbose               More log output on stderr (-vv for trace)\n"
+                      "  -q, --quiet                 Only errors on stderr\n\n"
+                      "Subcommands:\n"
+                      "  hostnames                   Expand a Slurm hostlist, one host per line,",
+                      0) == 0);
+    CHECK(r.out.size() > 2);
+    CHECK(r.out.substr(r.out.size() - 2) == ".\n");
+    CHECK(r.out.find("\n\nRun 'tfslurm <command> --help' for a command's options; man tfslurm for "
+                     "the whole story.\n") != std::string::npos);
+}
+
 TEST_CASE("cli: --help wraps at COLUMNS and reads like tfslurm's options", "[cli]") {
     for (const std::vector<std::string>& args : {std::vector<std::string>{"--help"},
                                                  std::vector<std::string>{"plan", "--help"},

@@ -387,7 +387,7 @@ TEST_CASE("run: --until chief stops workers that never exit when the chief is do
     cli.check_nothing_left();
 }
 
-TEST_CASE("run: a failing worker aborts every rank; the line saying why is printed once", "[run]") {
+TEST_CASE("run: a failing worker aborts every rank, the line saying why is printed once", "[run]") {
     SECTION("exit status 3") {
         // Rank 2 fails once every trainer runs (so that every launcher has one to stop).
         TempDir scratch;
@@ -1241,7 +1241,7 @@ TEST_CASE("run: --probe starts the trainers once every peer is reachable, else n
                                  "number of seconds from 0.001 to 86400: \"0\""));
 }
 
-TEST_CASE("run: trainers keep their real pids; --contain gives each a PID namespace",
+TEST_CASE("run: trainers keep their real pids, --contain gives each a PID namespace",
           "[run][contain]") {
     // Each trainer writes $$ (its pid as it sees it) and its host pid (/proc/self/stat).
     const std::string script = "read -r host _ < /proc/self/stat; echo \"rank $TFSLURM_RANK pid "

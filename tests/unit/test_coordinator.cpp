@@ -870,7 +870,7 @@ TEST_CASE("coordinator: the default total is max restarts for each restartable r
     CHECK(c.restarts() == 2);
 }
 
-TEST_CASE("coordinator: only restart roles are restarted; never what did not run by itself",
+TEST_CASE("coordinator: only restart roles are restarted, never what did not run by itself",
           "[coordinator][restart]") {
     Coordinator c(restart_settings({Role::ps, Role::worker, Role::chief, Role::evaluator},
                                    3,

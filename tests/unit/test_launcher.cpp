@@ -697,7 +697,7 @@ TEST_CASE("launcher: actions are described in one line", "[launcher]") {
     CHECK(describe(launcher_action::SignalTrainer{9}, k_t0) == "signal 9");
 }
 
-TEST_CASE("launcher: every launcher exits with the step's status; one of them shows the line",
+TEST_CASE("launcher: every launcher exits with the step's status, one of them shows the line",
           "[launcher]") {
     // The failure's cause and status, this launcher's rank, and its finish.
     using Row = std::tuple<protocol::FailureCause, int, std::uint32_t, std::string>;

@@ -94,7 +94,7 @@ TEST_CASE("tf_config: tf4slurm server dictionaries (V12), uneven layouts fixed",
     }
 }
 
-TEST_CASE("tf_config: TF_CONFIG of every role; the evaluator is outside the cluster",
+TEST_CASE("tf_config: TF_CONFIG of every role, the evaluator is outside the cluster",
           "[tf_config]") {
     PlanOptions options;
     tfslurm::apply_plan_setting(options, "ps", "1");
