@@ -10,6 +10,7 @@
 #include <tfslurm/log.hpp>
 #include <tfslurm/protocol.hpp>
 #include <tfslurm/run.hpp>
+#include <tfslurm/run_task.hpp>
 #include <tfslurm/slurm_api.hpp>
 #include <tfslurm/slurm_config.hpp>
 #include <tfslurm/tf_config.hpp>
@@ -55,24 +56,6 @@ resolve_run_settings(const PlanArgs& plan_args, const RunArgs& args, const Envir
     values.insert(values.end(), launcher.begin(), launcher.end());
     record_origins(values);
     return resolve_settings(values).values;
-}
-
-/// The launcher's options from the run settings, with how it authenticates: TFSLURM_SECRET, and
-/// where munged listens (TFSLURM_MUNGE_SOCKET, else Slurm's own AuthInfo in slurm.conf).
-LauncherOptions launcher_options(const RunSettings& run, const Environment& env) {
-    LauncherOptions options;
-    options.run = run;
-    options.auth.method = run.auth;
-    if (const auto secret = env.get("TFSLURM_SECRET")) {
-        options.auth.secret_hex = std::string(*secret);
-    }
-    auto socket = find_munge_socket(env);
-    logger().debug("munge socket: {} ({})",
-                   socket.path.empty() ? "libmunge's default" : socket.path,
-                   socket.origin);
-    options.auth.munge_socket = std::move(socket.path);
-    options.auth.munge_socket_origin = std::move(socket.origin);
-    return options;
 }
 
 std::string own_executable() {
@@ -128,63 +111,6 @@ std::vector<std::string> launcher_command_line(const CLI::App& run,
     argv.insert(argv.end(), command.begin(), command.end());
     return argv;
 }
-
-/// The trainer's environment for a plan: the launcher's own, with the plan's variables (and
-/// its socket interface's) set and the launcher-only ones removed. With `tf_config_file` it also
-/// writes the file (again for a plan rebuilt with the exchanged addresses: the path stays) and
-/// removes it when the launcher ends (the trainer has exited by then).
-class TrainerEnvironment {
-  public:
-    TrainerEnvironment(const SettingValues& settings, const Environment& env)
-        : m_settings(settings), m_env(env) {}
-    TrainerEnvironment(const TrainerEnvironment&) = delete;
-    TrainerEnvironment& operator=(const TrainerEnvironment&) = delete;
-    TrainerEnvironment(TrainerEnvironment&&) = delete;
-    TrainerEnvironment& operator=(TrainerEnvironment&&) = delete;
-    ~TrainerEnvironment() {
-        if (!remove_tf_config_file(m_file)) {
-            logger().warn("{}: could not remove every part of the TF_CONFIG file", m_file.path);
-        }
-    }
-
-    /// The environment of `built`'s self rank. \throws Error as task_environment(),
-    /// file_task_environment() and write_tf_config_file().
-    [[nodiscard]] Environment operator()(const Plan& built) {
-        const auto rank = *built.self_rank;
-        Environment trainer = m_env;
-        if (m_settings.tf_config_file.empty()) {
-            for (auto& [name, value] : task_environment(built, rank, m_settings.outputs)) {
-                trainer.set(std::move(name), std::move(value));
-            }
-        } else {
-            auto with_file = file_task_environment(
-                built, rank, m_settings.outputs, m_settings.tf_config_file, m_env);
-            for (auto& [name, value] : with_file.vars) {
-                trainer.set(std::move(name), std::move(value));
-            }
-            if (!with_file.file.path.empty()) {
-                trainer.unset("TF_CONFIG"); // an inherited one would contradict the file
-                write_tf_config_file(with_file.file, with_file.tf_config);
-                m_file = std::move(with_file.file);
-            }
-        }
-        for (auto& [name, value] : socket_interface_variables(built, m_env)) {
-            trainer.set(std::move(name), std::move(value));
-        }
-        for (auto& [name, value] : thread_variables(built, rank, m_settings.outputs, m_env)) {
-            trainer.set(std::move(name), std::move(value));
-        }
-        // Launcher-only variables: the trainer needs none of them (the secret least of all).
-        trainer.unset("TFSLURM_SECRET");
-        trainer.unset(std::string(k_local_status_variable));
-        return trainer;
-    }
-
-  private:
-    const SettingValues& m_settings;
-    const Environment& m_env;
-    TfConfigFile m_file;
-};
 
 /// How long a launcher waits after printing the reason for an abort (see run_task).
 constexpr std::chrono::milliseconds k_abort_linger{200};
@@ -350,20 +276,6 @@ void cancel_step(const LaunchResult& result, const Environment& env) {
     }
 }
 
-/// Exact mode: where the launcher looks for its trainer port (this node's reserved ports, else
-/// `range`), and how a message names that pool.
-void exact_ports(LauncherOptions& options,
-                 const Plan& plan,
-                 const std::vector<std::uint16_t>& reserved,
-                 PortRange range) {
-    options.port_candidates = trainer_port_candidates(plan, *plan.self_rank, reserved, range);
-    options.port_pool =
-        reserved.empty()
-            ? fmt::format("{}-{} ({})", range.first, range.last, setting_ref("port_range"))
-            : fmt::format("the reserved ports {} (SLURM_STEP_RESV_PORTS)",
-                          fmt::join(reserved, ","));
-}
-
 /// Run `check`, which validates the settings. Their errors are the same in every task of a
 /// step (the same options and TFSLURM_* variables reach each one): only rank 0 prints one, as
 /// an error, and the others log it at debug level and exit with the same status, so that the
@@ -386,24 +298,23 @@ std::optional<int> settings_once_per_step(const Environment& env, Check check) {
     return std::nullopt;
 }
 
-// One task's setup in order (~90 lines): options, the plan, the trainer's environment (rebuilt
-// once the coordinator sends every node's address with --iface), the job's end and requeue budget,
-// then run_launcher(); each step needs what the previous one made, and the order is the point.
+// One task in order (~75 lines): the settings (layered once), the plan, the launch (the library's
+// plan_launch()), the job's end, run_launcher(), then what its result asks of Slurm and the
+// user; each step needs what the previous one made, and the order is the point.
 int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     const Environment env = Environment::from_process();
     warn_unknown_variables(env);
-    RunSettings run;
+    SettingValues settings;
     if (const auto status = settings_once_per_step(
-            env, [&] { run = resolve_run_settings(plan_args, args, env).run; })) {
+            env, [&] { settings = resolve_run_settings(plan_args, args, env); })) {
         return *status;
     }
-    LauncherOptions options = launcher_options(run, env);
     const std::string hint = "tfslurm run starts one task's trainer: run it with srun (srun "
                              "tfslurm run ... CMD), or try the whole job on this machine with "
                              "--local N";
     ResolvedPlan resolved;
     try {
-        resolved = resolve_plan(plan_args, env, ExchangeUser::run);
+        resolved = resolve_plan(read_step_of(plan_args, env), settings, env, ExchangeUser::run);
     } catch (const Error& e) {
         if (e.code() != Errc::missing_env) {
             throw;
@@ -411,6 +322,7 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
         throw Error(e.code(), e.what(), hint);
     }
     const Plan& plan = resolved.plan;
+    const RunSettings& run = resolved.settings.run;
     if (!plan.self_rank) {
         throw errors::missing_env("SLURM_PROCID", hint);
     }
@@ -425,43 +337,16 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
             settings_once_per_step(env, [&] { check_until(members_of(plan), run.until); })) {
         return *status;
     }
-    TrainerEnvironment trainer_env{resolved.settings, env};
-    Environment trainer;
-    if (!exact_mode(resolved.settings.plan) || !resolved.own_address) {
-        trainer = trainer_env(plan);
-    } else {
-        // Exact mode: the coordinator exchanges every node's address and the ports the
-        // launchers bound; the trainer's variables (and its TF_CONFIG file) are built from the
-        // plan rebuilt with them, before it starts. Until then the launcher knows only the names.
-        options.address = resolved.own_address->address;
-        exact_ports(options, plan, resolved.step.resv_ports, run.port_range);
-        options.trainer_environment = [&resolved, &trainer_env](const protocol::Cluster& cluster) {
-            auto exact = resolved.settings.plan;
-            exact.node_addresses = cluster.addresses;
-            exact.rank_ports = cluster.ports;
-            auto built = make_plan(resolved.step, resolved.allocation, exact);
-            built.socket_interface = resolved.own_address->interface;
-            return trainer_env(built);
-        };
-    }
     // Set by `--local` for its launchers only (anything else is ignored); close-on-exec now.
     const std::optional<int> status_channel = local_status_channel(env);
-    if (!status_channel && plan.job_id && plan.step_id) {
-        options.slurm_step = StepRef{*plan.job_id, *plan.step_id};
-    }
+    TrainerEnvironment trainer_env{resolved.settings, env};
+    TaskLaunch launch = plan_launch(
+        resolved, run, trainer_env, env, status_channel ? TaskOrigin::local : TaskOrigin::slurm);
+    LauncherOptions& options = launch.options;
     if (run.checkpoint_before) {
         options.job_end = job_end_time(plan, env, !status_channel);
     }
-    if (run.requeue && (status_channel || !plan.job_id)) {
-        logger().debug("no Slurm job to requeue: {} ignored", setting_ref("requeue"));
-    } else if (run.requeue) {
-        options.requeue = RequeuePolicy{*plan.job_id, 0};
-        if (const auto count = env.get("SLURM_RESTART_COUNT"); count && !count->empty()) {
-            options.requeue->restart_count = static_cast<std::uint32_t>(
-                parse_option_number(*count, "SLURM_RESTART_COUNT", 0, UINT32_MAX));
-        }
-    }
-    const LaunchResult result = run_launcher(plan, args.command, trainer, options);
+    const LaunchResult result = run_launcher(plan, args.command, launch.trainer, options);
     if (status_channel) {
         // `--local`: the parent shows each line once.
         write_local_report(*status_channel,
@@ -491,7 +376,7 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     return result.exit_status;
 }
 
-int run_local_job(const PlanArgs& plan_args, const RunArgs& args, const CLI::App& run) {
+int run_local_job(const PlanArgs& plan_args, const RunArgs& args, const CLI::App& run_app) {
     const StepOverrides& preview = plan_args.preview;
     if (!preview.nodelist.empty() || !preview.tasks_per_node.empty() || preview.ntasks ||
         !preview.distribution.empty() || !preview.hostfile.empty() || preview.step_id ||
@@ -509,26 +394,28 @@ int run_local_job(const PlanArgs& plan_args, const RunArgs& args, const CLI::App
     local.job_id = plan_args.preview.job_id.value_or(static_cast<std::uint64_t>(::getpid()));
 
     // Check every option once here rather than N times in the launchers.
-    const RunSettings settings = resolve_run_settings(plan_args, args, env).run;
-    const LauncherOptions options = launcher_options(settings, env);
+    // As its rank 0 will: the settings of its task environment (TFSLURM_ADDRESS=ip, ...).
     PlanArgs check = plan_args;
     check.preview = StepOverrides{};
+    const Environment task_env = local_task_environment(env, local.ntasks, 0, local.job_id);
+    SettingValues settings = resolve_run_settings(check, args, task_env);
+    const RunSettings run = settings.run;
     const auto checked = resolve_plan(
-        check, local_task_environment(env, local.ntasks, 0, local.job_id), ExchangeUser::run);
-    check_until(members_of(checked.plan), settings.until);
+        read_step_of(check, task_env), std::move(settings), task_env, ExchangeUser::run);
+    check_until(members_of(checked.plan), run.until);
 
     if (!env.contains("TFSLURM_SECRET") &&
-        (options.auth.method == protocol::AuthMethod::secret ||
-         (options.auth.method == protocol::AuthMethod::automatic &&
-          !protocol::munge_available(options.auth.munge_socket)))) {
+        (run.auth == protocol::AuthMethod::secret ||
+         (run.auth == protocol::AuthMethod::automatic &&
+          !protocol::munge_available(find_munge_socket(env).path)))) {
         env.set("TFSLURM_SECRET", protocol::to_hex(protocol::random_bytes(32)));
-        if (options.auth.method == protocol::AuthMethod::automatic) {
+        if (run.auth == protocol::AuthMethod::automatic) {
             env.set("TFSLURM_AUTH", "secret");
         }
         logger().debug("local: munge unavailable, using a fresh TFSLURM_SECRET");
     }
     local.env = std::move(env);
-    local.launcher_argv = launcher_command_line(run, args.command);
+    local.launcher_argv = launcher_command_line(run_app, args.command);
     const LocalResult result = run_local(local);
     for (const LocalReport& report : result.messages) {
         print_line(report.outcome, report.message);
