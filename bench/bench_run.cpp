@@ -453,7 +453,7 @@ class FakeNode : public std::enable_shared_from_this<FakeNode> {
         return true;
     }
 
-    /// As a launcher writes (launcher_link.cpp): one write in flight, and what queued up
+    /// As a launcher writes (launcher_connection.cpp): one write in flight, and what queued up
     /// meanwhile goes out in the next one, gathered.
     void send(const protocol::Message& message) {
         m_queue.push_back(protocol::encode_frame(message, protocol::k_max_relay_frame));

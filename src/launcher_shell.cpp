@@ -5,7 +5,7 @@
 // io_context::run() has returned). The shell connects and registers by itself (retries and
 // registration failures are setup errors, thrown); after `welcome` every decision is the
 // machine's and the shell only performs its actions. The link to the coordinator is in
-// launcher_link.cpp.
+// launcher_connection.cpp.
 #include "detail/launcher_shell.hpp"
 
 #include "detail/fd.hpp"

@@ -4,7 +4,7 @@
 /// \file
 /// The launcher's Asio shell around LauncherMachine (see launcher.hpp), shared by its two
 /// files: launcher_shell.cpp (the run, the trainer, the machine's actions) and
-/// launcher_link.cpp (the link to the coordinator: connecting through the candidate control
+/// launcher_connection.cpp (the link to the coordinator: connecting through the candidate control
 /// ports, the challenge and registration, framed reads and writes).
 
 #include "detail/labeled_stream.hpp"
