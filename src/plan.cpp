@@ -1,13 +1,11 @@
 // SPDX-License-Identifier: MIT
 #include "detail/plan_shared.hpp"
-
 #include "detail/text.hpp"
 
 #include <tfslurm/error.hpp>
 #include <tfslurm/hostlist.hpp>
 #include <tfslurm/log.hpp>
 #include <tfslurm/plan.hpp>
-#include <tfslurm/tf_compat.hpp>
 
 #include <fmt/format.h>
 
@@ -598,27 +596,15 @@ std::vector<Role> roles_by_component(const StepInfo& step, const PlanOptions& op
     return roles;
 }
 
-/// Exact mode: the ports the launchers bound replace the plan's.
-Plan with_bound_ports(Plan plan, const std::vector<std::uint16_t>& rank_ports) {
-    for (std::size_t r = 0; r < rank_ports.size() && r < plan.ranks.size(); ++r) {
-        if (rank_ports[r] != 0) {
-            plan.ranks[r].port = rank_ports[r];
-        }
-    }
-    return plan;
-}
-
 } // namespace
 
-Plan make_plan(const StepInfo& step,
-               const Allocation& allocation,
-               const PlanOptions& options,
-               const AddressResolver& resolve,
-               GpuDetail detail) {
-    if (options.layout == Layout::tf_compat) {
-        return with_bound_ports(make_tf_compat_plan(step, allocation, options, resolve),
-                                options.rank_ports);
-    }
+// The native layout, rule after rule (~70 lines): roles, ports, addresses, GPUs, the control
+// endpoint; each needs the ones before it.
+Plan detail::make_native_plan(const StepInfo& step,
+                              const Allocation& allocation,
+                              const PlanOptions& options,
+                              const AddressResolver& resolve,
+                              GpuDetail detail) {
     if (options.tf_gpus_per_node) {
         throw errors::invalid_setting(
             "gpus_per_node",
@@ -682,7 +668,7 @@ Plan make_plan(const StepInfo& step,
                    to_string(plan.port_source),
                    plan.control_address,
                    plan.control_port);
-    return with_bound_ports(std::move(plan), options.rank_ports);
+    return plan;
 }
 
 } // namespace tfslurm
