@@ -5,7 +5,7 @@
 
 #include <tfslurm/auth.hpp>
 #include <tfslurm/error.hpp>
-#include <tfslurm/launcher.hpp>
+#include <tfslurm/launcher_shell.hpp>
 #include <tfslurm/local_run.hpp>
 #include <tfslurm/log.hpp>
 #include <tfslurm/protocol.hpp>

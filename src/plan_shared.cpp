@@ -3,6 +3,7 @@
 // with the system address resolver: in a file of their own so that neither layout depends on
 // the other's file.
 #include "detail/plan_shared.hpp"
+
 #include "detail/text.hpp"
 
 #include <tfslurm/error.hpp>

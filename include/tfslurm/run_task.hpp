@@ -5,10 +5,10 @@
 /// One task of `tfslurm run`, planned: from its resolved plan (resolve_plan.hpp) and run
 /// settings, the trainer's environment (TrainerEnvironment, which also owns the TF_CONFIG file's
 /// lifecycle) and the launcher's options (plan_launch()), exact mode included. The CLI parses,
-/// calls plan_launch() and run_launcher() (launcher.hpp), and prints the result.
+/// calls plan_launch() and run_launcher() (launcher_shell.hpp), and prints the result.
 
 #include <tfslurm/env.hpp>
-#include <tfslurm/launcher.hpp>
+#include <tfslurm/launcher_shell.hpp>
 #include <tfslurm/plan.hpp>
 #include <tfslurm/plan_settings.hpp>
 #include <tfslurm/resolve_plan.hpp>

@@ -15,7 +15,9 @@
 #include <tfslurm/auth.hpp>
 #include <tfslurm/coordinator_server.hpp>
 #include <tfslurm/error.hpp>
+#include <tfslurm/held_port.hpp>
 #include <tfslurm/launcher.hpp>
+#include <tfslurm/launcher_shell.hpp>
 #include <tfslurm/plan.hpp>
 #include <tfslurm/protocol.hpp>
 
