@@ -453,7 +453,7 @@ class FakeNode : public std::enable_shared_from_this<FakeNode> {
         return true;
     }
 
-    /// As a launcher writes (launcher_link.cpp): one write in flight, and what queued up
+    /// As a launcher writes (launcher_connection.cpp): one write in flight, and what queued up
     /// meanwhile goes out in the next one, gathered.
     void send(const protocol::Message& message) {
         m_queue.push_back(protocol::encode_frame(message, protocol::k_max_relay_frame));
@@ -597,8 +597,8 @@ FaninResult fanin(const Shape& shape) {
                 settings.ranks.push_back(
                     Member{Role::worker, i, fmt::format("node{}", i / shape.per_node)});
             }
-            settings.heartbeat_timeout = std::chrono::seconds(120);
-            settings.connect_timeout = std::chrono::seconds(120);
+            settings.run.heartbeat_timeout = std::chrono::seconds(120);
+            settings.run.connect_timeout = std::chrono::seconds(120);
             settings.linger = std::chrono::seconds(60);
             settings.tree = shape.per_node > 1;
             const auto auth = protocol::Authenticator::create(

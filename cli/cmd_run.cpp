@@ -5,11 +5,12 @@
 
 #include <tfslurm/auth.hpp>
 #include <tfslurm/error.hpp>
-#include <tfslurm/launcher.hpp>
+#include <tfslurm/launcher_shell.hpp>
 #include <tfslurm/local_run.hpp>
 #include <tfslurm/log.hpp>
 #include <tfslurm/protocol.hpp>
 #include <tfslurm/run.hpp>
+#include <tfslurm/run_task.hpp>
 #include <tfslurm/slurm_api.hpp>
 #include <tfslurm/slurm_config.hpp>
 #include <tfslurm/tf_config.hpp>
@@ -23,11 +24,9 @@
 #include <unistd.h>
 
 #include <array>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <climits>
-#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -42,167 +41,22 @@
 namespace tfslurm::cli {
 namespace {
 
-/// The most restarts `--max-restarts` and `--max-total-restarts` take.
-constexpr std::uint64_t k_max_restarts = 10000;
-
 struct RunArgs {
     GivenSettings given; ///< the launcher settings of the registry
     std::uint32_t local = 0;
     std::vector<std::string> command;
 };
 
-/// Seconds (a decimal number from 0.001 to 86400, one day) as milliseconds: less than a
-/// millisecond would be 0 ms, and a heartbeat of 0 ms spins (every timer fires at once).
-Millis parse_seconds(const std::string& text, std::string_view key) {
-    char* end = nullptr;
-    errno = 0;
-    const double seconds = std::strtod(text.c_str(), &end);
-    if (text.empty() || end != text.c_str() + text.size() || errno != 0 ||
-        !std::isfinite(seconds) || seconds < 0.001 || seconds > 86400) {
-        throw errors::invalid_setting(
-            key, "expected a number of seconds from 0.001 to 86400", text, "e.g. 10 or 0.5");
-    }
-    // std::chrono::round, not std::llround: that was the binary's only use of libm (300 KiB
-    // of resident memory at every start).
-    return std::chrono::round<Millis>(std::chrono::duration<double>(seconds));
-}
-
-/// A signal by name (with or without `SIG`, any case) or number (1 to 64).
-/// Input: `USR1`. Output: 10.
-int parse_signal(const std::string& text, std::string_view key) {
-    static constexpr std::array<std::pair<std::string_view, int>, 15> k_names{{
-        {"HUP", SIGHUP},
-        {"INT", SIGINT},
-        {"QUIT", SIGQUIT},
-        {"ILL", SIGILL},
-        {"TRAP", SIGTRAP},
-        {"ABRT", SIGABRT},
-        {"BUS", SIGBUS},
-        {"FPE", SIGFPE},
-        {"KILL", SIGKILL},
-        {"USR1", SIGUSR1},
-        {"SEGV", SIGSEGV},
-        {"USR2", SIGUSR2},
-        {"PIPE", SIGPIPE},
-        {"ALRM", SIGALRM},
-        {"TERM", SIGTERM},
-    }};
-    std::string name;
-    for (const char c : text) {
-        name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    }
-    if (name.rfind("SIG", 0) == 0) {
-        name.erase(0, 3);
-    }
-    for (const auto& [known, signo] : k_names) {
-        if (name == known) {
-            return signo;
-        }
-    }
-    char* end = nullptr;
-    errno = 0;
-    const long number = std::strtol(text.c_str(), &end, 10);
-    if (text.empty() || end != text.c_str() + text.size() || errno != 0 || number < 1 ||
-        number > 64) {
-        throw errors::invalid_setting(
-            key, "expected a signal name or number", text, "e.g. ABRT, USR1 or 10");
-    }
-    return static_cast<int>(number);
-}
-
-/// A flag's value (`--requeue` gives 1, `--no-requeue` 0; TFSLURM_REQUEUE yes/no too).
-bool parse_flag(const std::string& text, std::string_view key) {
-    for (const char* yes : {"", "1", "yes", "true", "on"}) {
-        if (text == yes) {
-            return true;
-        }
-    }
-    for (const char* no : {"0", "no", "false", "off"}) {
-        if (text == no) {
-            return false;
-        }
-    }
-    throw errors::invalid_setting(key, "expected yes/no, true/false, on/off or 1/0", text);
-}
-
-/// The `port_range` setting (exact mode's trainer ports without SLURM_STEP_RESV_PORTS).
-PortRange port_range(const RunArgs& args, const Environment& env) {
-    const auto winners = winning_settings(given_values(args.given, env));
-    const auto found = winners.find("port_range");
-    return found == winners.end() ? PortRange{}
-                                  : parse_port_range(found->second.value, "port_range");
-}
-
-// One setting after the other (~65 lines): each launcher option is parsed from its winning
-// value with its own rule; splitting the list would only hide which options exist.
-LauncherOptions launcher_options(const RunArgs& args, const Environment& env) {
-    (void)port_range(args, env); // checked with the others, before anything starts
-    const auto values = given_values(args.given, env);
+/// Every setting of this `run`, the plan's and the launcher's, layered once (their origins
+/// recorded: an error names the option or variable the user set).
+/// \throws Error for a bad value.
+SettingValues
+resolve_run_settings(const PlanArgs& plan_args, const RunArgs& args, const Environment& env) {
+    auto values = given_values(plan_args.given, env);
+    auto launcher = given_values(args.given, env);
+    values.insert(values.end(), launcher.begin(), launcher.end());
     record_origins(values);
-    const auto winners = winning_settings(values);
-    const auto value_of = [&winners](std::string_view key, std::string_view fallback) {
-        const auto found = winners.find(key);
-        return found == winners.end() ? std::string{fallback} : found->second.value;
-    };
-    LauncherOptions options;
-    options.until = parse_until(value_of("until", "workers"), setting_ref("until"));
-    options.heartbeat = parse_seconds(value_of("heartbeat", "1"), "heartbeat");
-    const auto heartbeat_timeout = value_of("heartbeat_timeout", "10");
-    options.heartbeat_timeout = parse_seconds(heartbeat_timeout, "heartbeat_timeout");
-    options.connect_timeout = parse_seconds(value_of("connect_timeout", "60"), "connect_timeout");
-    options.grace = parse_seconds(value_of("grace", "10"), "grace");
-    if (const auto stall = winners.find("stall_timeout"); stall != winners.end()) {
-        options.stall_timeout = parse_seconds(stall->second.value, "stall_timeout");
-    }
-    options.stall_signal = parse_signal(value_of("stall_signal", "ABRT"), "stall_signal");
-    options.stall_grace = parse_seconds(value_of("stall_grace", "5"), "stall_grace");
-    options.restarts.per_rank = static_cast<std::uint32_t>(parse_option_number(
-        value_of("max_restarts", "0"), setting_ref("max_restarts"), 0, k_max_restarts));
-    if (const auto total = winners.find("max_total_restarts"); total != winners.end()) {
-        options.restarts.total = static_cast<std::uint32_t>(parse_option_number(
-            total->second.value, setting_ref("max_total_restarts"), 0, k_max_restarts));
-    }
-    options.restarts.roles =
-        parse_restart_roles(value_of("restart_roles", "worker"), setting_ref("restart_roles"));
-    options.restarts.delay = parse_seconds(value_of("restart_delay", "1"), "restart_delay");
-    if (const auto before = winners.find("checkpoint_before"); before != winners.end()) {
-        options.checkpoint_before = parse_seconds(before->second.value, "checkpoint_before");
-    }
-    options.checkpoint_signal =
-        parse_signal(value_of("checkpoint_signal", "USR1"), "checkpoint_signal");
-    if (parse_flag(value_of("requeue", "0"), "requeue")) {
-        options.requeue = RequeuePolicy{};
-        options.requeue->max_requeues = static_cast<std::uint32_t>(parse_option_number(
-            value_of("max_requeues", "3"), setting_ref("max_requeues"), 0, 1000));
-    } else {
-        (void)parse_option_number(
-            value_of("max_requeues", "3"), setting_ref("max_requeues"), 0, 1000);
-    }
-    options.probe = parse_flag(value_of("probe", "0"), "probe") ? Probe::on : Probe::off;
-    options.probe_timeout = parse_seconds(value_of("probe_timeout", "30"), "probe_timeout");
-    options.contain = parse_flag(value_of("contain", "0"), "contain") ? Containment::pid_namespace
-                                                                      : Containment::keeper;
-    options.label = parse_flag(value_of("label", "0"), "label");
-    if (options.heartbeat_timeout <= options.heartbeat) {
-        throw errors::invalid_setting("heartbeat_timeout",
-                                      "must be longer than " + setting_ref("heartbeat"),
-                                      heartbeat_timeout,
-                                      "e.g. " + setting_ref("heartbeat", "1") + " " +
-                                          setting_ref("heartbeat_timeout", "10"));
-    }
-    options.auth.method =
-        protocol::parse_auth_method(value_of("auth", "auto"), setting_ref("auth"));
-    if (const auto secret = env.get("TFSLURM_SECRET")) {
-        options.auth.secret_hex = std::string(*secret);
-    }
-    // Where munged listens: TFSLURM_MUNGE_SOCKET, else Slurm's own AuthInfo in slurm.conf.
-    auto socket = find_munge_socket(env);
-    logger().debug("munge socket: {} ({})",
-                   socket.path.empty() ? "libmunge's default" : socket.path,
-                   socket.origin);
-    options.auth.munge_socket = std::move(socket.path);
-    options.auth.munge_socket_origin = std::move(socket.origin);
-    return options;
+    return resolve_settings(values).values;
 }
 
 std::string own_executable() {
@@ -258,63 +112,6 @@ std::vector<std::string> launcher_command_line(const CLI::App& run,
     argv.insert(argv.end(), command.begin(), command.end());
     return argv;
 }
-
-/// The trainer's environment for a plan: the launcher's own, with the plan's variables (and
-/// its socket interface's) set and the launcher-only ones removed. With `tf_config_file` it also
-/// writes the file (again for a plan rebuilt with the exchanged addresses: the path stays) and
-/// removes it when the launcher ends (the trainer has exited by then).
-class TrainerEnvironment {
-  public:
-    TrainerEnvironment(const SettingValues& settings, const Environment& env)
-        : m_settings(settings), m_env(env) {}
-    TrainerEnvironment(const TrainerEnvironment&) = delete;
-    TrainerEnvironment& operator=(const TrainerEnvironment&) = delete;
-    TrainerEnvironment(TrainerEnvironment&&) = delete;
-    TrainerEnvironment& operator=(TrainerEnvironment&&) = delete;
-    ~TrainerEnvironment() {
-        if (!remove_tf_config_file(m_file)) {
-            logger().warn("{}: could not remove every part of the TF_CONFIG file", m_file.path);
-        }
-    }
-
-    /// The environment of `built`'s self rank. \throws Error as task_environment(),
-    /// file_task_environment() and write_tf_config_file().
-    [[nodiscard]] Environment operator()(const Plan& built) {
-        const auto rank = *built.self_rank;
-        Environment trainer = m_env;
-        if (m_settings.tf_config_file.empty()) {
-            for (auto& [name, value] : task_environment(built, rank, m_settings.outputs)) {
-                trainer.set(std::move(name), std::move(value));
-            }
-        } else {
-            auto with_file = file_task_environment(
-                built, rank, m_settings.outputs, m_settings.tf_config_file, m_env);
-            for (auto& [name, value] : with_file.vars) {
-                trainer.set(std::move(name), std::move(value));
-            }
-            if (!with_file.file.path.empty()) {
-                trainer.unset("TF_CONFIG"); // an inherited one would contradict the file
-                write_tf_config_file(with_file.file, with_file.tf_config);
-                m_file = std::move(with_file.file);
-            }
-        }
-        for (auto& [name, value] : socket_interface_variables(built, m_env)) {
-            trainer.set(std::move(name), std::move(value));
-        }
-        for (auto& [name, value] : thread_variables(built, rank, m_settings.outputs, m_env)) {
-            trainer.set(std::move(name), std::move(value));
-        }
-        // Launcher-only variables: the trainer needs none of them (the secret least of all).
-        trainer.unset("TFSLURM_SECRET");
-        trainer.unset(std::string(k_local_status_variable));
-        return trainer;
-    }
-
-  private:
-    const SettingValues& m_settings;
-    const Environment& m_env;
-    TfConfigFile m_file;
-};
 
 /// How long a launcher waits after printing the reason for an abort (see run_task).
 constexpr std::chrono::milliseconds k_abort_linger{200};
@@ -510,20 +307,6 @@ void cancel_step(const LaunchResult& result, const Environment& env) {
     await_cancel_kill(step);
 }
 
-/// Exact mode: where the launcher looks for its trainer port (this node's reserved ports, else
-/// `range`), and how a message names that pool.
-void exact_ports(LauncherOptions& options,
-                 const Plan& plan,
-                 const std::vector<std::uint16_t>& reserved,
-                 PortRange range) {
-    options.port_candidates = trainer_port_candidates(plan, *plan.self_rank, reserved, range);
-    options.port_pool =
-        reserved.empty()
-            ? fmt::format("{}-{} ({})", range.first, range.last, setting_ref("port_range"))
-            : fmt::format("the reserved ports {} (SLURM_STEP_RESV_PORTS)",
-                          fmt::join(reserved, ","));
-}
-
 /// Run `check`, which validates the settings. Their errors are the same in every task of a
 /// step (the same options and TFSLURM_* variables reach each one): only rank 0 prints one, as
 /// an error, and the others log it at debug level and exit with the same status, so that the
@@ -546,19 +329,15 @@ std::optional<int> settings_once_per_step(const Environment& env, Check check) {
     return std::nullopt;
 }
 
-// One task's setup in order (~90 lines): options, the plan, the trainer's environment (rebuilt
-// once the coordinator sends every node's address with --iface), the job's end and requeue budget,
-// then run_launcher(); each step needs what the previous one made, and the order is the point.
+// One task in order (~75 lines): the settings (layered once), the plan, the launch (the library's
+// plan_launch()), the job's end, run_launcher(), then what its result asks of Slurm and the
+// user; each step needs what the previous one made, and the order is the point.
 int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     const Environment env = Environment::from_process();
     warn_unknown_variables(env);
-    LauncherOptions options;
-    if (const auto status = settings_once_per_step(env, [&] {
-            options = launcher_options(args, env);
-            const auto values = given_values(plan_args.given, env);
-            record_origins(values); // an error names the option or variable the user set
-            (void)resolve_settings(values);
-        })) {
+    SettingValues settings;
+    if (const auto status = settings_once_per_step(
+            env, [&] { settings = resolve_run_settings(plan_args, args, env); })) {
         return *status;
     }
     const std::string hint = "tfslurm run starts one task's trainer: run it with srun (srun "
@@ -566,7 +345,7 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
                              "--local N";
     ResolvedPlan resolved;
     try {
-        resolved = resolve_plan(plan_args, env, ExchangeUser::run);
+        resolved = resolve_plan(read_step_of(plan_args, env), settings, env, ExchangeUser::run);
     } catch (const Error& e) {
         if (e.code() != Errc::missing_env) {
             throw;
@@ -574,6 +353,7 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
         throw Error(e.code(), e.what(), hint);
     }
     const Plan& plan = resolved.plan;
+    const RunSettings& run = resolved.settings.run;
     if (!plan.self_rank) {
         throw errors::missing_env("SLURM_PROCID", hint);
     }
@@ -585,47 +365,19 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     // Every task refuses what cannot work, at once, not only rank 0's coordinator (which
     // alone says so).
     if (const auto status =
-            settings_once_per_step(env, [&] { check_until(members_of(plan), options.until); })) {
+            settings_once_per_step(env, [&] { check_until(members_of(plan), run.until); })) {
         return *status;
-    }
-    TrainerEnvironment trainer_env{resolved.settings, env};
-    Environment trainer;
-    if (!exact_mode(resolved.settings.plan) || !resolved.own_address) {
-        trainer = trainer_env(plan);
-    } else {
-        // Exact mode: the coordinator exchanges every node's address and the ports the
-        // launchers bound; the trainer's variables (and its TF_CONFIG file) are built from the
-        // plan rebuilt with them, before it starts. Until then the launcher knows only the names.
-        options.address = resolved.own_address->address;
-        exact_ports(options, plan, resolved.step.resv_ports, port_range(args, env));
-        options.trainer_environment = [&resolved, &trainer_env](const protocol::Cluster& cluster) {
-            auto exact = resolved.settings.plan;
-            exact.node_addresses = cluster.addresses;
-            exact.rank_ports = cluster.ports;
-            auto built = make_plan(resolved.step, resolved.allocation, exact);
-            built.socket_interface = resolved.own_address->interface;
-            return trainer_env(built);
-        };
     }
     // Set by `--local` for its launchers only (anything else is ignored); close-on-exec now.
     const std::optional<int> status_channel = local_status_channel(env);
-    if (!status_channel && plan.job_id && plan.step_id) {
-        options.slurm_step = StepRef{*plan.job_id, *plan.step_id};
-    }
-    if (options.checkpoint_before) {
+    TrainerEnvironment trainer_env{resolved.settings, env};
+    TaskLaunch launch = plan_launch(
+        resolved, run, trainer_env, env, status_channel ? TaskOrigin::local : TaskOrigin::slurm);
+    LauncherOptions& options = launch.options;
+    if (run.checkpoint_before) {
         options.job_end = job_end_time(plan, env, !status_channel);
     }
-    if (options.requeue && (status_channel || !plan.job_id)) {
-        logger().debug("no Slurm job to requeue: {} ignored", setting_ref("requeue"));
-        options.requeue.reset();
-    } else if (options.requeue) {
-        options.requeue->job = *plan.job_id;
-        if (const auto count = env.get("SLURM_RESTART_COUNT"); count && !count->empty()) {
-            options.requeue->restart_count = static_cast<std::uint32_t>(
-                parse_option_number(*count, "SLURM_RESTART_COUNT", 0, UINT32_MAX));
-        }
-    }
-    const LaunchResult result = run_launcher(plan, args.command, trainer, options);
+    const LaunchResult result = run_launcher(plan, args.command, launch.trainer, options);
     if (status_channel) {
         // `--local`: the parent shows each line once.
         write_local_report(*status_channel,
@@ -655,7 +407,7 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     return result.exit_status;
 }
 
-int run_local_job(const PlanArgs& plan_args, const RunArgs& args, const CLI::App& run) {
+int run_local_job(const PlanArgs& plan_args, const RunArgs& args, const CLI::App& run_app) {
     const StepOverrides& preview = plan_args.preview;
     if (!preview.nodelist.empty() || !preview.tasks_per_node.empty() || preview.ntasks ||
         !preview.distribution.empty() || !preview.hostfile.empty() || preview.step_id ||
@@ -673,25 +425,28 @@ int run_local_job(const PlanArgs& plan_args, const RunArgs& args, const CLI::App
     local.job_id = plan_args.preview.job_id.value_or(static_cast<std::uint64_t>(::getpid()));
 
     // Check every option once here rather than N times in the launchers.
-    LauncherOptions options = launcher_options(args, env);
+    // As its rank 0 will: the settings of its task environment (TFSLURM_ADDRESS=ip, ...).
     PlanArgs check = plan_args;
     check.preview = StepOverrides{};
+    const Environment task_env = local_task_environment(env, local.ntasks, 0, local.job_id);
+    SettingValues settings = resolve_run_settings(check, args, task_env);
+    const RunSettings run = settings.run;
     const auto checked = resolve_plan(
-        check, local_task_environment(env, local.ntasks, 0, local.job_id), ExchangeUser::run);
-    check_until(members_of(checked.plan), options.until);
+        read_step_of(check, task_env), std::move(settings), task_env, ExchangeUser::run);
+    check_until(members_of(checked.plan), run.until);
 
     if (!env.contains("TFSLURM_SECRET") &&
-        (options.auth.method == protocol::AuthMethod::secret ||
-         (options.auth.method == protocol::AuthMethod::automatic &&
-          !protocol::munge_available(options.auth.munge_socket)))) {
+        (run.auth == protocol::AuthMethod::secret ||
+         (run.auth == protocol::AuthMethod::automatic &&
+          !protocol::munge_available(find_munge_socket(env).path)))) {
         env.set("TFSLURM_SECRET", protocol::to_hex(protocol::random_bytes(32)));
-        if (options.auth.method == protocol::AuthMethod::automatic) {
+        if (run.auth == protocol::AuthMethod::automatic) {
             env.set("TFSLURM_AUTH", "secret");
         }
         logger().debug("local: munge unavailable, using a fresh TFSLURM_SECRET");
     }
     local.env = std::move(env);
-    local.launcher_argv = launcher_command_line(run, args.command);
+    local.launcher_argv = launcher_command_line(run_app, args.command);
     const LocalResult result = run_local(local);
     for (const LocalReport& report : result.messages) {
         print_line(report.outcome, report.message);

@@ -91,7 +91,8 @@ void check_empty_value(CLI::Option& option, const SettingSpec& spec) {
         if (!value.empty()) {
             return;
         }
-        if (spec.apply != nullptr) {
+        // The launcher's settings keep their rule from before they had parsers: '' is no value.
+        if (spec.apply != nullptr && spec.group != SettingGroup::launcher) {
             SettingValues scratch;
             spec.apply(scratch, value);
             return;
@@ -158,53 +159,28 @@ std::vector<SettingValue> given_values(const GivenSettings& given, const Environ
     return values;
 }
 
+StepInfo read_step_of(const PlanArgs& args, const Environment& env) {
+    if (args.nodelist_given || !args.preview.nodelist.empty()) {
+        return preview_step(args.preview);
+    }
+    if (preview_requested(args.preview)) {
+        throw errors::make(Errc::invalid_argument,
+                           "preview options",
+                           "need " + setting_ref("nodelist"),
+                           "give " + setting_ref("nodelist") +
+                               " to describe an allocation, or run inside Slurm without them");
+    }
+    return read_step(env);
+}
+
 ResolvedPlan
 resolve_plan(const PlanArgs& args, const Environment& env, ExchangeUser user, GpuDetail detail) {
     const auto values = given_values(args.given, env);
     record_origins(values);
     static_cast<void>(resolve_settings(output_values(values)));
-    ResolvedPlan resolved;
-    if (args.nodelist_given || !args.preview.nodelist.empty()) {
-        resolved.step = preview_step(args.preview);
-    } else {
-        if (preview_requested(args.preview)) {
-            throw errors::make(Errc::invalid_argument,
-                               "preview options",
-                               "need " + setting_ref("nodelist"),
-                               "give " + setting_ref("nodelist") +
-                                   " to describe an allocation, or run inside Slurm without them");
-        }
-        resolved.step = read_step(env);
-    }
-    resolved.settings = resolve_settings(values).values;
-    resolved.allocation = resolve_allocation(resolved.step);
-    const auto& selection = resolved.settings.plan.address_selection;
-    resolved.exchange = choose_exchange(resolved.settings.plan.exchange, user, selection, env);
-    logger().debug("exchange: {} (asked for {}; iface/network {}; PMI2 server {})",
-                   to_string(resolved.exchange),
-                   to_string(resolved.settings.plan.exchange),
-                   selection.active() ? "set" : "not set",
-                   has_pmi2_server(env) ? "present" : "absent");
-    if (!selection.active()) {
-        resolved.plan =
-            make_plan(resolved.step, resolved.allocation, resolved.settings.plan, {}, detail);
-    } else if (resolved.exchange == Exchange::env) {
-        resolved.plan = plan_with_own_address(
-            resolved.step, resolved.allocation, resolved.settings.plan, read_interfaces(), detail);
-    } else {
-        auto by_name = resolved.settings.plan;
-        by_name.address_selection = {};
-        resolved.plan = make_plan(resolved.step, resolved.allocation, by_name, {}, detail);
-        try {
-            resolved.own_address = select_own_address(resolved.plan, selection, read_interfaces());
-        } catch (const Error& e) {
-            if (resolved.exchange != Exchange::pmi2 || !resolved.plan.self_rank) {
-                throw;
-            }
-            resolved.own_address_error = e;
-        }
-    }
-    return resolved;
+    StepInfo step = read_step_of(args, env);
+    return tfslurm::resolve_plan(
+        std::move(step), resolve_settings(values).values, env, user, detail);
 }
 
 void warn_unknown_variables(const Environment& env) {

@@ -12,6 +12,7 @@
 #include <tfslurm/placement.hpp>
 #include <tfslurm/plan.hpp>
 #include <tfslurm/plan_settings.hpp>
+#include <tfslurm/resolve_plan.hpp>
 #include <tfslurm/step.hpp>
 
 #include <CLI/CLI.hpp>
@@ -52,8 +53,8 @@ struct PlanArgs {
 void add_plan_options(CLI::App& sub, PlanArgs& args);
 
 /// One rule for empty values: an option given as '' is checked like any other value (`--only ''`
-/// is refused like `--only ','`), where an empty TFSLURM_* variable is an unset one; a setting
-/// without a parser (the launcher's) needs a value. \throws Error from `option`'s parsing.
+/// is refused like `--only ','`), where an empty TFSLURM_* variable is an unset one; a launcher
+/// setting (or one without a parser) needs a value. \throws Error from `option`'s parsing.
 void check_empty_value(CLI::Option& option, const SettingSpec& spec);
 
 /// Add the registry's settings of `group` (output, launcher) to a subcommand, bound to `given`.
@@ -65,30 +66,14 @@ void add_setting_options(CLI::App& sub, GivenSettings& given, SettingGroup group
 [[nodiscard]] std::vector<SettingValue> given_values(const GivenSettings& given,
                                                      const Environment& env);
 
-/// Everything resolved for one invocation.
-struct ResolvedPlan {
-    StepInfo step;
-    Allocation allocation;
-    SettingValues settings; ///< settings.plan built `plan`
-    Plan plan;
-    /// choose_exchange() of the `exchange` setting for this command.
-    Exchange exchange = Exchange::env;
-    /// Exchange::pmi2 or coordinator (with `iface`/`network`): this node's choice, while `plan`
-    /// uses node names until the exchange brings the other nodes' addresses.
-    std::optional<SelectedAddress> own_address;
-    /// Exchange::pmi2 only: why this node could not choose its address. Kept rather than
-    /// thrown, so that the task still takes part in the exchange (the others would wait for it
-    /// in the fence) before it fails.
-    std::optional<Error> own_address_error;
-};
+/// The step of this invocation: a preview when --nodelist was given (even as ''), else the
+/// environment's (read_step()).
+/// \throws Error for preview options without --nodelist, and from preview_step()/read_step().
+[[nodiscard]] StepInfo read_step_of(const PlanArgs& args, const Environment& env);
 
-/// Validate the output settings, read the step (from `env`, or a preview when --nodelist was
-/// given), place the ranks, apply the settings, choose the exchange of `user`
-/// (choose_exchange(), logged at debug level), build the plan (with `detail`, see make_plan()).
-/// With `iface`/`network` and the env exchange the plan holds this node's chosen address (only
-/// a single-node step can be planned); with pmi2 or coordinator it uses node names and
-/// own_address is set. Records where every setting came from in invocation_origins() first, so
-/// that errors name what the user typed.
+/// Validate the output settings, read the step (read_step_of()), apply the settings, and
+/// resolve the plan (tfslurm::resolve_plan(), for `user` with `detail`). Records where every
+/// setting came from in invocation_origins() first, so that errors name what the user typed.
 /// \throws Error.
 [[nodiscard]] ResolvedPlan resolve_plan(const PlanArgs& args,
                                         const Environment& env,

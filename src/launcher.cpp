@@ -21,135 +21,8 @@ namespace action = launcher_action;
 /// How long a launcher waits for the coordinator's EOF after its half-close.
 constexpr Millis k_close_timeout{2000};
 
-std::string_view to_string(LauncherTimer timer) noexcept {
-    switch (timer) {
-    case LauncherTimer::heartbeat:
-        return "heartbeat";
-    case LauncherTimer::watch:
-        return "watch";
-    case LauncherTimer::grace:
-        return "grace";
-    case LauncherTimer::close:
-        return "close";
-    case LauncherTimer::settle:
-        return "settle";
-    case LauncherTimer::stall:
-        return "stall";
-    case LauncherTimer::restart:
-        return "restart";
-    case LauncherTimer::checkpoint:
-        return "checkpoint";
-    }
-    return "heartbeat";
-}
-
 Millis stall_sample_interval(Millis stall_timeout) {
     return std::clamp(stall_timeout / 10, Millis{100}, Millis{10000});
-}
-
-namespace {
-
-struct Describer {
-    Clock::time_point epoch;
-
-    [[nodiscard]] long long since_epoch(Clock::time_point at) const {
-        return std::chrono::duration_cast<Millis>(at - epoch).count();
-    }
-    std::string operator()(const action::Send& send) const {
-        return "send " + protocol::encode_payload(send.message);
-    }
-    std::string operator()(const action::SignalTrainer& signal) const {
-        return fmt::format("signal {}", signal.signo);
-    }
-    std::string operator()(const action::ArmTimer& arm) const {
-        return fmt::format("arm {} {}", to_string(arm.timer), since_epoch(arm.at));
-    }
-    std::string operator()(const action::CancelTimer& cancel) const {
-        return fmt::format("cancel {}", to_string(cancel.timer));
-    }
-    std::string operator()(const action::ScheduleStart& /*unused*/) const {
-        return "schedule start";
-    }
-    std::string operator()(const action::StartTrainer& start) const {
-        return start.restart == 0 ? "start trainer"
-                                  : fmt::format("start trainer (restart {})", start.restart);
-    }
-    std::string operator()(const action::ProbePeers& probe) const {
-        std::string out = "probe";
-        for (const auto& target : probe.targets) {
-            out += " " + endpoint(target);
-        }
-        return out;
-    }
-    std::string operator()(const action::SampleProgress& /*unused*/) const {
-        return "sample progress";
-    }
-    std::string operator()(const action::HalfClose& /*unused*/) const { return "half-close"; }
-    std::string operator()(const action::Disconnect& /*unused*/) const { return "disconnect"; }
-    std::string operator()(const action::Finish& finish) const {
-        const LaunchResult& r = finish.result;
-        std::string cancel = r.cancel ? " + cancel " + to_string(*r.cancel) : "";
-        if (r.requeue) {
-            cancel += fmt::format(
-                " + requeue {} ({} if refused)", r.requeue->job, r.requeue->status_if_refused);
-        }
-        if (r.message.empty()) {
-            return fmt::format(
-                "finish {} {} {}{}", to_string(r.outcome), r.exit_status, r.step_status, cancel);
-        }
-        return fmt::format("finish {} {} {} {} {}{}",
-                           to_string(r.outcome),
-                           r.exit_status,
-                           r.step_status,
-                           r.announce ? "announce" : "quiet",
-                           r.message,
-                           cancel);
-    }
-};
-
-} // namespace
-
-std::string endpoint(const ProbeTarget& target) {
-    return target.address.find(':') != std::string::npos
-               ? fmt::format("[{}]:{}", target.address, target.port)
-               : fmt::format("{}:{}", target.address, target.port);
-}
-
-std::vector<ProbeTarget> probe_targets(std::uint32_t self,
-                                       const std::vector<Member>& ranks,
-                                       const std::vector<std::uint16_t>& ports,
-                                       const protocol::Cluster& cluster) {
-    const std::size_t size = ranks.size();
-    std::vector<bool> chosen(size, false);
-    if (size <= k_probe_all_up_to) {
-        std::fill(chosen.begin(), chosen.end(), true);
-    } else {
-        for (std::size_t rank = 0; rank < size; ++rank) {
-            chosen[rank] = ranks[rank].role == Role::ps || ranks[rank].role == Role::chief;
-        }
-        const std::size_t stride = size / (k_probe_sample + 1);
-        for (std::size_t i = 1; i <= k_probe_sample; ++i) {
-            chosen[(self + i * stride) % size] = true;
-        }
-    }
-    std::vector<ProbeTarget> targets;
-    for (std::uint32_t rank = 0; rank < size; ++rank) {
-        if (!chosen[rank] || rank == self) {
-            continue;
-        }
-        const Member& member = ranks[rank];
-        const auto address = cluster.addresses.find(member.host);
-        const std::uint16_t moved = rank < cluster.ports.size() ? cluster.ports[rank] : 0;
-        const std::uint16_t planned = rank < ports.size() ? ports[rank] : 0;
-        targets.push_back({rank,
-                           address != cluster.addresses.end() ? address->second : member.host,
-                           moved != 0 ? moved : planned});
-    }
-    return targets;
-}
-
-std::string describe(const LauncherAction& action, Clock::time_point epoch) {
-    return std::visit(Describer{epoch}, action);
 }
 
 LauncherMachine::LauncherMachine(LauncherSettings settings)
@@ -202,9 +75,10 @@ void LauncherMachine::registered(const std::string& control, Clock::time_point n
     m_phase = Phase::registered;
     m_last_heard = now;
     logger().debug("{}: registered with {}", label(), m_settings.control);
-    m_actions.emplace_back(action::ArmTimer{LauncherTimer::heartbeat, now + m_settings.heartbeat});
     m_actions.emplace_back(
-        action::ArmTimer{LauncherTimer::watch, now + tick_interval(m_settings.heartbeat_timeout)});
+        action::ArmTimer{LauncherTimer::heartbeat, now + m_settings.run.heartbeat});
+    m_actions.emplace_back(action::ArmTimer{LauncherTimer::watch,
+                                            now + tick_interval(m_settings.run.heartbeat_timeout)});
     if (m_status) {
         // Interrupted while connecting: tell the coordinator, start nothing.
         send(protocol::Interrupt{m_interrupt, m_interrupt_whole_step});
@@ -219,7 +93,7 @@ void LauncherMachine::registered(const std::string& control, Clock::time_point n
 }
 
 void LauncherMachine::begin_start() {
-    if (m_settings.probe == Probe::off) {
+    if (m_settings.run.probe == Probe::off) {
         m_actions.emplace_back(action::ScheduleStart{});
         return;
     }
@@ -267,7 +141,7 @@ void LauncherMachine::received(const protocol::Message& message, Clock::time_poi
         begin_start();
         return;
     }
-    if (std::holds_alternative<protocol::Go>(message) && m_settings.probe == Probe::on) {
+    if (std::holds_alternative<protocol::Go>(message) && m_settings.run.probe == Probe::on) {
         if (m_awaiting_go) {
             logger().debug("{}: every rank reached its peers: starting", label());
             release_start();
@@ -320,18 +194,18 @@ void LauncherMachine::trainer_started(Clock::time_point now) {
         maybe_finish(now);
         return;
     }
-    if (m_settings.stall_timeout) {
+    if (m_settings.run.stall_timeout) {
         m_actions.emplace_back(action::ArmTimer{
-            LauncherTimer::stall, now + stall_sample_interval(*m_settings.stall_timeout)});
+            LauncherTimer::stall, now + stall_sample_interval(*m_settings.run.stall_timeout)});
     }
-    if (m_settings.job_end && m_settings.checkpoint_before) {
+    if (m_settings.job_end && m_settings.run.checkpoint_before) {
         arm_checkpoint(now);
     }
     maybe_finish(now);
 }
 
 void LauncherMachine::arm_checkpoint(Clock::time_point now) {
-    const Clock::time_point at = *m_settings.job_end - *m_settings.checkpoint_before;
+    const Clock::time_point at = *m_settings.job_end - *m_settings.run.checkpoint_before;
     if (at > now) {
         m_actions.emplace_back(action::ArmTimer{LauncherTimer::checkpoint, at});
         return;
@@ -352,7 +226,7 @@ Millis LauncherMachine::time_left(Clock::time_point now) const {
 }
 
 std::string LauncherMachine::checkpoint_before_ref() const {
-    const auto before = m_settings.checkpoint_before.value_or(Millis{0});
+    const auto before = m_settings.run.checkpoint_before.value_or(Millis{0});
     return setting_ref("checkpoint_before",
                        fmt::format("{:g}", static_cast<double>(before.count()) / 1000.0));
 }
@@ -397,9 +271,9 @@ void LauncherMachine::trainer_exited(ExitStatus status, Clock::time_point now) {
 }
 
 void LauncherMachine::signal_received(int signo, Clock::time_point now, SignalOrigin origin) {
-    const bool checkpointing = m_settings.checkpoint_before || m_settings.requeue;
+    const bool checkpointing = m_settings.run.checkpoint_before || m_settings.requeue;
     if (trainer_running() && origin == SignalOrigin::step &&
-        signo == m_settings.checkpoint_signal && checkpointing && !m_checkpoint) {
+        signo == m_settings.run.checkpoint_signal && checkpointing && !m_checkpoint) {
         // Slurm's own --signal (or scancel --signal) reached the whole step: the trainer saves
         // now, and our own checkpoint signal would be a second one.
         m_checkpoint = fmt::format(
@@ -408,7 +282,7 @@ void LauncherMachine::signal_received(int signo, Clock::time_point now, SignalOr
                       label(),
                       signo,
                       signal_description(signo));
-        if (m_settings.job_end && m_settings.checkpoint_before) {
+        if (m_settings.job_end && m_settings.run.checkpoint_before) {
             m_actions.emplace_back(action::CancelTimer{LauncherTimer::checkpoint});
         }
     }
@@ -464,21 +338,19 @@ void LauncherMachine::timer_fired(LauncherTimer timer, Clock::time_point now) {
         if (m_phase == Phase::registered) {
             send(protocol::Heartbeat{});
             m_actions.emplace_back(
-                action::ArmTimer{LauncherTimer::heartbeat, now + m_settings.heartbeat});
+                action::ArmTimer{LauncherTimer::heartbeat, now + m_settings.run.heartbeat});
         }
         return;
     case LauncherTimer::watch:
         if (m_phase != Phase::registered) {
             return;
         }
-        if (!m_verdict && now - m_last_heard > m_settings.heartbeat_timeout) {
-            coordinator_lost(
-                fmt::format("no heartbeat for {}", format_seconds(m_settings.heartbeat_timeout)),
-                now);
+        if (!m_verdict && silent_too_long(m_last_heard, now, m_settings.run.heartbeat_timeout)) {
+            coordinator_lost(no_heartbeat(m_settings.run.heartbeat_timeout), now);
             return;
         }
-        m_actions.emplace_back(action::ArmTimer{LauncherTimer::watch,
-                                                now + tick_interval(m_settings.heartbeat_timeout)});
+        m_actions.emplace_back(action::ArmTimer{
+            LauncherTimer::watch, now + tick_interval(m_settings.run.heartbeat_timeout)});
         return;
     case LauncherTimer::grace:
         if (!trainer_running()) {
@@ -486,7 +358,7 @@ void LauncherMachine::timer_fired(LauncherTimer timer, Clock::time_point now) {
         }
         logger().warn("{}: the trainer did not stop within {}: killing it (SIGKILL)",
                       label(),
-                      format_seconds(m_settings.grace));
+                      format_seconds(m_settings.run.grace));
         m_killed = true;
         m_actions.emplace_back(action::SignalTrainer{SIGKILL});
         return;
@@ -527,7 +399,7 @@ void LauncherMachine::send_checkpoint(Clock::time_point now) {
         m_interrupt != 0 || !m_settings.job_end) {
         return; // the step is ending anyway, or Slurm's --signal came first
     }
-    const int signo = m_settings.checkpoint_signal;
+    const int signo = m_settings.run.checkpoint_signal;
     m_checkpoint = fmt::format("the trainers got signal {} ({}) before the job's time limit ({})",
                                signo,
                                signal_description(signo),
@@ -553,9 +425,9 @@ void LauncherMachine::progress_sampled(const ProgressSample& sample, Clock::time
         m_last_progress = now;
     }
     const Millis silent = std::chrono::duration_cast<Millis>(now - m_last_progress);
-    if (silent < *m_settings.stall_timeout) {
+    if (silent < *m_settings.run.stall_timeout) {
         m_actions.emplace_back(action::ArmTimer{
-            LauncherTimer::stall, now + stall_sample_interval(*m_settings.stall_timeout)});
+            LauncherTimer::stall, now + stall_sample_interval(*m_settings.run.stall_timeout)});
         return;
     }
     // Whole seconds: the silence is only known to a sampling interval anyway.
@@ -566,15 +438,16 @@ void LauncherMachine::progress_sampled(const ProgressSample& sample, Clock::time
                   "(signal {} ({})), aborting the step {} later",
                   label(),
                   format_seconds(*m_stall),
-                  m_settings.stall_signal,
-                  signal_description(m_settings.stall_signal),
-                  format_seconds(m_settings.stall_grace));
-    m_actions.emplace_back(action::SignalTrainer{m_settings.stall_signal, true});
-    m_actions.emplace_back(action::ArmTimer{LauncherTimer::stall, now + m_settings.stall_grace});
+                  m_settings.run.stall_signal,
+                  signal_description(m_settings.run.stall_signal),
+                  format_seconds(m_settings.run.stall_grace));
+    m_actions.emplace_back(action::SignalTrainer{m_settings.run.stall_signal, true});
+    m_actions.emplace_back(
+        action::ArmTimer{LauncherTimer::stall, now + m_settings.run.stall_grace});
 }
 
 bool LauncherMachine::watching_progress() const noexcept {
-    return m_settings.stall_timeout && trainer_running() && !m_stall && !m_verdict && !m_lost &&
+    return m_settings.run.stall_timeout && trainer_running() && !m_stall && !m_verdict && !m_lost &&
            !m_stopped_by_us && m_interrupt == 0;
 }
 
@@ -611,7 +484,7 @@ void LauncherMachine::on_restart(const protocol::Restart& restart, Clock::time_p
                    label(),
                    restart.count,
                    restart.limit,
-                   format_seconds(m_settings.restart_backoff));
+                   format_seconds(m_settings.run.restarts.delay));
     m_restarts = restart.count;
     m_restart_pending = true;
     // A fresh trainer: nothing of the failed one's supervision carries over.
@@ -623,7 +496,7 @@ void LauncherMachine::on_restart(const protocol::Restart& restart, Clock::time_p
     m_grace_deadline.reset();
     m_sample.reset();
     m_actions.emplace_back(
-        action::ArmTimer{LauncherTimer::restart, now + m_settings.restart_backoff});
+        action::ArmTimer{LauncherTimer::restart, now + m_settings.run.restarts.delay});
 }
 
 void LauncherMachine::cancel_restart(Clock::time_point now) {
@@ -686,7 +559,7 @@ void LauncherMachine::stop_trainer(int signo, Clock::time_point now) {
     if (m_grace_deadline && *m_grace_deadline > now) {
         return; // already counting
     }
-    m_grace_deadline = now + m_settings.grace;
+    m_grace_deadline = now + m_settings.run.grace;
     m_actions.emplace_back(action::ArmTimer{LauncherTimer::grace, *m_grace_deadline});
 }
 
@@ -737,113 +610,4 @@ void LauncherMachine::finish(Clock::time_point /*now*/) {
 // One decision table from the launcher's state to its result (~85 lines): every outcome
 // (abandoned, verdict, checkpoint, own failure, lost coordinator) with its status and line side by
 // side, so that the exit statuses of man tfslurm(1) can be checked in one place.
-LaunchResult LauncherMachine::compute_result() const {
-    LaunchResult out;
-    if (m_abandoned) {
-        out.outcome = Outcome::interrupted;
-        out.exit_status = 128 + m_interrupt;
-        out.step_status = out.exit_status;
-        out.announce = true;
-        out.message = fmt::format("stopping: {} received signal {} ({}) before its trainer started",
-                                  label(),
-                                  m_interrupt,
-                                  signal_description(m_interrupt));
-        return out;
-    }
-    const ExitStatus status = m_status.value_or(ExitStatus::exited(k_status_lost));
-    const int trainer_status = status.shell_status();
-    if (!m_verdict) {
-        // No step status: a trainer that failed by itself keeps its status (it is the likely
-        // culprit); the others say that they lost the coordinator.
-        out.outcome = Outcome::coordinator_lost;
-        out.exit_status = !status.success() && !m_stopped_by_us ? trainer_status : k_status_lost;
-        out.step_status = out.exit_status;
-        out.announce = true; // each launcher's own observation (the reason may differ)
-        out.message = fmt::format(
-            "aborting: coordinator at {} lost ({})", m_settings.control, m_lost.value_or("?"));
-        // Rank 0's node may be the one gone: nobody else would end the step, and srun would
-        // wait for its tasks forever.
-        out.cancel = m_settings.slurm_step;
-        return out;
-    }
-    if (const auto* abort = std::get_if<protocol::Abort>(&*m_verdict)) {
-        const protocol::Failure& failure = abort->failure;
-        out.outcome = Outcome::aborted;
-        // Every launcher exits with the culprit's status: srun reports the highest one.
-        out.exit_status = failure.step_status;
-        out.step_status = failure.step_status;
-        const bool by_itself = failure.cause == protocol::FailureCause::trainer ||
-                               failure.cause == protocol::FailureCause::start ||
-                               failure.cause == protocol::FailureCause::stalled ||
-                               failure.cause == protocol::FailureCause::unreachable;
-        out.announce =
-            by_itself ? failure.rank == m_settings.rank : m_settings.host == CoordinatorHost::here;
-        out.message = "aborting: " + protocol::describe(failure);
-        if (failure.cause == protocol::FailureCause::lost &&
-            m_settings.host == CoordinatorHost::here) {
-            // The lost launcher's node may be dead or cut off: srun would wait for its tasks
-            // forever. We finish only once every other launcher left (or after the linger
-            // time), so the surviving trainers had their grace before Slurm kills the step.
-            out.cancel = m_settings.slurm_step;
-        }
-        return out;
-    }
-    const auto& stop = std::get<protocol::Stop>(*m_verdict);
-    if (stop.reason == protocol::StopReason::done && m_checkpoint) {
-        // The trainers saved and exited because the job's end is near: not the work's end.
-        out.outcome = Outcome::checkpointed;
-        out.exit_status = k_status_checkpointed;
-        out.step_status = k_status_checkpointed;
-        out.announce = m_settings.host == CoordinatorHost::here;
-        out.message = "checkpointed: " + *m_checkpoint;
-        add_requeue(out);
-        return out;
-    }
-    if (stop.reason == protocol::StopReason::done) {
-        out.outcome = Outcome::done;
-        // A trainer stopped because the work is done succeeded, whatever its status.
-        out.exit_status = m_stopped_by_us ? 0 : trainer_status;
-        out.step_status = 0;
-        return out;
-    }
-    out.outcome = Outcome::interrupted;
-    out.exit_status = m_never_started ? 128 + stop.signal : trainer_status;
-    out.step_status = trainer_status;
-    out.announce = stop.rank == m_settings.rank;
-    const Member who = stop.rank < m_settings.ranks.size() ? m_settings.ranks[stop.rank] : Member{};
-    out.message = fmt::format("stopping: {} received signal {} ({})",
-                              rank_label(stop.rank, who),
-                              stop.signal,
-                              signal_description(stop.signal));
-    if (stop.whole_step || m_checkpoint) {
-        // slurmstepd's SIGTERM reached the whole step (a preemption), or it came after the
-        // checkpoint signal: the trainers saved their state.
-        add_requeue(out);
-    }
-    return out;
-}
-
-void LauncherMachine::add_requeue(LaunchResult& out) const {
-    if (!m_settings.requeue || m_settings.host != CoordinatorHost::here) {
-        return;
-    }
-    const RequeuePolicy& policy = *m_settings.requeue;
-    if (policy.restart_count >= policy.max_requeues) {
-        out.announce = true;
-        out.message +=
-            fmt::format("; not requeueing job {}: it was requeued {} times already ({})",
-                        policy.job,
-                        policy.restart_count,
-                        setting_ref("max_requeues", std::to_string(policy.max_requeues)));
-        return;
-    }
-    out.requeue = RequeueRequest{policy.job, policy.restart_count + 1, out.exit_status};
-    out.exit_status = k_status_requeued;
-    out.announce = true;
-    out.message += fmt::format("; requeueing job {} (requeue {} of {})",
-                               policy.job,
-                               policy.restart_count + 1,
-                               policy.max_requeues);
-}
-
 } // namespace tfslurm

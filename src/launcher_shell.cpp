@@ -5,7 +5,7 @@
 // io_context::run() has returned). The shell connects and registers by itself (retries and
 // registration failures are setup errors, thrown); after `welcome` every decision is the
 // machine's and the shell only performs its actions. The link to the coordinator is in
-// launcher_link.cpp.
+// launcher_connection.cpp.
 #include "detail/launcher_shell.hpp"
 
 #include "detail/fd.hpp"
@@ -17,6 +17,7 @@
 #include <tfslurm/error.hpp>
 #include <tfslurm/exit_status.hpp>
 #include <tfslurm/launcher.hpp>
+#include <tfslurm/launcher_shell.hpp>
 #include <tfslurm/log.hpp>
 #include <tfslurm/protocol.hpp>
 #include <tfslurm/slurm_config.hpp>
@@ -60,137 +61,24 @@ namespace action = launcher_action;
 using Tcp = asio::ip::tcp;
 using boost::system::error_code;
 
-bool port_is_free(std::uint16_t port) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        return true; // cannot tell; the trainer will report it
-    }
-    const int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(port);
-    address.sin_addr.s_addr = htonl(INADDR_ANY);
-    const bool free =
-        ::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0 ||
-        errno != EADDRINUSE;
-    ::close(fd);
-    return free;
-}
-
-HeldPort::HeldPort(HeldPort&& other) noexcept
-    : m_fd(std::exchange(other.m_fd, -1)), m_port(other.m_port) {}
-
-HeldPort& HeldPort::operator=(HeldPort&& other) noexcept {
-    if (this != &other) {
-        release();
-        m_fd = std::exchange(other.m_fd, -1);
-        m_port = other.m_port;
-    }
-    return *this;
-}
-
-HeldPort::~HeldPort() {
-    release();
-}
-
-void HeldPort::release() noexcept {
-    if (m_fd >= 0) {
-        ::close(m_fd);
-        m_fd = -1;
-    }
-}
-
-int HeldPort::listen() noexcept {
-    if (m_fd < 0) {
-        errno = EBADF;
-        return -1;
-    }
-    if (::listen(m_fd, SOMAXCONN) != 0) {
-        return -1;
-    }
-    return ::fcntl(m_fd, F_DUPFD_CLOEXEC, 0);
-}
-
-namespace {
-
-/// A TCP socket bound to `port` on every IPv4 address, -1 when it cannot be bound.
-int bind_port(std::uint16_t port, bool reuse_address) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        return -1;
-    }
-    const int one = 1;
-    if (reuse_address) {
-        ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    }
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(port);
-    address.sin_addr.s_addr = htonl(INADDR_ANY);
-    if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-        const int error = errno;
-        ::close(fd);
-        errno = error;
-        return -1;
-    }
-    return fd;
-}
-
-} // namespace
-
-HeldPort HeldPort::first_free(const std::vector<std::uint16_t>& candidates) {
-    HeldPort held;
-    for (const std::uint16_t port : candidates) {
-        if (port == 0) {
-            continue; // the kernel's pick, not a port anyone planned
-        }
-        // Without SO_REUSEADDR no other socket can bind the port while we hold it, whatever its
-        // own options. Not listening: a peer's trainer that connects before ours listens is
-        // refused and retries, where a backlog would accept it and our close reset it.
-        int fd = bind_port(port, false);
-        if (fd < 0 && errno == EADDRINUSE) {
-            // Only connections in TIME_WAIT (an earlier job's, on the same port) refuse the
-            // first bind but not this one, as they would not refuse the trainer's (servers set
-            // SO_REUSEADDR). Held this way, a server that sets SO_REUSEADDR could still bind it.
-            fd = bind_port(port, true);
-        }
-        if (fd >= 0) {
-            held.m_fd = fd;
-            held.m_port = port;
-            return held;
-        }
-    }
-    return held;
-}
-
 namespace detail {
 
 LauncherSettings machine_settings(const Plan& plan, const LauncherOptions& options) {
     LauncherSettings settings;
+    settings.run = options.run;
     settings.rank = plan.self_rank.value_or(0);
     settings.ranks = members_of(plan);
     settings.control = fmt::format("{}:{}", plan.control_address, plan.control_port);
     settings.host = settings.rank == 0 ? CoordinatorHost::here : CoordinatorHost::elsewhere;
-    settings.heartbeat = options.heartbeat;
-    settings.heartbeat_timeout = options.heartbeat_timeout;
-    settings.grace = options.grace;
     settings.slurm_step = options.slurm_step;
-    settings.stall_timeout = options.stall_timeout;
-    settings.stall_signal = options.stall_signal;
-    settings.stall_grace = options.stall_grace;
-    settings.restart_backoff = options.restarts.delay;
     if (options.job_end) {
         // The machine counts on the steady clock: the end time as a distance from now.
         settings.job_end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                               *options.job_end - std::chrono::system_clock::now());
     }
-    settings.checkpoint_before = options.checkpoint_before;
-    settings.checkpoint_signal = options.checkpoint_signal;
     settings.requeue = options.requeue;
     settings.exchange =
         options.trainer_environment ? AddressExchange::coordinator : AddressExchange::none;
-    settings.probe = options.probe;
     for (const RankPlan& rank : plan.ranks) {
         settings.ports.push_back(rank.port);
     }
@@ -210,12 +98,9 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
     for (const RankPlan& rank : m_plan.ranks) {
         settings.ports.push_back(rank.port);
     }
-    settings.until = m_options.until;
-    settings.heartbeat_timeout = m_options.heartbeat_timeout;
-    settings.connect_timeout = m_options.connect_timeout;
-    settings.linger = m_options.grace + m_options.heartbeat_timeout + Millis{2000};
-    settings.hello_timeout = std::min(m_options.connect_timeout, Millis{10000});
-    settings.restarts = m_options.restarts;
+    settings.run = m_options.run;
+    settings.linger = m_options.run.grace + m_options.run.heartbeat_timeout + Millis{2000};
+    settings.hello_timeout = std::min(m_options.run.connect_timeout, Millis{10000});
     settings.tree = m_options.slurm_step.has_value(); // plan_tree(): `--local` stays flat
     m_server =
         std::make_unique<CoordinatorServer>(m_io,
@@ -249,7 +134,7 @@ LaunchResult LauncherShell::run() {
                        m_self.port);
     }
     wait_signal();
-    m_connect_deadline = Clock::now() + m_options.connect_timeout;
+    m_connect_deadline = Clock::now() + m_options.run.connect_timeout;
     plan_tree();
     m_deadline_timer.expires_at(m_connect_deadline);
     m_deadline_timer.async_wait([this](const error_code& ec) {
@@ -274,7 +159,7 @@ LaunchResult LauncherShell::run() {
                                                ? fmt::format(" (nor its {} fallback ports)",
                                                              m_candidates.size() - 1)
                                                : std::string(),
-                                           format_seconds(m_options.connect_timeout),
+                                           format_seconds(m_options.run.connect_timeout),
                                            m_last_connect_error),
                                "is rank 0's launcher running? all tasks must run 'tfslurm run' "
                                "with the same plan options"));
@@ -443,9 +328,9 @@ void LauncherShell::start_probe(const std::vector<ProbeTarget>& targets) {
     logger().debug("{}: probing {} peers for up to {}",
                    label(),
                    targets.size(),
-                   format_seconds(m_options.probe_timeout));
+                   format_seconds(m_options.run.probe_timeout));
     m_probe.start(
-        targets, m_options.probe_timeout, [this](std::vector<protocol::ProbeFailure> failures) {
+        targets, m_options.run.probe_timeout, [this](std::vector<protocol::ProbeFailure> failures) {
             m_machine.probe_finished(std::move(failures), Clock::now());
             perform();
         });
@@ -496,7 +381,7 @@ void LauncherShell::start_trainer(std::uint32_t restart) {
             // As torchrun sets them for its restarts.
             set_trainer_variable("TORCHELASTIC_RESTART_COUNT", std::to_string(restart));
             set_trainer_variable("TORCHELASTIC_MAX_RESTARTS",
-                                 std::to_string(m_options.restarts.per_rank));
+                                 std::to_string(m_options.run.restarts.per_rank));
         }
         // The port is free for the trainer from here: another process binding it in the few
         // milliseconds until the trainer does is the window that remains (docs/protocol.md).
@@ -507,7 +392,7 @@ void LauncherShell::start_trainer(std::uint32_t restart) {
         request.group = ProcessGroup::new_group;
         request.death_signal = SIGKILL;
         // Nothing the trainer starts outlives us, even if we are killed by SIGKILL.
-        request.contain = m_options.contain;
+        request.contain = m_options.run.contain;
         request.before_fork = [this] { m_io.notify_fork(asio::execution_context::fork_prepare); };
         request.after_fork = [this] { m_io.notify_fork(asio::execution_context::fork_parent); };
         m_pid = spawn_trainer(request);
@@ -522,7 +407,7 @@ void LauncherShell::start_trainer(std::uint32_t restart) {
 }
 
 pid_t LauncherShell::spawn_trainer(SpawnRequest& request) {
-    if (!m_options.label) {
+    if (!m_options.run.label) {
         return spawn_process(request);
     }
     if (!m_stdout) {
@@ -546,7 +431,7 @@ pid_t LauncherShell::spawn_trainer(SpawnRequest& request) {
 }
 
 void LauncherShell::prepare_stall_watch() {
-    if (!m_options.stall_timeout) {
+    if (!m_options.run.stall_timeout) {
         return;
     }
     const auto has = [this](std::string_view name) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "detail/plan.hpp"
+#include "detail/plan_shared.hpp"
 
 #include <tfslurm/error.hpp>
 #include <tfslurm/log.hpp>

@@ -2,10 +2,9 @@
 #pragma once
 
 /// \file
-/// One task's launcher of `tfslurm run`: starts the coordinator when it is rank 0, registers,
-/// spawns the trainer, heartbeats, and obeys the coordinator's verdict. Its decisions are a pure
-/// state machine (LauncherMachine: events and the time in, actions out); run_launcher() is the
-/// Asio shell that performs the actions (src/launcher_shell.cpp).
+/// One task's launcher of `tfslurm run`, its decisions: a pure state machine (LauncherMachine:
+/// events and the time in, actions out), from registration to the launcher's result. The Asio
+/// shell that performs the actions is run_launcher() (launcher_shell.hpp).
 
 #include <tfslurm/auth.hpp>
 #include <tfslurm/env.hpp>
@@ -13,6 +12,7 @@
 #include <tfslurm/plan.hpp>
 #include <tfslurm/protocol.hpp>
 #include <tfslurm/run.hpp>
+#include <tfslurm/run_settings.hpp>
 #include <tfslurm/spawn.hpp>
 
 #include <chrono>
@@ -28,112 +28,6 @@
 
 namespace tfslurm {
 
-/// Whether TCP `port` can be bound on this node (a bind test with SO_REUSEADDR, on every
-/// address). False when another process listens on it.
-[[nodiscard]] bool port_is_free(std::uint16_t port);
-
-/// A TCP port this process holds: bound without SO_REUSEADDR on every IPv4 address, so that no
-/// other process can bind it, until release(); not listening (connections are refused).
-/// Move-only.
-class HeldPort {
-  public:
-    HeldPort() = default;
-    HeldPort(const HeldPort&) = delete;
-    HeldPort& operator=(const HeldPort&) = delete;
-    HeldPort(HeldPort&& other) noexcept;
-    HeldPort& operator=(HeldPort&& other) noexcept;
-    ~HeldPort();
-
-    /// Hold the first port of `candidates` that can be bound, trying them in order; an empty
-    /// HeldPort (port() == 0) when none can.
-    /// Input: {23000, 23001}, 23000 held by another process. Output: a HeldPort of 23001.
-    [[nodiscard]] static HeldPort first_free(const std::vector<std::uint16_t>& candidates);
-
-    /// The held port, 0 when none.
-    [[nodiscard]] std::uint16_t port() const noexcept { return m_port; }
-    /// Make the held socket listen (the reachability probe) and return a new descriptor of it
-    /// (dup) for accepting; -1 (errno set) on failure or when none is held. The port stays held
-    /// until both that descriptor is closed and release().
-    [[nodiscard]] int listen() noexcept;
-    /// Close the socket: the port is free for the trainer to bind (port() stays).
-    void release() noexcept;
-
-  private:
-    int m_fd = -1;
-    std::uint16_t m_port = 0;
-};
-
-/// Settings of one launcher (`tfslurm run` options).
-struct LauncherOptions {
-    Until until = Until::workers;
-    Millis heartbeat{1000};
-    Millis heartbeat_timeout{10000};
-    Millis connect_timeout{60000};
-    Millis grace{10000};
-    /// A trainer that makes no progress for this long is stuck (nullopt: never).
-    std::optional<Millis> stall_timeout;
-    int stall_signal = 6; ///< SIGABRT: asks a trainer for its stack traces
-    Millis stall_grace{5000};
-    /// Which failed trainers the coordinator (rank 0) starts again.
-    RestartPolicy restarts;
-    /// The job's end (its time limit), read once before the start: SLURM_JOB_END_TIME, else
-    /// libslurm; nullopt when unknown or without a time limit (no checkpoint signal then).
-    std::optional<std::chrono::system_clock::time_point> job_end;
-    /// Send `checkpoint_signal` to the trainer this long before `job_end` (nullopt: never).
-    std::optional<Millis> checkpoint_before;
-    int checkpoint_signal = SIGUSR1;
-    /// `--requeue` with a Slurm job: rank 0's launcher requeues it (LaunchResult::requeue).
-    std::optional<RequeuePolicy> requeue;
-    protocol::AuthSettings auth;
-    /// The Slurm step this launcher belongs to, to cancel when a node is lost
-    /// (LaunchResult::cancel); nullopt under `--local`, which has no Slurm step.
-    std::optional<StepRef> slurm_step;
-    /// `iface`/`network`: the address this node chose, sent in the hello.
-    std::string address;
-    /// Exact mode: the trainer ports to try to hold, in order (trainer_port_candidates()). The
-    /// launcher holds the first free one from before its hello (which reports it) until just
-    /// before its trainer starts. Empty: the plan's port, only checked before the trainer starts.
-    std::vector<std::uint16_t> port_candidates;
-    /// Where port_candidates come from, for the message when none is free (`reserved ports
-    /// 23000-23003 (SLURM_STEP_RESV_PORTS)`).
-    std::string port_pool;
-    /// Set with `address`: the trainer's environment once the coordinator sent every node's
-    /// address and the ports that moved (`cluster`); it replaces `trainer_env`. May throw Error
-    /// (the trainer then fails to start with its message).
-    std::function<Environment(const protocol::Cluster& cluster)> trainer_environment;
-    /// `probe`: check that the peers' trainer addresses are reachable before the trainers start.
-    Probe probe = Probe::off;
-    /// `probe_timeout`: how long each launcher keeps trying to reach its peers.
-    Millis probe_timeout{30000};
-    /// How nothing the trainer starts outlives the launcher: a keeper (real pids, the default)
-    /// or, with `contain`, a PID namespace of its own (spawn.hpp).
-    Containment contain = Containment::keeper;
-    /// `label`: prefix every line of the trainer's stdout and stderr with its rank (`3: `).
-    bool label = false;
-};
-
-/// Run the launcher of `plan.self_rank`: start the coordinator when it is rank 0, connect and
-/// register (retrying until connect_timeout), with an address exchange wait for every node's
-/// address, check the trainer's port, spawn `argv` with `trainer_env` (or the environment
-/// `options.trainer_environment` builds) in its own process group, heartbeat, report its exit, obey
-/// stop/abort (SIGTERM to the trainer's group, SIGKILL after `grace`), forward SIGTERM, SIGINT,
-/// SIGUSR1, SIGUSR2, SIGHUP and SIGQUIT to the group unless slurmstepd sent them (to the whole
-/// step: SIGTERM/SIGINT also stop the step), and before returning kill and reap every remaining
-/// descendant. The handled signals stay blocked while it runs (read from a signalfd).
-/// Input: rank 2 of a plan, {"python", "train.py"}. Output: {exit_status 0, Outcome::done}.
-/// \throws Error for failures before the trainer could be supervised: no authentication
-///         (Errc::auth), every control port candidate in use (rank 0) or no coordinator
-///         reachable on any of them (Errc::io), a rejected registration (Errc::auth /
-///         Errc::protocol), a plan without self rank (Errc::missing_env), no command
-///         (Errc::invalid_argument). Trainer failures are returned, not thrown.
-[[nodiscard]] LaunchResult run_launcher(const Plan& plan,
-                                        const std::vector<std::string>& argv,
-                                        const Environment& trainer_env,
-                                        const LauncherOptions& options);
-
-// --- the state machine
-// ----------------------------------------------------------------------------
-
 /// Whether the trainer waits for the coordinator's `cluster` (every node's chosen address).
 enum class AddressExchange { none, coordinator };
 
@@ -142,28 +36,19 @@ enum class AddressExchange { none, coordinator };
 enum class CoordinatorHost { elsewhere, here };
 
 struct LauncherSettings {
+    /// The run settings the machine reads: heartbeat, heartbeat_timeout, grace, stall_*,
+    /// restarts.delay, checkpoint_*, max_requeues, probe.
+    RunSettings run;
     std::uint32_t rank = 0;
     std::vector<Member> ranks; ///< the plan's members, indexed by rank (names a stop's sender)
     /// `<address>:<port>` of the first candidate control port, for messages until registered()
     /// names the candidate where the coordinator really answered.
     std::string control;
     CoordinatorHost host = CoordinatorHost::elsewhere;
-    Millis heartbeat{1000};
-    Millis heartbeat_timeout{10000};
-    Millis grace{10000};
-    std::optional<StepRef> slurm_step;   ///< see LauncherOptions::slurm_step
-    std::optional<Millis> stall_timeout; ///< see LauncherOptions::stall_timeout
-    int stall_signal = 6;
-    Millis stall_grace{5000};
+    std::optional<StepRef> slurm_step; ///< see LauncherOptions::slurm_step
     AddressExchange exchange = AddressExchange::none;
-    /// Between a failed trainer's end and its restart (`restart` from the coordinator): its
-    /// ports are free again, its peers notice that it is gone.
-    Millis restart_backoff{1000};
     std::optional<Clock::time_point> job_end; ///< see LauncherOptions::job_end
-    std::optional<Millis> checkpoint_before;  ///< see LauncherOptions::checkpoint_before
-    int checkpoint_signal = SIGUSR1;          ///< see LauncherOptions::checkpoint_signal
     std::optional<RequeuePolicy> requeue;     ///< see LauncherOptions::requeue
-    Probe probe = Probe::off;                 ///< see LauncherOptions::probe
     /// The plan's trainer port of each rank (indexed by rank): the probe's targets, unless
     /// `cluster` says a port moved.
     std::vector<std::uint16_t> ports;

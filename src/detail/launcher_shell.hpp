@@ -4,7 +4,7 @@
 /// \file
 /// The launcher's Asio shell around LauncherMachine (see launcher.hpp), shared by its two
 /// files: launcher_shell.cpp (the run, the trainer, the machine's actions) and
-/// launcher_link.cpp (the link to the coordinator: connecting through the candidate control
+/// launcher_connection.cpp (the link to the coordinator: connecting through the candidate control
 /// ports, the challenge and registration, framed reads and writes).
 
 #include "detail/labeled_stream.hpp"
@@ -15,7 +15,9 @@
 #include <tfslurm/auth.hpp>
 #include <tfslurm/coordinator_server.hpp>
 #include <tfslurm/error.hpp>
+#include <tfslurm/held_port.hpp>
 #include <tfslurm/launcher.hpp>
+#include <tfslurm/launcher_shell.hpp>
 #include <tfslurm/plan.hpp>
 #include <tfslurm/protocol.hpp>
 

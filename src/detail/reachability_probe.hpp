@@ -6,6 +6,7 @@
 /// the trainer's port and connection attempts to the peers' trainer addresses. The decisions
 /// (which peers, when to start) are LauncherMachine's and the coordinator's.
 
+#include <tfslurm/held_port.hpp>
 #include <tfslurm/launcher.hpp>
 #include <tfslurm/protocol.hpp>
 

@@ -8,7 +8,9 @@
 
 #include <tfslurm/env.hpp>
 #include <tfslurm/error.hpp>
+#include <tfslurm/held_port.hpp>
 #include <tfslurm/launcher.hpp>
+#include <tfslurm/launcher_shell.hpp>
 #include <tfslurm/local_run.hpp>
 #include <tfslurm/plan.hpp>
 #include <tfslurm/run.hpp>

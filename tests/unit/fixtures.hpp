@@ -7,10 +7,16 @@
 
 #include <tfslurm/env.hpp>
 #include <tfslurm/error.hpp>
+#include <tfslurm/hostlist.hpp>
+#include <tfslurm/placement.hpp>
+#include <tfslurm/plan.hpp>
+#include <tfslurm/plan_settings.hpp>
+#include <tfslurm/step.hpp>
 
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -116,6 +122,72 @@ template <typename F> void require_error(F&& f, Errc code, const std::string& me
         CHECK(e.code() == code);
         CHECK(std::string{e.what()} == message);
     }
+}
+
+inline /// Ranks on each node, as a readable string: "n1:0,1 n2:2,3".
+    std::string
+    layout_of(const tfslurm::Allocation& allocation) {
+    std::string out;
+    for (std::size_t node = 0; node < allocation.hosts.size(); ++node) {
+        if (!out.empty()) {
+            out += ' ';
+        }
+        out += allocation.hosts[node] + ':';
+        for (std::size_t i = 0; i < allocation.node_ranks[node].size(); ++i) {
+            out += (i ? "," : "") + std::to_string(allocation.node_ranks[node][i]);
+        }
+    }
+    return out;
+}
+
+/// A rank's GPUs as a comma list: "0,1".
+inline std::string gpus_of(const tfslurm::RankPlan& rank) {
+    std::string out;
+    for (const auto& gpu : rank.gpus) {
+        out += (out.empty() ? "" : ",") + gpu;
+    }
+    return out;
+}
+
+/// Plan options from settings given as text: with({{"ps", "1"}}).
+inline tfslurm::PlanOptions
+with(std::initializer_list<std::pair<const char*, const char*>> settings) {
+    tfslurm::PlanOptions options;
+    for (const auto& [key, value] : settings) {
+        tfslurm::apply_plan_setting(options, key, value);
+    }
+    return options;
+}
+
+/// A step, its placement and its plan.
+struct Built {
+    tfslurm::StepInfo step;
+    tfslurm::Allocation allocation;
+    tfslurm::Plan plan;
+};
+
+/// The V4 test environment of TensorFlow's resolver tests (slurm_cluster_resolver_test.py).
+inline Built tf_case(const std::string& nodelist,
+                     std::vector<std::uint32_t> tasks,
+                     std::uint32_t procid,
+                     const tfslurm::PlanOptions& options,
+                     std::optional<std::vector<std::string>> visible = std::nullopt) {
+    Built built;
+    built.step.scope = tfslurm::Scope::step;
+    built.step.nodelist = nodelist;
+    built.step.nodelist_variable = "SLURM_STEP_NODELIST";
+    built.step.hosts = tfslurm::expand_hostlist(nodelist);
+    built.step.tasks_variable = "SLURM_STEP_TASKS_PER_NODE";
+    built.step.tasks_per_node = std::move(tasks);
+    built.step.ntasks = 0;
+    for (const auto count : built.step.tasks_per_node) {
+        built.step.ntasks += count;
+    }
+    built.step.self = tfslurm::TaskIdentity{procid, {}, {}, {}, {}};
+    built.step.gpus.visible = std::move(visible);
+    built.allocation = tfslurm::resolve_allocation(built.step);
+    built.plan = tfslurm::make_plan(built.step, built.allocation, options);
+    return built;
 }
 
 } // namespace tfslurm::test

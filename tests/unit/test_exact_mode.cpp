@@ -6,7 +6,9 @@
 
 #include <tfslurm/coordinator.hpp>
 #include <tfslurm/error.hpp>
+#include <tfslurm/held_port.hpp>
 #include <tfslurm/launcher.hpp>
+#include <tfslurm/launcher_shell.hpp>
 #include <tfslurm/placement.hpp>
 #include <tfslurm/plan.hpp>
 #include <tfslurm/plan_settings.hpp>

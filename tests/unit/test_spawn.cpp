@@ -2,7 +2,9 @@
 #include "temp_dir.hpp"
 
 #include <tfslurm/error.hpp>
+#include <tfslurm/held_port.hpp>
 #include <tfslurm/launcher.hpp>
+#include <tfslurm/launcher_shell.hpp>
 #include <tfslurm/spawn.hpp>
 
 #include <catch2/catch.hpp>

@@ -2,7 +2,8 @@
 // Plan-building helpers shared by the native layout (plan.cpp) and tf-compat (tf_compat.cpp),
 // with the system address resolver: in a file of their own so that neither layout depends on
 // the other's file.
-#include "detail/plan.hpp"
+#include "detail/plan_shared.hpp"
+
 #include "detail/text.hpp"
 
 #include <tfslurm/error.hpp>

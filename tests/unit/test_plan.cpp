@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+// Unit tests of the native plan (include/tfslurm/plan.hpp): roles, ports, addresses, GPUs.
 #include "fixtures.hpp"
 
 #include <tfslurm/error.hpp>
@@ -22,15 +23,13 @@ using tfslurm::Errc;
 using tfslurm::Error;
 using tfslurm::PlanOptions;
 using tfslurm::Role;
+using tfslurm::test::Built;
+using tfslurm::test::gpus_of;
 using tfslurm::test::require_error;
+using tfslurm::test::tf_case;
+using tfslurm::test::with;
 
 namespace {
-
-struct Built {
-    tfslurm::StepInfo step;
-    tfslurm::Allocation allocation;
-    tfslurm::Plan plan;
-};
 
 Built build(const Environment& env, const PlanOptions& options = {}) {
     Built built;
@@ -65,25 +64,9 @@ std::string roles_of(const tfslurm::Plan& plan) {
     return out;
 }
 
-std::string gpus_of(const tfslurm::RankPlan& rank) {
-    std::string out;
-    for (const auto& gpu : rank.gpus) {
-        out += (out.empty() ? "" : ",") + gpu;
-    }
-    return out;
-}
-
-PlanOptions with(std::initializer_list<std::pair<const char*, const char*>> settings) {
-    PlanOptions options;
-    for (const auto& [key, value] : settings) {
-        tfslurm::apply_plan_setting(options, key, value);
-    }
-    return options;
-}
-
 } // namespace
 
-TEST_CASE("cluster: roles from counts, ps first or spread", "[cluster]") {
+TEST_CASE("plan: roles from counts, ps first or spread", "[plan]") {
     CHECK(roles_of(preview("n[1-3]", "2").plan) ==
           "worker:0 worker:1 worker:2 worker:3 worker:4 worker:5");
     CHECK(roles_of(preview("n[1-3]", "2", with({{"ps", "2"}})).plan) ==
@@ -99,7 +82,7 @@ TEST_CASE("cluster: roles from counts, ps first or spread", "[cluster]") {
           "ps:0 worker:0 worker:1 chief:0");
 }
 
-TEST_CASE("cluster: impossible role requests are errors", "[cluster]") {
+TEST_CASE("plan: impossible role requests are errors", "[plan]") {
     require_error(
         [] {
             (void)preview("n[1-2]", "1", with({{"ps", "2"}}));
@@ -151,7 +134,7 @@ TEST_CASE("cluster: impossible role requests are errors", "[cluster]") {
         "chief: expected yes/no, true/false, on/off or 1/0: \"maybe\"");
 }
 
-TEST_CASE("cluster: derived ports keep concurrent jobs apart", "[cluster]") {
+TEST_CASE("plan: derived ports keep concurrent jobs apart", "[plan]") {
     using tfslurm::derive_port_base;
     CHECK(derive_port_base(1234, 0, 3) == 21863);
     CHECK(derive_port_base(0, 0, 3) == 29165);
@@ -196,7 +179,7 @@ TEST_CASE("cluster: derived ports keep concurrent jobs apart", "[cluster]") {
 }
 
 TEST_CASE("control_port_candidates: the control port, then 7 fallbacks every launcher agrees on",
-          "[cluster]") {
+          "[plan]") {
     const auto built = preview("n[1-3]", "2", {}, 1234);
     CHECK(tfslurm::control_port_candidates(built.plan) ==
           std::vector<std::uint16_t>{21865, 32448, 32088, 32643, 32036, 32069, 32557, 32255});
@@ -223,7 +206,7 @@ TEST_CASE("control_port_candidates: the control port, then 7 fallbacks every lau
     }
 }
 
-TEST_CASE("cluster: reserved and explicit ports", "[cluster]") {
+TEST_CASE("plan: reserved and explicit ports", "[plan]") {
     auto env = tfslurm::test::load_env_dump("slurm-env/srun-N3-n6-SLURM-env-task3.txt");
     env.set("SLURM_STEP_RESV_PORTS", "12000,12005-12006");
     auto built = build(env);
@@ -273,7 +256,7 @@ TEST_CASE("cluster: reserved and explicit ports", "[cluster]") {
         "port_base: expected an integer from 1 to 65535: \"0\"");
 }
 
-TEST_CASE("cluster: addresses from a host pattern and a resolver", "[cluster]") {
+TEST_CASE("plan: addresses from a host pattern and a resolver", "[plan]") {
     auto options = with({{"host_pattern", "{host}-ib0"}});
     auto built = preview("n[1-2]", "1", options);
     CHECK(built.plan.endpoint(1).rfind("n2-ib0:", 0) == 0);
@@ -304,7 +287,7 @@ TEST_CASE("cluster: addresses from a host pattern and a resolver", "[cluster]") 
         "\"{node}-ib0\"");
 }
 
-TEST_CASE("cluster: the system resolver resolves localhost and reports failures", "[cluster]") {
+TEST_CASE("plan: the system resolver resolves localhost and reports failures", "[plan]") {
     const auto resolve = tfslurm::system_address_resolver();
     CHECK(resolve("localhost") == "127.0.0.1");
     try {
@@ -318,7 +301,7 @@ TEST_CASE("cluster: the system resolver resolves localhost and reports failures"
     }
 }
 
-TEST_CASE("cluster: GPUs come from the visible set of every real GRES request", "[cluster]") {
+TEST_CASE("plan: GPUs come from the visible set of every real GRES request", "[plan]") {
     // Layout of each request (the GRES dump lists only the GPU variables), and the GPUs each
     // rank must get: the visible devices split among the node's tasks, or kept when Slurm
     // already bound them per task.
@@ -366,7 +349,7 @@ TEST_CASE("cluster: GPUs come from the visible set of every real GRES request", 
     }
 }
 
-TEST_CASE("cluster: --gpus-per-task and zero GPUs", "[cluster]") {
+TEST_CASE("plan: --gpus-per-task and zero GPUs", "[plan]") {
     auto env = tfslurm::test::load_env_dump("slurm-env/srun-N3-n6-gpus-per-node2-env-task3.txt");
     CHECK(gpus_of(build(env).plan.ranks[3]) == "1");
     require_error(
@@ -387,7 +370,7 @@ TEST_CASE("cluster: --gpus-per-task and zero GPUs", "[cluster]") {
         "or empty): \"1\"");
 }
 
-TEST_CASE("cluster: GpuDetail::self_only fills the calling task's GPUs only", "[cluster]") {
+TEST_CASE("plan: GpuDetail::self_only fills the calling task's GPUs only", "[plan]") {
     const auto env =
         tfslurm::test::load_env_dump("slurm-env/srun-N3-n6-gpus-per-node2-env-task3.txt");
     const auto step = tfslurm::read_step(env);
@@ -419,138 +402,7 @@ TEST_CASE("cluster: GpuDetail::self_only fills the calling task's GPUs only", "[
         "gpus_per_task: 2 tasks on node n1 need 4 GPUs but 2 are visible (0,1): \"2\"");
 }
 
-namespace {
-
-/// The V4 test environment of TensorFlow's resolver tests (slurm_cluster_resolver_test.py).
-Built tf_case(const std::string& nodelist,
-              std::vector<std::uint32_t> tasks,
-              std::uint32_t procid,
-              const PlanOptions& options,
-              std::optional<std::vector<std::string>> visible = std::nullopt) {
-    Built built;
-    built.step.scope = tfslurm::Scope::step;
-    built.step.nodelist = nodelist;
-    built.step.nodelist_variable = "SLURM_STEP_NODELIST";
-    built.step.hosts = tfslurm::expand_hostlist(nodelist);
-    built.step.tasks_variable = "SLURM_STEP_TASKS_PER_NODE";
-    built.step.tasks_per_node = std::move(tasks);
-    built.step.ntasks = 0;
-    for (const auto count : built.step.tasks_per_node) {
-        built.step.ntasks += count;
-    }
-    built.step.self = tfslurm::TaskIdentity{procid, {}, {}, {}, {}};
-    built.step.gpus.visible = std::move(visible);
-    built.allocation = tfslurm::resolve_allocation(built.step);
-    built.plan = tfslurm::make_plan(built.step, built.allocation, options);
-    return built;
-}
-
-} // namespace
-
-TEST_CASE("cluster: tf-compat reproduces TensorFlow's SlurmClusterResolver (V4, V14)",
-          "[cluster]") {
-    const std::string hosts = "t02n13,t02n41,t02n43";
-    SECTION("TFR1") {
-        const auto built = tf_case(
-            hosts, {1, 1, 1}, 0, with({{"layout", "tf-compat"}}), std::vector<std::string>{"0"});
-        CHECK(
-            tfslurm::tf_config_json(built.plan, 0) ==
-            R"({"cluster":{"worker":["t02n13:8888","t02n41:8888","t02n43:8888"]},"task":{"type":"worker","index":0}})");
-        CHECK(gpus_of(built.plan.ranks[0]) == "0");
-    }
-    SECTION("TFR2/TFR4") {
-        const auto built = tf_case(hosts,
-                                   {1, 1, 1},
-                                   0,
-                                   with({{"layout", "tf-compat"},
-                                         {"ps", "1"},
-                                         {"gpus_per_node", "1"},
-                                         {"gpus_per_task", "1"}}));
-        CHECK(
-            tfslurm::tf_config_json(built.plan, 0) ==
-            R"({"cluster":{"ps":["t02n13:8888"],"worker":["t02n41:8888","t02n43:8888"]},"task":{"type":"ps","index":0}})");
-    }
-    SECTION("TFR5") {
-        const auto built = tf_case(hosts,
-                                   {2, 2, 1},
-                                   1,
-                                   with({{"layout", "tf-compat"},
-                                         {"ps", "1"},
-                                         {"gpus_per_node", "2"},
-                                         {"gpus_per_task", "1"}}),
-                                   std::vector<std::string>{});
-        CHECK(
-            tfslurm::tf_config_json(built.plan, 1) ==
-            R"({"cluster":{"ps":["t02n13:8888"],"worker":["t02n13:8889","t02n41:8888","t02n41:8889","t02n43:8888"]},"task":{"type":"worker","index":0}})");
-        CHECK(gpus_of(built.plan.ranks[1]) == "1");
-    }
-    SECTION("TFR6") {
-        const auto built = tf_case(hosts,
-                                   {2, 2, 1},
-                                   1,
-                                   with({{"layout", "tf-compat"},
-                                         {"ps", "1"},
-                                         {"gpus_per_node", "4"},
-                                         {"gpus_per_task", "2"}}));
-        CHECK(gpus_of(built.plan.ranks[1]) == "2,3");
-    }
-    SECTION("TFX1: hosts sorted by name, unlike Slurm") {
-        const auto built = tf_case(
-            "n[9-10]", {1, 1}, 0, with({{"layout", "tf-compat"}}), std::vector<std::string>{"0"});
-        CHECK(
-            tfslurm::tf_config_json(built.plan, 0) ==
-            R"({"cluster":{"worker":["n10:8888","n9:8888"]},"task":{"type":"worker","index":0}})");
-        // tfslurm's own layout puts rank 0 where Slurm runs it.
-        const auto native = tf_case("n[9-10]", {1, 1}, 0, with({{"port_base", "8888"}}));
-        CHECK(
-            tfslurm::tf_config_json(native.plan, 0) ==
-            R"({"cluster":{"worker":["n9:8888","n10:8888"]},"task":{"type":"worker","index":0}})");
-    }
-    SECTION("TFX2: jobs in alphabetical order") {
-        const auto built = tf_case("n1",
-                                   {4},
-                                   3,
-                                   with({{"layout", "tf-compat"}, {"chief", "1"}, {"ps", "1"}}),
-                                   std::vector<std::string>{"0", "1", "2", "3"});
-        CHECK(
-            tfslurm::tf_config_json(built.plan, 3) ==
-            R"({"cluster":{"chief":["n1:8888"],"ps":["n1:8889"],"worker":["n1:8890","n1:8891"]},"task":{"type":"worker","index":1}})");
-        CHECK(gpus_of(built.plan.ranks[3]) == "3");
-    }
-    SECTION("TFX3/TFX4: zero GPUs per task do not crash") {
-        const auto none =
-            tf_case("n1", {2}, 0, with({{"layout", "tf-compat"}, {"gpus_per_node", "0"}}));
-        CHECK(none.plan.ranks[0].gpus.empty());
-        const auto one =
-            tf_case("n1", {2}, 1, with({{"layout", "tf-compat"}}), std::vector<std::string>{"0"});
-        CHECK(one.plan.ranks[1].gpus.empty());
-    }
-    SECTION("TFX7 and TFX8: TensorFlow's errors") {
-        require_error(
-            [] {
-                (void)tf_case("n1",
-                              {4},
-                              0,
-                              with({{"layout", "tf-compat"}, {"gpus_per_task", "1"}}),
-                              std::vector<std::string>{"0", "1"});
-            },
-            Errc::invalid_argument,
-            "layout=tf-compat: Requested more GPUs per node than available.: \"1 GPUs per task x "
-            "4 tasks per node, 2 GPUs\"");
-        require_error(
-            [] {
-                (void)tf_case("n1,n1",
-                              {1, 1},
-                              0,
-                              with({{"layout", "tf-compat"}}),
-                              std::vector<std::string>{"0"});
-            },
-            Errc::invalid_argument,
-            "layout=tf-compat: Requested 2 tasks but only 1 were assigned.: \"n1,n1\"");
-    }
-}
-
-TEST_CASE("cluster: GPU-<uuid> and MIG-<uuid> entries are split as they are", "[cluster]") {
+TEST_CASE("plan: GPU-<uuid> and MIG-<uuid> entries are split as they are", "[plan]") {
     // Slurm 26.05 writes UUIDs into CUDA_VISIBLE_DEVICES: they are names, never numbers.
     const std::string gpu_a = "GPU-6f3a1c2e-8b4d-4e5f-9a7b-0c1d2e3f4a5b";
     const std::string gpu_b = "GPU-0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";

@@ -23,4 +23,12 @@ void number_roles(Plan& plan);
                                                          const PlanOptions& options,
                                                          const AddressResolver& resolve);
 
+/// The native layout's plan (make_plan() for Layout::native, before the bound ports).
+/// \throws Error as make_plan().
+[[nodiscard]] Plan make_native_plan(const StepInfo& step,
+                                    const Allocation& allocation,
+                                    const PlanOptions& options,
+                                    const AddressResolver& resolve,
+                                    GpuDetail detail);
+
 } // namespace tfslurm::detail
