@@ -597,8 +597,8 @@ FaninResult fanin(const Shape& shape) {
                 settings.ranks.push_back(
                     Member{Role::worker, i, fmt::format("node{}", i / shape.per_node)});
             }
-            settings.heartbeat_timeout = std::chrono::seconds(120);
-            settings.connect_timeout = std::chrono::seconds(120);
+            settings.run.heartbeat_timeout = std::chrono::seconds(120);
+            settings.run.connect_timeout = std::chrono::seconds(120);
             settings.linger = std::chrono::seconds(60);
             settings.tree = shape.per_node > 1;
             const auto auth = protocol::Authenticator::create(

@@ -22,11 +22,9 @@
 #include <unistd.h>
 
 #include <array>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <climits>
-#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -41,160 +39,33 @@
 namespace tfslurm::cli {
 namespace {
 
-/// The most restarts `--max-restarts` and `--max-total-restarts` take.
-constexpr std::uint64_t k_max_restarts = 10000;
-
 struct RunArgs {
     GivenSettings given; ///< the launcher settings of the registry
     std::uint32_t local = 0;
     std::vector<std::string> command;
 };
 
-/// Seconds (a decimal number from 0.001 to 86400, one day) as milliseconds: less than a
-/// millisecond would be 0 ms, and a heartbeat of 0 ms spins (every timer fires at once).
-Millis parse_seconds(const std::string& text, std::string_view key) {
-    char* end = nullptr;
-    errno = 0;
-    const double seconds = std::strtod(text.c_str(), &end);
-    if (text.empty() || end != text.c_str() + text.size() || errno != 0 ||
-        !std::isfinite(seconds) || seconds < 0.001 || seconds > 86400) {
-        throw errors::invalid_setting(
-            key, "expected a number of seconds from 0.001 to 86400", text, "e.g. 10 or 0.5");
-    }
-    // std::chrono::round, not std::llround: that was the binary's only use of libm (300 KiB
-    // of resident memory at every start).
-    return std::chrono::round<Millis>(std::chrono::duration<double>(seconds));
-}
-
-/// A signal by name (with or without `SIG`, any case) or number (1 to 64).
-/// Input: `USR1`. Output: 10.
-int parse_signal(const std::string& text, std::string_view key) {
-    static constexpr std::array<std::pair<std::string_view, int>, 15> k_names{{
-        {"HUP", SIGHUP},
-        {"INT", SIGINT},
-        {"QUIT", SIGQUIT},
-        {"ILL", SIGILL},
-        {"TRAP", SIGTRAP},
-        {"ABRT", SIGABRT},
-        {"BUS", SIGBUS},
-        {"FPE", SIGFPE},
-        {"KILL", SIGKILL},
-        {"USR1", SIGUSR1},
-        {"SEGV", SIGSEGV},
-        {"USR2", SIGUSR2},
-        {"PIPE", SIGPIPE},
-        {"ALRM", SIGALRM},
-        {"TERM", SIGTERM},
-    }};
-    std::string name;
-    for (const char c : text) {
-        name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    }
-    if (name.rfind("SIG", 0) == 0) {
-        name.erase(0, 3);
-    }
-    for (const auto& [known, signo] : k_names) {
-        if (name == known) {
-            return signo;
-        }
-    }
-    char* end = nullptr;
-    errno = 0;
-    const long number = std::strtol(text.c_str(), &end, 10);
-    if (text.empty() || end != text.c_str() + text.size() || errno != 0 || number < 1 ||
-        number > 64) {
-        throw errors::invalid_setting(
-            key, "expected a signal name or number", text, "e.g. ABRT, USR1 or 10");
-    }
-    return static_cast<int>(number);
-}
-
-/// A flag's value (`--requeue` gives 1, `--no-requeue` 0; TFSLURM_REQUEUE yes/no too).
-bool parse_flag(const std::string& text, std::string_view key) {
-    for (const char* yes : {"", "1", "yes", "true", "on"}) {
-        if (text == yes) {
-            return true;
-        }
-    }
-    for (const char* no : {"0", "no", "false", "off"}) {
-        if (text == no) {
-            return false;
-        }
-    }
-    throw errors::invalid_setting(key, "expected yes/no, true/false, on/off or 1/0", text);
-}
-
-/// The `port_range` setting (exact mode's trainer ports without SLURM_STEP_RESV_PORTS).
-PortRange port_range(const RunArgs& args, const Environment& env) {
-    const auto winners = winning_settings(given_values(args.given, env));
-    const auto found = winners.find("port_range");
-    return found == winners.end() ? PortRange{}
-                                  : parse_port_range(found->second.value, "port_range");
-}
-
-// One setting after the other (~65 lines): each launcher option is parsed from its winning
-// value with its own rule; splitting the list would only hide which options exist.
-LauncherOptions launcher_options(const RunArgs& args, const Environment& env) {
-    (void)port_range(args, env); // checked with the others, before anything starts
-    const auto values = given_values(args.given, env);
+/// Every setting of this `run`, the plan's and the launcher's, layered once (their origins
+/// recorded: an error names the option or variable the user set).
+/// \throws Error for a bad value.
+SettingValues
+resolve_run_settings(const PlanArgs& plan_args, const RunArgs& args, const Environment& env) {
+    auto values = given_values(plan_args.given, env);
+    auto launcher = given_values(args.given, env);
+    values.insert(values.end(), launcher.begin(), launcher.end());
     record_origins(values);
-    const auto winners = winning_settings(values);
-    const auto value_of = [&winners](std::string_view key, std::string_view fallback) {
-        const auto found = winners.find(key);
-        return found == winners.end() ? std::string{fallback} : found->second.value;
-    };
+    return resolve_settings(values).values;
+}
+
+/// The launcher's options from the run settings, with how it authenticates: TFSLURM_SECRET, and
+/// where munged listens (TFSLURM_MUNGE_SOCKET, else Slurm's own AuthInfo in slurm.conf).
+LauncherOptions launcher_options(const RunSettings& run, const Environment& env) {
     LauncherOptions options;
-    options.until = parse_until(value_of("until", "workers"), setting_ref("until"));
-    options.heartbeat = parse_seconds(value_of("heartbeat", "1"), "heartbeat");
-    const auto heartbeat_timeout = value_of("heartbeat_timeout", "10");
-    options.heartbeat_timeout = parse_seconds(heartbeat_timeout, "heartbeat_timeout");
-    options.connect_timeout = parse_seconds(value_of("connect_timeout", "60"), "connect_timeout");
-    options.grace = parse_seconds(value_of("grace", "10"), "grace");
-    if (const auto stall = winners.find("stall_timeout"); stall != winners.end()) {
-        options.stall_timeout = parse_seconds(stall->second.value, "stall_timeout");
-    }
-    options.stall_signal = parse_signal(value_of("stall_signal", "ABRT"), "stall_signal");
-    options.stall_grace = parse_seconds(value_of("stall_grace", "5"), "stall_grace");
-    options.restarts.per_rank = static_cast<std::uint32_t>(parse_option_number(
-        value_of("max_restarts", "0"), setting_ref("max_restarts"), 0, k_max_restarts));
-    if (const auto total = winners.find("max_total_restarts"); total != winners.end()) {
-        options.restarts.total = static_cast<std::uint32_t>(parse_option_number(
-            total->second.value, setting_ref("max_total_restarts"), 0, k_max_restarts));
-    }
-    options.restarts.roles =
-        parse_restart_roles(value_of("restart_roles", "worker"), setting_ref("restart_roles"));
-    options.restarts.delay = parse_seconds(value_of("restart_delay", "1"), "restart_delay");
-    if (const auto before = winners.find("checkpoint_before"); before != winners.end()) {
-        options.checkpoint_before = parse_seconds(before->second.value, "checkpoint_before");
-    }
-    options.checkpoint_signal =
-        parse_signal(value_of("checkpoint_signal", "USR1"), "checkpoint_signal");
-    if (parse_flag(value_of("requeue", "0"), "requeue")) {
-        options.requeue = RequeuePolicy{};
-        options.requeue->max_requeues = static_cast<std::uint32_t>(parse_option_number(
-            value_of("max_requeues", "3"), setting_ref("max_requeues"), 0, 1000));
-    } else {
-        (void)parse_option_number(
-            value_of("max_requeues", "3"), setting_ref("max_requeues"), 0, 1000);
-    }
-    options.probe = parse_flag(value_of("probe", "0"), "probe") ? Probe::on : Probe::off;
-    options.probe_timeout = parse_seconds(value_of("probe_timeout", "30"), "probe_timeout");
-    options.contain = parse_flag(value_of("contain", "0"), "contain") ? Containment::pid_namespace
-                                                                      : Containment::keeper;
-    options.label = parse_flag(value_of("label", "0"), "label");
-    if (options.heartbeat_timeout <= options.heartbeat) {
-        throw errors::invalid_setting("heartbeat_timeout",
-                                      "must be longer than " + setting_ref("heartbeat"),
-                                      heartbeat_timeout,
-                                      "e.g. " + setting_ref("heartbeat", "1") + " " +
-                                          setting_ref("heartbeat_timeout", "10"));
-    }
-    options.auth.method =
-        protocol::parse_auth_method(value_of("auth", "auto"), setting_ref("auth"));
+    options.run = run;
+    options.auth.method = run.auth;
     if (const auto secret = env.get("TFSLURM_SECRET")) {
         options.auth.secret_hex = std::string(*secret);
     }
-    // Where munged listens: TFSLURM_MUNGE_SOCKET, else Slurm's own AuthInfo in slurm.conf.
     auto socket = find_munge_socket(env);
     logger().debug("munge socket: {} ({})",
                    socket.path.empty() ? "libmunge's default" : socket.path,
@@ -551,15 +422,12 @@ std::optional<int> settings_once_per_step(const Environment& env, Check check) {
 int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     const Environment env = Environment::from_process();
     warn_unknown_variables(env);
-    LauncherOptions options;
-    if (const auto status = settings_once_per_step(env, [&] {
-            options = launcher_options(args, env);
-            const auto values = given_values(plan_args.given, env);
-            record_origins(values); // an error names the option or variable the user set
-            (void)resolve_settings(values);
-        })) {
+    RunSettings run;
+    if (const auto status = settings_once_per_step(
+            env, [&] { run = resolve_run_settings(plan_args, args, env).run; })) {
         return *status;
     }
+    LauncherOptions options = launcher_options(run, env);
     const std::string hint = "tfslurm run starts one task's trainer: run it with srun (srun "
                              "tfslurm run ... CMD), or try the whole job on this machine with "
                              "--local N";
@@ -584,7 +452,7 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     // Every task refuses what cannot work, at once, not only rank 0's coordinator (which
     // alone says so).
     if (const auto status =
-            settings_once_per_step(env, [&] { check_until(members_of(plan), options.until); })) {
+            settings_once_per_step(env, [&] { check_until(members_of(plan), run.until); })) {
         return *status;
     }
     TrainerEnvironment trainer_env{resolved.settings, env};
@@ -596,7 +464,7 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
         // launchers bound; the trainer's variables (and its TF_CONFIG file) are built from the
         // plan rebuilt with them, before it starts. Until then the launcher knows only the names.
         options.address = resolved.own_address->address;
-        exact_ports(options, plan, resolved.step.resv_ports, port_range(args, env));
+        exact_ports(options, plan, resolved.step.resv_ports, run.port_range);
         options.trainer_environment = [&resolved, &trainer_env](const protocol::Cluster& cluster) {
             auto exact = resolved.settings.plan;
             exact.node_addresses = cluster.addresses;
@@ -611,14 +479,13 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     if (!status_channel && plan.job_id && plan.step_id) {
         options.slurm_step = StepRef{*plan.job_id, *plan.step_id};
     }
-    if (options.checkpoint_before) {
+    if (run.checkpoint_before) {
         options.job_end = job_end_time(plan, env, !status_channel);
     }
-    if (options.requeue && (status_channel || !plan.job_id)) {
+    if (run.requeue && (status_channel || !plan.job_id)) {
         logger().debug("no Slurm job to requeue: {} ignored", setting_ref("requeue"));
-        options.requeue.reset();
-    } else if (options.requeue) {
-        options.requeue->job = *plan.job_id;
+    } else if (run.requeue) {
+        options.requeue = RequeuePolicy{*plan.job_id, 0};
         if (const auto count = env.get("SLURM_RESTART_COUNT"); count && !count->empty()) {
             options.requeue->restart_count = static_cast<std::uint32_t>(
                 parse_option_number(*count, "SLURM_RESTART_COUNT", 0, UINT32_MAX));
@@ -672,12 +539,13 @@ int run_local_job(const PlanArgs& plan_args, const RunArgs& args, const CLI::App
     local.job_id = plan_args.preview.job_id.value_or(static_cast<std::uint64_t>(::getpid()));
 
     // Check every option once here rather than N times in the launchers.
-    LauncherOptions options = launcher_options(args, env);
+    const RunSettings settings = resolve_run_settings(plan_args, args, env).run;
+    const LauncherOptions options = launcher_options(settings, env);
     PlanArgs check = plan_args;
     check.preview = StepOverrides{};
     const auto checked = resolve_plan(
         check, local_task_environment(env, local.ntasks, 0, local.job_id), ExchangeUser::run);
-    check_until(members_of(checked.plan), options.until);
+    check_until(members_of(checked.plan), settings.until);
 
     if (!env.contains("TFSLURM_SECRET") &&
         (options.auth.method == protocol::AuthMethod::secret ||

@@ -91,7 +91,8 @@ void check_empty_value(CLI::Option& option, const SettingSpec& spec) {
         if (!value.empty()) {
             return;
         }
-        if (spec.apply != nullptr) {
+        // The launcher's settings keep their rule from before they had parsers: '' is no value.
+        if (spec.apply != nullptr && spec.group != SettingGroup::launcher) {
             SettingValues scratch;
             spec.apply(scratch, value);
             return;

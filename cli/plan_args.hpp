@@ -52,8 +52,8 @@ struct PlanArgs {
 void add_plan_options(CLI::App& sub, PlanArgs& args);
 
 /// One rule for empty values: an option given as '' is checked like any other value (`--only ''`
-/// is refused like `--only ','`), where an empty TFSLURM_* variable is an unset one; a setting
-/// without a parser (the launcher's) needs a value. \throws Error from `option`'s parsing.
+/// is refused like `--only ','`), where an empty TFSLURM_* variable is an unset one; a launcher
+/// setting (or one without a parser) needs a value. \throws Error from `option`'s parsing.
 void check_empty_value(CLI::Option& option, const SettingSpec& spec);
 
 /// Add the registry's settings of `group` (output, launcher) to a subcommand, bound to `given`.

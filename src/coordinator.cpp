@@ -78,18 +78,18 @@ Coordinator::Coordinator(CoordinatorSettings settings, Clock::time_point start)
             ++m_training_total;
         }
     }
-    const RestartPolicy& policy = m_settings.restarts;
+    const RestartPolicy& policy = m_settings.run.restarts;
     const auto restartable = static_cast<std::uint32_t>(
         std::count_if(m_settings.ranks.begin(), m_settings.ranks.end(), [&](const Member& m) {
             return std::find(policy.roles.begin(), policy.roles.end(), m.role) !=
                    policy.roles.end();
         }));
     m_restart_budget = policy.total.value_or(policy.per_rank * restartable);
-    check_until(m_settings.ranks, m_settings.until);
+    check_until(m_settings.ranks, m_settings.run.until);
 }
 
 bool Coordinator::is_training(Role role) const noexcept {
-    if (m_settings.until == Until::chief) {
+    if (m_settings.run.until == Until::chief) {
         return role == Role::chief;
     }
     return role == Role::worker || role == Role::chief;
@@ -237,7 +237,7 @@ void Coordinator::exited(std::uint32_t rank, const protocol::Exit& exit, Clock::
 }
 
 bool Coordinator::try_restart(std::uint32_t rank, const protocol::Exit& exit, std::string& detail) {
-    const RestartPolicy& policy = m_settings.restarts;
+    const RestartPolicy& policy = m_settings.run.restarts;
     const Member& member = m_settings.ranks[rank];
     RankState& state = m_ranks[rank];
     if (policy.per_rank == 0 ||
@@ -376,7 +376,7 @@ void Coordinator::connection_lost(std::uint32_t rank, Clock::time_point now, std
 
 void Coordinator::tick(Clock::time_point now) {
     if (m_verdict == Verdict::none) {
-        if (m_registered < m_ranks.size() && now - m_start >= m_settings.connect_timeout) {
+        if (m_registered < m_ranks.size() && now - m_start >= m_settings.run.connect_timeout) {
             const auto first = static_cast<std::uint32_t>(
                 std::find_if(m_ranks.begin(),
                              m_ranks.end(),
@@ -384,7 +384,7 @@ void Coordinator::tick(Clock::time_point now) {
                 m_ranks.begin());
             protocol::Failure failure = failure_of(first);
             failure.cause = protocol::FailureCause::unregistered;
-            failure.detail = format_seconds(m_settings.connect_timeout);
+            failure.detail = format_seconds(m_settings.run.connect_timeout);
             failure.missing = static_cast<std::uint32_t>(m_ranks.size() - m_registered);
             failure.step_status = k_status_unregistered;
             if (failure.missing > 1) {
@@ -405,11 +405,10 @@ void Coordinator::tick(Clock::time_point now) {
         for (std::uint32_t rank = 0; rank < m_ranks.size(); ++rank) {
             const RankState& state = m_ranks[rank];
             if (state.connected && !state.reported &&
-                now - state.last_seen > m_settings.heartbeat_timeout) {
+                silent_too_long(state.last_seen, now, m_settings.run.heartbeat_timeout)) {
                 protocol::Failure failure = failure_of(rank);
                 failure.cause = protocol::FailureCause::lost;
-                failure.detail = fmt::format("no heartbeat for {}",
-                                             format_seconds(m_settings.heartbeat_timeout));
+                failure.detail = no_heartbeat(m_settings.run.heartbeat_timeout);
                 failure.step_status = k_status_lost;
                 fail(std::move(failure), now);
                 break;
@@ -428,10 +427,11 @@ void Coordinator::forget_silent(Clock::time_point now) {
     // hold rank 0's launcher, hence the step, for the whole linger time. Its verdict is queued.
     for (std::uint32_t rank = 0; rank < m_ranks.size(); ++rank) {
         RankState& state = m_ranks[rank];
-        if (state.connected && now - state.last_seen > m_settings.heartbeat_timeout) {
+        if (state.connected &&
+            silent_too_long(state.last_seen, now, m_settings.run.heartbeat_timeout)) {
             logger().debug("coordinator: {} silent for {}: not waiting for it",
                            rank_label(rank, m_settings.ranks[rank]),
-                           format_seconds(m_settings.heartbeat_timeout));
+                           format_seconds(m_settings.run.heartbeat_timeout));
             state.connected = false;
             --m_connected;
         }
@@ -484,10 +484,10 @@ void Coordinator::decide(Verdict verdict, Clock::time_point now) {
         // still run (a ps, workers under --until chief) is news.
         logger().log(remaining == 0 ? spdlog::level::debug : spdlog::level::info,
                      "coordinator: the work is done ({} exited 0): stopping {} remaining rank{}",
-                     m_settings.until == Until::chief ? "the chief"
-                     : m_training_total == 0          ? "every rank"
-                     : m_has_chief                    ? "every worker and the chief"
-                                                      : "every worker",
+                     m_settings.run.until == Until::chief ? "the chief"
+                     : m_training_total == 0              ? "every rank"
+                     : m_has_chief                        ? "every worker and the chief"
+                                                          : "every worker",
                      remaining,
                      remaining == 1 ? "" : "s");
     }

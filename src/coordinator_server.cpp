@@ -185,7 +185,7 @@ void CoordinatorServer::Impl::accept() {
 }
 
 void CoordinatorServer::Impl::tick() {
-    tick_timer.expires_after(tick_interval(coordinator.settings().heartbeat_timeout));
+    tick_timer.expires_after(tick_interval(coordinator.settings().run.heartbeat_timeout));
     tick_timer.async_wait([self = shared_from_this()](const error_code& ec) {
         if (ec || self->closed) {
             return;

@@ -202,9 +202,10 @@ void LauncherMachine::registered(const std::string& control, Clock::time_point n
     m_phase = Phase::registered;
     m_last_heard = now;
     logger().debug("{}: registered with {}", label(), m_settings.control);
-    m_actions.emplace_back(action::ArmTimer{LauncherTimer::heartbeat, now + m_settings.heartbeat});
     m_actions.emplace_back(
-        action::ArmTimer{LauncherTimer::watch, now + tick_interval(m_settings.heartbeat_timeout)});
+        action::ArmTimer{LauncherTimer::heartbeat, now + m_settings.run.heartbeat});
+    m_actions.emplace_back(action::ArmTimer{LauncherTimer::watch,
+                                            now + tick_interval(m_settings.run.heartbeat_timeout)});
     if (m_status) {
         // Interrupted while connecting: tell the coordinator, start nothing.
         send(protocol::Interrupt{m_interrupt, m_interrupt_whole_step});
@@ -219,7 +220,7 @@ void LauncherMachine::registered(const std::string& control, Clock::time_point n
 }
 
 void LauncherMachine::begin_start() {
-    if (m_settings.probe == Probe::off) {
+    if (m_settings.run.probe == Probe::off) {
         m_actions.emplace_back(action::ScheduleStart{});
         return;
     }
@@ -267,7 +268,7 @@ void LauncherMachine::received(const protocol::Message& message, Clock::time_poi
         begin_start();
         return;
     }
-    if (std::holds_alternative<protocol::Go>(message) && m_settings.probe == Probe::on) {
+    if (std::holds_alternative<protocol::Go>(message) && m_settings.run.probe == Probe::on) {
         if (m_awaiting_go) {
             logger().debug("{}: every rank reached its peers: starting", label());
             release_start();
@@ -320,18 +321,18 @@ void LauncherMachine::trainer_started(Clock::time_point now) {
         maybe_finish(now);
         return;
     }
-    if (m_settings.stall_timeout) {
+    if (m_settings.run.stall_timeout) {
         m_actions.emplace_back(action::ArmTimer{
-            LauncherTimer::stall, now + stall_sample_interval(*m_settings.stall_timeout)});
+            LauncherTimer::stall, now + stall_sample_interval(*m_settings.run.stall_timeout)});
     }
-    if (m_settings.job_end && m_settings.checkpoint_before) {
+    if (m_settings.job_end && m_settings.run.checkpoint_before) {
         arm_checkpoint(now);
     }
     maybe_finish(now);
 }
 
 void LauncherMachine::arm_checkpoint(Clock::time_point now) {
-    const Clock::time_point at = *m_settings.job_end - *m_settings.checkpoint_before;
+    const Clock::time_point at = *m_settings.job_end - *m_settings.run.checkpoint_before;
     if (at > now) {
         m_actions.emplace_back(action::ArmTimer{LauncherTimer::checkpoint, at});
         return;
@@ -352,7 +353,7 @@ Millis LauncherMachine::time_left(Clock::time_point now) const {
 }
 
 std::string LauncherMachine::checkpoint_before_ref() const {
-    const auto before = m_settings.checkpoint_before.value_or(Millis{0});
+    const auto before = m_settings.run.checkpoint_before.value_or(Millis{0});
     return setting_ref("checkpoint_before",
                        fmt::format("{:g}", static_cast<double>(before.count()) / 1000.0));
 }
@@ -397,9 +398,9 @@ void LauncherMachine::trainer_exited(ExitStatus status, Clock::time_point now) {
 }
 
 void LauncherMachine::signal_received(int signo, Clock::time_point now, SignalOrigin origin) {
-    const bool checkpointing = m_settings.checkpoint_before || m_settings.requeue;
+    const bool checkpointing = m_settings.run.checkpoint_before || m_settings.requeue;
     if (trainer_running() && origin == SignalOrigin::step &&
-        signo == m_settings.checkpoint_signal && checkpointing && !m_checkpoint) {
+        signo == m_settings.run.checkpoint_signal && checkpointing && !m_checkpoint) {
         // Slurm's own --signal (or scancel --signal) reached the whole step: the trainer saves
         // now, and our own checkpoint signal would be a second one.
         m_checkpoint = fmt::format(
@@ -408,7 +409,7 @@ void LauncherMachine::signal_received(int signo, Clock::time_point now, SignalOr
                       label(),
                       signo,
                       signal_description(signo));
-        if (m_settings.job_end && m_settings.checkpoint_before) {
+        if (m_settings.job_end && m_settings.run.checkpoint_before) {
             m_actions.emplace_back(action::CancelTimer{LauncherTimer::checkpoint});
         }
     }
@@ -464,21 +465,19 @@ void LauncherMachine::timer_fired(LauncherTimer timer, Clock::time_point now) {
         if (m_phase == Phase::registered) {
             send(protocol::Heartbeat{});
             m_actions.emplace_back(
-                action::ArmTimer{LauncherTimer::heartbeat, now + m_settings.heartbeat});
+                action::ArmTimer{LauncherTimer::heartbeat, now + m_settings.run.heartbeat});
         }
         return;
     case LauncherTimer::watch:
         if (m_phase != Phase::registered) {
             return;
         }
-        if (!m_verdict && now - m_last_heard > m_settings.heartbeat_timeout) {
-            coordinator_lost(
-                fmt::format("no heartbeat for {}", format_seconds(m_settings.heartbeat_timeout)),
-                now);
+        if (!m_verdict && silent_too_long(m_last_heard, now, m_settings.run.heartbeat_timeout)) {
+            coordinator_lost(no_heartbeat(m_settings.run.heartbeat_timeout), now);
             return;
         }
-        m_actions.emplace_back(action::ArmTimer{LauncherTimer::watch,
-                                                now + tick_interval(m_settings.heartbeat_timeout)});
+        m_actions.emplace_back(action::ArmTimer{
+            LauncherTimer::watch, now + tick_interval(m_settings.run.heartbeat_timeout)});
         return;
     case LauncherTimer::grace:
         if (!trainer_running()) {
@@ -486,7 +485,7 @@ void LauncherMachine::timer_fired(LauncherTimer timer, Clock::time_point now) {
         }
         logger().warn("{}: the trainer did not stop within {}: killing it (SIGKILL)",
                       label(),
-                      format_seconds(m_settings.grace));
+                      format_seconds(m_settings.run.grace));
         m_killed = true;
         m_actions.emplace_back(action::SignalTrainer{SIGKILL});
         return;
@@ -527,7 +526,7 @@ void LauncherMachine::send_checkpoint(Clock::time_point now) {
         m_interrupt != 0 || !m_settings.job_end) {
         return; // the step is ending anyway, or Slurm's --signal came first
     }
-    const int signo = m_settings.checkpoint_signal;
+    const int signo = m_settings.run.checkpoint_signal;
     m_checkpoint = fmt::format("the trainers got signal {} ({}) before the job's time limit ({})",
                                signo,
                                signal_description(signo),
@@ -553,9 +552,9 @@ void LauncherMachine::progress_sampled(const ProgressSample& sample, Clock::time
         m_last_progress = now;
     }
     const Millis silent = std::chrono::duration_cast<Millis>(now - m_last_progress);
-    if (silent < *m_settings.stall_timeout) {
+    if (silent < *m_settings.run.stall_timeout) {
         m_actions.emplace_back(action::ArmTimer{
-            LauncherTimer::stall, now + stall_sample_interval(*m_settings.stall_timeout)});
+            LauncherTimer::stall, now + stall_sample_interval(*m_settings.run.stall_timeout)});
         return;
     }
     // Whole seconds: the silence is only known to a sampling interval anyway.
@@ -566,15 +565,16 @@ void LauncherMachine::progress_sampled(const ProgressSample& sample, Clock::time
                   "(signal {} ({})), aborting the step {} later",
                   label(),
                   format_seconds(*m_stall),
-                  m_settings.stall_signal,
-                  signal_description(m_settings.stall_signal),
-                  format_seconds(m_settings.stall_grace));
-    m_actions.emplace_back(action::SignalTrainer{m_settings.stall_signal, true});
-    m_actions.emplace_back(action::ArmTimer{LauncherTimer::stall, now + m_settings.stall_grace});
+                  m_settings.run.stall_signal,
+                  signal_description(m_settings.run.stall_signal),
+                  format_seconds(m_settings.run.stall_grace));
+    m_actions.emplace_back(action::SignalTrainer{m_settings.run.stall_signal, true});
+    m_actions.emplace_back(
+        action::ArmTimer{LauncherTimer::stall, now + m_settings.run.stall_grace});
 }
 
 bool LauncherMachine::watching_progress() const noexcept {
-    return m_settings.stall_timeout && trainer_running() && !m_stall && !m_verdict && !m_lost &&
+    return m_settings.run.stall_timeout && trainer_running() && !m_stall && !m_verdict && !m_lost &&
            !m_stopped_by_us && m_interrupt == 0;
 }
 
@@ -611,7 +611,7 @@ void LauncherMachine::on_restart(const protocol::Restart& restart, Clock::time_p
                    label(),
                    restart.count,
                    restart.limit,
-                   format_seconds(m_settings.restart_backoff));
+                   format_seconds(m_settings.run.restarts.delay));
     m_restarts = restart.count;
     m_restart_pending = true;
     // A fresh trainer: nothing of the failed one's supervision carries over.
@@ -623,7 +623,7 @@ void LauncherMachine::on_restart(const protocol::Restart& restart, Clock::time_p
     m_grace_deadline.reset();
     m_sample.reset();
     m_actions.emplace_back(
-        action::ArmTimer{LauncherTimer::restart, now + m_settings.restart_backoff});
+        action::ArmTimer{LauncherTimer::restart, now + m_settings.run.restarts.delay});
 }
 
 void LauncherMachine::cancel_restart(Clock::time_point now) {
@@ -686,7 +686,7 @@ void LauncherMachine::stop_trainer(int signo, Clock::time_point now) {
     if (m_grace_deadline && *m_grace_deadline > now) {
         return; // already counting
     }
-    m_grace_deadline = now + m_settings.grace;
+    m_grace_deadline = now + m_settings.run.grace;
     m_actions.emplace_back(action::ArmTimer{LauncherTimer::grace, *m_grace_deadline});
 }
 
@@ -828,13 +828,13 @@ void LauncherMachine::add_requeue(LaunchResult& out) const {
         return;
     }
     const RequeuePolicy& policy = *m_settings.requeue;
-    if (policy.restart_count >= policy.max_requeues) {
+    if (policy.restart_count >= m_settings.run.max_requeues) {
         out.announce = true;
         out.message +=
             fmt::format("; not requeueing job {}: it was requeued {} times already ({})",
                         policy.job,
                         policy.restart_count,
-                        setting_ref("max_requeues", std::to_string(policy.max_requeues)));
+                        setting_ref("max_requeues", std::to_string(m_settings.run.max_requeues)));
         return;
     }
     out.requeue = RequeueRequest{policy.job, policy.restart_count + 1, out.exit_status};
@@ -843,7 +843,7 @@ void LauncherMachine::add_requeue(LaunchResult& out) const {
     out.message += fmt::format("; requeueing job {} (requeue {} of {})",
                                policy.job,
                                policy.restart_count + 1,
-                               policy.max_requeues);
+                               m_settings.run.max_requeues);
 }
 
 } // namespace tfslurm

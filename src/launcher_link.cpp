@@ -351,7 +351,7 @@ void LauncherShell::start_relay() {
         *m_auth,
         step_id(),
         m_followers,
-        m_options.heartbeat_timeout,
+        m_options.run.heartbeat_timeout,
         [this](const protocol::Relay& relay) { send(relay, true); },
         [this] {
             // Every local launcher finished: what the machine decided can happen now.
@@ -395,7 +395,7 @@ bool LauncherShell::defer(const LauncherAction& action) {
 }
 
 void LauncherShell::node_heartbeat() {
-    m_node_heartbeat.expires_after(m_options.heartbeat);
+    m_node_heartbeat.expires_after(m_options.run.heartbeat);
     m_node_heartbeat.async_wait([this](const error_code& ec) {
         if (ec || !m_relay || !m_relay->busy() || m_link != Link::session) {
             return;

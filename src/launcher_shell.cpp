@@ -168,29 +168,20 @@ namespace detail {
 
 LauncherSettings machine_settings(const Plan& plan, const LauncherOptions& options) {
     LauncherSettings settings;
+    settings.run = options.run;
     settings.rank = plan.self_rank.value_or(0);
     settings.ranks = members_of(plan);
     settings.control = fmt::format("{}:{}", plan.control_address, plan.control_port);
     settings.host = settings.rank == 0 ? CoordinatorHost::here : CoordinatorHost::elsewhere;
-    settings.heartbeat = options.heartbeat;
-    settings.heartbeat_timeout = options.heartbeat_timeout;
-    settings.grace = options.grace;
     settings.slurm_step = options.slurm_step;
-    settings.stall_timeout = options.stall_timeout;
-    settings.stall_signal = options.stall_signal;
-    settings.stall_grace = options.stall_grace;
-    settings.restart_backoff = options.restarts.delay;
     if (options.job_end) {
         // The machine counts on the steady clock: the end time as a distance from now.
         settings.job_end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                               *options.job_end - std::chrono::system_clock::now());
     }
-    settings.checkpoint_before = options.checkpoint_before;
-    settings.checkpoint_signal = options.checkpoint_signal;
     settings.requeue = options.requeue;
     settings.exchange =
         options.trainer_environment ? AddressExchange::coordinator : AddressExchange::none;
-    settings.probe = options.probe;
     for (const RankPlan& rank : plan.ranks) {
         settings.ports.push_back(rank.port);
     }
@@ -210,12 +201,9 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
     for (const RankPlan& rank : m_plan.ranks) {
         settings.ports.push_back(rank.port);
     }
-    settings.until = m_options.until;
-    settings.heartbeat_timeout = m_options.heartbeat_timeout;
-    settings.connect_timeout = m_options.connect_timeout;
-    settings.linger = m_options.grace + m_options.heartbeat_timeout + Millis{2000};
-    settings.hello_timeout = std::min(m_options.connect_timeout, Millis{10000});
-    settings.restarts = m_options.restarts;
+    settings.run = m_options.run;
+    settings.linger = m_options.run.grace + m_options.run.heartbeat_timeout + Millis{2000};
+    settings.hello_timeout = std::min(m_options.run.connect_timeout, Millis{10000});
     settings.tree = m_options.slurm_step.has_value(); // plan_tree(): `--local` stays flat
     m_server =
         std::make_unique<CoordinatorServer>(m_io,
@@ -249,7 +237,7 @@ LaunchResult LauncherShell::run() {
                        m_self.port);
     }
     wait_signal();
-    m_connect_deadline = Clock::now() + m_options.connect_timeout;
+    m_connect_deadline = Clock::now() + m_options.run.connect_timeout;
     plan_tree();
     m_deadline_timer.expires_at(m_connect_deadline);
     m_deadline_timer.async_wait([this](const error_code& ec) {
@@ -274,7 +262,7 @@ LaunchResult LauncherShell::run() {
                                                ? fmt::format(" (nor its {} fallback ports)",
                                                              m_candidates.size() - 1)
                                                : std::string(),
-                                           format_seconds(m_options.connect_timeout),
+                                           format_seconds(m_options.run.connect_timeout),
                                            m_last_connect_error),
                                "is rank 0's launcher running? all tasks must run 'tfslurm run' "
                                "with the same plan options"));
@@ -443,9 +431,9 @@ void LauncherShell::start_probe(const std::vector<ProbeTarget>& targets) {
     logger().debug("{}: probing {} peers for up to {}",
                    label(),
                    targets.size(),
-                   format_seconds(m_options.probe_timeout));
+                   format_seconds(m_options.run.probe_timeout));
     m_probe.start(
-        targets, m_options.probe_timeout, [this](std::vector<protocol::ProbeFailure> failures) {
+        targets, m_options.run.probe_timeout, [this](std::vector<protocol::ProbeFailure> failures) {
             m_machine.probe_finished(std::move(failures), Clock::now());
             perform();
         });
@@ -496,7 +484,7 @@ void LauncherShell::start_trainer(std::uint32_t restart) {
             // As torchrun sets them for its restarts.
             set_trainer_variable("TORCHELASTIC_RESTART_COUNT", std::to_string(restart));
             set_trainer_variable("TORCHELASTIC_MAX_RESTARTS",
-                                 std::to_string(m_options.restarts.per_rank));
+                                 std::to_string(m_options.run.restarts.per_rank));
         }
         // The port is free for the trainer from here: another process binding it in the few
         // milliseconds until the trainer does is the window that remains (docs/protocol.md).
@@ -507,7 +495,7 @@ void LauncherShell::start_trainer(std::uint32_t restart) {
         request.group = ProcessGroup::new_group;
         request.death_signal = SIGKILL;
         // Nothing the trainer starts outlives us, even if we are killed by SIGKILL.
-        request.contain = m_options.contain;
+        request.contain = m_options.run.contain;
         request.before_fork = [this] { m_io.notify_fork(asio::execution_context::fork_prepare); };
         request.after_fork = [this] { m_io.notify_fork(asio::execution_context::fork_parent); };
         m_pid = spawn_trainer(request);
@@ -522,7 +510,7 @@ void LauncherShell::start_trainer(std::uint32_t restart) {
 }
 
 pid_t LauncherShell::spawn_trainer(SpawnRequest& request) {
-    if (!m_options.label) {
+    if (!m_options.run.label) {
         return spawn_process(request);
     }
     if (!m_stdout) {
@@ -546,7 +534,7 @@ pid_t LauncherShell::spawn_trainer(SpawnRequest& request) {
 }
 
 void LauncherShell::prepare_stall_watch() {
-    if (!m_options.stall_timeout) {
+    if (!m_options.run.stall_timeout) {
         return;
     }
     const auto has = [this](std::string_view name) {

@@ -352,9 +352,9 @@ void NodeRelay::Impl::watch() {
         const auto now = Clock::now();
         const auto all = self->sessions;
         for (const auto& session : all) {
-            if (session->registered() && now - session->last_heard() > self->heartbeat_timeout) {
-                const std::string why =
-                    fmt::format("no heartbeat for {}", format_seconds(self->heartbeat_timeout));
+            if (session->registered() &&
+                silent_too_long(session->last_heard(), now, self->heartbeat_timeout)) {
+                const std::string why = no_heartbeat(self->heartbeat_timeout);
                 logger().warn("relay: rank {}: {}", session->rank(), why);
                 session->close(why);
             }

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: MIT
+#include "detail/plan_settings.hpp"
+
 #include "detail/text.hpp"
 
 #include <tfslurm/error.hpp>
@@ -15,9 +17,8 @@
 #include <utility>
 
 namespace tfslurm {
-namespace {
 
-bool parse_bool(std::string_view value, std::string_view key) {
+bool detail::parse_bool(std::string_view value, std::string_view key) {
     if (value.empty() || value == "1" || value == "yes" || value == "true" || value == "on") {
         return true;
     }
@@ -27,14 +28,7 @@ bool parse_bool(std::string_view value, std::string_view key) {
     throw errors::invalid_setting(key, "expected yes/no, true/false, on/off or 1/0", value);
 }
 
-template <typename T> T parse_number(std::string_view value, std::string_view key, T low, T high) {
-    const auto parsed = detail::parse_decimal(value);
-    if (!parsed || *parsed < low || *parsed > high) {
-        throw errors::invalid_setting(
-            key, fmt::format("expected an integer from {} to {}", low, high), value);
-    }
-    return static_cast<T>(*parsed);
-}
+namespace {
 
 /// Values that end up inside TF_CONFIG and host names are printable ASCII, like the host names
 /// of a nodelist: a control character or a byte that is not ASCII would reach JSON raw.
@@ -84,600 +78,397 @@ using Values = SettingValues;
 using G = SettingGroup;
 using K = SettingKind;
 
-// The registry. Adding a setting is one row here; a setting with a parser also gets its case
-// in the lambda of its row. Preview fields and launcher settings have no parser: preview_step()
-// and the CLI's launcher options parse them, and name them through setting_ref() all the same.
-// NOLINTNEXTLINE(cert-err58-cpp): built once, from literals
-const std::vector<SettingSpec> k_registry{
-    {"nodelist",
-     "",
-     "--nodelist",
-     "HOSTLIST",
-     "",
-     K::value,
-     G::preview,
-     "Hosts of the step, as a Slurm hostlist (n[1-3])",
-     nullptr},
-    {"tasks_per_node",
-     "",
-     "--tasks-per-node",
-     "COUNTS",
-     "",
-     K::value,
-     G::preview,
-     "Tasks per node: one count for every node, or per node like 2(x3),1",
-     nullptr},
-    {"ntasks",
-     "",
-     "--ntasks",
-     "N",
-     "",
-     K::value,
-     G::preview,
-     "Total tasks, spread like srun -n (the first nodes get one more)",
-     nullptr},
-    {"distribution",
-     "",
-     "--distribution",
-     "DIST",
-     "",
-     K::value,
-     G::preview,
-     "block (default), cyclic, plane=N or arbitrary (with --hostfile)",
-     nullptr,
-     {},
-     "block cyclic arbitrary"},
-    {"hostfile",
-     "",
-     "--hostfile",
-     "FILE",
-     "",
-     K::value,
-     G::preview,
-     "Rank i on the i-th host of FILE, like srun -m arbitrary with SLURM_HOSTFILE; without "
-     "--tasks-per-node the counts come from FILE",
-     nullptr},
-    {"job_id",
-     "",
-     "--job-id",
-     "ID",
-     "",
-     K::value,
-     G::preview,
-     "Job id (derives the ports)",
-     nullptr},
-    {"step_id",
-     "",
-     "--step-id",
-     "ID",
-     "",
-     K::value,
-     G::preview,
-     "Step id (derives the ports)",
-     nullptr},
-    {"rank",
-     "",
-     "--rank",
-     "N",
-     "",
-     K::value,
-     G::preview,
-     "The task to describe (for env)",
-     nullptr},
-    {"resv_ports",
-     "",
-     "--resv-ports",
-     "PORTS",
-     "",
-     K::value,
-     G::preview,
-     "Reserved ports, like SLURM_STEP_RESV_PORTS",
-     nullptr},
-    {"gpus",
-     "",
-     "--gpus",
-     "LIST",
-     "",
-     K::value,
-     G::preview,
-     "Visible GPUs, like CUDA_VISIBLE_DEVICES",
-     nullptr},
+// The registry. Adding a setting is one row here (or, for `tfslurm run`, in
+// run_setting_rows.cpp); a setting with a parser also gets its case in the lambda of its row.
+// Preview fields have no parser: preview_step() parses them, and names them through
+// setting_ref() all the same. Built once, on first use: run_setting_rows() lives in another file.
+std::vector<SettingSpec> build_registry() {
+    std::vector<SettingSpec> rows{
+        {"nodelist",
+         "",
+         "--nodelist",
+         "HOSTLIST",
+         "",
+         K::value,
+         G::preview,
+         "Hosts of the step, as a Slurm hostlist (n[1-3])",
+         nullptr},
+        {"tasks_per_node",
+         "",
+         "--tasks-per-node",
+         "COUNTS",
+         "",
+         K::value,
+         G::preview,
+         "Tasks per node: one count for every node, or per node like 2(x3),1",
+         nullptr},
+        {"ntasks",
+         "",
+         "--ntasks",
+         "N",
+         "",
+         K::value,
+         G::preview,
+         "Total tasks, spread like srun -n (the first nodes get one more)",
+         nullptr},
+        {"distribution",
+         "",
+         "--distribution",
+         "DIST",
+         "",
+         K::value,
+         G::preview,
+         "block (default), cyclic, plane=N or arbitrary (with --hostfile)",
+         nullptr,
+         {},
+         "block cyclic arbitrary"},
+        {"hostfile",
+         "",
+         "--hostfile",
+         "FILE",
+         "",
+         K::value,
+         G::preview,
+         "Rank i on the i-th host of FILE, like srun -m arbitrary with SLURM_HOSTFILE; without "
+         "--tasks-per-node the counts come from FILE",
+         nullptr},
+        {"job_id",
+         "",
+         "--job-id",
+         "ID",
+         "",
+         K::value,
+         G::preview,
+         "Job id (derives the ports)",
+         nullptr},
+        {"step_id",
+         "",
+         "--step-id",
+         "ID",
+         "",
+         K::value,
+         G::preview,
+         "Step id (derives the ports)",
+         nullptr},
+        {"rank",
+         "",
+         "--rank",
+         "N",
+         "",
+         K::value,
+         G::preview,
+         "The task to describe (for env)",
+         nullptr},
+        {"resv_ports",
+         "",
+         "--resv-ports",
+         "PORTS",
+         "",
+         K::value,
+         G::preview,
+         "Reserved ports, like SLURM_STEP_RESV_PORTS",
+         nullptr},
+        {"gpus",
+         "",
+         "--gpus",
+         "LIST",
+         "",
+         K::value,
+         G::preview,
+         "Visible GPUs, like CUDA_VISIBLE_DEVICES",
+         nullptr},
 
-    {"ps",
-     "TFSLURM_PS",
-     "--ps",
-     "N",
-     "ps",
-     K::value,
-     G::roles,
-     "Number of parameter servers (default 0)",
-     [](Values& v, std::string_view s) {
-         v.plan.counts.ps = parse_number<std::uint32_t>(s, "ps", 0, k_max_expanded_hosts);
-     }},
-    {"chief",
-     "TFSLURM_CHIEF",
-     "--chief",
-     "",
-     "chief",
-     K::flag,
-     G::roles,
-     "One task is the chief",
-     [](Values& v, std::string_view s) { v.plan.counts.chief = parse_bool(s, "chief"); }},
-    {"evaluator",
-     "TFSLURM_EVALUATOR",
-     "--evaluator",
-     "",
-     "evaluator",
-     K::flag,
-     G::roles,
-     "One task is the evaluator",
-     [](Values& v, std::string_view s) { v.plan.counts.evaluator = parse_bool(s, "evaluator"); }},
-    {"roles",
-     "TFSLURM_ROLES",
-     "--roles",
-     "LIST",
-     "roles",
-     K::list,
-     G::roles,
-     "Explicit role of every rank, e.g. ps,worker*3 (instead of counts)",
-     [](Values& v, std::string_view s) {
-         v.plan.role_list =
-             s.empty() ? std::vector<Role>{} : parse_role_list(s, setting_ref("roles"));
-     }},
-    {"roles_by_component",
-     "TFSLURM_ROLES_BY_COMPONENT",
-     "--roles-by-component",
-     "LIST",
-     "roles_by_component",
-     K::list,
-     G::roles,
-     "Role of every component of a heterogeneous step (srun A : B), e.g. ps,worker",
-     [](Values& v, std::string_view s) {
-         v.plan.component_roles = s.empty() ? std::vector<Role>{}
-                                            : parse_role_list(s, setting_ref("roles_by_component"));
-     }},
-    {"ps_placement",
-     "TFSLURM_PS_PLACEMENT",
-     "--ps-placement",
-     "WHERE",
-     "ps_placement",
-     K::value,
-     G::roles,
-     "first: ranks 0..N-1 (default); spread: one ps per node",
-     [](Values& v, std::string_view s) {
-         v.plan.ps_placement = parse_choice<PsPlacement, 2>(
-             s,
-             "ps_placement",
-             {{{"first", PsPlacement::first}, {"spread", PsPlacement::spread}}},
-             "expected first or spread");
-     },
-     {},
-     "first spread"},
-    {"layout",
-     "TFSLURM_LAYOUT",
-     "--layout",
-     "LAYOUT",
-     "layout",
-     K::value,
-     G::network,
-     "native (default) or tf-compat (TensorFlow's SlurmClusterResolver spec)",
-     [](Values& v, std::string_view s) {
-         v.plan.layout = parse_choice<Layout, 3>(s,
-                                                 "layout",
-                                                 {{{"native", Layout::native},
-                                                   {"tf-compat", Layout::tf_compat},
-                                                   {"tf_compat", Layout::tf_compat}}},
-                                                 "expected native or tf-compat");
-     },
-     {},
-     "native tf-compat"},
-    {"port_base",
-     "TFSLURM_PORT_BASE",
-     "--port-base",
-     "PORT",
-     "port_base",
-     K::value,
-     G::network,
-     "First port (default: SLURM_STEP_RESV_PORTS, else derived from job and step)",
-     [](Values& v, std::string_view s) {
-         v.plan.port_base = parse_number<std::uint16_t>(s, "port_base", 1, 65535);
-     }},
-    {"address",
-     "TFSLURM_ADDRESS",
-     "--address",
-     "name|ip",
-     "address",
-     K::value,
-     G::network,
-     "name (default) or ip: what peers connect to",
-     [](Values& v, std::string_view s) {
-         v.plan.address =
-             parse_choice<AddressMode, 2>(s,
-                                          "address",
-                                          {{{"name", AddressMode::name}, {"ip", AddressMode::ip}}},
-                                          "expected name or ip");
-     }},
-    {"host_pattern",
-     "TFSLURM_HOST_PATTERN",
-     "--host-pattern",
-     "PATTERN",
-     "host_pattern",
-     K::value,
-     G::network,
-     "Network name of a node, e.g. {host}-ib0 (default {host})",
-     [](Values& v, std::string_view s) {
-         validate_pattern(s, "host_pattern");
-         v.plan.host_pattern = std::string{s};
-     }},
-    {"iface",
-     "TFSLURM_IFACE",
-     "--iface",
-     "NAME[,NAME...]",
-     "",
-     K::list,
-     G::network,
-     "Reach each node at the address of its own interface NAME (e.g. ib0; the first listed that "
-     "the node has), read on the node, instead of its name; also sets GLOO_SOCKET_IFNAME, "
-     "NCCL_SOCKET_IFNAME and TP_SOCKET_IFNAME",
-     [](Values& v, std::string_view s) {
-         check_printable(s, "iface");
-         v.plan.address_selection.interfaces.clear();
-         for (const auto name : detail::split(s, ',')) {
-             if (name.empty() || name.size() >= 16 || name.find_first_of(" /:") != name.npos) {
-                 throw errors::invalid_setting(
-                     "iface", "expected interface names such as ib0 (a comma list)", s);
+        {"ps",
+         "TFSLURM_PS",
+         "--ps",
+         "N",
+         "ps",
+         K::value,
+         G::roles,
+         "Number of parameter servers (default 0)",
+         [](Values& v, std::string_view s) {
+             v.plan.counts.ps =
+                 detail::parse_number<std::uint32_t>(s, "ps", 0, k_max_expanded_hosts);
+         }},
+        {"chief",
+         "TFSLURM_CHIEF",
+         "--chief",
+         "",
+         "chief",
+         K::flag,
+         G::roles,
+         "One task is the chief",
+         [](Values& v, std::string_view s) {
+             v.plan.counts.chief = detail::parse_bool(s, "chief");
+         }},
+        {"evaluator",
+         "TFSLURM_EVALUATOR",
+         "--evaluator",
+         "",
+         "evaluator",
+         K::flag,
+         G::roles,
+         "One task is the evaluator",
+         [](Values& v, std::string_view s) {
+             v.plan.counts.evaluator = detail::parse_bool(s, "evaluator");
+         }},
+        {"roles",
+         "TFSLURM_ROLES",
+         "--roles",
+         "LIST",
+         "roles",
+         K::list,
+         G::roles,
+         "Explicit role of every rank, e.g. ps,worker*3 (instead of counts)",
+         [](Values& v, std::string_view s) {
+             v.plan.role_list =
+                 s.empty() ? std::vector<Role>{} : parse_role_list(s, setting_ref("roles"));
+         }},
+        {"roles_by_component",
+         "TFSLURM_ROLES_BY_COMPONENT",
+         "--roles-by-component",
+         "LIST",
+         "roles_by_component",
+         K::list,
+         G::roles,
+         "Role of every component of a heterogeneous step (srun A : B), e.g. ps,worker",
+         [](Values& v, std::string_view s) {
+             v.plan.component_roles = s.empty()
+                                          ? std::vector<Role>{}
+                                          : parse_role_list(s, setting_ref("roles_by_component"));
+         }},
+        {"ps_placement",
+         "TFSLURM_PS_PLACEMENT",
+         "--ps-placement",
+         "WHERE",
+         "ps_placement",
+         K::value,
+         G::roles,
+         "first: ranks 0..N-1 (default); spread: one ps per node",
+         [](Values& v, std::string_view s) {
+             v.plan.ps_placement = parse_choice<PsPlacement, 2>(
+                 s,
+                 "ps_placement",
+                 {{{"first", PsPlacement::first}, {"spread", PsPlacement::spread}}},
+                 "expected first or spread");
+         },
+         {},
+         "first spread"},
+        {"layout",
+         "TFSLURM_LAYOUT",
+         "--layout",
+         "LAYOUT",
+         "layout",
+         K::value,
+         G::network,
+         "native (default) or tf-compat (TensorFlow's SlurmClusterResolver spec)",
+         [](Values& v, std::string_view s) {
+             v.plan.layout = parse_choice<Layout, 3>(s,
+                                                     "layout",
+                                                     {{{"native", Layout::native},
+                                                       {"tf-compat", Layout::tf_compat},
+                                                       {"tf_compat", Layout::tf_compat}}},
+                                                     "expected native or tf-compat");
+         },
+         {},
+         "native tf-compat"},
+        {"port_base",
+         "TFSLURM_PORT_BASE",
+         "--port-base",
+         "PORT",
+         "port_base",
+         K::value,
+         G::network,
+         "First port (default: SLURM_STEP_RESV_PORTS, else derived from job and step)",
+         [](Values& v, std::string_view s) {
+             v.plan.port_base = detail::parse_number<std::uint16_t>(s, "port_base", 1, 65535);
+         }},
+        {"address",
+         "TFSLURM_ADDRESS",
+         "--address",
+         "name|ip",
+         "address",
+         K::value,
+         G::network,
+         "name (default) or ip: what peers connect to",
+         [](Values& v, std::string_view s) {
+             v.plan.address = parse_choice<AddressMode, 2>(
+                 s,
+                 "address",
+                 {{{"name", AddressMode::name}, {"ip", AddressMode::ip}}},
+                 "expected name or ip");
+         }},
+        {"host_pattern",
+         "TFSLURM_HOST_PATTERN",
+         "--host-pattern",
+         "PATTERN",
+         "host_pattern",
+         K::value,
+         G::network,
+         "Network name of a node, e.g. {host}-ib0 (default {host})",
+         [](Values& v, std::string_view s) {
+             validate_pattern(s, "host_pattern");
+             v.plan.host_pattern = std::string{s};
+         }},
+        {"iface",
+         "TFSLURM_IFACE",
+         "--iface",
+         "NAME[,NAME...]",
+         "",
+         K::list,
+         G::network,
+         "Reach each node at the address of its own interface NAME (e.g. ib0; the first listed "
+         "that "
+         "the node has), read on the node, instead of its name; also sets GLOO_SOCKET_IFNAME, "
+         "NCCL_SOCKET_IFNAME and TP_SOCKET_IFNAME",
+         [](Values& v, std::string_view s) {
+             check_printable(s, "iface");
+             v.plan.address_selection.interfaces.clear();
+             for (const auto name : detail::split(s, ',')) {
+                 if (name.empty() || name.size() >= 16 || name.find_first_of(" /:") != name.npos) {
+                     throw errors::invalid_setting(
+                         "iface", "expected interface names such as ib0 (a comma list)", s);
+                 }
+                 v.plan.address_selection.interfaces.emplace_back(name);
              }
-             v.plan.address_selection.interfaces.emplace_back(name);
-         }
-     }},
-    {"network",
-     "TFSLURM_NETWORK",
-     "--network",
-     "CIDR",
-     "",
-     K::value,
-     G::network,
-     "Reach each node at its own address inside CIDR (e.g. 10.1.0.0/16 or fd00::/64), read on "
-     "the node; with --iface, only addresses of those interfaces inside CIDR",
-     [](Values& v, std::string_view s) {
-         check_printable(s, "network");
-         v.plan.address_selection.network = parse_network(s, setting_ref("network"));
-     }},
-    {"exchange",
-     "TFSLURM_EXCHANGE",
-     "--exchange",
-     "auto|env|pmi2|coordinator",
-     "exchange",
-     K::value,
-     G::network,
-     "How the tasks learn the addresses the other nodes chose with --iface/--network: pmi2 "
-     "(tfslurm env under srun --mpi=pmi2), coordinator (tfslurm run), env (none: only this "
-     "node's) or auto (default: coordinator under run, pmi2 under env when srun started a PMI2 "
-     "server, else env)",
-     [](Values& v, std::string_view s) { v.plan.exchange = parse_exchange(s); }},
-    {"gpus_per_task",
-     "TFSLURM_GPUS_PER_TASK",
-     "--gpus-per-task",
-     "N",
-     "gpus_per_task",
-     K::value,
-     G::network,
-     "GPUs per task (default: split the visible GPUs among the node's tasks)",
-     [](Values& v, std::string_view s) {
-         v.plan.gpus_per_task = parse_number<std::uint32_t>(s, "gpus_per_task", 0, 1U << 16);
-     }},
-    {"gpu_bind",
-     "TFSLURM_GPU_BIND",
-     "--gpu-bind",
-     "auto|task|node",
-     "gpu_bind",
-     K::value,
-     G::network,
-     "What CUDA_VISIBLE_DEVICES lists: task (the task's own GPUs, cuda:0 inside it), node (the "
-     "node's GPUs, pick cuda:LOCAL_RANK) or auto (default: node, task when GPUs per task are "
-     "given)",
-     [](Values& v, std::string_view s) {
-         v.plan.gpu_bind = parse_choice<GpuBind, 3>(
-             s,
-             "gpu_bind",
-             {{{"auto", GpuBind::automatic}, {"task", GpuBind::task}, {"node", GpuBind::node}}},
-             "expected auto, task or node");
-     }},
-    {"gpus_per_node",
-     "TFSLURM_GPUS_PER_NODE",
-     "--gpus-per-node",
-     "N",
-     "gpus_per_node",
-     K::value,
-     G::network,
-     "tf-compat only: TensorFlow's gpus_per_node",
-     [](Values& v, std::string_view s) {
-         v.plan.tf_gpus_per_node = parse_number<std::uint32_t>(s, "gpus_per_node", 0, 1U << 16);
-     }},
-    {"rpc_layer",
-     "TFSLURM_RPC_LAYER",
-     "--rpc-layer",
-     "PROTOCOL",
-     "rpc_layer",
-     K::value,
-     G::network,
-     "Add \"rpc_layer\" to TF_CONFIG, e.g. grpc",
-     [](Values& v, std::string_view s) {
-         check_printable(s, "rpc_layer");
-         if (s.find_first_of("\"\\") != std::string_view::npos) {
-             throw errors::invalid_setting("rpc_layer", "expected a protocol name such as grpc", s);
-         }
-         v.plan.rpc_layer = std::string{s};
-     }},
+         }},
+        {"network",
+         "TFSLURM_NETWORK",
+         "--network",
+         "CIDR",
+         "",
+         K::value,
+         G::network,
+         "Reach each node at its own address inside CIDR (e.g. 10.1.0.0/16 or fd00::/64), read on "
+         "the node; with --iface, only addresses of those interfaces inside CIDR",
+         [](Values& v, std::string_view s) {
+             check_printable(s, "network");
+             v.plan.address_selection.network = parse_network(s, setting_ref("network"));
+         }},
+        {"exchange",
+         "TFSLURM_EXCHANGE",
+         "--exchange",
+         "auto|env|pmi2|coordinator",
+         "exchange",
+         K::value,
+         G::network,
+         "How the tasks learn the addresses the other nodes chose with --iface/--network: pmi2 "
+         "(tfslurm env under srun --mpi=pmi2), coordinator (tfslurm run), env (none: only this "
+         "node's) or auto (default: coordinator under run, pmi2 under env when srun started a PMI2 "
+         "server, else env)",
+         [](Values& v, std::string_view s) { v.plan.exchange = parse_exchange(s); }},
+        {"gpus_per_task",
+         "TFSLURM_GPUS_PER_TASK",
+         "--gpus-per-task",
+         "N",
+         "gpus_per_task",
+         K::value,
+         G::network,
+         "GPUs per task (default: split the visible GPUs among the node's tasks)",
+         [](Values& v, std::string_view s) {
+             v.plan.gpus_per_task =
+                 detail::parse_number<std::uint32_t>(s, "gpus_per_task", 0, 1U << 16);
+         }},
+        {"gpu_bind",
+         "TFSLURM_GPU_BIND",
+         "--gpu-bind",
+         "auto|task|node",
+         "gpu_bind",
+         K::value,
+         G::network,
+         "What CUDA_VISIBLE_DEVICES lists: task (the task's own GPUs, cuda:0 inside it), node (the "
+         "node's GPUs, pick cuda:LOCAL_RANK) or auto (default: node, task when GPUs per task are "
+         "given)",
+         [](Values& v, std::string_view s) {
+             v.plan.gpu_bind = parse_choice<GpuBind, 3>(
+                 s,
+                 "gpu_bind",
+                 {{{"auto", GpuBind::automatic}, {"task", GpuBind::task}, {"node", GpuBind::node}}},
+                 "expected auto, task or node");
+         }},
+        {"gpus_per_node",
+         "TFSLURM_GPUS_PER_NODE",
+         "--gpus-per-node",
+         "N",
+         "gpus_per_node",
+         K::value,
+         G::network,
+         "tf-compat only: TensorFlow's gpus_per_node",
+         [](Values& v, std::string_view s) {
+             v.plan.tf_gpus_per_node =
+                 detail::parse_number<std::uint32_t>(s, "gpus_per_node", 0, 1U << 16);
+         }},
+        {"rpc_layer",
+         "TFSLURM_RPC_LAYER",
+         "--rpc-layer",
+         "PROTOCOL",
+         "rpc_layer",
+         K::value,
+         G::network,
+         "Add \"rpc_layer\" to TF_CONFIG, e.g. grpc",
+         [](Values& v, std::string_view s) {
+             check_printable(s, "rpc_layer");
+             if (s.find_first_of("\"\\") != std::string_view::npos) {
+                 throw errors::invalid_setting(
+                     "rpc_layer", "expected a protocol name such as grpc", s);
+             }
+             v.plan.rpc_layer = std::string{s};
+         }},
 
-    {"format",
-     "TFSLURM_FORMAT",
-     "--format",
-     "FORMAT",
-     "",
-     K::value,
-     G::output,
-     "export (default: 'export NAME=...' lines safe to eval), env (NAME=value lines), json, or "
-     "task-prolog (unquoted export lines for srun --task-prolog and TaskProlog)",
-     [](Values& v, std::string_view s) { v.format = parse_env_format(s, setting_ref("format")); },
-     "-f",
-     "export env json task-prolog"},
-    {"only",
-     "TFSLURM_ONLY",
-     "--only",
-     "LIST",
-     "only",
-     K::list,
-     G::output,
-     "all (default) or a comma list of tf, servers, torch, gpus",
-     [](Values& v, std::string_view s) {
-         v.outputs = parse_output_selection(s, setting_ref("only"));
-     },
-     {},
-     "all tf servers torch gpus"},
+        {"format",
+         "TFSLURM_FORMAT",
+         "--format",
+         "FORMAT",
+         "",
+         K::value,
+         G::output,
+         "export (default: 'export NAME=...' lines safe to eval), env (NAME=value lines), json, or "
+         "task-prolog (unquoted export lines for srun --task-prolog and TaskProlog)",
+         [](Values& v, std::string_view s) {
+             v.format = parse_env_format(s, setting_ref("format"));
+         },
+         "-f",
+         "export env json task-prolog"},
+        {"only",
+         "TFSLURM_ONLY",
+         "--only",
+         "LIST",
+         "only",
+         K::list,
+         G::output,
+         "all (default) or a comma list of tf, servers, torch, gpus",
+         [](Values& v, std::string_view s) {
+             v.outputs = parse_output_selection(s, setting_ref("only"));
+         },
+         {},
+         "all tf servers torch gpus"},
 
-    {"tf_config_file",
-     "TFSLURM_TF_CONFIG_FILE",
-     "--tf-config-file",
-     "PATH",
-     "",
-     K::value,
-     G::output,
-     "Write TF_CONFIG to this file on the node instead of the environment (for steps whose "
-     "TF_CONFIG exceeds 128 KiB) and set TFSLURM_TF_CONFIG_FILE, with a sitecustomize first on "
-     "PYTHONPATH that loads it into TF_CONFIG. auto: tfslurm-JOB.STEP.RANK.tf_config.json in "
-     "TMPDIR (else /tmp); a path may use {tmpdir}, {job}, {step}, {rank}",
-     [](Values& v, std::string_view s) {
-         validate_tf_config_template(s);
-         v.tf_config_file = std::string{s};
-     }},
+        {"tf_config_file",
+         "TFSLURM_TF_CONFIG_FILE",
+         "--tf-config-file",
+         "PATH",
+         "",
+         K::value,
+         G::output,
+         "Write TF_CONFIG to this file on the node instead of the environment (for steps whose "
+         "TF_CONFIG exceeds 128 KiB) and set TFSLURM_TF_CONFIG_FILE, with a sitecustomize first on "
+         "PYTHONPATH that loads it into TF_CONFIG. auto: tfslurm-JOB.STEP.RANK.tf_config.json in "
+         "TMPDIR (else /tmp); a path may use {tmpdir}, {job}, {step}, {rank}",
+         [](Values& v, std::string_view s) {
+             validate_tf_config_template(s);
+             v.tf_config_file = std::string{s};
+         }},
 
-    {"until",
-     "TFSLURM_UNTIL",
-     "--until",
-     "workers|chief",
-     "",
-     K::value,
-     G::launcher,
-     "workers (default): stop ps and evaluator when every worker and the chief exited 0; chief: "
-     "stop everyone when the chief exited 0 (TF2 PSS)",
-     nullptr},
-    {"grace",
-     "TFSLURM_GRACE",
-     "--grace",
-     "SECONDS",
-     "",
-     K::value,
-     G::launcher,
-     "Seconds between SIGTERM and SIGKILL when a trainer is stopped (default 10)",
-     nullptr},
-    {"heartbeat",
-     "TFSLURM_HEARTBEAT",
-     "--heartbeat",
-     "SECONDS",
-     "",
-     K::value,
-     G::launcher,
-     "Seconds between heartbeats (default 1)",
-     nullptr},
-    {"heartbeat_timeout",
-     "TFSLURM_HEARTBEAT_TIMEOUT",
-     "--heartbeat-timeout",
-     "SECONDS",
-     "",
-     K::value,
-     G::launcher,
-     "Seconds without heartbeat after which a launcher or the coordinator is lost (default 10)",
-     nullptr},
-    {"connect_timeout",
-     "TFSLURM_CONNECT_TIMEOUT",
-     "--connect-timeout",
-     "SECONDS",
-     "",
-     K::value,
-     G::launcher,
-     "Seconds for every launcher to register with rank 0's coordinator (default 60)",
-     nullptr},
-    {"stall_timeout",
-     "TFSLURM_STALL_TIMEOUT",
-     "--stall-timeout",
-     "SECONDS",
-     "",
-     K::value,
-     G::launcher,
-     "Seconds without progress (CPU time of the trainer's processes, or a touch of "
-     "TFSLURM_PROGRESS_FILE) after which a trainer is stuck and the step aborts (default: never)",
-     nullptr},
-    {"stall_signal",
-     "TFSLURM_STALL_SIGNAL",
-     "--stall-signal",
-     "SIGNAL",
-     "",
-     K::value,
-     G::launcher,
-     "Signal sent to a stuck trainer for its stack traces (default ABRT: Python's faulthandler "
-     "dumps every thread, then the trainer ends)",
-     nullptr,
-     {},
-     "ABRT QUIT USR1 USR2 TERM INT HUP"},
-    {"stall_grace",
-     "TFSLURM_STALL_GRACE",
-     "--stall-grace",
-     "SECONDS",
-     "",
-     K::value,
-     G::launcher,
-     "Seconds between the stall signal and the step's abort (default 5)",
-     nullptr},
-    {"probe",
-     "TFSLURM_PROBE",
-     "--probe",
-     "",
-     "",
-     K::flag,
-     G::launcher,
-     "Before any trainer starts, each launcher listens on its trainer's port and connects to the "
-     "peers' trainer addresses (all up to 64 ranks, a sample beyond); the step aborts naming an "
-     "unreachable pair instead of letting the framework hang",
-     nullptr},
-    {"probe_timeout",
-     "TFSLURM_PROBE_TIMEOUT",
-     "--probe-timeout",
-     "SECONDS",
-     "",
-     K::value,
-     G::launcher,
-     "Seconds each launcher keeps trying to reach its peers in the probe (default 30)",
-     nullptr},
-    {"max_restarts",
-     "TFSLURM_MAX_RESTARTS",
-     "--max-restarts",
-     "N",
-     "",
-     K::value,
-     G::launcher,
-     "Restarts of each rank's failed trainer (restart roles only), with the same TF_CONFIG and "
-     "ports while the other ranks keep running; past it the step aborts (default 0: none)",
-     nullptr},
-    {"max_total_restarts",
-     "TFSLURM_MAX_TOTAL_RESTARTS",
-     "--max-total-restarts",
-     "N",
-     "",
-     K::value,
-     G::launcher,
-     "Restarts allowed in the whole step (default: max-restarts for each rank of a restart "
-     "role)",
-     nullptr},
-    {"restart_roles",
-     "TFSLURM_RESTART_ROLES",
-     "--restart-roles",
-     "LIST",
-     "",
-     K::list,
-     G::launcher,
-     "The roles whose failed trainers are restarted: a comma list of worker, chief, evaluator "
-     "(default worker; never ps: its state dies with it)",
-     nullptr,
-     {},
-     "worker chief evaluator"},
-    {"restart_delay",
-     "TFSLURM_RESTART_DELAY",
-     "--restart-delay",
-     "SECONDS",
-     "",
-     K::value,
-     G::launcher,
-     "Seconds between a trainer's failure and its restart, for what it held (a GPU's memory, a "
-     "port) to be released (default 1)",
-     nullptr},
-    {"checkpoint_before",
-     "TFSLURM_CHECKPOINT_BEFORE",
-     "--checkpoint-before",
-     "SECONDS",
-     "",
-     K::value,
-     G::launcher,
-     "Seconds before the job's time limit at which every trainer gets the checkpoint signal "
-     "(default: never)",
-     nullptr},
-    {"checkpoint_signal",
-     "TFSLURM_CHECKPOINT_SIGNAL",
-     "--checkpoint-signal",
-     "SIGNAL",
-     "",
-     K::value,
-     G::launcher,
-     "Signal that asks the trainers to save a checkpoint (default USR1); the same signal from "
-     "Slurm's own --signal counts too",
-     nullptr,
-     {},
-     "USR1 USR2 TERM INT HUP ABRT QUIT"},
-    {"requeue",
-     "TFSLURM_REQUEUE",
-     "--requeue",
-     "",
-     "",
-     K::flag,
-     G::launcher,
-     "Requeue the job through Slurm when the step ended after the checkpoint signal or a "
-     "preemption (a batch job that Slurm lets requeue)",
-     nullptr},
-    {"max_requeues",
-     "TFSLURM_MAX_REQUEUES",
-     "--max-requeues",
-     "N",
-     "",
-     K::value,
-     G::launcher,
-     "Requeue a job at most N times, counted by SLURM_RESTART_COUNT (default 3)",
-     nullptr},
-    {"auth",
-     "TFSLURM_AUTH",
-     "--auth",
-     "METHOD",
-     "",
-     K::value,
-     G::launcher,
-     "auto (default: munge if munged answers, else TFSLURM_SECRET), munge or secret",
-     nullptr,
-     {},
-     "auto munge secret"},
-    {"port_range",
-     "TFSLURM_PORT_RANGE",
-     "--port-range",
-     "LOW-HIGH",
-     "",
-     K::value,
-     G::launcher,
-     "Exact mode (--iface/--network): where a launcher looks for a free trainer port when the "
-     "planned one is taken, unless SLURM_STEP_RESV_PORTS reserves the node's ports (default "
-     "20000-31999)",
-     nullptr},
-    // Settings of issue 21's `run` side: appended here as one block.
-    {"contain",
-     "TFSLURM_CONTAIN",
-     "--contain",
-     "",
-     "",
-     K::flag,
-     G::launcher,
-     "Run each trainer in a PID namespace of its own (it is pid 2 there) instead of under a "
-     "keeper that leaves it its real pid; both end everything the trainer starts with the "
-     "launcher. Costs what names peers by pid: CUDA IPC between ranks (UCX refuses it across PID "
-     "namespaces), pidfd_getfd",
-     nullptr},
-    {"label",
-     "TFSLURM_LABEL",
-     "--label",
-     "",
-     "",
-     K::flag,
-     G::launcher,
-     "Prefix every line of the trainer's stdout and stderr with its rank ('3: '), like srun -l "
-     "(which also labels tfslurm's own lines: under srun, use either)",
-     nullptr},
-};
+    };
+    auto run_rows = detail::run_setting_rows();
+    rows.insert(rows.end(), run_rows.begin(), run_rows.end());
+    return rows;
+}
+
+const std::vector<SettingSpec>& registry() {
+    static const std::vector<SettingSpec> k_registry = build_registry();
+    return k_registry;
+}
 
 bool in_face(const SettingSpec& spec, Face face) {
     return face == Face::plugin ? !spec.plugin_key.empty() : !spec.option.empty();
@@ -687,10 +478,16 @@ bool is_plan_setting(const SettingSpec& spec) {
     return spec.group == G::roles || spec.group == G::network;
 }
 
+/// Whether apply_setting() takes `spec` alone: the settings of `tfslurm run` are applied only
+/// together, by resolve_settings(), which then checks the rules between them.
+bool applies_alone(const SettingSpec& spec) {
+    return spec.apply != nullptr && spec.group != G::launcher;
+}
+
 template <typename Predicate> std::string keys_where(Predicate wanted) {
     std::string out;
-    for (const auto& spec : k_registry) {
-        if (spec.apply != nullptr && wanted(spec)) {
+    for (const auto& spec : registry()) {
+        if (applies_alone(spec) && wanted(spec)) {
             out += out.empty() ? "" : ", ";
             out += spec.key;
         }
@@ -706,13 +503,14 @@ Error unknown_setting(std::string_view key, const std::string& known) {
 } // namespace
 
 const std::vector<SettingSpec>& setting_registry() {
-    return k_registry;
+    return registry();
 }
 
 const SettingSpec* find_setting(std::string_view key) {
-    const auto found = std::find_if(
-        k_registry.begin(), k_registry.end(), [key](const auto& spec) { return spec.key == key; });
-    return found == k_registry.end() ? nullptr : &*found;
+    const auto& rows = registry();
+    const auto found =
+        std::find_if(rows.begin(), rows.end(), [key](const auto& spec) { return spec.key == key; });
+    return found == rows.end() ? nullptr : &*found;
 }
 
 std::string known_setting_keys(Face face) {
@@ -721,7 +519,7 @@ std::string known_setting_keys(Face face) {
 
 void apply_setting(SettingValues& values, std::string_view key, std::string_view value) {
     const auto* spec = find_setting(key);
-    if (spec == nullptr || spec->apply == nullptr) {
+    if (spec == nullptr || !applies_alone(*spec)) {
         throw unknown_setting(key, keys_where([](const SettingSpec&) { return true; }));
     }
     spec->apply(values, value);
@@ -729,7 +527,7 @@ void apply_setting(SettingValues& values, std::string_view key, std::string_view
 
 void apply_plan_setting(PlanOptions& options, std::string_view key, std::string_view value) {
     const auto* spec = find_setting(key);
-    if (spec == nullptr || spec->apply == nullptr || !is_plan_setting(*spec)) {
+    if (spec == nullptr || !applies_alone(*spec) || !is_plan_setting(*spec)) {
         throw unknown_setting(key, keys_where(is_plan_setting));
     }
     SettingValues values;
@@ -754,7 +552,7 @@ ResolvedSettings resolve_settings(const std::vector<SettingValue>& given) {
     ResolvedSettings resolved;
     const auto winners = winning_settings(given);
     // Registry order, so that a result never depends on the order of the layers' contents.
-    for (const auto& spec : k_registry) {
+    for (const auto& spec : registry()) {
         const auto found = winners.find(spec.key);
         if (found == winners.end()) {
             continue;
@@ -764,6 +562,10 @@ ResolvedSettings resolve_settings(const std::vector<SettingValue>& given) {
         }
         resolved.origins.emplace(found->first, found->second.origin);
     }
+    const auto heartbeat_timeout = winners.find("heartbeat_timeout");
+    check_run_settings(resolved.values.run,
+                       heartbeat_timeout == winners.end() ? std::string_view{}
+                                                          : heartbeat_timeout->second.value);
     for (const auto& [key, value] : winners) {
         if (find_setting(key) == nullptr) {
             apply_setting(resolved.values, key, value.value); // throws: unknown setting
@@ -827,7 +629,7 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 std::vector<UnknownVariable> unknown_variables(const Environment& env) {
     constexpr std::string_view k_prefix = "TFSLURM_";
     std::vector<std::string_view> known;
-    for (const auto& spec : k_registry) {
+    for (const auto& spec : registry()) {
         if (!spec.variable.empty()) {
             known.push_back(spec.variable);
         }
@@ -869,7 +671,7 @@ std::string unknown_variable_warning(const UnknownVariable& unknown) {
 
 std::vector<SettingValue> environment_settings(const Environment& env, Face face) {
     std::vector<SettingValue> found;
-    for (const auto& spec : k_registry) {
+    for (const auto& spec : registry()) {
         if (spec.variable.empty() || !in_face(spec, face)) {
             continue;
         }

@@ -132,4 +132,14 @@ Millis tick_interval(Millis heartbeat_timeout) {
     return std::clamp(heartbeat_timeout / 4, Millis{10}, Millis{250});
 }
 
+bool silent_too_long(Clock::time_point last_heard,
+                     Clock::time_point now,
+                     Millis heartbeat_timeout) {
+    return now - last_heard > heartbeat_timeout;
+}
+
+std::string no_heartbeat(Millis heartbeat_timeout) {
+    return fmt::format("no heartbeat for {}", format_seconds(heartbeat_timeout));
+}
+
 } // namespace tfslurm

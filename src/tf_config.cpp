@@ -19,10 +19,10 @@ using OrderedJson = nlohmann::ordered_json;
 
 constexpr std::array<Role, 4> k_roles{Role::chief, Role::evaluator, Role::ps, Role::worker};
 
-/// Append `"address:port"` strings of `role`'s members to a JSON array being written by hand.
-/// Hand-written because TF_CONFIG is built for every task and can hold 100k entries: a JSON
-/// DOM would cost far more than the string. Addresses and ports never need escaping: both are
-/// validated (host names cannot contain quotes; see escape_json for the general case).
+/// Append `text` to a JSON string being written by hand, with quotes, backslashes and control
+/// characters escaped. TF_CONFIG is written by hand because it is built for every task and can
+/// hold 100k entries: a JSON DOM would cost far more than the string. Host names and addresses
+/// are printable ASCII (validated), which still allows a quote or a backslash.
 void append_escaped(std::string& out, std::string_view text) {
     for (const char c : text) {
         switch (c) {

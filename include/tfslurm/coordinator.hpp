@@ -8,6 +8,7 @@
 #include <tfslurm/exit_status.hpp>
 #include <tfslurm/protocol.hpp>
 #include <tfslurm/run.hpp>
+#include <tfslurm/run_settings.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -19,20 +20,19 @@
 namespace tfslurm {
 
 struct CoordinatorSettings {
+    /// The run settings the coordinator reads: until, heartbeat_timeout (a launcher silent this
+    /// long is lost), connect_timeout (every rank must register within this, from the start),
+    /// restarts (which failed trainers are started again; default: none).
+    RunSettings run;
     std::vector<Member> ranks; ///< indexed by rank
     /// The plan's trainer port of each rank (indexed by rank; may be empty): `cluster` lists only
     /// the bound ports that differ from these.
     std::vector<std::uint16_t> ports;
-    Until until = Until::workers;
-    Millis heartbeat_timeout{10000}; ///< a launcher silent this long is lost
-    Millis connect_timeout{60000};   ///< every rank must register within this (from start)
     /// After the verdict, how long to wait for launchers to report and leave before the
     /// coordinator is finished anyway (their grace period plus a margin).
     Millis linger{15000};
     /// An unauthenticated connection must complete its hello within this.
     Millis hello_timeout{10000};
-    /// Which failed trainers are started again (default: none).
-    RestartPolicy restarts;
     /// Launchers of a node share their leader's connection (the tree, docs/protocol.md): the
     /// server needs a descriptor per node, not per rank. The state machine ignores it.
     bool tree = false;

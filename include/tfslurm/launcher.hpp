@@ -13,6 +13,7 @@
 #include <tfslurm/plan.hpp>
 #include <tfslurm/protocol.hpp>
 #include <tfslurm/run.hpp>
+#include <tfslurm/run_settings.hpp>
 #include <tfslurm/spawn.hpp>
 
 #include <chrono>
@@ -63,27 +64,15 @@ class HeldPort {
     std::uint16_t m_port = 0;
 };
 
-/// Settings of one launcher (`tfslurm run` options).
+/// What one launcher is given: the run settings, and what its task found out before it starts.
 struct LauncherOptions {
-    Until until = Until::workers;
-    Millis heartbeat{1000};
-    Millis heartbeat_timeout{10000};
-    Millis connect_timeout{60000};
-    Millis grace{10000};
-    /// A trainer that makes no progress for this long is stuck (nullopt: never).
-    std::optional<Millis> stall_timeout;
-    int stall_signal = 6; ///< SIGABRT: asks a trainer for its stack traces
-    Millis stall_grace{5000};
-    /// Which failed trainers the coordinator (rank 0) starts again.
-    RestartPolicy restarts;
+    RunSettings run; ///< the settings of `tfslurm run` (run_settings.hpp)
     /// The job's end (its time limit), read once before the start: SLURM_JOB_END_TIME, else
     /// libslurm; nullopt when unknown or without a time limit (no checkpoint signal then).
     std::optional<std::chrono::system_clock::time_point> job_end;
-    /// Send `checkpoint_signal` to the trainer this long before `job_end` (nullopt: never).
-    std::optional<Millis> checkpoint_before;
-    int checkpoint_signal = SIGUSR1;
-    /// `--requeue` with a Slurm job: rank 0's launcher requeues it (LaunchResult::requeue).
+    /// `requeue` with a Slurm job: rank 0's launcher requeues it (LaunchResult::requeue).
     std::optional<RequeuePolicy> requeue;
+    /// How launchers prove themselves; its method is the `auth` setting (RunSettings::auth).
     protocol::AuthSettings auth;
     /// The Slurm step this launcher belongs to, to cancel when a node is lost
     /// (LaunchResult::cancel); nullopt under `--local`, which has no Slurm step.
@@ -101,15 +90,6 @@ struct LauncherOptions {
     /// address and the ports that moved (`cluster`); it replaces `trainer_env`. May throw Error
     /// (the trainer then fails to start with its message).
     std::function<Environment(const protocol::Cluster& cluster)> trainer_environment;
-    /// `probe`: check that the peers' trainer addresses are reachable before the trainers start.
-    Probe probe = Probe::off;
-    /// `probe_timeout`: how long each launcher keeps trying to reach its peers.
-    Millis probe_timeout{30000};
-    /// How nothing the trainer starts outlives the launcher: a keeper (real pids, the default)
-    /// or, with `contain`, a PID namespace of its own (spawn.hpp).
-    Containment contain = Containment::keeper;
-    /// `label`: prefix every line of the trainer's stdout and stderr with its rank (`3: `).
-    bool label = false;
 };
 
 /// Run the launcher of `plan.self_rank`: start the coordinator when it is rank 0, connect and
@@ -142,28 +122,19 @@ enum class AddressExchange { none, coordinator };
 enum class CoordinatorHost { elsewhere, here };
 
 struct LauncherSettings {
+    /// The run settings the machine reads: heartbeat, heartbeat_timeout, grace, stall_*,
+    /// restarts.delay, checkpoint_*, max_requeues, probe.
+    RunSettings run;
     std::uint32_t rank = 0;
     std::vector<Member> ranks; ///< the plan's members, indexed by rank (names a stop's sender)
     /// `<address>:<port>` of the first candidate control port, for messages until registered()
     /// names the candidate where the coordinator really answered.
     std::string control;
     CoordinatorHost host = CoordinatorHost::elsewhere;
-    Millis heartbeat{1000};
-    Millis heartbeat_timeout{10000};
-    Millis grace{10000};
-    std::optional<StepRef> slurm_step;   ///< see LauncherOptions::slurm_step
-    std::optional<Millis> stall_timeout; ///< see LauncherOptions::stall_timeout
-    int stall_signal = 6;
-    Millis stall_grace{5000};
+    std::optional<StepRef> slurm_step; ///< see LauncherOptions::slurm_step
     AddressExchange exchange = AddressExchange::none;
-    /// Between a failed trainer's end and its restart (`restart` from the coordinator): its
-    /// ports are free again, its peers notice that it is gone.
-    Millis restart_backoff{1000};
     std::optional<Clock::time_point> job_end; ///< see LauncherOptions::job_end
-    std::optional<Millis> checkpoint_before;  ///< see LauncherOptions::checkpoint_before
-    int checkpoint_signal = SIGUSR1;          ///< see LauncherOptions::checkpoint_signal
     std::optional<RequeuePolicy> requeue;     ///< see LauncherOptions::requeue
-    Probe probe = Probe::off;                 ///< see LauncherOptions::probe
     /// The plan's trainer port of each rank (indexed by rank): the probe's targets, unless
     /// `cluster` says a port moved.
     std::vector<std::uint16_t> ports;

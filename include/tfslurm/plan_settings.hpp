@@ -11,6 +11,7 @@
 
 #include <tfslurm/env.hpp>
 #include <tfslurm/plan.hpp>
+#include <tfslurm/run_settings.hpp>
 #include <tfslurm/tf_config.hpp>
 
 #include <map>
@@ -26,6 +27,7 @@ struct SettingValues {
     OutputSelection outputs;
     EnvFormat format = EnvFormat::export_lines;
     std::string tf_config_file; ///< `tf_config_file`: empty = TF_CONFIG in the environment
+    RunSettings run;            ///< the settings of `tfslurm run` (SettingGroup::launcher)
 };
 
 /// The shape of a setting's value.
@@ -41,7 +43,7 @@ enum class SettingGroup {
     roles,    ///< a plan setting about roles
     network,  ///< a plan setting about addresses, ports and GPUs
     output,   ///< what `tfslurm env` and the plugin print or set (`only`, `format`)
-    launcher, ///< a setting of `tfslurm run`'s launcher (CLI only, parsed by the CLI)
+    launcher, ///< a setting of `tfslurm run` (CLI only): its row writes SettingValues::run
 };
 
 /// One row of the registry.
@@ -55,7 +57,7 @@ struct SettingSpec {
     SettingGroup group;
     std::string_view help;
     /// Parse `value` into `values`; \throws Error (Errc::invalid_argument) with the subject
-    /// setting_ref(key). Null for preview fields and launcher settings (parsed elsewhere).
+    /// setting_ref(key). Null for preview fields (parsed by preview_step()).
     void (*apply)(SettingValues& values, std::string_view value);
     std::string_view short_option{}; ///< CLI short option (`-f`), usually none
     /// The values a fixed list of them allows, space-separated (`native tf-compat`): what shell
@@ -76,7 +78,8 @@ enum class Face { cli, plugin };
 /// Input: Face::plugin. Output: `ps, chief, evaluator, ..., rpc_layer, only`.
 [[nodiscard]] std::string known_setting_keys(Face face);
 
-/// Apply one setting that has a parser (plan settings, `only`, `format`).
+/// Apply one setting that has a parser (plan settings, `only`, `format`); the settings of
+/// `tfslurm run` are applied together, by resolve_settings().
 /// Input: key `ps`, value `2`. Output: values.plan.counts.ps == 2.
 /// \throws Error (Errc::invalid_argument) with the subject setting_ref(key) for a bad value,
 ///         or setting_ref(`setting`) for an unknown key (the key is the quoted input).
@@ -119,13 +122,14 @@ struct ResolvedSettings {
 };
 
 /// Layer `given` (any order): for each key the winner of winning_settings() is applied to the
-/// defaults; keys without a parser (launcher settings) only get their origin recorded. A
+/// defaults, in registry order; keys without a parser (preview fields) only get their origin
+/// recorded; then the rules between run settings are checked (check_run_settings()). A
 /// value replaces lower layers as a whole (an empty `roles=` clears roles from below).
 /// `gpu_bind=auto` is resolved here: `task` when `gpus_per_task` is given, else `node` (never
 /// by `only`: a group's values do not depend on which groups are printed).
 /// Input: {ps=1 plugstack, ps=3 option, layout=tf-compat environment}.
 /// Output: values.plan.counts.ps == 3, layout tf_compat; origins {ps: option, layout: environment}.
-/// \throws Error from apply_setting() for a bad winning value.
+/// \throws Error from a row's parser for a bad winning value, or from check_run_settings().
 [[nodiscard]] ResolvedSettings resolve_settings(const std::vector<SettingValue>& given);
 
 /// The `TFSLURM_*` variables of the settings `face` reads from the environment (unset or empty

@@ -95,6 +95,16 @@ void check_until(const std::vector<Member>& ranks, Until until);
 /// Input: 10 s. Output: 250 ms.
 [[nodiscard]] Millis tick_interval(Millis heartbeat_timeout);
 
+/// The one "silent too long" rule of the control plane (the coordinator for a launcher, a
+/// launcher for the coordinator, a node leader's relay for a follower): a peer last heard at
+/// `last_heard` is lost once more than `heartbeat_timeout` passed.
+/// Input: last heard at 0 s, now 10.001 s, 10 s. Output: true (at 10 s: false).
+[[nodiscard]] bool
+silent_too_long(Clock::time_point last_heard, Clock::time_point now, Millis heartbeat_timeout);
+
+/// How a lost peer's silence is worded. Input: 10 s. Output: `no heartbeat for 10 s`.
+[[nodiscard]] std::string no_heartbeat(Millis heartbeat_timeout);
+
 /// The signals a launcher (and `--local`) handles: SIGCHLD to reap, the others forwarded to
 /// what it started (SIGTERM and SIGINT also stop the step).
 inline constexpr std::array<int, 7> k_handled_signals{
@@ -139,11 +149,11 @@ inline constexpr int k_status_unreachable = 12;
 /// addresses (the `probe` setting).
 enum class Probe { off, on };
 
-/// What `--requeue` needs to know about the job, read once at the launcher's start.
+/// What `requeue` needs to know about the job, read once at the launcher's start (the budget,
+/// `max_requeues`, is a run setting).
 struct RequeuePolicy {
     std::uint64_t job = 0;
     std::uint32_t restart_count = 0; ///< SLURM_RESTART_COUNT (0 when unset: the first run)
-    std::uint32_t max_requeues = 3;
 };
 
 /// A requeue that rank 0's launcher asks its caller to perform (LaunchResult::requeue).

@@ -48,9 +48,9 @@ std::vector<Member> members(const std::vector<Role>& roles) {
 CoordinatorSettings settings(const std::vector<Role>& roles, Until until = Until::workers) {
     CoordinatorSettings s;
     s.ranks = members(roles);
-    s.until = until;
-    s.heartbeat_timeout = 10s;
-    s.connect_timeout = 60s;
+    s.run.until = until;
+    s.run.heartbeat_timeout = 10s;
+    s.run.connect_timeout = 60s;
     s.linger = 15s;
     return s;
 }
@@ -635,7 +635,7 @@ TEST_CASE("coordinator: hostile clients cannot crash or stall the coordinator", 
     boost::asio::io_context io;
     CoordinatorSettings s = settings({Role::ps, Role::worker});
     s.hello_timeout = 300ms;
-    s.heartbeat_timeout = 5s;
+    s.run.heartbeat_timeout = 5s;
     s.linger = 2s;
     const auto auth = protocol::Authenticator::create(
         {protocol::AuthMethod::secret, k_secret_hex, "/nonexistent/munge.socket"});
@@ -770,9 +770,9 @@ CoordinatorSettings restart_settings(const std::vector<Role>& plan,
                                      std::optional<std::uint32_t> total = std::nullopt,
                                      std::vector<Role> roles = {Role::worker}) {
     CoordinatorSettings s = settings(plan);
-    s.restarts.per_rank = per_rank;
-    s.restarts.total = total;
-    s.restarts.roles = std::move(roles);
+    s.run.restarts.per_rank = per_rank;
+    s.run.restarts.total = total;
+    s.run.restarts.roles = std::move(roles);
     return s;
 }
 

@@ -475,7 +475,7 @@ TEST_CASE("coordinator_server: a node leader's heartbeat stands for its follower
     boost::asio::io_context io;
     CoordinatorSettings s;
     s.ranks = {Member{Role::worker, 0, "n1"}, Member{Role::worker, 1, "n1"}};
-    s.heartbeat_timeout = 400ms;
+    s.run.heartbeat_timeout = 400ms;
     const auto auth = protocol::Authenticator::create(
         {protocol::AuthMethod::secret, std::string(64, 'c'), "/nonexistent/munge.socket"});
     CoordinatorServer server(io, s, auth, protocol::StepId{7, 0}, "127.0.0.1", 0);

@@ -38,9 +38,9 @@ LauncherSettings settings(std::uint32_t rank) {
                {Role::worker, 2, "n2"}};
     s.control = "n1:29000";
     s.host = rank == 0 ? CoordinatorHost::here : CoordinatorHost::elsewhere;
-    s.heartbeat = 1s;
-    s.heartbeat_timeout = 10s;
-    s.grace = 10s;
+    s.run.heartbeat = 1s;
+    s.run.heartbeat_timeout = 10s;
+    s.run.grace = 10s;
     return s;
 }
 
@@ -219,9 +219,9 @@ LauncherMachine play(std::uint32_t rank, const std::vector<Step>& steps) {
 /// settings(rank) with a 10 s stall timeout, the stall signal 6 and a 5 s stall grace.
 LauncherSettings stall_settings(std::uint32_t rank) {
     LauncherSettings s = settings(rank);
-    s.stall_timeout = 10s;
-    s.stall_signal = SIGABRT;
-    s.stall_grace = 5s;
+    s.run.stall_timeout = 10s;
+    s.run.stall_signal = SIGABRT;
+    s.run.stall_grace = 5s;
     return s;
 }
 
@@ -237,9 +237,10 @@ LauncherSettings exchange_settings(std::uint32_t rank) {
 LauncherSettings checkpoint_settings(std::uint32_t rank, std::uint32_t restart = 0) {
     LauncherSettings s = settings(rank);
     s.job_end = k_t0 + 60s;
-    s.checkpoint_before = 50s;
-    s.checkpoint_signal = SIGUSR1;
-    s.requeue = RequeuePolicy{12, restart, 2};
+    s.run.checkpoint_before = 50s;
+    s.run.checkpoint_signal = SIGUSR1;
+    s.requeue = RequeuePolicy{12, restart};
+    s.run.max_requeues = 2;
     return s;
 }
 
@@ -1183,7 +1184,7 @@ TEST_CASE("launcher: Slurm's own --signal is the checkpoint: the trainer gets it
          });
     // Only --requeue (no --checkpoint-before): Slurm's signal still counts, no timer to cancel.
     LauncherSettings only_requeue = checkpoint_settings(2);
-    only_requeue.checkpoint_before.reset();
+    only_requeue.run.checkpoint_before.reset();
     only_requeue.job_end.reset();
     const auto m =
         play(only_requeue,
@@ -1275,7 +1276,7 @@ namespace {
 LauncherSettings probe_settings(std::uint32_t rank, AddressExchange exchange) {
     LauncherSettings s = settings(rank);
     s.exchange = exchange;
-    s.probe = Probe::on;
+    s.run.probe = Probe::on;
     s.ports = {23000, 23001, 23002, 23003};
     return s;
 }

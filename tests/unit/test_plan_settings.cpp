@@ -59,9 +59,8 @@ TEST_CASE("plan_settings: every registry row follows the naming rules", "[plan_s
             CHECK(spec.plugin_key == spec.key);
             CHECK(spec.apply != nullptr);
         }
-        // Only preview fields and launcher settings are parsed outside the registry.
-        const bool parsed_elsewhere =
-            spec.group == SettingGroup::preview || spec.group == SettingGroup::launcher;
+        // Only preview fields are parsed outside the registry (launcher rows write RunSettings).
+        const bool parsed_elsewhere = spec.group == SettingGroup::preview;
         CHECK((spec.apply == nullptr) == parsed_elsewhere);
         CHECK(spec.variable.empty() == (spec.group == SettingGroup::preview));
         CHECK(tfslurm::find_setting(spec.key) == &spec);
