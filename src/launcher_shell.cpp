@@ -16,6 +16,7 @@
 #include <tfslurm/coordinator_server.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/exit_status.hpp>
+#include <tfslurm/hostlist.hpp>
 #include <tfslurm/launcher.hpp>
 #include <tfslurm/log.hpp>
 #include <tfslurm/protocol.hpp>
@@ -205,6 +206,28 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
     settings.linger = m_options.run.grace + m_options.run.heartbeat_timeout + Millis{2000};
     settings.hello_timeout = std::min(m_options.run.connect_timeout, Millis{10000});
     settings.tree = m_options.slurm_step.has_value(); // plan_tree(): `--local` stays flat
+    if (!m_options.run.events.empty()) {
+        try {
+            m_events = std::make_unique<EventWriter>(m_options.run.events, setting_ref("events"));
+        } catch (const Error& e) {
+            // The record never stops the step: without it the step runs as it would.
+            logger().warn("{}; the step runs without a record", e.what());
+        }
+    }
+    if (m_events) {
+        StepEvent step;
+        step.kind = EventKind::step;
+        step.time = WallClock::now();
+        step.job = m_plan.job_id ? std::to_string(*m_plan.job_id) : std::string("local");
+        step.step = m_plan.step_id ? std::to_string(*m_plan.step_id) : std::string("local");
+        step.ranks = static_cast<std::uint32_t>(m_plan.ranks.size());
+        try {
+            step.nodes = compress_hostlist(m_plan.hosts);
+        } catch (const Error&) {
+            step.nodes = fmt::format("{} nodes", m_plan.hosts.size()); // names no hostlist holds
+        }
+        m_events->write(step);
+    }
     m_server =
         std::make_unique<CoordinatorServer>(m_io,
                                             std::move(settings),
@@ -213,6 +236,9 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
                                             bind_address_for(m_plan.control_address),
                                             m_candidates);
     m_candidates = {m_server->port()};
+    if (m_events) {
+        m_server->on_event([this](const StepEvent& event) { m_events->write(event); });
+    }
     m_server->on_finished([this] {
         m_machine.server_finished(Clock::now());
         perform();
@@ -407,7 +433,16 @@ void LauncherShell::arm(LauncherTimer which, Clock::time_point at) {
     timer(which).expires_at(at);
     timer(which).async_wait([this, which](const error_code& ec) {
         if (!ec) {
+            const bool signalled = m_machine.checkpoint_signalled();
             m_machine.timer_fired(which, Clock::now());
+            if (m_events && which == LauncherTimer::checkpoint && !signalled &&
+                m_machine.checkpoint_signalled()) {
+                StepEvent event;
+                event.kind = EventKind::checkpoint;
+                event.time = WallClock::now();
+                event.signal = m_options.run.checkpoint_signal;
+                m_events->write(event);
+            }
             perform();
         }
     });

@@ -298,6 +298,23 @@ std::vector<SettingSpec> run_setting_rows() {
          [](SettingValues& v, std::string_view s) {
              v.run.label = detail::parse_bool(s, "label");
          }},
+        {"events",
+         "TFSLURM_EVENTS",
+         "--events",
+         "FILE",
+         "",
+         K::value,
+         G::launcher,
+         "Rank 0 records every event of the step in FILE as it happens, one JSON object per "
+         "line (registered, started, exited, restarted, lost, stalled, checkpoint, requeue, "
+         "verdict); 'tfslurm events FILE' prints it as a timeline",
+         [](SettingValues& v, std::string_view s) {
+             if (s.empty()) {
+                 throw errors::invalid_setting(
+                     "events", "empty (expected a file name)", s, "e.g. step.events");
+             }
+             v.run.events = std::string{s};
+         }},
     };
 }
 

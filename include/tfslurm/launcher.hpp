@@ -403,6 +403,12 @@ class LauncherMachine {
     [[nodiscard]] bool watching_progress() const noexcept;
     /// The checkpoint timer, when the trainer starts: none (a warning) once it is too late.
     void arm_checkpoint(Clock::time_point now);
+
+  public:
+    /// Whether this launcher sent its trainer the checkpoint signal (or Slurm did).
+    [[nodiscard]] bool checkpoint_signalled() const noexcept { return m_checkpoint.has_value(); }
+
+  private:
     void send_checkpoint(Clock::time_point now);
     /// Until the job's end (job_end set), at least 0.
     [[nodiscard]] Millis time_left(Clock::time_point now) const;

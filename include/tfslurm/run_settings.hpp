@@ -15,6 +15,7 @@
 #include <csignal>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace tfslurm {
@@ -49,6 +50,8 @@ struct RunSettings {
     /// `contain`: a keeper (real pids) or a PID namespace of its own (spawn.hpp).
     Containment contain = Containment::keeper;
     bool label = false; ///< `label`: prefix the trainer's lines with its rank
+    /// `events`: rank 0 records the step's events in this file (events.hpp); empty: no record.
+    std::string events;
 };
 
 /// The rules between run settings, once every row is parsed: `heartbeat_timeout` must be longer

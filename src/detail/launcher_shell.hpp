@@ -15,6 +15,7 @@
 #include <tfslurm/auth.hpp>
 #include <tfslurm/coordinator_server.hpp>
 #include <tfslurm/error.hpp>
+#include <tfslurm/events_file.hpp>
 #include <tfslurm/launcher.hpp>
 #include <tfslurm/plan.hpp>
 #include <tfslurm/protocol.hpp>
@@ -160,6 +161,8 @@ class LauncherShell {
 
     asio::io_context m_io;
     detail::SignalReader m_signals;
+    /// Rank 0 with `events`: the step's record (before m_server, which writes to it).
+    std::unique_ptr<EventWriter> m_events;
     std::unique_ptr<CoordinatorServer> m_server;
     Stream::socket m_socket;
     /// The tree: this node's leader, the relay socket a follower connects to (empty: the
