@@ -92,6 +92,21 @@ std::vector<SettingSpec> run_setting_rows() {
          [](SettingValues& v, std::string_view s) {
              v.run.stall_timeout = parse_seconds(s, "stall_timeout");
          }},
+        {"stall_roles",
+         "TFSLURM_STALL_ROLES",
+         "--stall-roles",
+         "LIST",
+         "",
+         K::list,
+         G::launcher,
+         "The roles whose trainers --stall-timeout judges: a comma list of worker, chief, "
+         "evaluator, ps, or all (default worker,chief,evaluator: a parameter server may rightly "
+         "sit idle between requests)",
+         [](SettingValues& v, std::string_view s) {
+             v.run.stall_roles = parse_stall_roles(s, setting_ref("stall_roles"));
+         },
+         {},
+         "worker chief evaluator ps all"},
         {"stall_signal",
          "TFSLURM_STALL_SIGNAL",
          "--stall-signal",

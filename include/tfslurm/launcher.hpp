@@ -401,6 +401,8 @@ class LauncherMachine {
     void coordinator_lost(const std::string& reason, Clock::time_point now);
     void stop_trainer(int signo, Clock::time_point now);
     [[nodiscard]] bool watching_progress() const noexcept;
+    /// Whether this rank's role is one `stall_roles` judges.
+    [[nodiscard]] bool judged_for_stalls() const noexcept;
     /// The checkpoint timer, when the trainer starts: none (a warning) once it is too late.
     void arm_checkpoint(Clock::time_point now);
 

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tfslurm {
 
@@ -32,6 +33,9 @@ struct RunSettings {
     Millis connect_timeout{60000}; ///< `connect_timeout`: every rank registers within this
     /// `stall_timeout`: a trainer that makes no progress for this long is stuck (nullopt: never).
     std::optional<Millis> stall_timeout;
+    /// `stall_roles`: the roles whose trainers stall_timeout judges (default: all but ps, which
+    /// may rightly sit idle between requests).
+    std::vector<Role> stall_roles{Role::chief, Role::evaluator, Role::worker};
     int stall_signal = SIGABRT;  ///< `stall_signal`: asks a stuck trainer for its stack traces
     Millis stall_grace{5000};    ///< `stall_grace`: the stall signal to the step's abort
     Probe probe = Probe::off;    ///< `probe`
