@@ -20,6 +20,7 @@
 #include <tfslurm/launcher.hpp>
 #include <tfslurm/log.hpp>
 #include <tfslurm/protocol.hpp>
+#include <tfslurm/rank_output.hpp>
 #include <tfslurm/slurm_config.hpp>
 #include <tfslurm/spawn.hpp>
 
@@ -544,14 +545,54 @@ void LauncherShell::start_trainer(std::uint32_t restart) {
     }
 }
 
+void LauncherShell::open_output_files() {
+    if (m_output_fd >= 0 || m_error_fd >= 0 ||
+        (m_options.run.output.empty() && m_options.run.error.empty())) {
+        return;
+    }
+    const RankOutputFields fields{
+        m_rank,
+        Member{m_self.role, m_self.index, m_self.host},
+        m_plan.job_id ? std::to_string(*m_plan.job_id) : std::string(),
+        m_plan.step_id ? std::to_string(*m_plan.step_id) : std::string(),
+    };
+    const auto open_file = [&fields](const std::string& pattern, std::string_view key) {
+        const std::string path = expand_rank_pattern(pattern, key, fields);
+        // Truncated once, at the first start; a restarted trainer appends (like srun -o).
+        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg): open() is variadic by definition
+        const int fd =
+            ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            throw errors::make(
+                Errc::io,
+                setting_ref(key),
+                fmt::format("cannot open {}: {}", quote(path), std::strerror(errno)));
+        }
+        return fd;
+    };
+    if (!m_options.run.output.empty()) {
+        m_output_fd = open_file(m_options.run.output, "output");
+    }
+    if (!m_options.run.error.empty()) {
+        m_error_fd = open_file(m_options.run.error, "error");
+    } else {
+        m_error_fd = m_output_fd; // stderr with stdout, as srun -o without -e
+    }
+}
+
 pid_t LauncherShell::spawn_trainer(SpawnRequest& request) {
+    open_output_files();
+    const int out = m_output_fd >= 0 ? m_output_fd : STDOUT_FILENO;
+    const int err = m_error_fd >= 0 ? m_error_fd : STDERR_FILENO;
     if (!m_options.run.label) {
+        request.stdout_fd = m_output_fd;
+        request.stderr_fd = m_error_fd;
         return spawn_process(request);
     }
     if (!m_stdout) {
         const std::string prefix = fmt::format("{}: ", m_rank);
-        m_stdout = std::make_unique<LabeledStream>(m_io, STDOUT_FILENO, prefix);
-        m_stderr = std::make_unique<LabeledStream>(m_io, STDERR_FILENO, prefix);
+        m_stdout = std::make_unique<LabeledStream>(m_io, out, prefix);
+        m_stderr = std::make_unique<LabeledStream>(m_io, err, prefix);
     }
     request.stdout_fd = m_stdout->open();
     request.stderr_fd = m_stderr->open();

@@ -6,6 +6,7 @@
 #include <tfslurm/error.hpp>
 #include <tfslurm/plan_settings.hpp>
 #include <tfslurm/protocol.hpp>
+#include <tfslurm/rank_output.hpp>
 #include <tfslurm/run.hpp>
 #include <tfslurm/run_settings.hpp>
 
@@ -312,6 +313,32 @@ std::vector<SettingSpec> run_setting_rows() {
          "(which also labels tfslurm's own lines: under srun, use either)",
          [](SettingValues& v, std::string_view s) {
              v.run.label = detail::parse_bool(s, "label");
+         }},
+        {"output",
+         "TFSLURM_OUTPUT",
+         "--output",
+         "PATTERN",
+         "",
+         K::value,
+         G::launcher,
+         "Each trainer's stdout (and its stderr, without --error) goes to a file of its own, like "
+         "srun -o: %r rank (%3r zero-padded), %R role, %i index in its role, %h host, %j job, %s "
+         "step, %% a %; two ranks never share a file (e.g. logs/%j-%R%i.out)",
+         [](SettingValues& v, std::string_view s) {
+             check_rank_pattern(s, "output");
+             v.run.output = std::string{s};
+         }},
+        {"error",
+         "TFSLURM_ERROR",
+         "--error",
+         "PATTERN",
+         "",
+         K::value,
+         G::launcher,
+         "Each trainer's stderr goes to a file of its own, named as with --output",
+         [](SettingValues& v, std::string_view s) {
+             check_rank_pattern(s, "error");
+             v.run.error = std::string{s};
          }},
         {"events",
          "TFSLURM_EVENTS",

@@ -56,6 +56,11 @@ struct RunSettings {
     bool label = false; ///< `label`: prefix the trainer's lines with its rank
     /// `events`: rank 0 records the step's events in this file (events.hpp); empty: no record.
     std::string events;
+    /// `output`, `error`: each rank's trainer writes its stdout (and its stderr, without
+    /// `error`) and its stderr to a file of its own, named by these patterns (rank_output.hpp);
+    /// empty: inherited from the launcher (srun's).
+    std::string output;
+    std::string error;
 };
 
 /// The rules between run settings, once every row is parsed: `heartbeat_timeout` must be longer

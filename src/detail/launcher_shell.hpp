@@ -81,6 +81,11 @@ class LauncherShell {
         if (!m_progress_file.empty()) {
             ::unlink(m_progress_file.c_str());
         }
+        for (const int fd : {m_output_fd, m_error_fd}) {
+            if (fd >= 0) {
+                ::close(fd);
+            }
+        }
     }
 
     LaunchResult run();
@@ -204,6 +209,13 @@ class LauncherShell {
     /// `label`: the trainer's stdout and stderr, labelled with the rank (made at its first start).
     std::unique_ptr<LabeledStream> m_stdout;
     std::unique_ptr<LabeledStream> m_stderr;
+    /// `output`/`error`: the trainer's files, opened at its first start and kept for its
+    /// restarts (which append); the same descriptor for both without `error`.
+    int m_output_fd = -1;
+    int m_error_fd = -1;
+    /// Open the `output`/`error` files once; their descriptors, or -1 (inherited).
+    /// \throws Error (Errc::io) naming the setting and the file.
+    void open_output_files();
     std::optional<Error> m_fatal; ///< thrown after run(): nothing was supervised yet
 };
 

@@ -895,6 +895,59 @@ TEST_CASE("run: --stall-roles takes roles or all", "[run][stall]") {
                           "evaluator: \"boss\"\n");
 }
 
+TEST_CASE("run: --output and --error give each rank's trainer files of its own", "[run][output]") {
+    TempDir dir;
+    const std::string script = "echo \"out $TFSLURM_RANK\"; echo \"err $TFSLURM_RANK\" >&2";
+    SECTION("stdout and stderr to one file per rank, by pattern") {
+        Cli cli(
+            local(2, 47, {"--output", dir.path + "/%j.%s-%R%i-%2r.log", "--", "sh", "-c", script}));
+        CHECK(cli.wait() == 0);
+        const std::string id = std::to_string(job_id(47));
+        for (const std::string rank : {"0", "1"}) {
+            std::ifstream in(dir.path + "/" + id + ".0-worker" + rank + "-0" + rank + ".log");
+            const std::string text{std::istreambuf_iterator<char>{in},
+                                   std::istreambuf_iterator<char>{}};
+            CHECK(text == "out " + rank + "\nerr " + rank + "\n");
+        }
+        CHECK(count(cli.output(), "out ") == 0); // nothing of the trainers' on ours
+        cli.check_nothing_left();
+    }
+    SECTION("--error apart, labelled with --label") {
+        Cli cli(local(1,
+                      48,
+                      {"--label",
+                       "--output",
+                       dir.path + "/%r.out",
+                       "--error",
+                       dir.path + "/%r.err",
+                       "--",
+                       "sh",
+                       "-c",
+                       script}));
+        CHECK(cli.wait() == 0);
+        std::ifstream out(dir.path + "/0.out");
+        std::ifstream err(dir.path + "/0.err");
+        CHECK(std::string{std::istreambuf_iterator<char>{out}, std::istreambuf_iterator<char>{}} ==
+              "0: out 0\n");
+        CHECK(std::string{std::istreambuf_iterator<char>{err}, std::istreambuf_iterator<char>{}} ==
+              "0: err 0\n");
+    }
+    SECTION("a pattern two ranks would share is refused before anything starts") {
+        Cli cli(local(2, 49, {"--output", dir.path + "/all.log", "--", "sh", "-c", script}));
+        CHECK(cli.wait() == exit_status(Errc::invalid_argument));
+        CHECK(cli.output() == "tfslurm: error: --output: every rank would write the same file (put "
+                              "%r, or %R and %i, in the name): \"" +
+                                  dir.path + "/all.log\"\n");
+    }
+    SECTION("a file that cannot be opened fails the trainer's start, naming it") {
+        Cli cli(local(1, 50, {"--output", dir.path + "/missing/%r.log", "--", "true"}));
+        CHECK(cli.wait() == exit_status(Errc::io));
+        CHECK(count(cli.output(),
+                    "could not start its trainer: output: cannot open \"" + dir.path +
+                        "/missing/0.log\": No such file or directory\n") == 1);
+    }
+}
+
 TEST_CASE("run: --stall-signal takes a signal name or number", "[run][stall]") {
     Cli cli({"run", "--local", "1", "--stall-signal", "BOGUS", "--", "true"});
     CHECK(cli.wait() == exit_status(Errc::invalid_argument));
