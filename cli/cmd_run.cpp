@@ -5,6 +5,7 @@
 
 #include <tfslurm/auth.hpp>
 #include <tfslurm/error.hpp>
+#include <tfslurm/events_file.hpp>
 #include <tfslurm/launcher_shell.hpp>
 #include <tfslurm/local_run.hpp>
 #include <tfslurm/log.hpp>
@@ -189,7 +190,7 @@ job_end_time(const Plan& plan, const Environment& env, bool slurm_job) {
 /// (Slurm then ends the step and the batch script: nothing can be printed after the call).
 /// Returns k_status_requeued, or the status the step has without the requeue when Slurm (or its
 /// library) refuses, with a warning that gives Slurm's reason.
-int requeue_job(const LaunchResult& result, const Environment& env) {
+int requeue_job(const LaunchResult& result, const Environment& env, const std::string& events) {
     const RequeueRequest& request = *result.requeue;
     print_line(result.outcome, result.message);
     // Let srun forward the line above before Slurm ends the step.
@@ -202,6 +203,20 @@ int requeue_job(const LaunchResult& result, const Environment& env) {
         return request.status_if_refused;
     }
     logger().debug("job {} requeued", request.job);
+    if (!events.empty()) {
+        // Appended to the step's record, which rank 0's coordinator wrote until now.
+        try {
+            EventWriter record(events, setting_ref("events"), EventWriter::Mode::append);
+            StepEvent event;
+            event.kind = EventKind::requeue;
+            event.time = WallClock::now();
+            event.job = std::to_string(request.job);
+            event.why = result.message;
+            record.write(event);
+        } catch (const Error& e) {
+            logger().warn("{}", e.what());
+        }
+    }
     return k_status_requeued;
 }
 
@@ -385,7 +400,7 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
         return result.exit_status;
     }
     if (result.requeue) {
-        return requeue_job(result, env);
+        return requeue_job(result, env, options.run.events);
     }
     if (result.cancel) {
         cancel_step(result, env);

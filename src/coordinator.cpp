@@ -87,6 +87,35 @@ Coordinator::Coordinator(CoordinatorSettings settings, Clock::time_point start)
         }));
     m_restart_budget = policy.total.value_or(policy.per_rank * restartable);
     check_until(m_settings.ranks, m_settings.run.until);
+    m_recording = !m_settings.run.events.empty();
+}
+
+StepEvent* Coordinator::record(EventKind kind, std::uint32_t rank) {
+    if (!m_recording) {
+        return nullptr;
+    }
+    StepEvent event;
+    event.kind = kind;
+    if (rank < m_settings.ranks.size() && kind != EventKind::verdict) {
+        event.rank = rank;
+        event.member = m_settings.ranks[rank];
+    }
+    m_events.push_back(std::move(event));
+    return &m_events.back();
+}
+
+void Coordinator::record_started() {
+    for (std::uint32_t rank = 0; m_recording && rank < m_ranks.size(); ++rank) {
+        if (m_ranks[rank].connected) {
+            record(EventKind::started, rank)->restart = 0;
+        }
+    }
+}
+
+std::vector<StepEvent> Coordinator::take_events() {
+    std::vector<StepEvent> out;
+    out.swap(m_events);
+    return out;
 }
 
 bool Coordinator::is_training(Role role) const noexcept {
@@ -127,6 +156,7 @@ void Coordinator::registered(std::uint32_t rank,
     state.last_seen = now;
     ++m_registered;
     ++m_connected;
+    record(EventKind::registered, rank);
     if (logger().should_log(spdlog::level::debug)) { // rank_label() costs at 100,000 ranks
         logger().debug("coordinator: {} registered ({} of {})",
                        rank_label(rank, m_settings.ranks[rank]),
@@ -138,6 +168,8 @@ void Coordinator::registered(std::uint32_t rank,
         m_outgoing.push_back({{rank}, std::move(*message)});
     } else if (m_exchange && m_registered == m_ranks.size()) {
         send_cluster();
+    } else if (!m_exchange && m_settings.run.probe == Probe::off && m_recording) {
+        record(EventKind::started, rank)->restart = 0; // its launcher starts it now
     }
 }
 
@@ -161,6 +193,9 @@ void Coordinator::send_cluster() {
                        return port != 0;
                    }));
     broadcast(std::move(cluster));
+    if (m_settings.run.probe == Probe::off) {
+        record_started(); // the trainers start once they have every address
+    }
 }
 
 void Coordinator::broadcast(protocol::Message message) {
@@ -197,6 +232,10 @@ void Coordinator::exited(std::uint32_t rank, const protocol::Exit& exit, Clock::
     state.reported = true;
     state.status = exit.status;
     state.last_seen = now;
+    if (StepEvent* event = record(EventKind::exited, rank)) {
+        event->status = exit.status;
+        event->why = exit.error;
+    }
     if (m_verdict != Verdict::none) {
         logger().debug("coordinator: {} {} after the verdict",
                        rank_label(rank, member),
@@ -264,6 +303,9 @@ bool Coordinator::try_restart(std::uint32_t rank, const protocol::Exit& exit, st
                   policy.per_rank,
                   describe(exit.status));
     m_outgoing.push_back({{rank}, protocol::Restart{state.restarts, policy.per_rank}});
+    if (StepEvent* event = record(EventKind::restarted, rank)) {
+        event->restart = state.restarts;
+    }
     return true;
 }
 
@@ -288,6 +330,9 @@ void Coordinator::stalled(std::uint32_t rank, Millis silent, Clock::time_point n
         return; // a stall found after the verdict: that trainer is being stopped anyway
     }
     m_ranks[rank].last_seen = now;
+    if (StepEvent* event = record(EventKind::stalled, rank)) {
+        event->millis = silent;
+    }
     protocol::Failure failure = failure_of(rank);
     failure.cause = protocol::FailureCause::stalled;
     failure.detail = format_seconds(silent);
@@ -328,6 +373,7 @@ void Coordinator::end_probe(Clock::time_point now) {
     if (votes.empty()) {
         logger().debug("coordinator: every rank reached its peers: go");
         broadcast(protocol::Go{});
+        record_started();
         return;
     }
     // std::max_element keeps the first (lowest) peer among equals.
@@ -365,6 +411,9 @@ void Coordinator::connection_lost(std::uint32_t rank, Clock::time_point now, std
     state.connected = false;
     --m_connected;
     if (m_verdict == Verdict::none && !state.reported) {
+        if (StepEvent* event = record(EventKind::lost, rank)) {
+            event->why = std::string(why);
+        }
         protocol::Failure failure = failure_of(rank);
         failure.cause = protocol::FailureCause::lost;
         failure.detail = std::string(why);
@@ -410,6 +459,9 @@ void Coordinator::tick(Clock::time_point now) {
                 protocol::Failure failure = failure_of(rank);
                 failure.cause = protocol::FailureCause::lost;
                 failure.detail = no_heartbeat(m_settings.run.heartbeat_timeout);
+                if (StepEvent* event = record(EventKind::lost, rank)) {
+                    event->why = failure.detail;
+                }
                 failure.step_status = k_status_lost;
                 fail(std::move(failure), now);
                 break;
@@ -493,6 +545,18 @@ void Coordinator::decide(Verdict verdict, Clock::time_point now) {
                      remaining == 1 ? "" : "s");
     }
     broadcast(*verdict_message());
+    if (StepEvent* event = record(EventKind::verdict, 0)) {
+        event->verdict = std::string(to_string(verdict));
+        event->status = ExitStatus::exited(m_step_status); // the step's status, as srun's
+        if (m_failure) {
+            event->why = protocol::describe(*m_failure);
+        } else if (m_stop && verdict == Verdict::interrupted) {
+            event->why = fmt::format("{} received signal {} ({})",
+                                     rank_label(m_stop->rank, m_settings.ranks.at(m_stop->rank)),
+                                     m_stop->signal,
+                                     signal_description(m_stop->signal));
+        }
+    }
     update_finished(now);
 }
 

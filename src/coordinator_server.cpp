@@ -211,6 +211,15 @@ void CoordinatorServer::Impl::flush() {
         deliver(out.ranks,
                 std::make_shared<const std::string>(protocol::encode_payload(out.message)));
     }
+    // After the messages: the record never delays a verdict.
+    auto events = coordinator.take_events();
+    if (!events.empty() && event_callback) {
+        const auto now = WallClock::now();
+        for (auto& event : events) {
+            event.time = now;
+            event_callback(event);
+        }
+    }
     if (coordinator.finished() && !finished_reported) {
         finished_reported = true;
         if (finished_callback) {
@@ -346,6 +355,10 @@ std::uint16_t CoordinatorServer::port() const noexcept {
 
 const Coordinator& CoordinatorServer::state() const noexcept {
     return m_impl->coordinator;
+}
+
+void CoordinatorServer::on_event(std::function<void(const StepEvent&)> callback) {
+    m_impl->event_callback = std::move(callback);
 }
 
 void CoordinatorServer::on_finished(std::function<void()> callback) {

@@ -15,10 +15,11 @@
 
 namespace tfslurm {
 
-EventWriter::EventWriter(std::string path, std::string_view subject)
+EventWriter::EventWriter(std::string path, std::string_view subject, Mode mode)
     : m_path(std::move(path)), m_subject(subject) {
+    const int truncate = mode == Mode::create ? O_TRUNC : 0;
     // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg): open() is variadic by definition
-    m_fd = ::open(m_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    m_fd = ::open(m_path.c_str(), O_WRONLY | O_CREAT | truncate | O_APPEND | O_CLOEXEC, 0644);
     if (m_fd < 0) {
         throw errors::make(
             Errc::io,

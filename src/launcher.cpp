@@ -194,7 +194,7 @@ void LauncherMachine::trainer_started(Clock::time_point now) {
         maybe_finish(now);
         return;
     }
-    if (m_settings.run.stall_timeout) {
+    if (m_settings.run.stall_timeout && judged_for_stalls()) {
         m_actions.emplace_back(action::ArmTimer{
             LauncherTimer::stall, now + stall_sample_interval(*m_settings.run.stall_timeout)});
     }
@@ -447,8 +447,16 @@ void LauncherMachine::progress_sampled(const ProgressSample& sample, Clock::time
 }
 
 bool LauncherMachine::watching_progress() const noexcept {
-    return m_settings.run.stall_timeout && trainer_running() && !m_stall && !m_verdict && !m_lost &&
-           !m_stopped_by_us && m_interrupt == 0;
+    return m_settings.run.stall_timeout && judged_for_stalls() && trainer_running() && !m_stall &&
+           !m_verdict && !m_lost && !m_stopped_by_us && m_interrupt == 0;
+}
+
+bool LauncherMachine::judged_for_stalls() const noexcept {
+    const auto& roles = m_settings.run.stall_roles;
+    // Without the plan's members (a machine tested alone), every trainer is judged.
+    return m_settings.rank >= m_settings.ranks.size() ||
+           std::find(roles.begin(), roles.end(), m_settings.ranks[m_settings.rank].role) !=
+               roles.end();
 }
 
 void LauncherMachine::report_stall() {

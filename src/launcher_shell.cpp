@@ -16,10 +16,12 @@
 #include <tfslurm/coordinator_server.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/exit_status.hpp>
+#include <tfslurm/hostlist.hpp>
 #include <tfslurm/launcher.hpp>
 #include <tfslurm/launcher_shell.hpp>
 #include <tfslurm/log.hpp>
 #include <tfslurm/protocol.hpp>
+#include <tfslurm/rank_output.hpp>
 #include <tfslurm/slurm_config.hpp>
 #include <tfslurm/spawn.hpp>
 
@@ -102,6 +104,28 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
     settings.linger = m_options.run.grace + m_options.run.heartbeat_timeout + Millis{2000};
     settings.hello_timeout = std::min(m_options.run.connect_timeout, Millis{10000});
     settings.tree = m_options.slurm_step.has_value(); // plan_tree(): `--local` stays flat
+    if (!m_options.run.events.empty()) {
+        try {
+            m_events = std::make_unique<EventWriter>(m_options.run.events, setting_ref("events"));
+        } catch (const Error& e) {
+            // The record never stops the step: without it the step runs as it would.
+            logger().warn("{}; the step runs without a record", e.what());
+        }
+    }
+    if (m_events) {
+        StepEvent step;
+        step.kind = EventKind::step;
+        step.time = WallClock::now();
+        step.job = m_plan.job_id ? std::to_string(*m_plan.job_id) : std::string("local");
+        step.step = m_plan.step_id ? std::to_string(*m_plan.step_id) : std::string("local");
+        step.ranks = static_cast<std::uint32_t>(m_plan.ranks.size());
+        try {
+            step.nodes = compress_hostlist(m_plan.hosts);
+        } catch (const Error&) {
+            step.nodes = fmt::format("{} nodes", m_plan.hosts.size()); // names no hostlist holds
+        }
+        m_events->write(step);
+    }
     m_server =
         std::make_unique<CoordinatorServer>(m_io,
                                             std::move(settings),
@@ -110,6 +134,9 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
                                             bind_address_for(m_plan.control_address),
                                             m_candidates);
     m_candidates = {m_server->port()};
+    if (m_events) {
+        m_server->on_event([this](const StepEvent& event) { m_events->write(event); });
+    }
     m_server->on_finished([this] {
         m_machine.server_finished(Clock::now());
         perform();
@@ -304,7 +331,16 @@ void LauncherShell::arm(LauncherTimer which, Clock::time_point at) {
     timer(which).expires_at(at);
     timer(which).async_wait([this, which](const error_code& ec) {
         if (!ec) {
+            const bool signalled = m_machine.checkpoint_signalled();
             m_machine.timer_fired(which, Clock::now());
+            if (m_events && which == LauncherTimer::checkpoint && !signalled &&
+                m_machine.checkpoint_signalled()) {
+                StepEvent event;
+                event.kind = EventKind::checkpoint;
+                event.time = WallClock::now();
+                event.signal = m_options.run.checkpoint_signal;
+                m_events->write(event);
+            }
             perform();
         }
     });
@@ -406,14 +442,54 @@ void LauncherShell::start_trainer(std::uint32_t restart) {
     }
 }
 
+void LauncherShell::open_output_files() {
+    if (m_output_fd >= 0 || m_error_fd >= 0 ||
+        (m_options.run.output.empty() && m_options.run.error.empty())) {
+        return;
+    }
+    const RankOutputFields fields{
+        m_rank,
+        Member{m_self.role, m_self.index, m_self.host},
+        m_plan.job_id ? std::to_string(*m_plan.job_id) : std::string(),
+        m_plan.step_id ? std::to_string(*m_plan.step_id) : std::string(),
+    };
+    const auto open_file = [&fields](const std::string& pattern, std::string_view key) {
+        const std::string path = expand_rank_pattern(pattern, key, fields);
+        // Truncated once, at the first start; a restarted trainer appends (like srun -o).
+        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg): open() is variadic by definition
+        const int fd =
+            ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            throw errors::make(
+                Errc::io,
+                setting_ref(key),
+                fmt::format("cannot open {}: {}", quote(path), std::strerror(errno)));
+        }
+        return fd;
+    };
+    if (!m_options.run.output.empty()) {
+        m_output_fd = open_file(m_options.run.output, "output");
+    }
+    if (!m_options.run.error.empty()) {
+        m_error_fd = open_file(m_options.run.error, "error");
+    } else {
+        m_error_fd = m_output_fd; // stderr with stdout, as srun -o without -e
+    }
+}
+
 pid_t LauncherShell::spawn_trainer(SpawnRequest& request) {
+    open_output_files();
+    const int out = m_output_fd >= 0 ? m_output_fd : STDOUT_FILENO;
+    const int err = m_error_fd >= 0 ? m_error_fd : STDERR_FILENO;
     if (!m_options.run.label) {
+        request.stdout_fd = m_output_fd;
+        request.stderr_fd = m_error_fd;
         return spawn_process(request);
     }
     if (!m_stdout) {
         const std::string prefix = fmt::format("{}: ", m_rank);
-        m_stdout = std::make_unique<LabeledStream>(m_io, STDOUT_FILENO, prefix);
-        m_stderr = std::make_unique<LabeledStream>(m_io, STDERR_FILENO, prefix);
+        m_stdout = std::make_unique<LabeledStream>(m_io, out, prefix);
+        m_stderr = std::make_unique<LabeledStream>(m_io, err, prefix);
     }
     request.stdout_fd = m_stdout->open();
     request.stderr_fd = m_stderr->open();

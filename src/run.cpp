@@ -40,7 +40,11 @@ void check_until(const std::vector<Member>& ranks, Until until) {
     }
 }
 
-std::vector<Role> parse_restart_roles(std::string_view text, std::string_view subject) {
+namespace {
+
+/// A comma list of roles, each once; `refuse(role)` throws for a role that may not be listed.
+template <typename Refuse>
+std::vector<Role> parse_role_set(std::string_view text, std::string_view subject, Refuse refuse) {
     std::vector<Role> roles;
     std::string_view rest = text;
     while (true) {
@@ -51,13 +55,7 @@ std::vector<Role> parse_restart_roles(std::string_view text, std::string_view su
                 subject, "expected a comma list of roles", text, "e.g. worker or worker,chief");
         }
         const Role role = parse_role(item, subject);
-        if (role == Role::ps) {
-            throw errors::invalid_argument(
-                subject,
-                "a parameter server cannot be restarted",
-                text,
-                "its state (the model's variables) is gone when it fails: the step aborts");
-        }
+        refuse(role);
         if (std::find(roles.begin(), roles.end(), role) == roles.end()) {
             roles.push_back(role);
         }
@@ -66,6 +64,27 @@ std::vector<Role> parse_restart_roles(std::string_view text, std::string_view su
         }
         rest.remove_prefix(comma + 1);
     }
+}
+
+} // namespace
+
+std::vector<Role> parse_stall_roles(std::string_view text, std::string_view subject) {
+    if (text == "all") {
+        return {Role::chief, Role::evaluator, Role::ps, Role::worker};
+    }
+    return parse_role_set(text, subject, [](Role) {});
+}
+
+std::vector<Role> parse_restart_roles(std::string_view text, std::string_view subject) {
+    return parse_role_set(text, subject, [&](Role role) {
+        if (role == Role::ps) {
+            throw errors::invalid_argument(
+                subject,
+                "a parameter server cannot be restarted",
+                text,
+                "its state (the model's variables) is gone when it fails: the step aborts");
+        }
+    });
 }
 
 std::string_view to_string(Outcome outcome) noexcept {

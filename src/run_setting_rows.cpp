@@ -6,6 +6,7 @@
 #include <tfslurm/error.hpp>
 #include <tfslurm/plan_settings.hpp>
 #include <tfslurm/protocol.hpp>
+#include <tfslurm/rank_output.hpp>
 #include <tfslurm/run.hpp>
 #include <tfslurm/run_settings.hpp>
 
@@ -92,6 +93,21 @@ std::vector<SettingSpec> run_setting_rows() {
          [](SettingValues& v, std::string_view s) {
              v.run.stall_timeout = parse_seconds(s, "stall_timeout");
          }},
+        {"stall_roles",
+         "TFSLURM_STALL_ROLES",
+         "--stall-roles",
+         "LIST",
+         "",
+         K::list,
+         G::launcher,
+         "The roles whose trainers --stall-timeout judges: a comma list of worker, chief, "
+         "evaluator, ps, or all (default worker,chief,evaluator: a parameter server may rightly "
+         "sit idle between requests)",
+         [](SettingValues& v, std::string_view s) {
+             v.run.stall_roles = parse_stall_roles(s, setting_ref("stall_roles"));
+         },
+         {},
+         "worker chief evaluator ps all"},
         {"stall_signal",
          "TFSLURM_STALL_SIGNAL",
          "--stall-signal",
@@ -297,6 +313,49 @@ std::vector<SettingSpec> run_setting_rows() {
          "(which also labels tfslurm's own lines: under srun, use either)",
          [](SettingValues& v, std::string_view s) {
              v.run.label = detail::parse_bool(s, "label");
+         }},
+        {"output",
+         "TFSLURM_OUTPUT",
+         "--output",
+         "PATTERN",
+         "",
+         K::value,
+         G::launcher,
+         "Each trainer's stdout (and its stderr, without --error) goes to a file of its own, like "
+         "srun -o: %r rank (%3r zero-padded), %R role, %i index in its role, %h host, %j job, %s "
+         "step, %% a %; two ranks never share a file (e.g. logs/%j-%R%i.out)",
+         [](SettingValues& v, std::string_view s) {
+             check_rank_pattern(s, "output");
+             v.run.output = std::string{s};
+         }},
+        {"error",
+         "TFSLURM_ERROR",
+         "--error",
+         "PATTERN",
+         "",
+         K::value,
+         G::launcher,
+         "Each trainer's stderr goes to a file of its own, named as with --output",
+         [](SettingValues& v, std::string_view s) {
+             check_rank_pattern(s, "error");
+             v.run.error = std::string{s};
+         }},
+        {"events",
+         "TFSLURM_EVENTS",
+         "--events",
+         "FILE",
+         "",
+         K::value,
+         G::launcher,
+         "Rank 0 records every event of the step in FILE as it happens, one JSON object per "
+         "line (registered, started, exited, restarted, lost, stalled, checkpoint, requeue, "
+         "verdict); 'tfslurm events FILE' prints it as a timeline",
+         [](SettingValues& v, std::string_view s) {
+             if (s.empty()) {
+                 throw errors::invalid_setting(
+                     "events", "empty (expected a file name)", s, "e.g. step.events");
+             }
+             v.run.events = std::string{s};
          }},
     };
 }

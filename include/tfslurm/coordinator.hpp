@@ -5,6 +5,7 @@
 /// The coordinator of `tfslurm run`: a pure state machine (events and the time in, messages
 /// out; no I/O) that decides when a step is done, interrupted or aborted.
 
+#include <tfslurm/events.hpp>
 #include <tfslurm/exit_status.hpp>
 #include <tfslurm/protocol.hpp>
 #include <tfslurm/run.hpp>
@@ -136,6 +137,13 @@ class Coordinator {
     /// listing every connected rank); clears the queue.
     [[nodiscard]] std::vector<Outgoing> take_outgoing();
 
+    /// The step's events since the last call, in order (only when `run.events` names a
+    /// record; empty otherwise): registered, started (when its trainer was released: at its
+    /// registration, or at `cluster` or `go` when the step waits for them), exited, restarted,
+    /// lost, stalled and the verdict. Their `time` is left for the caller to stamp (this
+    /// machine knows only the steady clock); clears the queue.
+    [[nodiscard]] std::vector<StepEvent> take_events();
+
     [[nodiscard]] Verdict verdict() const noexcept { return m_verdict; }
     [[nodiscard]] const std::optional<protocol::Failure>& failure() const noexcept {
         return m_failure;
@@ -174,6 +182,10 @@ class Coordinator {
     void end_probe(Clock::time_point now);
     /// Queue `message` once for every connected rank (nothing when none is).
     void broadcast(protocol::Message message);
+    /// Record an event about `rank` (a no-op without a record); returns it to add fields.
+    StepEvent* record(EventKind kind, std::uint32_t rank);
+    /// Record `started` for every rank whose trainer is released now.
+    void record_started();
     /// Restart `rank`'s failed trainer if the policy allows it (true), else say in `detail`
     /// why not when a budget is spent.
     [[nodiscard]] bool
@@ -199,6 +211,9 @@ class Coordinator {
     int m_step_status = 0;
     bool m_finished = false;
     std::vector<Outgoing> m_outgoing;
+    std::vector<StepEvent> m_events;  ///< take_events()
+    bool m_recording = false;         ///< run.events names a record
+    bool m_waits_for_release = false; ///< trainers start at `cluster` or `go`, not at once
 };
 
 } // namespace tfslurm

@@ -119,6 +119,9 @@ class CoordinatorServer {
     [[nodiscard]] const Coordinator& state() const noexcept;
     /// Called once, when the coordinator is finished (all launchers gone after the verdict).
     void on_finished(std::function<void()> callback);
+    /// Called with each of the step's events (Coordinator::take_events(), stamped with the
+    /// wall-clock time it was taken), in order; only when `run.events` names a record.
+    void on_event(std::function<void(const StepEvent&)> callback);
     /// Stop accepting and close every connection.
     void close();
 

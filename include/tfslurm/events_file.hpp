@@ -18,10 +18,14 @@ namespace tfslurm {
 /// warning naming the file, and the writer stops writing: the record never stops the step.
 class EventWriter {
   public:
-    /// Create (or truncate) `path`, mode 0644 less the umask. `subject` names the setting in
-    /// errors and warnings.
+    enum class Mode {
+        create, ///< a new record: `path` is created or truncated (mode 0644 less the umask)
+        append  ///< more of an existing record (the requeue after the step's end)
+    };
+
+    /// Open `path`. `subject` names the setting in errors and warnings.
     /// \throws Error (Errc::io): `<subject>: cannot create "<path>": <reason>`.
-    EventWriter(std::string path, std::string_view subject);
+    EventWriter(std::string path, std::string_view subject, Mode mode = Mode::create);
     ~EventWriter();
     EventWriter(const EventWriter&) = delete;
     EventWriter& operator=(const EventWriter&) = delete;

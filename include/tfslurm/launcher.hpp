@@ -315,8 +315,16 @@ class LauncherMachine {
     void coordinator_lost(const std::string& reason, Clock::time_point now);
     void stop_trainer(int signo, Clock::time_point now);
     [[nodiscard]] bool watching_progress() const noexcept;
+    /// Whether this rank's role is one `stall_roles` judges.
+    [[nodiscard]] bool judged_for_stalls() const noexcept;
     /// The checkpoint timer, when the trainer starts: none (a warning) once it is too late.
     void arm_checkpoint(Clock::time_point now);
+
+  public:
+    /// Whether this launcher sent its trainer the checkpoint signal (or Slurm did).
+    [[nodiscard]] bool checkpoint_signalled() const noexcept { return m_checkpoint.has_value(); }
+
+  private:
     void send_checkpoint(Clock::time_point now);
     /// Until the job's end (job_end set), at least 0.
     [[nodiscard]] Millis time_left(Clock::time_point now) const;

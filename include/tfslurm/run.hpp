@@ -51,6 +51,12 @@ struct RestartPolicy {
     Millis delay{1000};
 };
 
+/// Parse `stall_roles`: a comma list of roles, or `all`.
+/// Input: `worker,chief`. Output: {worker, chief}. Input: `all`. Output: every role.
+/// \throws Error (Errc::invalid_argument) naming `subject`, for an empty list or an unknown
+///         role.
+[[nodiscard]] std::vector<Role> parse_stall_roles(std::string_view text, std::string_view subject);
+
 /// Parse `restart_roles`: a comma list of worker, chief and evaluator.
 /// Input: `worker,chief`. Output: {worker, chief}.
 /// \throws Error (Errc::invalid_argument) naming `subject`, for an empty list, an unknown role

@@ -15,7 +15,9 @@
 #include <csignal>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace tfslurm {
 
@@ -31,6 +33,9 @@ struct RunSettings {
     Millis connect_timeout{60000}; ///< `connect_timeout`: every rank registers within this
     /// `stall_timeout`: a trainer that makes no progress for this long is stuck (nullopt: never).
     std::optional<Millis> stall_timeout;
+    /// `stall_roles`: the roles whose trainers stall_timeout judges (default: all but ps, which
+    /// may rightly sit idle between requests).
+    std::vector<Role> stall_roles{Role::chief, Role::evaluator, Role::worker};
     int stall_signal = SIGABRT;  ///< `stall_signal`: asks a stuck trainer for its stack traces
     Millis stall_grace{5000};    ///< `stall_grace`: the stall signal to the step's abort
     Probe probe = Probe::off;    ///< `probe`
@@ -49,6 +54,13 @@ struct RunSettings {
     /// `contain`: a keeper (real pids) or a PID namespace of its own (spawn.hpp).
     Containment contain = Containment::keeper;
     bool label = false; ///< `label`: prefix the trainer's lines with its rank
+    /// `events`: rank 0 records the step's events in this file (events.hpp); empty: no record.
+    std::string events;
+    /// `output`, `error`: each rank's trainer writes its stdout (and its stderr, without
+    /// `error`) and its stderr to a file of its own, named by these patterns (rank_output.hpp);
+    /// empty: inherited from the launcher (srun's).
+    std::string output;
+    std::string error;
 };
 
 /// The rules between run settings, once every row is parsed: `heartbeat_timeout` must be longer

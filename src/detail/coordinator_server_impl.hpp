@@ -90,6 +90,7 @@ struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer:
     std::uint64_t next_id = 0;
     LogBudget noise;
     std::function<void()> finished_callback;
+    std::function<void(const StepEvent&)> event_callback; ///< on_event()
     /// The answer to every heartbeat, encoded once.
     const std::shared_ptr<const std::string> heartbeat_payload =
         std::make_shared<const std::string>(protocol::encode_payload(protocol::Heartbeat{}));

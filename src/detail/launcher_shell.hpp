@@ -15,6 +15,7 @@
 #include <tfslurm/auth.hpp>
 #include <tfslurm/coordinator_server.hpp>
 #include <tfslurm/error.hpp>
+#include <tfslurm/events_file.hpp>
 #include <tfslurm/held_port.hpp>
 #include <tfslurm/launcher.hpp>
 #include <tfslurm/launcher_shell.hpp>
@@ -81,6 +82,11 @@ class LauncherShell {
     ~LauncherShell() {
         if (!m_progress_file.empty()) {
             ::unlink(m_progress_file.c_str());
+        }
+        for (const int fd : {m_output_fd, m_error_fd}) {
+            if (fd >= 0) {
+                ::close(fd);
+            }
         }
     }
 
@@ -162,6 +168,8 @@ class LauncherShell {
 
     asio::io_context m_io;
     detail::SignalReader m_signals;
+    /// Rank 0 with `events`: the step's record (before m_server, which writes to it).
+    std::unique_ptr<EventWriter> m_events;
     std::unique_ptr<CoordinatorServer> m_server;
     Stream::socket m_socket;
     /// The tree: this node's leader, the relay socket a follower connects to (empty: the
@@ -203,6 +211,13 @@ class LauncherShell {
     /// `label`: the trainer's stdout and stderr, labelled with the rank (made at its first start).
     std::unique_ptr<LabeledStream> m_stdout;
     std::unique_ptr<LabeledStream> m_stderr;
+    /// `output`/`error`: the trainer's files, opened at its first start and kept for its
+    /// restarts (which append); the same descriptor for both without `error`.
+    int m_output_fd = -1;
+    int m_error_fd = -1;
+    /// Open the `output`/`error` files once; their descriptors, or -1 (inherited).
+    /// \throws Error (Errc::io) naming the setting and the file.
+    void open_output_files();
     std::optional<Error> m_fatal; ///< thrown after run(): nothing was supervised yet
 };
 

@@ -288,8 +288,9 @@ TEST_CASE("cli: usage errors exit 2 with the option named", "[cli]") {
     CHECK(r.err == "tfslurm: error: --layout: expected native or tf-compat: \"sorted\"\n");
     r = tfslurm_cli({});
     CHECK(r.status == 2);
-    CHECK(r.err == "tfslurm: error: command: missing\ntfslurm: hint: the commands are hostnames, "
-                   "hostlist, plan, env, run, completion; 'tfslurm --help' describes them\n");
+    CHECK(r.err ==
+          "tfslurm: error: command: missing\ntfslurm: hint: the commands are hostnames, "
+          "hostlist, plan, env, run, events, completion; 'tfslurm --help' describes them\n");
     r = tfslurm_cli({"plan", "--bogus"});
     CHECK(r.status == 2);
     r = tfslurm_cli({"--version"});
@@ -317,7 +318,7 @@ TEST_CASE("cli: the man page documents every option of every command", "[cli]") 
     std::ifstream in{std::string{TFSLURM_SOURCE_DIR} + "/man/tfslurm.1"};
     const std::string man{std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
     REQUIRE(!man.empty());
-    for (const std::string sub : {"", "hostnames", "hostlist", "plan", "env", "run"}) {
+    for (const std::string sub : {"", "hostnames", "hostlist", "plan", "env", "run", "events"}) {
         INFO("tfslurm " << sub << " --help");
         std::vector<std::string> args;
         if (!sub.empty()) {

@@ -839,6 +839,117 @@ TEST_CASE("run: a stuck trainer is named and the step aborts with status 9", "[r
     cli.check_nothing_left();
 }
 
+TEST_CASE("run: an idle ps is not judged by --stall-timeout unless --stall-roles names it",
+          "[run][stall]") {
+    // Rank 0, a ps, sits idle (no CPU time, no progress file) like one between requests; rank
+    // 1, a worker, touches its progress file every 0.1 s: for 4 s, or for ever.
+    const auto script = [](const std::string& worker_loop) {
+        return "if [ $TFSLURM_RANK = 0 ]; then exec sleep 1000; fi; " + worker_loop;
+    };
+    SECTION("by default the ps is left alone and the worker's end ends the step") {
+        Cli cli(local(2,
+                      45,
+                      {"--ps",
+                       "1",
+                       "--stall-timeout",
+                       "2",
+                       "--",
+                       "sh",
+                       "-c",
+                       script("i=0; while [ $i -lt 40 ]; do touch \"$TFSLURM_PROGRESS_FILE\"; "
+                              "sleep 0.1; i=$((i+1)); done")}));
+        CHECK(cli.wait() == 0);
+        const auto output = cli.output();
+        INFO(output);
+        CHECK(count(output, "stuck") == 0);
+        CHECK(count(output, "tfslurm: error") == 0);
+        cli.check_nothing_left();
+    }
+    SECTION("--stall-roles all judges the ps too") {
+        Cli cli(local(2,
+                      46,
+                      {"--ps",
+                       "1",
+                       "--stall-timeout",
+                       "2",
+                       "--stall-grace",
+                       "0.5",
+                       "--stall-roles",
+                       "all",
+                       "--",
+                       "sh",
+                       "-c",
+                       script("while :; do touch \"$TFSLURM_PROGRESS_FILE\"; sleep 0.1; done")}));
+        CHECK(cli.wait() == k_status_stalled);
+        const auto output = cli.output();
+        INFO(output);
+        CHECK(count(output,
+                    "tfslurm: error: aborting: rank 0 (ps:0) on localhost is stuck: no progress "
+                    "for 2 s\n") == 1);
+        cli.check_nothing_left();
+    }
+}
+
+TEST_CASE("run: --stall-roles takes roles or all", "[run][stall]") {
+    Cli cli({"run", "--local", "1", "--stall-roles", "worker,boss", "--", "true"});
+    CHECK(cli.wait() == exit_status(Errc::invalid_argument));
+    CHECK(cli.output() == "tfslurm: error: --stall-roles: expected a role: ps, worker, chief or "
+                          "evaluator: \"boss\"\n");
+}
+
+TEST_CASE("run: --output and --error give each rank's trainer files of its own", "[run][output]") {
+    TempDir dir;
+    const std::string script = "echo \"out $TFSLURM_RANK\"; echo \"err $TFSLURM_RANK\" >&2";
+    SECTION("stdout and stderr to one file per rank, by pattern") {
+        Cli cli(
+            local(2, 47, {"--output", dir.path + "/%j.%s-%R%i-%2r.log", "--", "sh", "-c", script}));
+        CHECK(cli.wait() == 0);
+        const std::string id = std::to_string(job_id(47));
+        for (const std::string rank : {"0", "1"}) {
+            std::ifstream in(dir.path + "/" + id + ".0-worker" + rank + "-0" + rank + ".log");
+            const std::string text{std::istreambuf_iterator<char>{in},
+                                   std::istreambuf_iterator<char>{}};
+            CHECK(text == "out " + rank + "\nerr " + rank + "\n");
+        }
+        CHECK(count(cli.output(), "out ") == 0); // nothing of the trainers' on ours
+        cli.check_nothing_left();
+    }
+    SECTION("--error apart, labelled with --label") {
+        Cli cli(local(1,
+                      48,
+                      {"--label",
+                       "--output",
+                       dir.path + "/%r.out",
+                       "--error",
+                       dir.path + "/%r.err",
+                       "--",
+                       "sh",
+                       "-c",
+                       script}));
+        CHECK(cli.wait() == 0);
+        std::ifstream out(dir.path + "/0.out");
+        std::ifstream err(dir.path + "/0.err");
+        CHECK(std::string{std::istreambuf_iterator<char>{out}, std::istreambuf_iterator<char>{}} ==
+              "0: out 0\n");
+        CHECK(std::string{std::istreambuf_iterator<char>{err}, std::istreambuf_iterator<char>{}} ==
+              "0: err 0\n");
+    }
+    SECTION("a pattern two ranks would share is refused before anything starts") {
+        Cli cli(local(2, 49, {"--output", dir.path + "/all.log", "--", "sh", "-c", script}));
+        CHECK(cli.wait() == exit_status(Errc::invalid_argument));
+        CHECK(cli.output() == "tfslurm: error: --output: every rank would write the same file (put "
+                              "%r, or %R and %i, in the name): \"" +
+                                  dir.path + "/all.log\"\n");
+    }
+    SECTION("a file that cannot be opened fails the trainer's start, naming it") {
+        Cli cli(local(1, 50, {"--output", dir.path + "/missing/%r.log", "--", "true"}));
+        CHECK(cli.wait() == exit_status(Errc::io));
+        CHECK(count(cli.output(),
+                    "could not start its trainer: output: cannot open \"" + dir.path +
+                        "/missing/0.log\": No such file or directory\n") == 1);
+    }
+}
+
 TEST_CASE("run: --stall-signal takes a signal name or number", "[run][stall]") {
     Cli cli({"run", "--local", "1", "--stall-signal", "BOGUS", "--", "true"});
     CHECK(cli.wait() == exit_status(Errc::invalid_argument));

@@ -879,6 +879,30 @@ TEST_CASE("launcher: a trainer without progress for the stall timeout is asked f
     CHECK(m.result()->exit_status == k_status_stalled);
 }
 
+TEST_CASE("launcher: --stall-roles: a ps is not judged unless asked for, a worker is unless left "
+          "out",
+          "[launcher][stall]") {
+    using Row = std::tuple<std::uint32_t, std::vector<Role>, Actions>;
+    const auto [rank, roles, on_start] = GENERATE(table<std::uint32_t, std::vector<Role>, Actions>({
+        // The default: every role but ps.
+        Row{0, {Role::chief, Role::evaluator, Role::worker}, k_nothing},
+        Row{2, {Role::chief, Role::evaluator, Role::worker}, {"arm stall 1000"}},
+        // `all`, and a list without workers.
+        Row{0, {Role::chief, Role::evaluator, Role::ps, Role::worker}, {"arm stall 1000"}},
+        Row{2, {Role::ps}, k_nothing},
+    }));
+    CAPTURE(rank);
+    auto s = stall_settings(rank);
+    s.run.stall_roles = roles;
+    s.host = CoordinatorHost::elsewhere;
+    play(s,
+         {
+             {0, "welcome", k_registered},
+             {0, "start due", {"start trainer"}},
+             {0, "started", on_start},
+         });
+}
+
 TEST_CASE("launcher: a stuck trainer that survives the stall signal is reported after the stall "
           "grace and stopped by the abort",
           "[launcher][stall]") {
