@@ -848,7 +848,7 @@ TEST_CASE("run: an idle ps is not judged by --stall-timeout unless --stall-roles
     };
     SECTION("by default the ps is left alone and the worker's end ends the step") {
         Cli cli(local(2,
-                      45,
+                      80,
                       {"--ps",
                        "1",
                        "--stall-timeout",
@@ -867,7 +867,7 @@ TEST_CASE("run: an idle ps is not judged by --stall-timeout unless --stall-roles
     }
     SECTION("--stall-roles all judges the ps too") {
         Cli cli(local(2,
-                      46,
+                      81,
                       {"--ps",
                        "1",
                        "--stall-timeout",
@@ -902,9 +902,9 @@ TEST_CASE("run: --output and --error give each rank's trainer files of its own",
     const std::string script = "echo \"out $TFSLURM_RANK\"; echo \"err $TFSLURM_RANK\" >&2";
     SECTION("stdout and stderr to one file per rank, by pattern") {
         Cli cli(
-            local(2, 47, {"--output", dir.path + "/%j.%s-%R%i-%2r.log", "--", "sh", "-c", script}));
+            local(2, 82, {"--output", dir.path + "/%j.%s-%R%i-%2r.log", "--", "sh", "-c", script}));
         CHECK(cli.wait() == 0);
-        const std::string id = std::to_string(job_id(47));
+        const std::string id = std::to_string(job_id(82));
         for (const std::string rank : {"0", "1"}) {
             std::ifstream in(dir.path + "/" + id + ".0-worker" + rank + "-0" + rank + ".log");
             const std::string text{std::istreambuf_iterator<char>{in},
@@ -916,7 +916,7 @@ TEST_CASE("run: --output and --error give each rank's trainer files of its own",
     }
     SECTION("--error apart, labelled with --label") {
         Cli cli(local(1,
-                      48,
+                      83,
                       {"--label",
                        "--output",
                        dir.path + "/%r.out",
@@ -1360,7 +1360,7 @@ TEST_CASE("run: trainers keep their real pids, --contain gives each a PID namesp
     const std::string script = "read -r host _ < /proc/self/stat; echo \"rank $TFSLURM_RANK pid "
                                "$$ host $host\"";
     SECTION("by default (the keeper): distinct, real pids") {
-        Cli cli(local(2, 74, {"--", "sh", "-c", script}));
+        Cli cli(local(2, 86, {"--", "sh", "-c", script}));
         CHECK(cli.wait() == 0);
         const auto output = cli.output();
         INFO(output);

@@ -171,7 +171,7 @@ TEST_CASE("events: a bad line is refused with the file, the line number and the 
     }
 }
 
-TEST_CASE("events: fields a later version adds are ignored; text from the file is shown safely",
+TEST_CASE("events: fields a later version adds are ignored, and text from the file is shown safely",
           "[events]") {
     const std::string text =
         R"x({"v":1,"time":"2026-11-26T13:02:38.000Z","event":"lost","rank":1,"role":"worker","index":0,"host":"n2\u001b[31m","why":"gone\nforged line","extra":{"a":1}}
