@@ -46,13 +46,13 @@ constexpr std::size_t k_quoted_prefix = 60;
 /// `2026-11-26T13:02:38.123Z` back to a time point; nullopt if it is not exactly that shape.
 [[nodiscard]] std::optional<WallClock::time_point> parse_time(std::string_view text) {
     // YYYY-MM-DDTHH:MM:SS.mmmZ: 24 characters, digits except at the separators.
-    constexpr std::string_view shape = "0000-00-00T00:00:00.000Z";
-    if (text.size() != shape.size()) {
+    constexpr std::string_view k_shape = "0000-00-00T00:00:00.000Z";
+    if (text.size() != k_shape.size()) {
         return std::nullopt;
     }
-    for (std::size_t i = 0; i < shape.size(); ++i) {
+    for (std::size_t i = 0; i < k_shape.size(); ++i) {
         const bool digit = text[i] >= '0' && text[i] <= '9';
-        if (shape[i] == '0' ? !digit : text[i] != shape[i]) {
+        if (k_shape[i] == '0' ? !digit : text[i] != k_shape[i]) {
             return std::nullopt;
         }
     }
@@ -91,7 +91,7 @@ constexpr std::size_t k_quoted_prefix = 60;
     if (!object.contains("role") || !object["role"].is_string() || !object.contains("index") ||
         !object["index"].is_number_unsigned() || !object.contains("host") ||
         !object["host"].is_string()) {
-        return "an event about a rank needs \"role\", \"index\" and \"host\"";
+        return R"(an event about a rank needs "role", "index" and "host")";
     }
     try {
         event.member.role = parse_role(object["role"].get<std::string>(), "role");
@@ -188,7 +188,7 @@ read_unsigned(const json& object, const char* key, std::optional<T>& out) {
         error = fmt::format("a {} event needs \"rank\"", to_string(event.kind));
     }
     if (error.empty() && event.kind == EventKind::exited && !event.status) {
-        error = "an exited event needs \"status\" or \"signal\"";
+        error = R"(an exited event needs "status" or "signal")";
     }
     return error;
 }

@@ -13,7 +13,6 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
-#include <signal.h>
 #include <spawn.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -23,6 +22,7 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <thread>
 
@@ -101,12 +101,12 @@ constexpr std::uint64_t k_mib = std::uint64_t{1} << 20U;
                      Result::failed,
                      fmt::format("{} is not writable: {}", quote(dir), std::strerror(errno)));
     }
-    constexpr std::string_view probe = "tfslurm preflight\n";
-    const auto written = ::write(fd, probe.data(), probe.size());
+    constexpr std::string_view k_probe = "tfslurm preflight\n";
+    const auto written = ::write(fd, k_probe.data(), k_probe.size());
     const int write_error = errno;
     ::close(fd);
     ::unlink(path.c_str());
-    if (written != static_cast<ssize_t>(probe.size())) {
+    if (written != static_cast<ssize_t>(k_probe.size())) {
         return check("tmpdir",
                      Result::failed,
                      fmt::format("{} is not writable: {}", quote(dir), std::strerror(write_error)));
