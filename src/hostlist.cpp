@@ -336,20 +336,27 @@ void HostlistCompressor::add_numbered(std::string_view prefix,
                                       bool leading_zero) {
     ++m_index;
     if (m_in_group && prefix == m_prefix) {
-        ++m_group_hosts;
         const bool prints_as_run = size == m_first_size || (size > m_first_size && !leading_zero);
         if (m_last != k_ulong_max && value == m_last + 1 && prints_as_run) {
+            ++m_group_hosts;
             m_last = value;
             m_last_size = size;
             return;
         }
-        close_run();
-    } else {
-        close_group();
-        m_in_group = true;
-        m_prefix.assign(prefix);
-        m_group_hosts = 1;
+        // Behind a `]`, Slurm cuts a group at its commas (`x][5,7]` is `x][5` and `7]`): a
+        // prefix with a `]` gets one group per run, `x][5-6],x]8`.
+        if (prefix.find(']') == std::string_view::npos) {
+            ++m_group_hosts;
+            close_run();
+            m_first = m_last = value;
+            m_first_size = m_last_size = size;
+            return;
+        }
     }
+    close_group();
+    m_in_group = true;
+    m_prefix.assign(prefix);
+    m_group_hosts = 1;
     m_first = m_last = value;
     m_first_size = m_last_size = size;
 }

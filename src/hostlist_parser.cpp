@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // The hostlist parser behind visit_hostlist() (and so expand_hostlist()).
 //
-// The hostlist rules follow Slurm >= 23.02.5 (`src/common/hostlist.c`), re-derived from its
-// observable behaviour and checked against `scontrol` by tests/diff. Visiting runs in
+// The hostlist rules are Slurm's since 23.02.5 (the same in 24.11 and 26.05), re-derived from
+// its observable behaviour and checked against each release's `scontrol` by tests/diff; the
+// man page (HOSTLISTS) lists where tfslurm refuses what Slurm would expand. Visiting runs in
 // two passes: the first validates every token and computes the exact number of hosts and
 // bytes, so that a list that is too large fails before any host is handed out; the second
 // hands the hosts to the visitor, a whole range at a time where a bracket group ends the name.
@@ -199,13 +200,22 @@ class HostlistParser {
         };
         std::size_t scan = pos;
         std::size_t end = separator_from(scan);
+        std::size_t stray =
+            std::string_view::npos; // a `]` before the group's `[`, as Slurm sees it
         while (true) {
             const std::size_t open = m_input.substr(scan, end - scan).find('[');
             if (open == std::string_view::npos) {
                 break;
             }
-            const std::size_t close = next_close(scan + open + 1);
+            // Slurm pairs the `[` with the first `]` after the last group, not after the `[`:
+            // when that `]` comes first, the group does not hold the separator (`c][1,2]` is
+            // cut at the comma, and then has an unterminated `[`).
+            const std::size_t close = next_close(scan);
             if (close == std::string_view::npos) {
+                break;
+            }
+            if (close < scan + open) {
+                stray = close;
                 break;
             }
             // The `]` may lie beyond the separator: the token then runs on past it.
@@ -215,7 +225,7 @@ class HostlistParser {
             }
         }
         pos = end;
-        parse_token(start, end);
+        parse_token(start, end, stray);
         return true;
     }
 
@@ -232,7 +242,7 @@ class HostlistParser {
 
     // One pass over a token, bracket group by bracket group, with the counting that makes the
     // size checks exact; kept whole (~65 lines) because its offsets feed every error message.
-    void parse_token(std::size_t start, std::size_t end) {
+    void parse_token(std::size_t start, std::size_t end, std::size_t stray) {
         const std::string_view token = m_input.substr(start, end - start);
         CountedToken counted;
         counted.token.text_begin = m_texts.size();
@@ -247,12 +257,17 @@ class HostlistParser {
         }
         const std::size_t close = token.find(']', open + 1);
         if (close == std::string_view::npos) {
+            if (stray != std::string_view::npos && end < m_input.size()) {
+                fail(fmt::format("unterminated '[' at offset {} (the ']' at offset {} closes no "
+                                 "'[', so the separator at offset {} ends the host, as in Slurm)",
+                                 start + open,
+                                 stray,
+                                 end));
+            }
             fail(fmt::format("unterminated '[' at offset {}", start + open));
         }
+        // Text after the group, a `]` included, is the hosts' suffix (`n[1-2]]` is n1] n2]).
         const std::string_view suffix = token.substr(close + 1);
-        if (const std::size_t extra = suffix.find(']'); extra != std::string_view::npos) {
-            fail(fmt::format("unexpected ']' at offset {}", start + close + 1 + extra));
-        }
         const Group final_group = parse_range_list(start + open + 1, close - open - 1);
 
         // Bracket groups of the prefix, right to left: the last `[` and the last `]` after it.

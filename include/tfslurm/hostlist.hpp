@@ -24,8 +24,12 @@ inline constexpr std::uint64_t k_max_range_hosts = 65536;
 /// names of one expansion are also capped at 256 MiB in total.
 inline constexpr std::size_t k_max_expanded_hosts = std::size_t{1} << 22;
 
-/// Expand a hostlist exactly as `scontrol show hostnames` does (Slurm >= 23.02.5 semantics:
-/// text after `]` is a suffix, a missing `]` is an error). Order and duplicates are kept.
+/// Expand a hostlist exactly as `scontrol show hostnames` of Slurm 23.02.5 to 26.05 does (text
+/// after `]` is a suffix, a missing `]` is an error, a `]` before a group's `[` leaves its
+/// separators unprotected). Order and duplicates are kept. Where Slurm's answer is not the
+/// list's hosts, tfslurm refuses instead: an error in the third-from-last bracket group of a
+/// host or one left of it (Slurm drops those hosts), bytes that are not printable ASCII, more
+/// than k_max_expanded_hosts (man page, HOSTLISTS).
 ///
 /// Input: `n[1-2],m[3-4]`. Output: {"n1", "n2", "m3", "m4"}.
 /// Input: `""` or only separators. Output: {}.

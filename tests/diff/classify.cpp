@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "classify.hpp"
 
-#include "emulate_2205.hpp"
+#include "emulate_slurm.hpp"
 
 #include <tfslurm/error.hpp>
 #include <tfslurm/hostlist.hpp>
@@ -110,7 +110,10 @@ void Report::print() const {
     }
 }
 
-bool compare_expansion(const std::string& list, const SlurmResult& slurm, Report& report) {
+bool compare_expansion(const std::string& list,
+                       const SlurmResult& slurm,
+                       bool before_2302,
+                       Report& report) {
     const OurResult ours = expand_ours(list);
     if (ours.kind == OurResult::Kind::hosts && slurm.kind == SlurmResult::Kind::hosts &&
         ours.hosts == slurm.hosts) {
@@ -148,16 +151,16 @@ bool compare_expansion(const std::string& list, const SlurmResult& slurm, Report
         report.expected("total cap (tfslurm refuses more than 4194304 hosts)", list, why);
         return false;
     }
-    const Emulation emulation = emulate_2205(list);
+    const Emulation emulation = emulate_slurm(list, before_2302);
     if (equal_to_slurm(emulation, slurm)) {
         const std::vector<std::pair<bool, const char*>> causes = {
             {emulation.repaired, "missing ']' (22.05 repairs the token, >= 23.02 rejects it)"},
             {emulation.suffix, "suffix after ']' (22.05 rejects it, >= 23.02.5 appends it)"},
-            {emulation.overflow, "literal host number above ULONG_MAX (22.05 re-prints it)"},
+            {emulation.overflow, "literal host number above ULONG_MAX (Slurm re-prints it)"},
             {emulation.newline, "newline (not a separator in 22.05)"},
-            {emulation.tokenizer, "22.05 tokenizer (a ']' before the '[' stops the token)"},
             {emulation.swallowed,
-             "error in an earlier bracket group (22.05 drops those hosts silently)"},
+             "error in an earlier bracket group (Slurm drops those hosts silently, tfslurm "
+             "refuses the list)"},
         };
         bool explained = false;
         for (const auto& [applies, category] : causes) {

@@ -48,8 +48,11 @@ class Report {
 };
 
 /// Compare one list; returns true when ours and Slurm's are identical. A difference goes to
-/// `report`, as expected (with its category) or unexpected.
-[[nodiscard]] bool
-compare_expansion(const std::string& list, const SlurmResult& slurm, Report& report);
+/// `report`, as expected (with its category) or unexpected. `before_2302`: the scontrol is
+/// 22.05's (or older), whose own rules then explain differences too.
+[[nodiscard]] bool compare_expansion(const std::string& list,
+                                     const SlurmResult& slurm,
+                                     bool before_2302,
+                                     Report& report);
 
 } // namespace tfslurm::diff

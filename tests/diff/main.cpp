@@ -9,34 +9,38 @@
 // SLURM_CONF set) and compares the result with expand_hostlist(). Then compares compress_hostlist()
 // with `scontrol show hostlist` on valid host lists.
 //
-// tfslurm follows Slurm >= 23.02.5 while Debian 12 ships 22.05, so some differences are
-// expected. A difference counts as expected only when it is fully explained. For most of them
-// the list is re-expanded with 22.05's rules (its own tokenizer, then token by token) and the
-// result must then equal Slurm's output exactly; the rules that made a difference name it:
+// tfslurm's grammar is Slurm's since 23.02.5, the same in 24.11 and 26.05 (man page, HOSTLISTS),
+// so a difference counts as expected only when it is fully explained by one of the places
+// where tfslurm refuses on purpose, or by 22.05's older rules (when the scontrol is 22.05's:
+// `scontrol --version`). For most of them the list is re-expanded with Slurm's rules (its own
+// tokenizer, then token by token) and the result must then equal Slurm's output exactly; the
+// rules that made a difference name it:
 //   - missing ']'   : 22.05 "repairs" a token whose last '[' has no ']' (`n[1-` -> `n]`),
 //                     >= 23.02 rejects it;
 //   - suffix        : 22.05 rejects text after ']' (`n[1-2]x`), >= 23.02.5 appends it;
 //   - newline       : not a separator for 22.05 (hosts then contain a newline);
-//   - tokenizer     : 22.05 ends the token scan at a ']' that precedes the '[' (`c][1,2]`
-//                     splits at the comma);
-//   - earlier group : 22.05 ignores an error in the third-from-last or an earlier bracket
-//                     group (`rc = MAX(rc, rc1)` drops the -1): those hosts silently vanish;
-//   - number > ULONG: 22.05 re-prints the trailing number of a literal host through an
+//   - earlier group : Slurm (every release) ignores an error in the third-from-last or an
+//                     earlier bracket group (`rc = MAX(rc, rc1)` drops the -1): those hosts
+//                     silently vanish, where tfslurm refuses the list;
+//   - number > ULONG: Slurm re-prints the trailing number of a literal host through an
 //                     unsigned long (`n99999999999999999999999` -> `n00018446744073709551615`);
 // and, without re-expansion:
 //   - total cap     : tfslurm refuses lists of more than k_max_expanded_hosts hosts;
+//   - bytes         : tfslurm refuses control and non-ASCII bytes that Slurm keeps;
 //   - Slurm bug near ULONG_MAX: scontrol crashes, hangs or wraps around on ranges that end
 //                     at 18446744073709551615 (only for lists holding a 20-digit number);
-//   - not compared  : scontrol timed out printing over 10000 hosts (quadratic in ranges).
+//   - not compared  : scontrol timed out printing over 10000 hosts (quadratic in ranges);
+//   - compression behind a ']': Slurm writes `x][5,7]`, which no Slurm reads back (the comma
+//                     cuts it); tfslurm writes `x]5,x]7`.
 // Anything else fails the test and is printed with Slurm's output and ours.
 // Exit status: 0 when every difference is explained, 1 otherwise or when scontrol is missing.
 //
 // Files: scontrol.{hpp,cpp} runs the oracle, cases.{hpp,cpp} makes the inputs,
-// emulate_2205.{hpp,cpp} re-applies 22.05's rules, classify.{hpp,cpp} sorts the differences.
+// emulate_slurm.{hpp,cpp} re-applies Slurm's rules, classify.{hpp,cpp} sorts the differences.
 
 #include "cases.hpp"
 #include "classify.hpp"
-#include "emulate_2205.hpp"
+#include "emulate_slurm.hpp"
 #include "process.hpp"
 #include "scontrol.hpp"
 
@@ -48,6 +52,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <exception>
 #include <iostream>
 #include <stdexcept>
@@ -66,6 +71,21 @@ struct Options {
     std::uint64_t seed = k_default_seed;
     bool verbose = false;
 };
+
+/// Whether `scontrol --version` (`slurm 22.05.8`) names a release before 23.02. An answer
+/// that names no release counts as a new one: only the rules every release shares apply.
+bool release_before_2302(const std::string& version) {
+    const std::size_t space = version.find(' ');
+    if (space == std::string::npos) {
+        return false;
+    }
+    unsigned year = 0;
+    unsigned month = 0;
+    if (std::sscanf(version.c_str() + space + 1, "%u.%u", &year, &month) != 2) {
+        return false;
+    }
+    return year < 23 || (year == 23 && month < 2);
+}
 
 Options parse_options(int argc, char** argv) {
     Options options;
@@ -95,6 +115,10 @@ int run(const Options& options) {
     const SlurmConf conf;
     const Scontrol scontrol(scontrol_path, conf.file());
     const auto started = std::chrono::steady_clock::now();
+    const std::string version = scontrol.version();
+    const bool before_2302 = release_before_2302(version);
+    std::cout << "oracle: " << scontrol_path << " (" << (version.empty() ? "no version" : version)
+              << ")\n";
 
     // Sanity check: the oracle itself must work.
     const SlurmResult probe = interpret(scontrol.show("hostnames", "n[1-2]"));
@@ -139,7 +163,7 @@ int run(const Options& options) {
         if (options.verbose) {
             std::cout << printable(list) << "  ->  " << describe(slurm) << "\n";
         }
-        if (compare_expansion(list, slurm, report)) {
+        if (compare_expansion(list, slurm, before_2302, report)) {
             if (slurm.kind == SlurmResult::Kind::hosts) {
                 ++identical_hosts;
                 // Folding the list as it is visited must equal compressing its expansion,
@@ -225,9 +249,16 @@ int run(const Options& options) {
             ++same;
         } else if (std::any_of(hosts.begin(), hosts.end(), [](const std::string& host) {
                        Emulation unused;
-                       return literal_2205(host, unused) != host;
+                       return literal_slurm(host, unused) != host;
                    })) {
-            compress_report.expected("host number above ULONG_MAX (22.05 re-prints it)",
+            compress_report.expected("host number above ULONG_MAX (Slurm re-prints it)",
+                                     joined,
+                                     "slurm: " + printable(theirs) +
+                                         "; tfslurm: " + printable(ours));
+        } else if (const SlurmResult back_in_slurm = interpret(scontrol.show("hostnames", theirs));
+                   back_in_slurm.kind != SlurmResult::Kind::hosts || back_in_slurm.hosts != hosts) {
+            compress_report.expected("Slurm's hostlist does not read back (a ',' in a group "
+                                     "behind a ']'), tfslurm's does",
                                      joined,
                                      "slurm: " + printable(theirs) +
                                          "; tfslurm: " + printable(ours));
@@ -245,7 +276,7 @@ int run(const Options& options) {
 
     const auto seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    std::cout << "scontrol: " << scontrol_path << ", " << seconds << " s\n";
+    std::cout << "scontrol: " << seconds << " s\n";
     const std::size_t unexpected = report.unexpected_count() + compress_report.unexpected_count();
     if (unexpected > 0) {
         std::cout << "FAIL: " << unexpected << " unexplained differences\n";

@@ -66,6 +66,15 @@ test::Result Scontrol::show(const std::string& what, const std::string& list) co
     return test::run({{m_path, "show", what, argument}, m_env, {}, k_scontrol_timeout});
 }
 
+std::string Scontrol::version() const {
+    const test::Result output = test::run({{m_path, "--version"}, m_env, {}, k_scontrol_timeout});
+    std::string text = output.out;
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) {
+        text.pop_back();
+    }
+    return text;
+}
+
 std::vector<std::string> split_lines(const std::string& text) {
     std::vector<std::string> lines;
     std::size_t start = 0;

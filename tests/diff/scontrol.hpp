@@ -41,6 +41,8 @@ class Scontrol {
     /// Runs scontrol (timeout: 3 s, then SIGKILL); throws std::system_error when it cannot be
     /// started.
     [[nodiscard]] test::Result show(const std::string& what, const std::string& list) const;
+    /// `scontrol --version`'s answer, e.g. `slurm 26.05.5`; "" when it gives none.
+    [[nodiscard]] std::string version() const;
 
   private:
     std::string m_path;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "emulate_2205.hpp"
+#include "emulate_slurm.hpp"
 
 #include "scontrol.hpp"
 
@@ -12,36 +12,7 @@
 
 namespace tfslurm::diff {
 
-std::vector<std::string> tokenize(const std::string& list) {
-    constexpr std::string_view k_separators = "\t, \n";
-    std::vector<std::string> tokens;
-    std::size_t pos = 0;
-    while (true) {
-        pos = list.find_first_not_of(k_separators, pos);
-        if (pos == std::string::npos) {
-            return tokens;
-        }
-        const std::size_t start = pos;
-        std::size_t scan = pos;
-        std::size_t end = pos;
-        while (true) {
-            end = std::min(list.find_first_of(k_separators, scan), list.size());
-            const std::size_t open = list.find('[', scan);
-            if (open == std::string::npos || open >= end) {
-                break;
-            }
-            const std::size_t close = list.find(']', open + 1);
-            if (close == std::string::npos) {
-                break;
-            }
-            scan = close + 1;
-        }
-        tokens.push_back(list.substr(start, end - start));
-        pos = end;
-    }
-}
-
-std::vector<std::string> tokenize_2205(const std::string& list, std::string_view separators) {
+std::vector<std::string> tokenize_slurm(const std::string& list, std::string_view separators) {
     std::vector<std::string> tokens;
     std::size_t pos = 0;
     while (true) {
@@ -76,7 +47,7 @@ std::vector<std::string> tokenize_2205(const std::string& list, std::string_view
     }
 }
 
-std::string literal_2205(const std::string& host, Emulation& emulation) {
+std::string literal_slurm(const std::string& host, Emulation& emulation) {
     std::size_t start = host.size();
     while (start > 0 && host[start - 1] >= '0' && host[start - 1] <= '9') {
         --start;
@@ -131,7 +102,7 @@ int group_depth(const std::string& token, std::size_t offset) {
     return -1;
 }
 
-/// The items of a group that 22.05 still emits before its MAX_PREFIX_CNT check fails.
+/// The items of a group that Slurm still emits before its MAX_PREFIX_CNT check fails.
 std::string items_within_prefix_limit(const std::string& group_text) {
     std::string kept;
     std::size_t total = 0;
@@ -158,9 +129,9 @@ std::size_t error_offset(const std::string& message) {
                                    : std::stoul(message.substr(at + std::strlen("at offset ")));
 }
 
-/// Hosts of a token without a suffix, the 22.05 way (one host may span lines: 22.05 does not
+/// Hosts of a token, Slurm's way (one host may span lines: 22.05 does not
 /// split at newlines). Returns false when the token makes the whole list invalid.
-bool expand_token_2205(std::string token, Emulation& emulation) {
+bool expand_token_slurm(std::string token, Emulation& emulation) {
     const bool has_newline = token.find('\n') != std::string::npos;
     if (has_newline) {
         // Keep the token one token: inside brackets '\v' (C whitespace like '\n', which
@@ -194,9 +165,9 @@ bool expand_token_2205(std::string token, Emulation& emulation) {
             emulation.complete = false;
             return false;
         }
-        // 22.05 keeps only the first prefix level's errors (`rc = MAX(rc, rc1)` drops the -1
-        // of deeper levels): an invalid range list there silently yields no host at all, and
-        // a group over MAX_PREFIX_CNT silently stops after its last range that fits.
+        // Slurm (22.05 to 26.05) keeps only the first prefix level's errors (`rc = MAX(rc, rc1)`
+        // drops the -1 of deeper levels): an invalid range list there silently yields no host at
+        // all, and a group over MAX_PREFIX_CNT silently stops after its last range that fits.
         const std::size_t offset = error_offset(error.what());
         const int depth = offset == std::string::npos ? -1 : group_depth(token, offset);
         if (depth < 2) {
@@ -215,33 +186,36 @@ bool expand_token_2205(std::string token, Emulation& emulation) {
             std::replace(truncated.begin(), truncated.end(), '\v', '\n');
             std::replace(truncated.begin(), truncated.end(), '~', '\n');
         }
-        return expand_token_2205(truncated, emulation);
+        return expand_token_slurm(truncated, emulation);
     }
 }
 
 } // namespace
 
-Emulation emulate_2205(const std::string& list) {
+Emulation emulate_slurm(const std::string& list, bool before_2302) {
     Emulation emulation;
-    const auto tokens = tokenize_2205(list, "\t, ");
-    emulation.tokenizer = tokenize_2205(list, "\t, \n") != tokenize(list);
+    const auto tokens = tokenize_slurm(list, before_2302 ? "\t, " : "\t, \n");
     for (const auto& token : tokens) {
         emulation.newline = emulation.newline || token.find('\n') != std::string::npos;
         const std::size_t open = token.rfind('[');
         std::string literal;
         if (open == std::string::npos) {
-            literal = literal_2205(token, emulation);
+            literal = literal_slurm(token, emulation);
         } else if (const std::size_t close = token.find(']', open + 1);
                    close == std::string::npos) {
+            if (!before_2302) {
+                emulation.valid = false;
+                return emulation;
+            }
             emulation.repaired = true;
-            literal = literal_2205(open > 0 ? token.substr(0, open) + "]" : token.substr(open + 1),
-                                   emulation);
-        } else if (close + 1 != token.size()) {
+            literal = literal_slurm(open > 0 ? token.substr(0, open) + "]" : token.substr(open + 1),
+                                    emulation);
+        } else if (close + 1 != token.size() && before_2302) {
             emulation.suffix = true;
             emulation.valid = false;
             return emulation;
         } else {
-            if (!expand_token_2205(token, emulation)) {
+            if (!expand_token_slurm(token, emulation)) {
                 emulation.valid = false;
                 return emulation;
             }
