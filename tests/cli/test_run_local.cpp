@@ -1223,10 +1223,11 @@ TEST_CASE("run: a trainer that starts after the checkpoint moment gets no signal
     const auto output = cli.output();
     INFO(output);
     CHECK(count(output, "done\n") == 1);
+    // However slow the machine, the job ends in under 50 s (30 s after the test started).
     CHECK_THAT(output,
                Catch::Matches("tfslurm: warning: rank 0 \\(worker:0\\): the job ends in "
-                              "(29|30)(\\.[0-9]+)? s, sooner than --checkpoint-before 50 after "
-                              "the trainer started: no checkpoint signal\n"
+                              "[1-4]?[0-9](\\.[0-9]+)? s, sooner than --checkpoint-before 50 "
+                              "after the trainer started: no checkpoint signal\n"
                               "done\n"));
     cli.check_nothing_left();
 }
