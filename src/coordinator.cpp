@@ -52,6 +52,10 @@ std::string host_list(const std::vector<std::string>& hosts) {
 
 } // namespace
 
+Millis straggler_window(Millis stall_timeout) {
+    return stall_timeout / 2;
+}
+
 std::string_view to_string(Verdict verdict) noexcept {
     switch (verdict) {
     case Verdict::none:
@@ -230,6 +234,8 @@ void Coordinator::exited(std::uint32_t rank, const protocol::Exit& exit, Clock::
         return;
     }
     state.reported = true;
+    state.progress_at.reset(); // an ended trainer makes no progress and is no straggler
+    state.straggling = false;
     state.status = exit.status;
     state.last_seen = now;
     if (StepEvent* event = record(EventKind::exited, rank)) {
@@ -338,6 +344,77 @@ void Coordinator::stalled(std::uint32_t rank, Millis silent, Clock::time_point n
     failure.detail = format_seconds(silent);
     failure.step_status = k_status_stalled;
     fail(std::move(failure), now);
+}
+
+void Coordinator::progressed(std::uint32_t rank, Millis idle, Clock::time_point now) {
+    if (rank >= m_ranks.size() || !m_ranks[rank].registered || m_ranks[rank].reported ||
+        !m_settings.run.stall_timeout) {
+        return;
+    }
+    RankState& state = m_ranks[rank];
+    state.last_seen = now;
+    // A peer's number: at most a year (no time point arithmetic overflows), never negative.
+    idle = std::clamp(idle, Millis{0}, Millis{std::chrono::hours{24 * 365}});
+    state.progress_at = now - idle;
+    if (state.straggling && idle < straggler_window(*m_settings.run.stall_timeout)) {
+        state.straggling = false; // the episode is over: a later one is told again
+        logger().info("{} makes progress again", rank_label(rank, m_settings.ranks[rank]));
+    }
+}
+
+// O(ranks) a tick, as the heartbeat check: at 10,000 ranks and 4 ticks a second, a few tens of
+// thousands of comparisons a second.
+void Coordinator::find_stragglers(Clock::time_point now) {
+    if (!m_settings.run.stall_timeout) {
+        return;
+    }
+    const Millis window = straggler_window(*m_settings.run.stall_timeout);
+    const auto& roles = m_settings.run.stall_roles;
+    std::size_t reporting = 0;
+    std::size_t progressing = 0;
+    std::optional<Role> only_role;
+    bool one_role = true;
+    const auto judged = [&](std::uint32_t rank) {
+        const RankState& state = m_ranks[rank];
+        return state.progress_at && !state.reported &&
+               std::find(roles.begin(), roles.end(), m_settings.ranks[rank].role) != roles.end();
+    };
+    for (std::uint32_t rank = 0; rank < m_ranks.size(); ++rank) {
+        if (!judged(rank)) {
+            continue;
+        }
+        ++reporting;
+        if (now - *m_ranks[rank].progress_at < window) {
+            ++progressing;
+        }
+        const Role role = m_settings.ranks[rank].role;
+        one_role = one_role && (!only_role || *only_role == role);
+        only_role = role;
+    }
+    if (progressing * 2 <= reporting) {
+        return; // most did not progress either: a phase of the step, not one straggler
+    }
+    const std::string_view whom = one_role && only_role == Role::worker ? "workers" : "ranks";
+    for (std::uint32_t rank = 0; rank < m_ranks.size(); ++rank) {
+        RankState& state = m_ranks[rank];
+        if (!judged(rank) || state.straggling || now - *state.progress_at < window) {
+            continue;
+        }
+        state.straggling = true;
+        const auto idle =
+            std::chrono::duration_cast<std::chrono::seconds>(now - *state.progress_at);
+        logger().warn("{} is straggling: no progress for {} while {} of {} {} progressed in the "
+                      "last {}",
+                      rank_label(rank, m_settings.ranks[rank]),
+                      format_seconds(Millis{idle}),
+                      progressing,
+                      reporting,
+                      whom,
+                      format_seconds(window));
+        if (StepEvent* event = record(EventKind::straggling, rank)) {
+            event->millis = Millis{idle};
+        }
+    }
 }
 
 void Coordinator::probed(std::uint32_t rank,
@@ -467,6 +544,9 @@ void Coordinator::tick(Clock::time_point now) {
                 break;
             }
         }
+    }
+    if (m_verdict == Verdict::none) {
+        find_stragglers(now);
     }
     if (m_verdict != Verdict::none) {
         forget_silent(now);

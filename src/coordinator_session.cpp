@@ -276,6 +276,8 @@ void CoordinatorServer::Impl::Session::dispatch(std::uint32_t rank,
         state.stalled(rank, Millis{static_cast<Millis::rep>(stall->silent_ms)}, now);
     } else if (const auto* probed = std::get_if<protocol::Probed>(&message)) {
         state.probed(rank, *probed, now);
+    } else if (const auto* progress = std::get_if<protocol::Progress>(&message)) {
+        state.progressed(rank, Millis{static_cast<Millis::rep>(progress->idle_ms)}, now);
     } else {
         throw errors::make(
             Errc::protocol,

@@ -59,7 +59,7 @@ void LabeledStream::read() {
             end(); // EOF: every writer is gone
             return;
         }
-        write(m_labeler.feed(std::string_view(m_buffer.data(), n)));
+        relay(std::string_view(m_buffer.data(), n));
         read();
     });
 }
@@ -88,7 +88,7 @@ void LabeledStream::drain(Millis wait) {
             end();
             return;
         }
-        write(m_labeler.feed(std::string_view(m_buffer.data(), static_cast<std::size_t>(got))));
+        relay(std::string_view(m_buffer.data(), static_cast<std::size_t>(got)));
     }
 }
 
@@ -98,7 +98,16 @@ void LabeledStream::end() {
     m_pipe.close(ignored);
 }
 
-void LabeledStream::write(const std::string& text) const {
+void LabeledStream::relay(std::string_view bytes) {
+    m_bytes += bytes.size();
+    if (m_prefix.empty()) {
+        write(bytes); // a plain relay: nothing held back, no change to the trainer's chunks
+    } else {
+        write(m_labeler.feed(bytes));
+    }
+}
+
+void LabeledStream::write(std::string_view text) const {
     // Blocking, like the trainer's own writes without --label: a reader that does not keep up
     // slows the writer down, nothing is dropped.
     std::size_t done = 0;

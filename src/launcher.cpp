@@ -25,6 +25,29 @@ Millis stall_sample_interval(Millis stall_timeout) {
     return std::clamp(stall_timeout / 10, Millis{100}, Millis{10000});
 }
 
+bool progressed(const ProgressSample& before,
+                const ProgressSample& after,
+                const std::vector<ProgressSource>& sources) noexcept {
+    return std::any_of(sources.begin(), sources.end(), [&](ProgressSource source) {
+        switch (source) {
+        case ProgressSource::cpu:
+            return before.cpu_ticks != after.cpu_ticks;
+        case ProgressSource::file:
+            return before.file_mtime_ns != after.file_mtime_ns;
+        case ProgressSource::output:
+            return before.output_bytes != after.output_bytes;
+        }
+        return false;
+    });
+}
+
+Millis straggler_report_interval(Millis stall_timeout, std::size_t ranks) {
+    // ~1,000 reports a second at most reach the coordinator: a few per millisecond of its one
+    // thread, whatever the step's size.
+    const Millis spread{static_cast<Millis::rep>(ranks)};
+    return std::max(std::clamp(stall_timeout / 10, Millis{1000}, Millis{60000}), spread);
+}
+
 LauncherMachine::LauncherMachine(LauncherSettings settings)
     : m_settings(std::move(settings)),
       m_self(m_settings.rank < m_settings.ranks.size() ? m_settings.ranks[m_settings.rank]
@@ -197,6 +220,7 @@ void LauncherMachine::trainer_started(Clock::time_point now) {
     if (m_settings.run.stall_timeout && judged_for_stalls()) {
         m_actions.emplace_back(action::ArmTimer{
             LauncherTimer::stall, now + stall_sample_interval(*m_settings.run.stall_timeout)});
+        m_actions.emplace_back(action::ArmTimer{LauncherTimer::report, now + report_interval()});
     }
     if (m_settings.job_end && m_settings.run.checkpoint_before) {
         arm_checkpoint(now);
@@ -391,6 +415,15 @@ void LauncherMachine::timer_fired(LauncherTimer timer, Clock::time_point now) {
     case LauncherTimer::checkpoint:
         send_checkpoint(now);
         return;
+    case LauncherTimer::report:
+        if (watching_progress()) {
+            const auto idle = std::chrono::duration_cast<Millis>(now - m_last_progress);
+            send(protocol::Progress{
+                static_cast<std::uint64_t>(std::max(idle.count(), Millis::rep{0}))});
+            m_actions.emplace_back(
+                action::ArmTimer{LauncherTimer::report, now + report_interval()});
+        }
+        return;
     }
 }
 
@@ -420,7 +453,7 @@ void LauncherMachine::progress_sampled(const ProgressSample& sample, Clock::time
     if (!watching_progress()) {
         return;
     }
-    if (!m_sample || *m_sample != sample) {
+    if (!m_sample || progressed(*m_sample, sample, m_settings.run.stall_progress)) {
         m_sample = sample;
         m_last_progress = now;
     }
@@ -430,10 +463,9 @@ void LauncherMachine::progress_sampled(const ProgressSample& sample, Clock::time
             LauncherTimer::stall, now + stall_sample_interval(*m_settings.run.stall_timeout)});
         return;
     }
-    // Whole seconds: the silence is only known to a sampling interval anyway.
-    m_stall = silent >= std::chrono::seconds{1}
-                  ? Millis{std::chrono::duration_cast<std::chrono::seconds>(silent)}
-                  : silent;
+    // The stall timeout it went past, not the silence measured: that one is only known to a
+    // sampling interval (later on a loaded node), and the line naming the rank must not vary.
+    m_stall = *m_settings.run.stall_timeout;
     logger().warn("{}: no progress for {}: the trainer is stuck; asking for its stack traces "
                   "(signal {} ({})), aborting the step {} later",
                   label(),
@@ -457,6 +489,17 @@ bool LauncherMachine::judged_for_stalls() const noexcept {
     return m_settings.rank >= m_settings.ranks.size() ||
            std::find(roles.begin(), roles.end(), m_settings.ranks[m_settings.rank].role) !=
                roles.end();
+}
+
+bool LauncherMachine::counts_output() const noexcept {
+    const auto& sources = m_settings.run.stall_progress;
+    return m_settings.run.stall_timeout && judged_for_stalls() &&
+           std::find(sources.begin(), sources.end(), ProgressSource::output) != sources.end();
+}
+
+Millis LauncherMachine::report_interval() const {
+    return straggler_report_interval(m_settings.run.stall_timeout.value_or(Millis{0}),
+                                     m_settings.ranks.size());
 }
 
 void LauncherMachine::report_stall() {

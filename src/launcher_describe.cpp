@@ -32,6 +32,8 @@ std::string_view to_string(LauncherTimer timer) noexcept {
         return "restart";
     case LauncherTimer::checkpoint:
         return "checkpoint";
+    case LauncherTimer::report:
+        return "report";
     }
     return "heartbeat";
 }

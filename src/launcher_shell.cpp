@@ -303,8 +303,11 @@ void LauncherShell::perform(const LauncherAction& action) {
         }
         signal_group(m_pid, signal->signo);
     } else if (std::holds_alternative<action::SampleProgress>(action)) {
-        m_machine.progress_sampled(
-            {detail::tree_cpu_ticks(m_pid), detail::mtime_ns(m_progress_file)}, Clock::now());
+        ProgressSample sample{detail::tree_cpu_ticks(m_pid), detail::mtime_ns(m_progress_file)};
+        for (const auto* stream : {m_stdout.get(), m_stderr.get()}) {
+            sample.output_bytes += stream != nullptr ? stream->bytes() : 0;
+        }
+        m_machine.progress_sampled(sample, Clock::now());
     } else if (const auto* arm_action = std::get_if<action::ArmTimer>(&action)) {
         arm(arm_action->timer, arm_action->at);
     } else if (const auto* cancel = std::get_if<action::CancelTimer>(&action)) {
@@ -481,28 +484,37 @@ pid_t LauncherShell::spawn_trainer(SpawnRequest& request) {
     open_output_files();
     const int out = m_output_fd >= 0 ? m_output_fd : STDOUT_FILENO;
     const int err = m_error_fd >= 0 ? m_error_fd : STDERR_FILENO;
-    if (!m_options.run.label) {
-        request.stdout_fd = m_output_fd;
-        request.stderr_fd = m_error_fd;
-        return spawn_process(request);
-    }
-    if (!m_stdout) {
-        const std::string prefix = fmt::format("{}: ", m_rank);
+    const bool label = m_options.run.label;
+    // Output as progress without --label: the same bytes through a plain relay that counts
+    // them. A terminal stays the trainer's own: through a pipe its buffering would change
+    // (Python buffers a pipe by blocks), so output to a terminal does not count.
+    const bool relay_out = label || (m_machine.counts_output() && ::isatty(out) == 0);
+    const bool relay_err = label || (m_machine.counts_output() && ::isatty(err) == 0);
+    const std::string prefix = label ? fmt::format("{}: ", m_rank) : std::string();
+    if (relay_out && !m_stdout) {
         m_stdout = std::make_unique<LabeledStream>(m_io, out, prefix);
+    }
+    if (relay_err && !m_stderr) {
         m_stderr = std::make_unique<LabeledStream>(m_io, err, prefix);
     }
-    request.stdout_fd = m_stdout->open();
-    request.stderr_fd = m_stderr->open();
+    request.stdout_fd = relay_out ? m_stdout->open() : m_output_fd;
+    request.stderr_fd = relay_err ? m_stderr->open() : m_error_fd;
+    const auto start_relays = [&] {
+        if (relay_out) {
+            m_stdout->start(); // closes our write end
+        }
+        if (relay_err) {
+            m_stderr->start();
+        }
+    };
     pid_t pid = 0;
     try {
         pid = spawn_process(request);
     } catch (...) {
-        m_stdout->start(); // closes our write ends
-        m_stderr->start();
+        start_relays();
         throw;
     }
-    m_stdout->start();
-    m_stderr->start();
+    start_relays();
     return pid;
 }
 

@@ -319,6 +319,7 @@ struct Encoder {
         }
     }
     void operator()(const Go& /*unused*/) const {}
+    void operator()(const Progress& m) const { out["idle_ms"] = m.idle_ms; }
 };
 
 /// `cluster`: node names as in a hostlist (printable, no quotes), IP literals as addresses.
@@ -512,13 +513,16 @@ Message decode_object(const Fields& f, std::string_view type, std::string_view p
     if (type == "go") {
         return Go{};
     }
+    if (type == "progress") {
+        return Progress{f.integer<std::uint64_t>("idle_ms")};
+    }
     fail(fmt::format("unknown message type \"{}\"", type), payload);
 }
 
 } // namespace
 
 std::string_view type_name(const Message& message) noexcept {
-    constexpr std::array<std::string_view, 15> k_names{"challenge",
+    constexpr std::array<std::string_view, 16> k_names{"challenge",
                                                        "hello",
                                                        "welcome",
                                                        "reject",
@@ -532,7 +536,8 @@ std::string_view type_name(const Message& message) noexcept {
                                                        "restart",
                                                        "relay",
                                                        "probed",
-                                                       "go"};
+                                                       "go",
+                                                       "progress"};
     static_assert(std::variant_size_v<Message> == k_names.size());
     return k_names.at(message.index());
 }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <string_view>
 #include <unordered_map>
 
@@ -73,6 +74,47 @@ std::vector<Role> parse_stall_roles(std::string_view text, std::string_view subj
         return {Role::chief, Role::evaluator, Role::ps, Role::worker};
     }
     return parse_role_set(text, subject, [](Role) {});
+}
+
+std::string_view to_string(ProgressSource source) noexcept {
+    switch (source) {
+    case ProgressSource::cpu:
+        return "cpu";
+    case ProgressSource::file:
+        return "file";
+    case ProgressSource::output:
+        return "output";
+    }
+    return "cpu";
+}
+
+std::vector<ProgressSource> parse_stall_progress(std::string_view text, std::string_view subject) {
+    constexpr std::array<ProgressSource, 3> k_all{
+        ProgressSource::cpu, ProgressSource::file, ProgressSource::output};
+    if (text == "all") {
+        return {k_all.begin(), k_all.end()};
+    }
+    std::vector<ProgressSource> sources;
+    std::string_view rest = text;
+    while (true) {
+        const auto comma = rest.find(',');
+        const std::string_view item = rest.substr(0, comma);
+        const auto* found = std::find_if(
+            k_all.begin(), k_all.end(), [item](ProgressSource s) { return to_string(s) == item; });
+        if (item.empty() || found == k_all.end()) {
+            throw errors::invalid_argument(subject,
+                                           "expected a comma list of cpu, file and output, or all",
+                                           text,
+                                           "e.g. cpu,file,output");
+        }
+        if (std::find(sources.begin(), sources.end(), *found) == sources.end()) {
+            sources.push_back(*found);
+        }
+        if (comma == std::string_view::npos) {
+            return sources;
+        }
+        rest.remove_prefix(comma + 1);
+    }
 }
 
 std::vector<Role> parse_restart_roles(std::string_view text, std::string_view subject) {

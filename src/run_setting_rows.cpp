@@ -87,9 +87,9 @@ std::vector<SettingSpec> run_setting_rows() {
          "",
          K::value,
          G::launcher,
-         "Seconds without progress (CPU time of the trainer's processes, or a touch of "
-         "TFSLURM_PROGRESS_FILE) after which a trainer is stuck and the step aborts (default: "
-         "never)",
+         "Seconds without progress (CPU time of the trainer's processes, a touch of "
+         "TFSLURM_PROGRESS_FILE, or its output with --stall-progress) after which a trainer is "
+         "stuck and the step aborts (default: never); rank 0 warns of a straggler halfway",
          [](SettingValues& v, std::string_view s) {
              v.run.stall_timeout = parse_seconds(s, "stall_timeout");
          }},
@@ -108,6 +108,21 @@ std::vector<SettingSpec> run_setting_rows() {
          },
          {},
          "worker chief evaluator ps all"},
+        {"stall_progress",
+         "TFSLURM_STALL_PROGRESS",
+         "--stall-progress",
+         "LIST",
+         "",
+         K::list,
+         G::launcher,
+         "What counts as a trainer's progress for --stall-timeout: a comma list of cpu (its "
+         "processes' CPU time), file (a touch of TFSLURM_PROGRESS_FILE), output (bytes it writes "
+         "on stdout or stderr), or all (default cpu,file)",
+         [](SettingValues& v, std::string_view s) {
+             v.run.stall_progress = parse_stall_progress(s, setting_ref("stall_progress"));
+         },
+         {},
+         "cpu file output all"},
         {"stall_signal",
          "TFSLURM_STALL_SIGNAL",
          "--stall-signal",

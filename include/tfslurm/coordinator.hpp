@@ -58,6 +58,11 @@ struct Outgoing {
     protocol::Message message;
 };
 
+/// The straggler window of a stall timeout: half of it. A judged rank straggles when it made
+/// no progress for the window while most judged ranks did (Coordinator, Stragglers). Input:
+/// 60 s. Output: 30 s.
+[[nodiscard]] Millis straggler_window(Millis stall_timeout);
+
 /// The coordinator's state machine. Pure: the caller feeds events with the current time and
 /// sends what take_outgoing() returns. Rules:
 ///
@@ -94,6 +99,17 @@ struct Outgoing {
 ///   as seen by the lowest rank that failed to reach it. Waiting for every report makes the
 ///   line the same whichever report comes first, and names the likely culprit (a node cut off
 ///   fails everyone's probes towards it) rather than whoever timed out first.
+/// - Stragglers (with a stall timeout): launchers of judged ranks report how long ago their
+///   trainer last made progress (progressed(), every straggler_report_interval()); a rank's last
+///   progress is then the report's time minus that age. At each tick before the verdict, among
+///   the judged ranks whose trainer runs and reported (its exit ends its reports; a restart
+///   starts them again), those whose last progress is within straggler_window() progressed;
+///   a rank that did not straggles when the ranks that progressed are more than half of them
+///   (the straggler counted: 2 of 3, 3 of 5; never with 2 ranks). One warning per episode,
+///   naming the rank, its host and how long it made no progress, plus a `straggling` event; the
+///   episode ends when a report shows progress within the window again (a later straggle warns
+///   again). A warning only: the stall timeout still decides the abort, later (the window is
+///   half of it).
 /// - A rank registering after the verdict gets the verdict at once. A second registration of a
 ///   rank, a rank out of range or a role that differs from the plan is rejected (admit()); a
 ///   second exit report is ignored (and logged).
@@ -129,6 +145,9 @@ class Coordinator {
                          std::string_view why = "connection closed");
     /// `rank`'s trainer made no progress for `silent` (protocol::Stall).
     void stalled(std::uint32_t rank, Millis silent, Clock::time_point now);
+    /// `rank`'s trainer last made progress `idle` ago (protocol::Progress), for the straggler
+    /// rule (tick() applies it).
+    void progressed(std::uint32_t rank, Millis idle, Clock::time_point now);
     /// `rank`'s reachability probe is over (protocol::Probed; failures empty: it reached all).
     void probed(std::uint32_t rank, const protocol::Probed& probed, Clock::time_point now);
     void tick(Clock::time_point now);
@@ -169,6 +188,10 @@ class Coordinator {
         std::uint32_t restarts = 0;                    ///< restarts granted to this rank
         bool probed = false;                           ///< its `probed` came
         std::vector<protocol::ProbeFailure> unreached; ///< what its probe could not reach
+        /// Its trainer's last progress, from its last `progress`; nullopt: no report since
+        /// its start (or it exited).
+        std::optional<Clock::time_point> progress_at;
+        bool straggling = false; ///< warned of, and no progress since
     };
 
     [[nodiscard]] bool is_training(Role role) const noexcept;
@@ -177,6 +200,8 @@ class Coordinator {
     [[nodiscard]] protocol::Failure failure_of(std::uint32_t rank) const;
     [[nodiscard]] std::optional<protocol::Message> verdict_message() const;
     void forget_silent(Clock::time_point now);
+    /// The straggler rule, at a tick.
+    void find_stragglers(Clock::time_point now);
     void update_finished(Clock::time_point now);
     void send_cluster();
     void end_probe(Clock::time_point now);

@@ -19,7 +19,7 @@
 /// | `restarted`  | `restart` (its n-th restart)                                    |
 /// | `lost`       | `why` (`connection closed`, `no heartbeat for 10 s`)            |
 /// | `stalled`    | `silent_ms`                                                     |
-/// | `straggling` | `behind_ms` (read; not written yet: stragglers are not detected) |
+/// | `straggling` | `behind_ms` (no progress for this long while most ranks progressed) |
 /// | `checkpoint` | `signal` (sent to the trainers ahead of the time limit)         |
 /// | `requeue`    | `job`, `excluded` (hosts left out), `why`                       |
 /// | `verdict`    | `verdict` (done, interrupted, aborted), `status`, `why`         |

@@ -55,14 +55,19 @@ struct LauncherSettings {
 };
 
 /// What tells that a trainer is alive, read by the shell: the CPU time of every process of
-/// the trainer's tree (its PID namespace) and the modification time of its progress file.
-/// Any change between two samples is progress.
+/// the trainer's tree (its PID namespace), the modification time of its progress file and the
+/// bytes of its output the launcher relayed. A change between two samples of a source that
+/// `stall_progress` names is progress (progressed()).
 struct ProgressSample {
     std::uint64_t cpu_ticks = 0;    ///< user + system time, children's included, in clock ticks
     std::int64_t file_mtime_ns = 0; ///< the progress file's mtime; 0 when there is none
+    /// The trainer's stdout and stderr bytes relayed so far (only counted when the machine
+    /// counts_output()); it only grows, across restarts too.
+    std::uint64_t output_bytes = 0;
 
     friend bool operator==(const ProgressSample& a, const ProgressSample& b) noexcept {
-        return a.cpu_ticks == b.cpu_ticks && a.file_mtime_ns == b.file_mtime_ns;
+        return a.cpu_ticks == b.cpu_ticks && a.file_mtime_ns == b.file_mtime_ns &&
+               a.output_bytes == b.output_bytes;
     }
     friend bool operator!=(const ProgressSample& a, const ProgressSample& b) noexcept {
         return !(a == b);
@@ -72,6 +77,21 @@ struct ProgressSample {
 /// How often a trainer's progress is sampled: a tenth of the stall timeout, within
 /// [100 ms, 10 s]. Input: 60 s. Output: 6 s.
 [[nodiscard]] Millis stall_sample_interval(Millis stall_timeout);
+
+/// Whether `after` is progress since `before`: a source of `sources` changed. Other sources
+/// are ignored (a trainer spinning on a lock uses CPU time; with `output,file` that is no
+/// progress). Input: {cpu 5, file 0, output 10} -> {cpu 5, file 0, output 12}, {output}.
+/// Output: true; with {cpu, file}: false.
+[[nodiscard]] bool progressed(const ProgressSample& before,
+                              const ProgressSample& after,
+                              const std::vector<ProgressSource>& sources) noexcept;
+
+/// How often a launcher whose trainer is judged reports its progress to the coordinator
+/// (protocol::Progress, for the straggler rule): a tenth of the stall timeout within [1 s,
+/// 60 s], and never more often than every `ranks` milliseconds, so that the coordinator gets at
+/// most about 1,000 reports a second however many ranks the step has. Input: 60 s, 64 ranks.
+/// Output: 6 s. Input: 60 s, 10,000 ranks. Output: 10 s.
+[[nodiscard]] Millis straggler_report_interval(Millis stall_timeout, std::size_t ranks);
 
 /// Who a signal was meant for, told by its sender.
 enum class SignalOrigin {
@@ -114,19 +134,20 @@ inline constexpr std::size_t k_probe_sample = 16;
 
 /// The timers the shell keeps for the machine; each firing is fed back with timer_fired().
 enum class LauncherTimer {
-    heartbeat, ///< send the next heartbeat
-    watch,     ///< check the coordinator's silence (every tick_interval(heartbeat_timeout))
-    grace,     ///< SIGKILL a stopped trainer that is still running
-    close,     ///< stop waiting for the coordinator's EOF after our half-close
-    settle,    ///< report a trainer killed by SIGTERM/SIGINT that no signal of ours explains
-    stall,     ///< sample the trainer's progress; once stuck: report it (stall grace over)
-    restart,   ///< start the trainer again (`restart`), after the back-off
-    checkpoint ///< the job's end is `checkpoint_before` away: send the checkpoint signal
+    heartbeat,  ///< send the next heartbeat
+    watch,      ///< check the coordinator's silence (every tick_interval(heartbeat_timeout))
+    grace,      ///< SIGKILL a stopped trainer that is still running
+    close,      ///< stop waiting for the coordinator's EOF after our half-close
+    settle,     ///< report a trainer killed by SIGTERM/SIGINT that no signal of ours explains
+    stall,      ///< sample the trainer's progress; once stuck: report it (stall grace over)
+    restart,    ///< start the trainer again (`restart`), after the back-off
+    checkpoint, ///< the job's end is `checkpoint_before` away: send the checkpoint signal
+    report      ///< send the trainer's progress age (`progress`), for the straggler rule
 };
 
 /// How many LauncherTimer values there are (the last one + 1): the shell keeps one timer each.
 inline constexpr std::size_t k_launcher_timer_count =
-    static_cast<std::size_t>(LauncherTimer::checkpoint) + 1;
+    static_cast<std::size_t>(LauncherTimer::report) + 1;
 
 /// How long a launcher holds the exit report of a trainer killed by SIGTERM or SIGINT, waiting
 /// for that signal to reach the launcher too: Slurm signals every process of a step at once, and
@@ -234,9 +255,14 @@ using LauncherAction = std::variant<launcher_action::Send,
 ///   stall_sample_interval() while it runs and no verdict, loss or signal of ours came; a
 ///   sample that differs from the previous one is progress. No progress for stall_timeout:
 ///   `stall_signal` to the trainer's group (a Python trainer prints its stack traces), then,
-///   when the trainer ends or `stall_grace` later, whichever comes first, `stall` (the silence,
-///   in whole seconds from 1 s on) is sent before any exit report: the coordinator aborts the step
-///   naming this rank.
+///   when the trainer ends or `stall_grace` later, whichever comes first, `stall` (the stall
+///   timeout it went past: the measured silence depends on sampling and load) is sent before any
+///   exit report: the coordinator aborts the step naming this rank.
+/// - Progress sources (`stall_progress`): a sample is progress when a source it names changed
+///   (progressed()); the trainer's output is counted by the shell only when counts_output().
+/// - Progress reports (with a stall_timeout, a judged role): while the progress is watched,
+///   every straggler_report_interval() from the trainer's start, `progress` tells the
+///   coordinator how long ago the trainer last made progress (to a sampling interval).
 /// - Probe (`probe`): where the trainer would be started first (after `welcome`, or `cluster`
 ///   with the address exchange), ProbePeers is asked instead, with probe_targets(); its result
 ///   (probe_finished()) is sent as `probed`, and the trainer starts once `go` comes. A verdict
@@ -291,6 +317,10 @@ class LauncherMachine {
     /// Actions to perform, in order; clears the queue.
     [[nodiscard]] std::vector<LauncherAction> take_actions();
 
+    /// Whether the shell must count the trainer's output as progress (stall_timeout set, this
+    /// rank's role judged, `output` in stall_progress).
+    [[nodiscard]] bool counts_output() const noexcept;
+
     [[nodiscard]] bool trainer_running() const noexcept {
         return m_trainer == TrainerState::running;
     }
@@ -317,6 +347,8 @@ class LauncherMachine {
     [[nodiscard]] bool watching_progress() const noexcept;
     /// Whether this rank's role is one `stall_roles` judges.
     [[nodiscard]] bool judged_for_stalls() const noexcept;
+    /// straggler_report_interval() of this step.
+    [[nodiscard]] Millis report_interval() const;
     /// The checkpoint timer, when the trainer starts: none (a warning) once it is too late.
     void arm_checkpoint(Clock::time_point now);
 

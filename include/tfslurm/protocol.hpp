@@ -260,6 +260,13 @@ struct Abort {
     Failure failure;
 };
 
+/// Launcher -> coordinator, only with a stall timeout and while a judged trainer runs, every
+/// straggler_report_interval(): my trainer last made progress `idle_ms` ago. The coordinator
+/// compares the ranks' reports to name a straggler (Coordinator::progressed()).
+struct Progress {
+    std::uint64_t idle_ms = 0;
+};
+
 using Message = std::variant<Challenge,
                              Hello,
                              Welcome,
@@ -274,7 +281,8 @@ using Message = std::variant<Challenge,
                              Restart,
                              Relay,
                              Probed,
-                             Go>;
+                             Go,
+                             Progress>;
 
 /// The `"type"` of a message, e.g. `"hello"`.
 [[nodiscard]] std::string_view type_name(const Message& message) noexcept;

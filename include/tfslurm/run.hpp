@@ -57,6 +57,22 @@ struct RestartPolicy {
 ///         role.
 [[nodiscard]] std::vector<Role> parse_stall_roles(std::string_view text, std::string_view subject);
 
+/// What tells that a trainer is alive (the `stall_progress` setting): the CPU time of its
+/// processes, a touch of its progress file (TFSLURM_PROGRESS_FILE), its own output (bytes on
+/// its stdout or stderr, as the launcher relays them).
+enum class ProgressSource { cpu, file, output };
+
+/// `cpu`, `file`, `output`.
+[[nodiscard]] std::string_view to_string(ProgressSource source) noexcept;
+
+/// Parse `stall_progress`: a comma list of cpu, file and output, each once, or `all`.
+/// Input: `output,file`. Output: {output, file}. Input: `all`. Output: {cpu, file, output}.
+/// \throws Error (Errc::invalid_argument) naming `subject`, for an empty list or an unknown
+///         source: `--stall-progress: expected a comma list of cpu, file and output, or all:
+///         "disk"`.
+[[nodiscard]] std::vector<ProgressSource> parse_stall_progress(std::string_view text,
+                                                               std::string_view subject);
+
 /// Parse `restart_roles`: a comma list of worker, chief and evaluator.
 /// Input: `worker,chief`. Output: {worker, chief}.
 /// \throws Error (Errc::invalid_argument) naming `subject`, for an empty list, an unknown role

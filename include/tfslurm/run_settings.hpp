@@ -36,6 +36,9 @@ struct RunSettings {
     /// `stall_roles`: the roles whose trainers stall_timeout judges (default: all but ps, which
     /// may rightly sit idle between requests).
     std::vector<Role> stall_roles{Role::chief, Role::evaluator, Role::worker};
+    /// `stall_progress`: what counts as a trainer's progress (default: its CPU time and its
+    /// progress file; its output only when asked for).
+    std::vector<ProgressSource> stall_progress{ProgressSource::cpu, ProgressSource::file};
     int stall_signal = SIGABRT;  ///< `stall_signal`: asks a stuck trainer for its stack traces
     Millis stall_grace{5000};    ///< `stall_grace`: the stall signal to the step's abort
     Probe probe = Probe::off;    ///< `probe`

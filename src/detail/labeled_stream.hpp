@@ -4,6 +4,8 @@
 /// \file
 /// `--label`: one of the trainer's output streams through a pipe that the launcher reads on its
 /// event loop and writes to its own stdout or stderr with every line labelled (LineLabeler).
+/// Without a prefix (`--stall-progress output` without `--label`), the bytes pass through as
+/// they come, in the same chunks, nothing held back. Either way it counts the bytes read.
 
 #include "detail/line_labeler.hpp"
 
@@ -13,13 +15,16 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 
 #include <array>
+#include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace tfslurm::detail {
 
 class LabeledStream {
   public:
-    /// `target`: where the labelled lines go (STDOUT_FILENO or STDERR_FILENO).
+    /// `target`: where the labelled lines go (STDOUT_FILENO, STDERR_FILENO or a file);
+    /// `prefix` empty: no label, a plain relay.
     LabeledStream(boost::asio::io_context& io, int target, std::string prefix)
         : m_pipe(io), m_target(target), m_prefix(std::move(prefix)), m_labeler(m_prefix) {}
     LabeledStream(const LabeledStream&) = delete;
@@ -35,17 +40,22 @@ class LabeledStream {
     /// the end the incomplete last line is written too. Called when the trainer ended, so
     /// that its last lines come before the launcher's, and before the launcher exits.
     void drain(Millis wait);
+    /// The bytes read from the trainer so far, over every pipe open() made.
+    [[nodiscard]] std::uint64_t bytes() const noexcept { return m_bytes; }
 
   private:
     void read();
     void end();
-    void write(const std::string& text) const;
+    /// Count `bytes` and write them, labelled unless the prefix is empty.
+    void relay(std::string_view bytes);
+    void write(std::string_view text) const;
 
     boost::asio::posix::stream_descriptor m_pipe;
     int m_write_end = -1;
     int m_target;
     std::string m_prefix;
     LineLabeler m_labeler;
+    std::uint64_t m_bytes = 0;
     std::array<char, 65536> m_buffer{};
 };
 

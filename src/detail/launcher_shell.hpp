@@ -137,7 +137,8 @@ class LauncherShell {
     void perform(const LauncherAction& action);
     void arm(LauncherTimer which, Clock::time_point at);
     void start_trainer(std::uint32_t restart);
-    /// spawn_process(), with `label`: through pipes read by m_stdout and m_stderr.
+    /// spawn_process(), with `label` or the output counted as progress (counts_output(), not on
+    /// a terminal): through pipes read by m_stdout and m_stderr.
     pid_t spawn_trainer(SpawnRequest& request);
     void start_probe(const std::vector<ProbeTarget>& targets);
     void prepare_stall_watch();

@@ -897,9 +897,18 @@ TEST_CASE("run: --stall-roles takes roles or all", "[run][stall]") {
                           "evaluator: \"boss\"\n");
 }
 
+TEST_CASE("run: --stall-progress takes cpu, file, output or all", "[run][stall]") {
+    const std::string value = GENERATE(as<std::string>{}, "cpu,disk", "output,", "all,cpu");
+    Cli cli({"run", "--local", "1", "--stall-progress", value, "--", "true"});
+    CHECK(cli.wait() == exit_status(Errc::invalid_argument));
+    CHECK(cli.output() == "tfslurm: error: --stall-progress: expected a comma list of cpu, file "
+                          "and output, or all: \"" +
+                              value + "\"\ntfslurm: hint: e.g. cpu,file,output\n");
+}
+
 TEST_CASE("run: --output and --error give each rank's trainer files of its own", "[run][output]") {
     TempDir dir;
-    const std::string script = "echo \"out $TFSLURM_RANK\"; echo \"err $TFSLURM_RANK\" >&2";
+    const std::string script = R"(echo "out $TFSLURM_RANK"; echo "err $TFSLURM_RANK" >&2)";
     SECTION("stdout and stderr to one file per rank, by pattern") {
         Cli cli(
             local(2, 82, {"--output", dir.path + "/%j.%s-%R%i-%2r.log", "--", "sh", "-c", script}));

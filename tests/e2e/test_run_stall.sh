@@ -5,7 +5,8 @@
 # touch of its progress file) prints its threads' stack traces (faulthandler, through the stall
 # signal SIGABRT and PYTHONFAULTHANDLER set by tfslurm run), the step aborts with status 9 and
 # one line naming the stuck rank, its host and its silence; trainers that report progress by
-# touching TFSLURM_PROGRESS_FILE or by using CPU time are not stopped. Ranks that never
+# touching TFSLURM_PROGRESS_FILE or by using CPU time are not stopped. The line names the stall
+# timeout, whatever the sampling or the machine's load (no timing assertion here). Ranks that never
 # register are all named, as rank ranges and a hostlist.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -32,12 +33,11 @@ else:
 PY
 rc=0
 start=$SECONDS
-# (not run_bounded: the bound is checked below, and srun's own status is the point)
-out=$(timeout -k 5 90 srun -N3 --ntasks-per-node=1 "$E2E_TFSLURM" run --ps 1 --auth munge \
+# (not run_bounded: srun's own status is the point). No bound on the time it takes: a step
+# that does not end is cut by the timeout (status 124, not 9).
+out=$(timeout -k 5 180 srun -N3 --ntasks-per-node=1 "$E2E_TFSLURM" run --ps 1 --auth munge \
     --grace 3 --stall-timeout 3 --stall-grace 3 -- "$python" "$dir/stall.py" 2>&1) || rc=$?
-# stall-timeout + sampling + stall grace + grace, with a wide margin for a loaded machine
-((SECONDS - start < 60)) || fail "the step did not end after the stall"$'\n'"$out"
-assert_eq 9 "$rc" "srun reports a stuck rank"$'\n'"$out"
+assert_eq 9 "$rc" "srun reports a stuck rank (124: the step did not end)"$'\n'"$out"
 line="tfslurm: error: aborting: rank 2 (worker:1) on n3 is stuck: no progress for 3 s"
 assert_eq 1 "$(grep -cF "$line" <<<"$out")" "one line names the stuck rank"$'\n'"$out"
 assert_eq 1 "$(grep -c 'tfslurm: error' <<<"$out")" "one line per failure"$'\n'"$out"

@@ -77,11 +77,11 @@ ExitStatus status_of(const std::string& kind, int value) {
 
 /// Feed one event, written as in the tables: `welcome [<address>:<port>]`, `start due`, `started`,
 /// `failed 7 <error>`, `exited N`, `killed N`, `heartbeat`, `stop done`, `stop signal R S [whole]`,
-/// `abort` (rank 3 exited 3), `abort stall` (rank 2 stuck), `sample <cpu> <mtime>` (a progress
-/// sample), `unexpected welcome`, `eof`, `lost <reason>`, `written`, `signal N` (sent to the
-/// launcher alone), `step signal N` (from slurmstepd, to every process of the step),
-/// `cluster` (n1 and n2's addresses), `restart N LIMIT`, `timer
-/// heartbeat|watch|grace|close|settle|stall|restart|checkpoint`, `server finished`, `go`,
+/// `abort` (rank 3 exited 3), `abort stall` (rank 2 stuck), `sample <cpu> <mtime> [<output>]` (a
+/// progress sample; output bytes 0 unless given), `unexpected welcome`, `eof`, `lost <reason>`,
+/// `written`, `signal N` (sent to the launcher alone), `step signal N` (from slurmstepd, to every
+/// process of the step), `cluster` (n1 and n2's addresses), `restart N LIMIT`, `timer
+/// heartbeat|watch|grace|close|settle|stall|restart|checkpoint|report`, `server finished`, `go`,
 /// `probe ok|fail` (the probe's end; fail: rank 0 at 10.1.0.1:23000 timed out).
 void feed(LauncherMachine& m, const std::string& event, Clock::time_point now) {
     std::istringstream in(event);
@@ -127,8 +127,10 @@ void feed(LauncherMachine& m, const std::string& event, Clock::time_point now) {
     } else if (word == "sample") {
         long long cpu = 0;
         long long mtime = 0;
-        in >> cpu >> mtime;
-        m.progress_sampled({static_cast<std::uint64_t>(cpu), mtime}, now);
+        long long output = 0;
+        in >> cpu >> mtime >> output;
+        m.progress_sampled(
+            {static_cast<std::uint64_t>(cpu), mtime, static_cast<std::uint64_t>(output)}, now);
     } else if (word == "unexpected") {
         m.received(protocol::Welcome{4, {}}, now);
     } else if (word == "eof") {
@@ -153,6 +155,7 @@ void feed(LauncherMachine& m, const std::string& event, Clock::time_point now) {
                            : text == "stall"      ? LauncherTimer::stall
                            : text == "restart"    ? LauncherTimer::restart
                            : text == "checkpoint" ? LauncherTimer::checkpoint
+                           : text == "report"     ? LauncherTimer::report
                                                   : LauncherTimer::close;
         m.timer_fired(timer, now);
     } else if (word == "server") {
@@ -185,6 +188,8 @@ std::vector<std::string> render(const std::vector<LauncherAction>& actions) {
             out.push_back("send stall " + std::to_string(stall->silent_ms));
         } else if (const auto* probed = std::get_if<protocol::Probed>(&send->message)) {
             out.push_back(fmt::format("send probed {} failed", probed->failures.size()));
+        } else if (const auto* progress = std::get_if<protocol::Progress>(&send->message)) {
+            out.push_back(fmt::format("send progress {}", progress->idle_ms));
         } else if (const auto* interrupt = std::get_if<protocol::Interrupt>(&send->message)) {
             out.push_back("send interrupt " + std::to_string(interrupt->signal) +
                           (interrupt->whole_step ? " whole step" : ""));
@@ -853,7 +858,7 @@ TEST_CASE("launcher: a trainer without progress for the stall timeout is asked f
              {
                  {0, "welcome", k_registered},
                  {0, "start due", {"start trainer"}},
-                 {0, "started", {"arm stall 1000"}},
+                 {0, "started", {"arm stall 1000", "arm report 1000"}},
                  {1000, "timer stall", {"sample progress"}},
                  {1000, "sample 5 0", {"arm stall 2000"}},
                  // CPU time used: progress at 2 s.
@@ -886,9 +891,11 @@ TEST_CASE("launcher: --stall-roles: a ps is not judged unless asked for, a worke
     const auto [rank, roles, on_start] = GENERATE(table<std::uint32_t, std::vector<Role>, Actions>({
         // The default: every role but ps.
         Row{0, {Role::chief, Role::evaluator, Role::worker}, k_nothing},
-        Row{2, {Role::chief, Role::evaluator, Role::worker}, {"arm stall 1000"}},
+        Row{2, {Role::chief, Role::evaluator, Role::worker}, {"arm stall 1000", "arm report 1000"}},
         // `all`, and a list without workers.
-        Row{0, {Role::chief, Role::evaluator, Role::ps, Role::worker}, {"arm stall 1000"}},
+        Row{0,
+            {Role::chief, Role::evaluator, Role::ps, Role::worker},
+            {"arm stall 1000", "arm report 1000"}},
         Row{2, {Role::ps}, k_nothing},
     }));
     CAPTURE(rank);
@@ -903,6 +910,96 @@ TEST_CASE("launcher: --stall-roles: a ps is not judged unless asked for, a worke
          });
 }
 
+TEST_CASE("launcher: --stall-progress: only the sources it names are progress",
+          "[launcher][stall]") {
+    using S = ProgressSource;
+    using Row = std::tuple<ProgressSample, std::vector<S>, bool>;
+    const ProgressSample before{5, 42, 100};
+    const auto [after,
+                sources,
+                expected] = GENERATE_COPY(table<ProgressSample, std::vector<S>, bool>({
+        Row{{5, 42, 100}, {S::cpu, S::file, S::output}, false},
+        Row{{6, 42, 100}, {S::cpu, S::file}, true},
+        Row{{6, 42, 100}, {S::file, S::output}, false}, // CPU time spent spinning: not asked for
+        Row{{5, 43, 100}, {S::file}, true},
+        Row{{5, 43, 100}, {S::cpu, S::output}, false},
+        Row{{5, 42, 180}, {S::output}, true},
+        Row{{5, 42, 180}, {S::cpu, S::file}, false}, // output without `output`: the default
+        Row{{9, 50, 180}, {}, false},
+    }));
+    CAPTURE(after.cpu_ticks, after.file_mtime_ns, after.output_bytes, sources.size());
+    CHECK(progressed(before, after, sources) == expected);
+}
+
+TEST_CASE("launcher: the shell counts the trainer's output only for a judged rank with `output`",
+          "[launcher][stall]") {
+    using S = ProgressSource;
+    using Row = std::tuple<std::uint32_t, bool, std::vector<S>, bool>;
+    const auto [rank, timeout, sources, expected] =
+        GENERATE(table<std::uint32_t, bool, std::vector<S>, bool>({
+            Row{2, true, {S::output}, true},
+            Row{2, true, {S::cpu, S::file, S::output}, true},
+            Row{2, true, {S::cpu, S::file}, false},
+            Row{2, false, {S::output}, false}, // no stall timeout: nothing is judged
+            Row{0, true, {S::output}, false},  // the ps: not judged by default
+        }));
+    CAPTURE(rank, timeout);
+    auto s = stall_settings(rank);
+    if (!timeout) {
+        s.run.stall_timeout.reset();
+    }
+    s.run.stall_progress = sources;
+    CHECK(LauncherMachine(s).counts_output() == expected);
+}
+
+TEST_CASE("launcher: progress reports come every tenth of the stall timeout, at most ~1,000 a "
+          "second for the whole step",
+          "[launcher][straggler]") {
+    CHECK(straggler_report_interval(60s, 4) == 6s);
+    CHECK(straggler_report_interval(4s, 4) == 1s);       // at least a second
+    CHECK(straggler_report_interval(3600s, 4) == 60s);   // at most a minute
+    CHECK(straggler_report_interval(60s, 10000) == 10s); // 10,000 ranks: 1,000 reports a second
+    CHECK(straggler_report_interval(60s, 100000) == 100s);
+}
+
+TEST_CASE("launcher: --stall-progress output: a quiet-but-alive trainer that prints is not stuck, "
+          "one that only spins is; reports tell the coordinator its progress' age",
+          "[launcher][stall][straggler]") {
+    auto s = stall_settings(2);
+    s.run.stall_progress = {ProgressSource::output};
+    SECTION("output every few seconds, no CPU time: progress") {
+        play(s,
+             {
+                 {0, "welcome", k_registered},
+                 {0, "start due", {"start trainer"}},
+                 {0, "started", {"arm stall 1000", "arm report 1000"}},
+                 {1000, "timer report", {"send progress 1000", "arm report 2000"}},
+                 {1000, "written", k_nothing},
+                 {1000, "sample 5 0 0", {"arm stall 2000"}},
+                 {6000, "sample 5 0 80", {"arm stall 7000"}},
+                 {7500, "timer report", {"send progress 1500", "arm report 8500"}},
+                 {7500, "written", k_nothing},
+                 {15000, "sample 5 0 160", {"arm stall 16000"}},
+                 {24000, "sample 5 0 240", {"arm stall 25000"}},
+                 {25000, "sample 5 0 240", {"arm stall 26000"}},
+             });
+    }
+    SECTION("CPU time and progress file but no output: stuck, and reports stop") {
+        play(s,
+             {
+                 {0, "welcome", k_registered},
+                 {0, "start due", {"start trainer"}},
+                 {0, "started", {"arm stall 1000", "arm report 1000"}},
+                 {1000, "sample 5 0 0", {"arm stall 2000"}},
+                 {6000, "sample 50 7 0", {"arm stall 7000"}},
+                 {9000, "timer report", {"send progress 8000", "arm report 10000"}},
+                 {9000, "written", k_nothing},
+                 {11000, "sample 90 9 0", {"signal 6", "arm stall 16000"}},
+                 {11500, "timer report", k_nothing}, // stuck: no more reports
+             });
+    }
+}
+
 TEST_CASE("launcher: a stuck trainer that survives the stall signal is reported after the stall "
           "grace and stopped by the abort",
           "[launcher][stall]") {
@@ -910,7 +1007,7 @@ TEST_CASE("launcher: a stuck trainer that survives the stall signal is reported 
          {
              {0, "welcome", k_registered},
              {0, "start due", {"start trainer"}},
-             {0, "started", {"arm stall 1000"}},
+             {0, "started", {"arm stall 1000", "arm report 1000"}},
              {1000, "sample 5 0", {"arm stall 2000"}},
              {11000, "sample 5 0", {"signal 6", "arm stall 16000"}},
              {16000, "timer stall", {"cancel stall", "send stall 10000"}},
@@ -941,7 +1038,7 @@ TEST_CASE("launcher: no stall watch without a stall timeout, after a verdict or 
              {
                  {0, "welcome", k_registered},
                  {0, "start due", {"start trainer"}},
-                 {0, "started", {"arm stall 1000"}},
+                 {0, "started", {"arm stall 1000", "arm report 1000"}},
                  {1000, "sample 5 0", {"arm stall 2000"}},
                  {1500, "abort", {"signal 15", "arm grace 11500"}},
                  {2000, "timer stall", k_nothing},
@@ -953,7 +1050,7 @@ TEST_CASE("launcher: no stall watch without a stall timeout, after a verdict or 
              {
                  {0, "welcome", k_registered},
                  {0, "start due", {"start trainer"}},
-                 {0, "started", {"arm stall 1000"}},
+                 {0, "started", {"arm stall 1000", "arm report 1000"}},
                  {1000, "sample 5 0", {"arm stall 2000"}},
                  {1500, "signal 15", {"signal 15", "send interrupt 15", "arm grace 11500"}},
                  {12000, "sample 5 0", k_nothing},

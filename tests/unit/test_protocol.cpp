@@ -111,6 +111,8 @@ TEST_CASE("protocol: every message survives a round trip", "[protocol]") {
         Probed{},
         Probed{{{2, "[fd78::13]:23000", "Connection timed out"}, {5, "n3:23001", "No route"}}},
         Go{},
+        Progress{0},
+        Progress{42000},
     };
     hello.address = "fd00:1::5";
     CHECK(round_trip(hello) == encode_payload(hello));
@@ -225,6 +227,7 @@ TEST_CASE("protocol: the reachability probe's messages", "[protocol][probe]") {
     CHECK(std::get<Probed>(decode_payload(encode_payload(probed))).failures == probed.failures);
     CHECK(encode_payload(Probed{}) == R"({"failures":[],"type":"probed","v":4})");
     CHECK(encode_payload(Go{}) == R"({"type":"go","v":4})");
+    CHECK(encode_payload(Progress{42000}) == R"({"idle_ms":42000,"type":"progress","v":4})");
     std::string many = "[";
     for (int i = 0; i < 9; ++i) {
         many += std::string(i == 0 ? "" : ",") + R"({"rank":1,"address":"a","error":"e"})";
