@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "plan_args.hpp"
 
+#include "controller_layout.hpp"
 #include "detail/text.hpp"
 
 #include <tfslurm/error.hpp>
@@ -170,7 +171,9 @@ StepInfo read_step_of(const PlanArgs& args, const Environment& env) {
                            "give " + setting_ref("nodelist") +
                                " to describe an allocation, or run inside Slurm without them");
     }
-    return read_step(env);
+    auto step = read_step(env);
+    add_controller_layout(step);
+    return step;
 }
 
 ResolvedPlan

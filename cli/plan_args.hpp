@@ -67,8 +67,10 @@ void add_setting_options(CLI::App& sub, GivenSettings& given, SettingGroup group
                                                      const Environment& env);
 
 /// The step of this invocation: a preview when --nodelist was given (even as ''), else the
-/// environment's (read_step()).
-/// \throws Error for preview options without --nodelist, and from preview_step()/read_step().
+/// environment's (read_step()), with the controller's layout when only that places its ranks
+/// (add_controller_layout()).
+/// \throws Error for preview options without --nodelist, and from preview_step()/read_step()
+///         and add_controller_layout().
 [[nodiscard]] StepInfo read_step_of(const PlanArgs& args, const Environment& env);
 
 /// Validate the output settings, read the step (read_step_of()), apply the settings, and

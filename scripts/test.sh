@@ -55,8 +55,8 @@ fi
 #   the tree of launchers, exact ports, PyTorch and the differential hostlist test; and the
 #   SPANK plugin built for that release (above) with its .deb.
 k_full_releases=' 26.05 '
-k_release_tests='^e2e_(cluster_smoke|cluster_release|env_layouts|env_topology|env_pmi2|env_gpus|env_sbatch|run_het|run_failure|run_signals|run_kill_launcher|run_node_lost|run_node_lost_scancel|run_checkpoint|run_checkpoint_libslurm|run_checkpoint_signal|run_exact_ports|run_tree|torch_ddp|diff_hostlist)$'
-k_release_tests=${k_release_tests%')$'}'|spank_srun|spank_sbatch|spank_bad_value|spank_plugstack|spank_release|spank_run|package)$'
+k_release_tests='^e2e_(cluster_smoke|cluster_release|env_layouts|env_topology|run_topology|env_pmi2|env_gpus|env_sbatch|run_het|run_failure|run_signals|run_kill_launcher|run_node_lost|run_node_lost_scancel|run_checkpoint|run_checkpoint_libslurm|run_checkpoint_signal|run_exact_ports|run_tree|torch_ddp|diff_hostlist)$'
+k_release_tests=${k_release_tests%')$'}'|spank_srun|spank_sbatch|spank_bad_value|spank_plugstack|spank_release|spank_run|spank_topology|package)$'
 if scripts/test-cluster status >/dev/null 2>&1; then
     echo "test.sh: a test cluster started by hand is up: not replacing it with other Slurm releases" >&2
 else

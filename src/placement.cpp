@@ -24,6 +24,9 @@ std::string describe_layout(const Allocation& allocation, const StepInfo& step) 
         return fmt::format("heterogeneous ({} components, ranks component after component)",
                            step.components.size());
     }
+    if (!step.layout_rank_hosts.empty()) {
+        return "block in topology order (the controller's layout)";
+    }
     std::string text{to_string(allocation.distribution)};
     if (allocation.distribution == Distribution::plane) {
         text += fmt::format("={}", allocation.plane_size);
@@ -345,15 +348,29 @@ Allocation resolve_allocation(const StepInfo& step) {
         // Slurm 26.05 puts ranks 0,1 on n3 and 2,3 on n1 of `srun -N3 -n6` when n3 comes first
         // in the topology, while every variable still lists n[1-3] in name order: the block
         // rule would place the ranks of every other node wrongly, even where this task's own
-        // identity happens to agree.
+        // identity happens to agree. Only the controller's layout places them.
+        if (!step.layout_rank_hosts.empty()) {
+            auto allocation = place_arbitrary(
+                step.hosts, step.tasks_per_node, step.layout_rank_hosts, "sattach --layout");
+            if (step.self) {
+                check_identity(step, allocation);
+            }
+            return allocation;
+        }
+        std::string hint = "run the step with srun -m cyclic, or -m arbitrary with "
+                           "SLURM_HOSTFILE, or have the site set "
+                           "SelectTypeParameters=CR_NO_DIST_TOPO_BLOCK";
+        if (!step.layout_error.empty()) {
+            hint = fmt::format(
+                "the controller's layout could not be read ({}); {}", step.layout_error, hint);
+        }
         throw errors::inconsistent_allocation(
             "placement",
             fmt::format("Slurm lays a block distribution over several nodes out in the order of "
                         "the network topology ({}), which no task's environment shows",
                         step.topology_order),
             "block",
-            "run the step with srun -m cyclic, or -m arbitrary with SLURM_HOSTFILE, or have "
-            "the site set SelectTypeParameters=CR_NO_DIST_TOPO_BLOCK");
+            std::move(hint));
     }
     auto allocation = step.distribution.kind == Distribution::arbitrary
                           ? place_arbitrary(step.hosts,

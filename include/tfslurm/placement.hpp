@@ -62,7 +62,11 @@ struct Allocation {
 
 /// Place the ranks of `step` and check the result against what the task knows of itself
 /// (SLURM_NODEID, SLURM_LOCALID, SLURM_GTIDS, SLURMD_NODENAME). A mismatch is an error that
-/// says which value disagrees: a wrong guess would mean a hung job.
+/// says which value disagrees: a wrong guess would mean a hung job. A block step that Slurm may
+/// have laid out in topology order (StepInfo::topology_order) is placed by the controller's
+/// layout (StepInfo::layout_rank_hosts, step_layout.hpp) and refused without it: `placement:
+/// Slurm lays a block distribution over several nodes out in the order of the network topology
+/// (<topology>), which no task's environment shows: "block"`.
 /// \throws Error (Errc::inconsistent_allocation).
 [[nodiscard]] Allocation resolve_allocation(const StepInfo& step);
 

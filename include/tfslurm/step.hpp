@@ -86,6 +86,13 @@ struct StepInfo {
     /// (topology_ordering(): 25.11 on, a non-flat topology), which no task can see; empty when
     /// the nodelist's order holds.
     std::string topology_order;
+    /// With `topology_order` (needs_step_layout()): each rank's host as the controller laid the
+    /// step out (parse_step_layout() of `sattach --layout`), set by the face that asked it;
+    /// empty when nobody asked or the answer could not be had.
+    std::vector<std::string> layout_rank_hosts;
+    /// Why the controller's layout could not be had (for the refusal's hint), e.g. `sattach
+    /// not found in PATH`; empty when it was not asked for.
+    std::string layout_error;
 };
 
 /// Read a task's Slurm variables: step variables first (`SLURM_STEP_NODELIST`,
