@@ -7,6 +7,7 @@
 #include <tfslurm/requeue_policy.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h> // fmt::join (fmt 11 has it only there)
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -140,7 +141,7 @@ record_exclusion(std::uint64_t job, const NodeExclusion& exclusion, const JobRep
         report(Outcome::interrupted,
                fmt::format("job {}: cannot leave {} out of its next run: {}",
                            job,
-                           compress_hostlist(exclusion.nodes),
+                           fmt::join(exclusion.nodes, ","),
                            e.what()));
         return std::nullopt;
     }
@@ -248,13 +249,20 @@ int requeue_job(const LaunchResult& result,
     }
     logger().debug("job {} requeued", request.job);
     if (before) {
-        const std::string excluded = merged_exclusion(before->excluded, request.exclusion->nodes);
-        if (const std::string why = update_job(request.job, "ExcNodeList", excluded);
-            !why.empty()) {
+        const std::string nodes = fmt::format("{}", fmt::join(request.exclusion->nodes, ","));
+        std::string why;
+        std::string excluded;
+        try {
+            excluded = merged_exclusion(before->excluded, request.exclusion->nodes);
+            why = update_job(request.job, "ExcNodeList", excluded);
+        } catch (const Error& e) {
+            why = e.what(); // the job's own ExcNodeList is no hostlist tfslurm reads
+        }
+        if (!why.empty()) {
             report(Outcome::interrupted,
                    fmt::format("job {} requeued, but {} is not left out of its next run: {}",
                                request.job,
-                               compress_hostlist(request.exclusion->nodes),
+                               nodes,
                                why));
         } else {
             logger().debug("job {}: ExcNodeList={}", request.job, excluded);

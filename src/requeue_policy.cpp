@@ -37,29 +37,35 @@ bool slurm_none(std::string_view text) {
 
 } // namespace
 
-bool node_fault(protocol::FailureCause cause) noexcept {
-    // A switch without default: a new cause does not build until it is sorted here.
+std::optional<std::string_view> node_fault_reason(protocol::FailureCause cause) noexcept {
+    // A switch without default: a new cause does not build until it is sorted here (a cause
+    // that is a node's fault says what happened to the rank, for the requeued run's line).
     switch (cause) {
     case protocol::FailureCause::lost:
-        return true;
+        return "launcher lost";
     case protocol::FailureCause::trainer:
     case protocol::FailureCause::start:
     case protocol::FailureCause::unregistered:
     case protocol::FailureCause::stalled:
     case protocol::FailureCause::unreachable:
-        return false;
+        return std::nullopt;
     }
-    return false;
+    return std::nullopt;
+}
+
+bool node_fault(protocol::FailureCause cause) noexcept {
+    return node_fault_reason(cause).has_value();
 }
 
 std::optional<NodeExclusion> node_exclusion(const protocol::Failure& failure,
                                             std::uint32_t restart_count) {
-    if (!node_fault(failure.cause) || failure.host.empty()) {
+    const auto reason = node_fault_reason(failure.cause);
+    if (!reason || failure.host.empty()) {
         return std::nullopt;
     }
     NodeExclusion out;
     out.nodes = {failure.host};
-    out.why = fmt::format("rank {} launcher lost", failure.rank);
+    out.why = fmt::format("rank {} {}", failure.rank, *reason);
     out.run = restart_count + 1;
     return out;
 }

@@ -29,6 +29,11 @@ namespace tfslurm {
 /// Input: FailureCause::lost. Output: true.
 [[nodiscard]] bool node_fault(protocol::FailureCause cause) noexcept;
 
+/// For a node's fault (node_fault()), what happened to the rank, as the requeued run's line
+/// says it; nullopt for any other cause. Input: FailureCause::lost. Output: `launcher lost`.
+[[nodiscard]] std::optional<std::string_view>
+node_fault_reason(protocol::FailureCause cause) noexcept;
+
 /// The node to leave out of the requeued run when `failure` is a node's fault (node_fault()),
 /// with why, in the run that failed (`restart_count` + 1); nullopt otherwise, or when the
 /// failure names no host.

@@ -37,12 +37,15 @@ TEST_CASE("requeue_policy: only a lost launcher is a node's fault", "[requeue_po
     }));
     INFO(static_cast<int>(cause));
     CHECK(node_fault(cause) == fault);
+    CHECK(node_fault_reason(cause).has_value() == fault);
     const auto exclusion = node_exclusion(failure(cause, 2, "n3"), 0);
     CHECK(exclusion.has_value() == fault);
 }
 
 TEST_CASE("requeue_policy: the failed rank's node is left out, in the run that failed",
           "[requeue_policy]") {
+    CHECK(node_fault_reason(FailureCause::lost) ==
+          std::optional<std::string_view>("launcher lost"));
     CHECK(node_exclusion(failure(FailureCause::lost, 2, "n3"), 0) ==
           std::optional<NodeExclusion>(NodeExclusion{{"n3"}, "rank 2 launcher lost", 1}));
     CHECK(node_exclusion(failure(FailureCause::lost, 5, "gpu07"), 2) ==
