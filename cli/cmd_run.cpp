@@ -5,14 +5,13 @@
 
 #include <tfslurm/auth.hpp>
 #include <tfslurm/error.hpp>
-#include <tfslurm/events_file.hpp>
+#include <tfslurm/job_control.hpp>
 #include <tfslurm/launcher_shell.hpp>
 #include <tfslurm/local_run.hpp>
 #include <tfslurm/log.hpp>
 #include <tfslurm/protocol.hpp>
 #include <tfslurm/run.hpp>
 #include <tfslurm/run_task.hpp>
-#include <tfslurm/slurm_api.hpp>
 #include <tfslurm/slurm_config.hpp>
 #include <tfslurm/tf_config.hpp>
 #include <tfslurm/tf_config_file.hpp>
@@ -20,19 +19,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h> // fmt::join (fmt 11 has it only there)
 
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cerrno>
 #include <chrono>
 #include <climits>
-#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -114,9 +107,6 @@ std::vector<std::string> launcher_command_line(const CLI::App& run,
     return argv;
 }
 
-/// How long a launcher waits after printing the reason for an abort (see run_task).
-constexpr std::chrono::milliseconds k_abort_linger{200};
-
 /// Print a launcher's message as the CLI words it (its setting references rendered as options).
 void print_line(Outcome outcome, const std::string& message) {
     const std::string_view level =
@@ -124,202 +114,6 @@ void print_line(Outcome outcome, const std::string& message) {
     const std::string text = cli_error(Error(Errc::io, message)).what();
     std::fputs(fmt::format("tfslurm: {}: {}\n", level, text).c_str(), stderr);
     std::fflush(stderr);
-}
-
-/// The node's libslurm: TFSLURM_LIBSLURM when set, else default_libslurm_names().
-/// \throws Error as SlurmLibrary::load().
-SlurmLibrary load_libslurm(const Environment& env) {
-    std::vector<std::string> names = default_libslurm_names();
-    if (const auto path = env.get("TFSLURM_LIBSLURM"); path && !path->empty()) {
-        names = {std::string(*path)};
-    }
-    return SlurmLibrary::load(names);
-}
-
-/// The job's end for `--checkpoint-before`: SLURM_JOB_END_TIME (seconds since the epoch, set
-/// by Slurm 23.02 and later), else slurmctld's answer through libslurm. Nullopt for a job
-/// without a time limit (said at debug level). An end time that cannot be read is a warning
-/// (from rank 0's launcher, once), not an error: the step runs, without the checkpoint signal.
-/// `slurm_job`: false under `--local` (its job id is not Slurm's).
-/// \throws Error (Errc::invalid_argument) for a SLURM_JOB_END_TIME that is not a number.
-std::optional<std::chrono::system_clock::time_point>
-job_end_time(const Plan& plan, const Environment& env, bool slurm_job) {
-    if (const auto text = env.get("SLURM_JOB_END_TIME"); text && !text->empty()) {
-        const auto seconds = parse_option_number(*text, "SLURM_JOB_END_TIME", 0, INT64_MAX);
-        const std::chrono::system_clock::time_point end{
-            std::chrono::seconds{static_cast<std::chrono::seconds::rep>(seconds)}};
-        // Slurm puts the end of a job without a time limit a year after its start.
-        if (seconds == 0 || end - std::chrono::system_clock::now() > std::chrono::hours{24 * 300}) {
-            logger().debug("SLURM_JOB_END_TIME {}: the job has no time limit, no checkpoint",
-                           *text);
-            return std::nullopt;
-        }
-        return end;
-    }
-    const auto warn = [&plan](const std::string& why) {
-        const std::string text =
-            cli_error(Error(Errc::io,
-                            fmt::format("{}: cannot read the job's end time: {}; no checkpoint "
-                                        "signal",
-                                        setting_ref("checkpoint_before"),
-                                        why)))
-                .what();
-        if (plan.self_rank.value_or(0) == 0) {
-            std::fputs(fmt::format("tfslurm: warning: {}\n", text).c_str(), stderr);
-        } else {
-            logger().debug("{}", text);
-        }
-    };
-    if (!slurm_job || !plan.job_id) {
-        warn("not in a Slurm job and SLURM_JOB_END_TIME is not set");
-        return std::nullopt;
-    }
-    try {
-        auto end = load_libslurm(env).job_end_time(*plan.job_id);
-        if (!end) {
-            logger().debug("job {} has no time limit: no checkpoint signal", *plan.job_id);
-        }
-        return end;
-    } catch (const Error& e) {
-        warn(e.what());
-        return std::nullopt;
-    }
-}
-
-/// Requeue the job through Slurm (LaunchResult::requeue), after printing the line that says so
-/// (Slurm then ends the step and the batch script: nothing can be printed after the call).
-/// Returns k_status_requeued, or the status the step has without the requeue when Slurm (or its
-/// library) refuses, with a warning that gives Slurm's reason.
-int requeue_job(const LaunchResult& result, const Environment& env, const std::string& events) {
-    const RequeueRequest& request = *result.requeue;
-    print_line(result.outcome, result.message);
-    // Let srun forward the line above before Slurm ends the step.
-    std::this_thread::sleep_for(k_abort_linger);
-    try {
-        load_libslurm(env).requeue(request.job);
-    } catch (const Error& e) {
-        print_line(Outcome::interrupted,
-                   fmt::format("job {} not requeued: {}", request.job, e.what()));
-        return request.status_if_refused;
-    }
-    logger().debug("job {} requeued", request.job);
-    if (!events.empty()) {
-        // Appended to the step's record, which rank 0's coordinator wrote until now.
-        try {
-            EventWriter record(events, setting_ref("events"), EventWriter::Mode::append);
-            StepEvent event;
-            event.kind = EventKind::requeue;
-            event.time = WallClock::now();
-            event.job = std::to_string(request.job);
-            event.why = result.message;
-            record.write(event);
-        } catch (const Error& e) {
-            logger().warn("{}", e.what());
-        }
-    }
-    return k_status_requeued;
-}
-
-/// `scancel <job>.<step>` from PATH, bounded by 30 s: how the step ends when libslurm cannot be
-/// called (missing, or a release whose calls this tfslurm does not know). Returns an empty
-/// string on success, else why it failed, e.g. `scancel exited with status 1`.
-std::string scancel_step(const StepRef& step) {
-    std::string id = to_string(step);
-    std::string name = "scancel";
-    std::array<char*, 3> argv{name.data(), id.data(), nullptr};
-    pid_t pid = 0;
-    // posix_spawnp: PATH is searched as a shell would, and nothing of ours runs in the child.
-    if (const int rc = ::posix_spawnp(&pid, "scancel", nullptr, nullptr, argv.data(), environ);
-        rc != 0) {
-        return rc == ENOENT ? std::string("scancel not found in PATH")
-                            : fmt::format("cannot start scancel: {}", std::strerror(rc));
-    }
-    int status = 0;
-    // Polled every millisecond: the cancel's SIGKILL also comes for this launcher (see
-    // await_cancel_kill), and scancel itself is a process of the step.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{30};
-    while (::waitpid(pid, &status, WNOHANG) == 0) {
-        if (std::chrono::steady_clock::now() > deadline) {
-            ::kill(pid, SIGKILL);
-            ::waitpid(pid, &status, 0);
-            return "scancel did not answer within 30 s";
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds{1});
-    }
-    // Killed by SIGKILL: Slurm is ending the step (scancel is one of its processes), so the
-    // cancel is under way.
-    if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) ||
-        (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
-        return {};
-    }
-    return WIFEXITED(status) ? fmt::format("scancel exited with status {}", WEXITSTATUS(status))
-                             : fmt::format("scancel was killed by signal {}", WTERMSIG(status));
-}
-
-/// How long a launcher that cancelled its step waits for the cancel's SIGKILL (await_cancel_kill).
-constexpr std::chrono::seconds k_cancel_kill_wait{10};
-
-/// After this launcher cancelled its step: Slurm's cancel SIGKILLs every task of the step, this
-/// launcher's as well, and srun reports a task killed by a signal (128 + 9) over every exit
-/// status. A launcher that exited at once would race that SIGKILL, and srun's status would be 8
-/// or 137 by chance; so it waits for the kill, and a step that tfslurm cancelled always ends
-/// with 137 from srun (its line says why). SIGTERM is ignored meanwhile (a release that sends
-/// SIGTERM before SIGKILL gives the same status). Bounded: a kill that does not come (the step
-/// was already ending) leaves the launcher to exit with its own status.
-void await_cancel_kill(const StepRef& step) {
-    logger().debug("step {} cancelled: waiting up to {} s for Slurm's SIGKILL",
-                   to_string(step),
-                   k_cancel_kill_wait.count());
-    std::fflush(stdout);
-    std::fflush(stderr);
-    std::signal(SIGTERM, SIG_IGN);
-    std::this_thread::sleep_for(k_cancel_kill_wait);
-    logger().debug("no SIGKILL from Slurm within {} s of cancelling step {}",
-                   k_cancel_kill_wait.count(),
-                   to_string(step));
-}
-
-/// End the step through Slurm when a node may be gone (srun would wait for its tasks forever),
-/// saying so in the launcher's line, and which way: libslurm, or `scancel` when libslurm cannot
-/// be called (missing, or a release whose calls this tfslurm does not know); rank 0 or a
-/// launcher that lost the coordinator, once its trainer ended (LaunchResult::cancel). Only when
-/// both fail does the step end as before (when the lost node's tasks end, or with scancel).
-void cancel_step(const LaunchResult& result, const Environment& env) {
-    const StepRef step = *result.cancel;
-    std::optional<SlurmLibrary> library;
-    try {
-        library.emplace(load_libslurm(env));
-    } catch (const Error& e) {
-        print_line(result.outcome,
-                   fmt::format("{}; cancelling step {} with scancel (libslurm cannot be called: "
-                               "{})",
-                               result.message,
-                               to_string(step),
-                               e.what()));
-        std::this_thread::sleep_for(k_abort_linger);
-        if (const std::string why = scancel_step(step); !why.empty()) {
-            print_line(result.outcome,
-                       fmt::format("cannot cancel step {}: {}; end it with scancel {}",
-                                   to_string(step),
-                                   why,
-                                   to_string(step)));
-            return;
-        }
-        await_cancel_kill(step);
-        return;
-    }
-    print_line(
-        result.outcome,
-        fmt::format("{}; cancelling step {} through Slurm", result.message, to_string(step)));
-    // Before the cancel: once the step is cancelled srun may stop forwarding task output.
-    std::this_thread::sleep_for(k_abort_linger);
-    try {
-        library->cancel_step(step);
-    } catch (const Error& e) {
-        logger().warn("{}", e.what());
-        return;
-    }
-    await_cancel_kill(step);
 }
 
 /// Run `check`, which validates the settings. Their errors are the same in every task of a
@@ -390,7 +184,11 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
         resolved, run, trainer_env, env, status_channel ? TaskOrigin::local : TaskOrigin::slurm);
     LauncherOptions& options = launch.options;
     if (run.checkpoint_before) {
-        options.job_end = job_end_time(plan, env, !status_channel);
+        options.job_end =
+            job_end_time(plan, env, status_channel ? SlurmJob::no : SlurmJob::yes, print_line);
+    }
+    if (options.requeue && *plan.self_rank == 0) {
+        announce_requeued_run(*options.requeue, run.max_requeues, env, print_line);
     }
     const LaunchResult result = run_launcher(plan, args.command, launch.trainer, options);
     if (status_channel) {
@@ -400,10 +198,15 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
         return result.exit_status;
     }
     if (result.requeue) {
-        return requeue_job(result, env, options.run.events);
+        const int status = requeue_job(result, env, options.run.events, print_line);
+        if (status != k_status_requeued && result.cancel) {
+            // Refused (not a batch job, say): the node may still be gone.
+            cancel_step(*result.cancel, result.outcome, {}, env, print_line);
+        }
+        return status;
     }
     if (result.cancel) {
-        cancel_step(result, env);
+        cancel_step(*result.cancel, result.outcome, result.message, env, print_line);
     } else if (!result.message.empty() && !result.announce) {
         logger().debug("{} (another launcher shows this line)", result.message);
     } else if (!result.message.empty()) {

@@ -5,8 +5,10 @@
 #include <tfslurm/error.hpp>
 #include <tfslurm/exit_status.hpp>
 #include <tfslurm/launcher.hpp>
+#include <tfslurm/requeue_policy.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h> // fmt::join (fmt 11 has it only there)
 
 #include <string>
 
@@ -61,6 +63,11 @@ LaunchResult LauncherMachine::compute_result() const {
             // time), so the surviving trainers had their grace before Slurm kills the step.
             out.cancel = m_settings.slurm_step;
         }
+        if (const auto exclusion = m_settings.requeue
+                                       ? node_exclusion(failure, m_settings.requeue->restart_count)
+                                       : std::nullopt) {
+            add_node_requeue(out, *exclusion);
+        }
         return out;
     }
     const auto& stop = std::get<protocol::Stop>(*m_verdict);
@@ -98,12 +105,37 @@ LaunchResult LauncherMachine::compute_result() const {
     return out;
 }
 
+void LauncherMachine::add_node_requeue(LaunchResult& out, const NodeExclusion& exclusion) const {
+    if (m_settings.host != CoordinatorHost::here) {
+        return;
+    }
+    const RequeuePolicy& policy = *m_settings.requeue;
+    const std::string nodes = fmt::format("{}", fmt::join(exclusion.nodes, ","));
+    if (!requeue_allowed(policy.restart_count, m_settings.run.max_requeues)) {
+        out.message +=
+            fmt::format("; not requeueing job {} without {}: it was requeued {} times already ({})",
+                        policy.job,
+                        nodes,
+                        policy.restart_count,
+                        setting_ref("max_requeues", std::to_string(m_settings.run.max_requeues)));
+        return;
+    }
+    // The step's status if Slurm refuses; the step is then cancelled (`cancel` stays set).
+    out.requeue = RequeueRequest{policy.job, policy.restart_count + 1, out.exit_status, exclusion};
+    out.exit_status = k_status_requeued;
+    out.message += fmt::format("; requeueing job {} without {} (requeue {} of {})",
+                               policy.job,
+                               nodes,
+                               policy.restart_count + 1,
+                               m_settings.run.max_requeues);
+}
+
 void LauncherMachine::add_requeue(LaunchResult& out) const {
     if (!m_settings.requeue || m_settings.host != CoordinatorHost::here) {
         return;
     }
     const RequeuePolicy& policy = *m_settings.requeue;
-    if (policy.restart_count >= m_settings.run.max_requeues) {
+    if (!requeue_allowed(policy.restart_count, m_settings.run.max_requeues)) {
         out.announce = true;
         out.message +=
             fmt::format("; not requeueing job {}: it was requeued {} times already ({})",
@@ -112,7 +144,7 @@ void LauncherMachine::add_requeue(LaunchResult& out) const {
                         setting_ref("max_requeues", std::to_string(m_settings.run.max_requeues)));
         return;
     }
-    out.requeue = RequeueRequest{policy.job, policy.restart_count + 1, out.exit_status};
+    out.requeue = RequeueRequest{policy.job, policy.restart_count + 1, out.exit_status, {}};
     out.exit_status = k_status_requeued;
     out.announce = true;
     out.message += fmt::format("; requeueing job {} (requeue {} of {})",

@@ -282,8 +282,10 @@ using LauncherAction = std::variant<launcher_action::Send,
 /// - Requeue (with `requeue`, rank 0's launcher only): a step that ended checkpointed, or
 ///   interrupted by slurmstepd's SIGTERM (a preemption, the whole step got it) or after the
 ///   checkpoint signal, is requeued (LaunchResult::requeue, k_status_requeued) while
-///   restart_count < max_requeues; past that the line says why not. An abort or a lost
-///   coordinator (a real error) is never requeued.
+///   restart_count < max_requeues; past that the line says why not. An abort for a node's
+///   failure (node_fault(): a lost launcher) is requeued the same way, with that node to leave
+///   out (RequeueRequest::exclusion; `cancel` stays set, for a requeue that Slurm refuses).
+///   Any other abort (the trainer's own failure) or a lost coordinator is never requeued.
 class LauncherMachine {
   public:
     explicit LauncherMachine(LauncherSettings settings);
@@ -363,6 +365,8 @@ class LauncherMachine {
     /// `--checkpoint-before 50` in the face's spelling.
     [[nodiscard]] std::string checkpoint_before_ref() const;
     void add_requeue(LaunchResult& out) const;
+    /// Rank 0 with `requeue`, after an abort for a node's failure: requeue the job without it.
+    void add_node_requeue(LaunchResult& out, const NodeExclusion& exclusion) const;
     void report_stall();
     void disconnect(Clock::time_point now);
     void maybe_finish(Clock::time_point now);

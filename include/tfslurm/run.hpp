@@ -178,6 +178,17 @@ struct RequeuePolicy {
     std::uint32_t restart_count = 0; ///< SLURM_RESTART_COUNT (0 when unset: the first run)
 };
 
+/// Nodes to leave out of a requeued run (the job's ExcNodeList) and why (requeue_policy.hpp).
+struct NodeExclusion {
+    std::vector<std::string> nodes;
+    std::string why;       ///< `rank 2 launcher lost`
+    std::uint32_t run = 1; ///< the run that failed: SLURM_RESTART_COUNT + 1
+
+    friend bool operator==(const NodeExclusion& a, const NodeExclusion& b) {
+        return a.nodes == b.nodes && a.why == b.why && a.run == b.run;
+    }
+};
+
 /// A requeue that rank 0's launcher asks its caller to perform (LaunchResult::requeue).
 struct RequeueRequest {
     std::uint64_t job = 0;
@@ -185,6 +196,9 @@ struct RequeueRequest {
     /// The exit status when Slurm refuses the requeue (k_status_checkpointed after a
     /// checkpoint, the trainer's after a preemption).
     int status_if_refused = 0;
+    /// With a node's failure (node_fault()): the node to leave out of the requeued run. The
+    /// step is then also to be cancelled (LaunchResult::cancel) if Slurm refuses the requeue.
+    std::optional<NodeExclusion> exclusion;
 };
 
 struct LaunchResult {
@@ -214,7 +228,8 @@ struct LaunchResult {
     std::optional<StepRef> cancel;
     /// The job to requeue through Slurm before exiting (`message` says so; exit_status is then
     /// k_status_requeued): rank 0's launcher with `--requeue`, once the step ended after the
-    /// checkpoint signal or a preemption and within `--max-requeues`.
+    /// checkpoint signal or a preemption, or was aborted by a node's failure (its `exclusion`),
+    /// within `--max-requeues`.
     std::optional<RequeueRequest> requeue;
 };
 

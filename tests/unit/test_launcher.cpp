@@ -812,6 +812,76 @@ TEST_CASE("launcher: who cancels the Slurm step when a node may be lost", "[laun
     }
 }
 
+TEST_CASE("launcher: with requeue, rank 0 requeues the job without a lost launcher's node",
+          "[launcher][checkpoint]") {
+    // The failure's cause, this launcher's rank, the job's restarts (of at most 2), and the
+    // line's end (empty: no requeue asked).
+    using Row = std::tuple<protocol::FailureCause, std::uint32_t, std::uint32_t, std::string>;
+    const auto [cause, rank, restarts, tail] =
+        GENERATE(table<protocol::FailureCause, std::uint32_t, std::uint32_t, std::string>({
+            Row{protocol::FailureCause::lost,
+                0,
+                0,
+                "; requeueing job 12 without n2 (requeue 1 of 2)"},
+            Row{protocol::FailureCause::lost,
+                0,
+                1,
+                "; requeueing job 12 without n2 (requeue 2 of 2)"},
+            Row{protocol::FailureCause::lost,
+                0,
+                2,
+                "; not requeueing job 12 without n2: it was requeued 2 times already (" +
+                    setting_ref("max_requeues", "2") + ")"},
+            // Only rank 0 requeues.
+            Row{protocol::FailureCause::lost, 1, 0, ""},
+            // The trainer's own failures never.
+            Row{protocol::FailureCause::trainer, 0, 0, ""},
+            Row{protocol::FailureCause::start, 0, 0, ""},
+            Row{protocol::FailureCause::stalled, 0, 0, ""},
+            Row{protocol::FailureCause::unreachable, 0, 0, ""},
+            Row{protocol::FailureCause::unregistered, 0, 0, ""},
+        }));
+    protocol::Failure failure;
+    failure.rank = 3;
+    failure.role = Role::worker;
+    failure.index = 2;
+    failure.host = "n2";
+    failure.cause = cause;
+    failure.step_status = k_status_lost;
+    INFO(protocol::describe(failure) << " / rank " << rank << " / restarts " << restarts);
+    LauncherSettings s = checkpoint_settings(rank, restarts);
+    s.slurm_step = StepRef{12, 0};
+    LauncherMachine m(s);
+    m.registered("n1:29000", k_t0);
+    m.start_due(k_t0);
+    m.trainer_started(k_t0);
+    m.received(protocol::Abort{failure}, k_t0);
+    m.trainer_exited(ExitStatus::signaled(SIGTERM), k_t0);
+    m.written(k_t0);
+    m.connection_lost("connection closed", k_t0);
+    if (rank == 0) {
+        m.server_finished(k_t0);
+    }
+    (void)m.take_actions();
+    REQUIRE(m.result());
+    const LaunchResult& r = *m.result();
+    CHECK(r.message == "aborting: " + protocol::describe(failure) + tail);
+    const bool requeues = tail.rfind("; requeueing", 0) == 0;
+    REQUIRE(r.requeue.has_value() == requeues);
+    if (requeues) {
+        CHECK(r.requeue->job == 12);
+        CHECK(r.requeue->restart == restarts + 1);
+        CHECK(r.requeue->status_if_refused == k_status_lost);
+        CHECK(r.requeue->exclusion == std::optional<NodeExclusion>(NodeExclusion{
+                                          {"n2"}, "rank 3 launcher lost", restarts + 1}));
+        CHECK(r.exit_status == k_status_requeued);
+        // Kept for a requeue that Slurm refuses: the node may still be gone.
+        CHECK(r.cancel == std::optional<StepRef>(StepRef{12, 0}));
+    } else {
+        CHECK(r.exit_status == k_status_lost);
+    }
+}
+
 TEST_CASE("launcher: a launcher that lost the coordinator cancels the step after its trainer's "
           "grace",
           "[launcher]") {

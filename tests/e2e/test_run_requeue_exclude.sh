@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Bad nodes left out: a 2-node batch job (of the 3 nodes) runs `tfslurm run --requeue
+# --max-requeues 1`. In run 1 every process of the step on rank 1's node is killed (as in
+# test_run_node_lost.sh): rank 0's launcher declares it lost and, instead of only cancelling the
+# step, requeues the job with that node in its ExcNodeList (set with scontrol right after the
+# requeue: Slurm takes it only once the job is pending again) and the why in its comment. The
+# requeued run runs on the other two nodes and its rank 0 says which node was left out and why.
+# In that run rank 1's node is killed too: the budget is spent, the line says so, and the step
+# is cancelled as without --requeue (srun 137, the job's exit code).
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+require_trainer
+dir=$(make_tmpdir)
+
+cat >"$dir/job.sh" <<'JOB'
+#!/bin/bash
+run=${SLURM_RESTART_COUNT:-0}
+echo "$SLURM_JOB_NODELIST" >"$OUT_DIR/nodes$run"
+rc=0
+srun -o "$OUT_DIR/run$run-task%t.out" "$E2E_TFSLURM" run --requeue --max-requeues 1 --auth munge \
+    --grace 3 --heartbeat 0.5 --heartbeat-timeout 3 -- "$E2E_TRAINER" --work-ms 60000 || rc=$?
+echo "srun: $rc" >"$OUT_DIR/run$run.out"
+exit "$rc"
+JOB
+chmod +x "$dir/job.sh"
+
+jid=$(OUT_DIR=$dir sbatch_submit -N2 --ntasks-per-node=1 --requeue --export=ALL \
+    -o /dev/null -e "$dir/job.err" "$dir/job.sh")
+on_exit "timeout 10 scancel $jid 2>/dev/null || true"
+
+# kill_rank1_node RUN: every process of the step on the node of run RUN's rank 1 but slurmd
+# (the node stays up: its connections are reset); prints the node.
+kill_rank1_node() {
+    local run=$1 node slurmd_pid
+    local -a nodes victims
+    wait_for_lines 'listening on' 2 90 "$dir/run$run-task0.out" "$dir/run$run-task1.out"
+    mapfile -t nodes < <(timeout 10 scontrol show hostnames "$(cat "$dir/nodes$run")")
+    node=${nodes[1]}
+    slurmd_pid=$(cat "$TC_DIR/pid/slurmd-$node.pid")
+    mapfile -t victims < <(ip netns pids "$TC_NS_PREFIX$node" | grep -vx "$slurmd_pid")
+    ((${#victims[@]} >= 3)) || fail "expected a slurmstepd, a launcher and a trainer on $node: ${victims[*]:-none}"
+    kill -KILL "${victims[@]}" 2>/dev/null || true # one may end as its parent is killed
+    e2e_log "run $run: killed every process of the step on $node: ${victims[*]}"
+    printf '%s\n' "$node"
+}
+
+lost=$(kill_rank1_node 0)
+info=
+for ((i = 0; i < 60 * 5; i++)); do
+    info=$(timeout 10 scontrol show job -o "$jid" 2>&1 || true)
+    [[ $info == *"Restarts=1"* && $info == *"JobState=PENDING"* ]] && break
+    sleep 0.2
+done
+[[ $info == *"Restarts=1"* && $info == *"JobState=PENDING"* ]] ||
+    fail "job $jid was not requeued within 60 s: $info; run 0: $(cat "$dir"/run0* 2>/dev/null)"
+assert_eq 1 "$(grep -cxF "tfslurm: error: aborting: rank 1 (worker:1) on $lost launcher lost (connection closed); requeueing job $jid without $lost (requeue 1 of 1)" "$dir/run0-task0.out")" \
+    "run 0: rank 0 requeues the job without $lost and says so: $(cat "$dir"/run0*)"
+assert_eq "$lost" "$(timeout 10 squeue -h -j "$jid" -o %x)" "the requeued job's ExcNodeList"
+assert_eq "tfslurm run 1: $lost left out (rank 1 launcher lost)" \
+    "$(timeout 10 squeue -h -j "$jid" -o %k)" "the requeued job's comment carries why"
+# As test_run_checkpoint.sh: the requeued job waits for its begin time; not at once (slurmd
+# refuses a launch credential not newer than the requeue's revocation).
+sleep 2
+run_bounded 10 scontrol update JobId="$jid" StartTime=now || fail "cannot release job $jid"
+
+lost2=$(kill_rank1_node 1)
+[[ $(timeout 10 scontrol show hostnames "$(cat "$dir/nodes1")") != *"$lost"* ]] ||
+    fail "run 1 runs on $(cat "$dir/nodes1"), with $lost that was left out"
+rc=0
+sbatch_wait "$jid" 90 || rc=$?
+assert_eq 137 "$rc" "job $jid exit code (state $E2E_JOB_STATE): $(cat "$dir"/run1*)"
+assert_eq "srun: 137" "$(cat "$dir/run1.out")" "run 1: the cancel ended srun"
+assert_eq "tfslurm: warning: requeued run 2 of 2: $lost left out (rank 1 launcher lost in run 1)
+tfslurm: error: aborting: rank 1 (worker:1) on $lost2 launcher lost (connection closed); not requeueing job $jid without $lost2: it was requeued 1 times already (--max-requeues 1); cancelling step $jid.0 through Slurm" \
+    "$(grep '^tfslurm: ' "$dir/run1-task0.out")" "run 1: rank 0 says what was left out, then that the budget is spent"
+assert_eq 0 "$(grep -c '^tfslurm: ' "$dir/run1-task1.out" || true)" "run 1: rank 1 says nothing"
+
+no_leftovers 20
+e2e_log "PASS"
