@@ -1,47 +1,136 @@
 // SPDX-License-Identifier: MIT
-// The launcher's link to its coordinator (detail/launcher_shell.hpp): it connects through the
-// candidate control ports in order, expects the coordinator's challenge, proves itself, checks
-// the coordinator's proof and registers; then it carries framed messages both ways. Retries and
-// registration failures are setup errors (fatal()); after `welcome` the machine decides.
+// The launcher's link to its coordinator (detail/launcher_shell.hpp), socket plumbing only: until
+// `welcome` it performs what the Connector (connector.cpp) decides (which endpoint to try, the
+// proofs, the timers, the failure), then it carries framed messages both ways; a node leader's
+// relay (node_relay.cpp) shares the connection. Every rule is in a machine.
 #include "detail/fd.hpp"
 #include "detail/launcher_shell.hpp"
 
 #include <tfslurm/log.hpp>
 
+#include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 #include <fmt/ranges.h> // fmt::join (fmt 11 has it only there)
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 
 namespace tfslurm::detail {
-namespace {
 
-/// How long a connected candidate control port may stay silent before the launcher tries the
-/// next: a coordinator sends its challenge as soon as it accepts, so a silent peer is some other
-/// program (a listener that never accepts) holding the port.
-constexpr Millis k_challenge_timeout{2000};
+namespace connect_action = connector_action;
 
-} // namespace
+void LauncherShell::plan_tree() {
+    // `--local`: N launchers of one machine for development and tests stay flat, so that the
+    // control port's defences (impostors, fallback ports) stay exercised there.
+    m_place =
+        node_place(members_of(m_plan), m_rank, m_options.slurm_step ? Tree::per_node : Tree::flat);
+    if (m_place.leader != m_rank) {
+        m_relay_path = relay_path(step_id(), m_place.leader);
+        m_candidates = {m_plan.control_port};
+    }
+}
 
-void LauncherShell::connect() {
+void LauncherShell::start_connecting(Clock::time_point now) {
+    plan_tree();
+    ConnectorSettings settings;
+    settings.rank = m_rank;
+    settings.self = Member{m_self.role, m_self.index, m_self.host};
+    settings.step = step_id();
+    settings.pid = ::getpid();
+    settings.auth = m_auth->method();
+    settings.address = m_options.address;
+    settings.trainer_port = m_trainer_port.port();
+    settings.leads_node = leads_node();
+    settings.control_address = m_plan.control_address;
+    settings.control_port = m_plan.control_port;
+    settings.candidates = m_candidates;
+    settings.leader = m_place.leader;
+    settings.relay_path = m_relay_path;
+    settings.connect_timeout = m_options.run.connect_timeout;
+    m_connector.emplace(std::move(settings));
+    m_connector->start(now);
+    perform_connector();
+}
+
+void LauncherShell::perform_connector() {
+    for (auto actions = m_connector->take_actions(); !actions.empty();
+         actions = m_connector->take_actions()) {
+        for (const auto& action : actions) {
+            perform_connector(action);
+        }
+    }
+}
+
+// One branch per action (~60 lines): the proofs are made and checked here (MUNGE is a socket),
+// and Registered hands the connection over to the launcher's machine.
+void LauncherShell::perform_connector(const ConnectorAction& action) {
+    if (const auto* target = std::get_if<connect_action::Connect>(&action)) {
+        m_link = Link::connecting;
+        asio::post(m_io, [this, target = *target] { connect(target); });
+    } else if (const auto* prove = std::get_if<connect_action::Prove>(&action)) {
+        std::string credential;
+        std::string nonce;
+        try {
+            credential = m_auth->prove(prove->challenge, step_id(), m_rank);
+            nonce = protocol::to_hex(protocol::random_bytes(protocol::k_nonce_size));
+        } catch (const std::exception& e) {
+            m_connector->proof_failed(e.what(), Clock::now());
+            return;
+        }
+        m_connector->proved(credential, nonce, Clock::now());
+    } else if (const auto* send_action = std::get_if<connect_action::Send>(&action)) {
+        send(send_action->message);
+    } else if (const auto* verify = std::get_if<connect_action::Verify>(&action)) {
+        m_connector->verified(
+            m_auth->verify_coordinator(verify->credential, verify->nonce, step_id(), m_rank),
+            Clock::now());
+    } else if (std::holds_alternative<connect_action::CloseAttempt>(action)) {
+        close_attempt();
+    } else if (const auto* arm_action = std::get_if<connect_action::ArmTimer>(&action)) {
+        const ConnectorTimer which = arm_action->timer;
+        connect_timer(which).expires_at(arm_action->at);
+        connect_timer(which).async_wait([this, which](const error_code& ec) {
+            if (!ec) {
+                m_connector->timer_fired(which, Clock::now());
+                perform_connector();
+            }
+        });
+    } else if (const auto* cancel = std::get_if<connect_action::CancelTimer>(&action)) {
+        connect_timer(cancel->timer).cancel();
+    } else if (const auto* registered = std::get_if<connect_action::Registered>(&action)) {
+        m_link = Link::session;
+        // A proven coordinator (or relay) may send more than k_max_frame: a large `cluster`.
+        m_decoder.set_limit(protocol::k_max_trusted_frame);
+        m_machine.registered(registered->control, Clock::now());
+        if (leads_node()) {
+            start_relay();
+        }
+        perform();
+    } else if (const auto* failure = std::get_if<connect_action::Fail>(&action)) {
+        fatal(failure->error);
+    }
+}
+
+void LauncherShell::connect(const connector_action::Connect& target) {
     if (m_link != Link::connecting) {
         return;
     }
     error_code ec;
     Stream::endpoint endpoint;
-    if (!m_relay_path.empty()) {
+    if (!target.path.empty()) {
         // A follower registers through its node leader's relay (the tree).
-        endpoint = asio::local::stream_protocol::endpoint(m_relay_path);
+        endpoint = asio::local::stream_protocol::endpoint(target.path);
     } else {
         Tcp::resolver resolver(m_io);
         // Synchronous on purpose: Asio's async resolver would add a thread.
-        const auto endpoints = resolver.resolve(
-            m_plan.control_address, std::to_string(m_candidates.at(m_candidate)), ec);
+        const auto endpoints = resolver.resolve(target.address, std::to_string(target.port), ec);
         if (ec) {
-            retry_connect(
-                fmt::format("cannot resolve {}: {}", m_plan.control_address, ec.message()));
+            m_connector->unreachable(
+                fmt::format("cannot resolve {}: {}", target.address, ec.message()), Clock::now());
+            perform_connector();
             return;
         }
         // The first IPv4 endpoint (the coordinator listens on IPv4), else the first one.
@@ -57,73 +146,38 @@ void LauncherShell::connect() {
     m_socket = Stream::socket(m_io);
     m_socket.open(endpoint.protocol(), ec);
     if (ec) {
-        retry_connect(ec.message());
+        m_connector->unreachable(ec.message(), Clock::now());
+        perform_connector();
         return;
     }
     detail::set_cloexec(m_socket.native_handle());
-    m_socket.async_connect(endpoint, [this](const error_code& error) {
+    const bool tcp = target.path.empty();
+    m_socket.async_connect(endpoint, [this, tcp](const error_code& error) {
         if (m_link != Link::connecting) {
             return;
         }
         if (error) {
-            next_candidate(error.message());
+            m_connector->connect_failed(error.message(), Clock::now());
+            perform_connector();
             return;
         }
         error_code ignored;
-        if (m_relay_path.empty()) {
+        if (tcp) {
             m_socket.set_option(Tcp::no_delay(true), ignored);
         }
         m_link = Link::handshake;
         m_decoder = protocol::FrameDecoder{};
-        m_challenge_timer.expires_after(k_challenge_timeout);
-        m_challenge_timer.async_wait([this](const error_code& wait_error) {
-            if (!wait_error && m_link == Link::handshake && m_nonce.empty()) {
-                next_candidate(
-                    fmt::format("no challenge within {}", format_seconds(k_challenge_timeout)));
-            }
-        });
+        m_connector->connected(Clock::now());
+        perform_connector();
         read();
     });
 }
 
-void LauncherShell::next_candidate(const std::string& why) {
-    // Refused, silent or not this job's coordinator: try the next candidate at once; back off
-    // only once every candidate has been tried.
-    const auto tried = control();
-    m_candidate = (m_candidate + 1) % m_candidates.size();
-    if (m_candidate == 0) {
-        retry_connect(fmt::format("{}: {}", tried, why));
-        return;
-    }
-    logger().debug("{}: {}: {}; trying {}", label(), tried, why, control());
-    m_last_connect_error = fmt::format("{}: {}", tried, why);
-    close_attempt();
-    asio::post(m_io, [this] { connect(); });
-}
-
 void LauncherShell::close_attempt() {
     m_link = Link::connecting;
-    m_nonce.clear();
-    m_challenge_timer.cancel();
     error_code ignored;
     m_socket.close(ignored);
     m_queue.clear();
-}
-
-void LauncherShell::retry_connect(const std::string& why) {
-    m_last_connect_error = why;
-    close_attempt();
-    if (Clock::now() + m_backoff >= m_connect_deadline) {
-        return; // the deadline timer reports it
-    }
-    m_retry_timer.expires_after(m_backoff);
-    // A relay socket appears once the leader registered: look again soon.
-    m_backoff = std::min(m_backoff * 2, m_relay_path.empty() ? Millis{1000} : Millis{100});
-    m_retry_timer.async_wait([this](const error_code& ec) {
-        if (!ec) {
-            connect();
-        }
-    });
 }
 
 void LauncherShell::read() {
@@ -138,7 +192,8 @@ void LauncherShell::on_read(const error_code& ec, std::size_t n) {
     }
     if (ec) {
         if (m_link == Link::handshake) {
-            next_candidate(fmt::format("connection closed during registration ({})", ec.message()));
+            m_connector->disconnected(ec.message(), Clock::now());
+            perform_connector();
         } else {
             if (m_relay) {
                 m_relay->upstream_lost();
@@ -154,7 +209,8 @@ void LauncherShell::on_read(const error_code& ec, std::size_t n) {
         while (auto payload = m_decoder.next()) {
             const protocol::Message message = protocol::decode_payload(*payload);
             if (m_link == Link::handshake) {
-                handshake(message);
+                m_connector->received(message, Clock::now());
+                perform_connector();
             } else if (const auto* relay = std::get_if<protocol::Relay>(&message);
                        relay != nullptr && m_relay) {
                 m_relay->downstream(*relay);
@@ -171,9 +227,8 @@ void LauncherShell::on_read(const error_code& ec, std::size_t n) {
         }
     } catch (const Error& e) {
         if (m_link == Link::handshake) {
-            // Another protocol version, a stale coordinator of an older tfslurm, garbage: not
-            // this step's coordinator, whatever it is.
-            not_the_coordinator(e.what());
+            m_connector->garbled(e.what(), Clock::now());
+            perform_connector();
         } else {
             if (m_relay) {
                 m_relay->upstream_lost();
@@ -184,92 +239,6 @@ void LauncherShell::on_read(const error_code& ec, std::size_t n) {
         return;
     }
     read();
-}
-
-// The registration exchange in message order (~70 lines): challenge -> hello with our proof,
-// then the coordinator's welcome (its proof checked) or reject (its code decides whether the
-// next candidate port is tried); one function keeps the order of the protocol readable.
-void LauncherShell::handshake(const protocol::Message& message) {
-    if (const auto* challenge = std::get_if<protocol::Challenge>(&message)) {
-        if (!m_nonce.empty()) {
-            not_the_coordinator("a second challenge");
-            return;
-        }
-        m_challenge_timer.cancel();
-        protocol::Hello hello;
-        hello.job = m_plan.job_id.value_or(0);
-        hello.step = m_plan.step_id.value_or(0);
-        hello.rank = m_rank;
-        hello.role = m_self.role;
-        hello.host = m_self.host;
-        hello.pid = ::getpid();
-        hello.auth = m_auth->method();
-        try {
-            hello.credential = m_auth->prove(challenge->nonce, step_id(), m_rank);
-            m_nonce = protocol::to_hex(protocol::random_bytes(protocol::k_nonce_size));
-        } catch (const std::exception& e) {
-            fatal(errors::make(Errc::auth, "launcher", e.what()));
-            return;
-        }
-        hello.nonce = m_nonce;
-        hello.address = m_options.address;
-        hello.relay = leads_node();
-        hello.port = m_trainer_port.port();
-        send(hello);
-    } else if (const auto* welcome = std::get_if<protocol::Welcome>(&message)) {
-        // Nothing the peer says is believed before it proves it is this job's coordinator:
-        // any user of the node can bind the control port first.
-        if (const auto why =
-                m_auth->verify_coordinator(welcome->credential, m_nonce, step_id(), m_rank)) {
-            // Another process holds this candidate (any user of the node can bind it): the
-            // coordinator listens on a later one.
-            not_the_coordinator(*why);
-            return;
-        }
-        logger().debug("{}: coordinator at {}", label(), control());
-        m_link = Link::session;
-        // A proven coordinator (or relay) may send more than k_max_frame: a large `cluster`.
-        m_decoder.set_limit(protocol::k_max_trusted_frame);
-        m_deadline_timer.cancel();
-        m_retry_timer.cancel();
-        m_challenge_timer.cancel();
-        m_machine.registered(control(), Clock::now());
-        if (leads_node()) {
-            start_relay();
-        }
-        perform();
-    } else if (const auto* reject = std::get_if<protocol::Reject>(&message)) {
-        if (reject->code == protocol::RejectCode::wrong_job ||
-            reject->code == protocol::RejectCode::wrong_step) {
-            // Another job's or another step's coordinator holds this candidate (derived ports
-            // collide, or steps of one job share a fixed port): ours listens on a later one. The
-            // code is unproven, but believing it only makes us look further.
-            next_candidate(
-                fmt::format("another {}'s coordinator ({})",
-                            reject->code == protocol::RejectCode::wrong_job ? "job" : "step",
-                            reject->reason));
-            return;
-        }
-        // Unproven (a coordinator that cannot check our proof cannot prove itself to us either):
-        // a real misconfiguration (another secret, another user, a rank registered twice) or a
-        // squatter's word. Believing it would let any user of the node stop the job, so look
-        // further, and name it at the deadline if no candidate proves to be the coordinator.
-        m_refusal = fmt::format("{} rejected {}: {}", control(), label(), reject->reason);
-        not_the_coordinator(fmt::format("it rejected {}: {}", label(), reject->reason));
-    } else {
-        not_the_coordinator(fmt::format("{} before the welcome", protocol::type_name(message)));
-    }
-}
-
-void LauncherShell::not_the_coordinator(const std::string& why) {
-    const auto job = m_plan.job_id.value_or(0);
-    const std::string what =
-        fmt::format("{} did not prove that it is job {}'s coordinator: {}", control(), job, why);
-    // Every round of candidates meets the same peer again: one warning each.
-    if (m_warned.insert(what).second) {
-        logger().warn("{}: {}; trying the next control port", label(), what);
-    }
-    next_candidate(what);
 }
 
 void LauncherShell::send(const protocol::Message& message, bool own) {
@@ -307,7 +276,8 @@ void LauncherShell::write() {
                 m_machine.connection_lost(ec.message(), Clock::now());
                 perform();
             } else if (m_link == Link::handshake && ec != asio::error::operation_aborted) {
-                next_candidate(ec.message());
+                m_connector->connect_failed(ec.message(), Clock::now());
+                perform_connector();
             }
             return;
         }
@@ -326,34 +296,18 @@ void LauncherShell::write() {
     });
 }
 
-void LauncherShell::plan_tree() {
-    if (!m_options.slurm_step) {
-        // `--local`: N launchers of one machine for development and tests stay flat, so that
-        // the control port's defences (impostors, fallback ports) stay exercised there.
-        return;
-    }
-    const auto leaders = node_leaders(members_of(m_plan));
-    m_leader = leaders.at(m_rank);
-    for (std::uint32_t rank = 0; rank < leaders.size(); ++rank) {
-        if (leaders[rank] == m_rank && rank != m_rank) {
-            m_followers.insert(rank);
-        }
-    }
-    if (m_leader != m_rank) {
-        m_relay_path = relay_path(step_id(), m_leader);
-        m_candidates = {m_plan.control_port};
-        m_candidate = 0;
-    }
-}
-
 void LauncherShell::start_relay() {
+    RelaySettings settings;
+    settings.step = step_id();
+    settings.ranks = m_place.followers;
+    settings.heartbeat = m_options.run.heartbeat;
+    settings.heartbeat_timeout = m_options.run.heartbeat_timeout;
+    settings.wait_until = m_connect_deadline;
     m_relay = std::make_unique<NodeRelay>(
         m_io,
         *m_auth,
-        step_id(),
-        m_followers,
-        m_options.run.heartbeat_timeout,
-        [this](const protocol::Relay& relay) { send(relay, true); },
+        std::move(settings),
+        [this](const protocol::Message& message) { send(message, true); },
         [this] {
             // Every local launcher finished: what the machine decided can happen now.
             auto deferred = std::move(m_deferred);
@@ -371,39 +325,19 @@ void LauncherShell::start_relay() {
         m_relay->stop_waiting();
         return;
     }
-    logger().debug("{}: relaying for ranks {}", label(), fmt::join(m_followers, ","));
-    m_relay_timer.expires_at(m_connect_deadline);
-    m_relay_timer.async_wait([this](const error_code& ec) {
-        if (!ec && m_relay) {
-            m_relay->stop_waiting();
-        }
-    });
+    logger().debug("{}: relaying for ranks {}", label(), fmt::join(m_place.followers, ","));
 }
 
 bool LauncherShell::defer(const LauncherAction& action) {
     const bool closing = std::holds_alternative<launcher_action::HalfClose>(action) ||
                          std::holds_alternative<launcher_action::Disconnect>(action) ||
                          std::holds_alternative<launcher_action::Finish>(action);
-    if (!closing || !m_relay || !m_relay->busy()) {
+    if (!closing || !m_relay || !m_relay->hold()) {
         return false;
     }
     // The leader's connection carries its node: it stays until every local launcher is done.
-    if (m_deferred.empty()) {
-        node_heartbeat();
-    }
     m_deferred.push_back(action);
     return true;
-}
-
-void LauncherShell::node_heartbeat() {
-    m_node_heartbeat.expires_after(m_options.run.heartbeat);
-    m_node_heartbeat.async_wait([this](const error_code& ec) {
-        if (ec || !m_relay || !m_relay->busy() || m_link != Link::session) {
-            return;
-        }
-        send(protocol::Heartbeat{}, true);
-        node_heartbeat();
-    });
 }
 
 void LauncherShell::close_socket(asio::socket_base::shutdown_type how) {

@@ -2,10 +2,10 @@
 // One task's launcher, the Asio shell around LauncherMachine: everything that waits does so on
 // one single-threaded io_context: sockets, timers and signals (SIGCHLD included) are Asio
 // handlers, and handlers never throw (fatal errors are recorded and re-thrown once
-// io_context::run() has returned). The shell connects and registers by itself (retries and
-// registration failures are setup errors, thrown); after `welcome` every decision is the
-// machine's and the shell only performs its actions. The link to the coordinator is in
-// launcher_connection.cpp.
+// io_context::run() has returned). Until `welcome` the Connector decides (its failures are
+// setup errors, thrown); after it every decision is the machine's, and the shell only performs
+// their actions. The link to the coordinator is in
+// launcher_connection.cpp (the Connector's shell).
 #include "detail/launcher_shell.hpp"
 
 #include "detail/fd.hpp"
@@ -143,8 +143,8 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
     });
 }
 
-// The launcher's life in order (~65 lines): coordinator, held port, signals, deadline, relay,
-// connect, then the event loop and the cleanup after it; the order is the point.
+// The launcher's life in order: coordinator, held port, signals, the connector (the tree, the
+// connect deadline), then the event loop and the cleanup after it; the order is the point.
 LaunchResult LauncherShell::run() {
     m_auth = protocol::Authenticator::create(m_options.auth);
     logger().debug("{}: authentication: {}", label(), protocol::to_string(m_auth->method()));
@@ -161,38 +161,9 @@ LaunchResult LauncherShell::run() {
                        m_self.port);
     }
     wait_signal();
-    m_connect_deadline = Clock::now() + m_options.run.connect_timeout;
-    plan_tree();
-    m_deadline_timer.expires_at(m_connect_deadline);
-    m_deadline_timer.async_wait([this](const error_code& ec) {
-        if (ec || (m_link != Link::connecting && m_link != Link::handshake)) {
-            return;
-        }
-        if (m_refusal) {
-            // No candidate proved to be the coordinator, and one refused us: most likely the
-            // real coordinator, naming a misconfiguration.
-            fatal(errors::make(Errc::auth,
-                               "coordinator",
-                               *m_refusal,
-                               "every task must run 'tfslurm run' with the same options, the same "
-                               "TFSLURM_SECRET and as the same user"));
-        } else {
-            fatal(errors::make(Errc::io,
-                               "coordinator",
-                               fmt::format("cannot register with {}:{}{} within {}: {}",
-                                           m_plan.control_address,
-                                           m_plan.control_port,
-                                           m_candidates.size() > 1
-                                               ? fmt::format(" (nor its {} fallback ports)",
-                                                             m_candidates.size() - 1)
-                                               : std::string(),
-                                           format_seconds(m_options.run.connect_timeout),
-                                           m_last_connect_error),
-                               "is rank 0's launcher running? all tasks must run 'tfslurm run' "
-                               "with the same plan options"));
-        }
-    });
-    connect();
+    const auto now = Clock::now();
+    m_connect_deadline = now + m_options.run.connect_timeout;
+    start_connecting(now);
     // Handlers do not throw; should one ever do (bad_alloc), the trainer must still not outlive
     // us: clean up first, then report.
     std::optional<std::string> internal_error;
@@ -272,8 +243,6 @@ void LauncherShell::reap() {
     }
     perform();
 }
-
-// --- connection and registration -----------------------------------------------------------------
 
 // --- actions -------------------------------------------------------------------------------------
 
@@ -558,13 +527,11 @@ void LauncherShell::prepare_stall_watch() {
 
 void LauncherShell::finish() {
     m_probe.close();
-    m_deadline_timer.cancel();
-    m_retry_timer.cancel();
-    m_challenge_timer.cancel();
+    for (auto& connect_timer : m_connect_timers) {
+        connect_timer.cancel();
+    }
     timer(LauncherTimer::grace).cancel();
     m_signals.cancel();
-    m_relay_timer.cancel();
-    m_node_heartbeat.cancel();
     if (m_relay) {
         m_relay->close();
     }

@@ -19,12 +19,6 @@
 namespace tfslurm {
 namespace {
 
-/// srun --resv-ports fails without a port range for slurmctld to reserve from: every hint that
-/// recommends it says so.
-constexpr std::string_view k_resv_ports_need =
-    "it needs MpiParams=ports=LOW-HIGH in slurm.conf; Slurm then sets SLURM_STEP_RESV_PORTS in "
-    "every task";
-
 /// Ports as Slurm writes SLURM_STEP_RESV_PORTS: `12000-12003,12005`.
 std::string format_ports(const std::vector<std::uint16_t>& ports) {
     std::string out;
@@ -139,7 +133,7 @@ layout_ports(const StepInfo& step, const Allocation& allocation, const PlanOptio
                 fmt::format("use srun --resv-ports={} (one per task on a node, plus one for "
                             "the launcher; {})",
                             per_node + 1,
-                            k_resv_ports_need));
+                            detail::k_resv_ports_need));
         }
         std::copy_n(step.resv_ports.begin(), per_node, ports.by_local.begin());
         if (step.resv_ports.size() > per_node) {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The node relay (detail/node_relay.hpp): a Unix-socket listener in the node leader's launcher,
-// one session per local launcher. Single-threaded on the launcher's io_context; handlers never
-// throw.
+// The node relay's shell (detail/node_relay.hpp): a Unix-socket listener in the node leader's
+// launcher, one socket per local launcher, performing what RelayMachine (relay.cpp) decides.
+// Single-threaded on the launcher's io_context; handlers never throw.
 #include "detail/node_relay.hpp"
 
 #include "detail/fd.hpp"
@@ -21,7 +21,8 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
-#include <unordered_map>
+#include <map>
+#include <optional>
 #include <utility>
 
 namespace tfslurm::detail {
@@ -60,228 +61,48 @@ struct NodeRelay::Impl : std::enable_shared_from_this<NodeRelay::Impl> {
 
     Impl(asio::io_context& context,
          const protocol::Authenticator& authenticator,
-         protocol::StepId step_id,
-         std::set<std::uint32_t> local,
-         Millis timeout,
-         std::function<void(const protocol::Relay&)> up,
+         RelaySettings settings,
+         std::function<void(const protocol::Message&)> up,
          std::function<void()> on_idle)
-        : io(context), acceptor(context), watch_timer(context), auth(authenticator), step(step_id),
-          unseen(std::move(local)), ranks(unseen), heartbeat_timeout(timeout),
-          upstream(std::move(up)), idle(std::move(on_idle)) {}
+        : io(context), acceptor(context), watch_timer(context), heartbeat_timer(context),
+          wait_timer(context), auth(authenticator), step(settings.step),
+          machine(std::move(settings)), upstream(std::move(up)), idle(std::move(on_idle)) {}
 
     void accept();
-    /// Every tick: a registered launcher silent for heartbeat_timeout is closed (and reported
-    /// upstream as `closed`): its heartbeats stop here, so the coordinator cannot see it.
-    void watch();
-    void ended(const std::shared_ptr<Session>& session);
-    [[nodiscard]] bool busy() const noexcept {
-        return !sessions.empty() || (waiting && !unseen.empty());
-    }
-    void check_idle() {
-        if (!busy() && idle && !idle_posted) {
-            idle_posted = true;
-            asio::post(io, [self = shared_from_this()] {
-                self->idle_posted = false;
-                if (!self->busy() && self->idle) {
-                    self->idle();
-                }
-            });
-        }
-    }
+    /// Perform the machine's actions until it is quiet (Verify feeds it again).
+    void perform();
+    void perform(const RelayAction& action);
+    void arm(RelayTimer which, Clock::time_point at);
+    /// Close `id`'s socket and tell the machine why (a read or write error, a failed proof).
+    void end(SessionId id, const std::string& why);
 
     asio::io_context& io;
     Unix::acceptor acceptor;
     asio::steady_timer watch_timer;
+    asio::steady_timer heartbeat_timer;
+    asio::steady_timer wait_timer;
     const protocol::Authenticator& auth;
     protocol::StepId step;
-    std::set<std::uint32_t> unseen; ///< local ranks that never sent a valid hello
-    const std::set<std::uint32_t> ranks;
-    Millis heartbeat_timeout;
-    /// A local launcher's heartbeat, as every launcher encodes it: answered by pulse(), not
-    /// sent up (the leader's heartbeat stands for its node).
-    const std::string heartbeat = protocol::encode_payload(protocol::Heartbeat{});
-    const std::shared_ptr<const std::string> heartbeat_frame =
-        std::make_shared<const std::string>(protocol::encode_frame(protocol::Heartbeat{}));
-    std::function<void(const protocol::Relay&)> upstream;
+    RelayMachine machine;
+    std::function<void(const protocol::Message&)> upstream;
     std::function<void()> idle;
-    std::set<std::shared_ptr<Session>> sessions;
-    std::unordered_map<std::uint32_t, std::shared_ptr<Session>> by_rank;
+    std::map<SessionId, std::shared_ptr<Session>> sessions;
+    SessionId next_id = 1;
     std::string path;
-    bool waiting = true;
     bool idle_posted = false;
-    bool closed = false;
 };
 
-/// One local launcher: challenge, hello (checked here, registered upstream), then frames both
-/// ways unchanged.
+/// One local launcher's socket: frames in (each payload to the machine), frames out (one write
+/// in flight), closed when the machine says so.
 class NodeRelay::Impl::Session : public std::enable_shared_from_this<Session> {
   public:
-    Session(std::shared_ptr<Impl> relay, Unix::socket socket)
-        : m_relay(std::move(relay)), m_socket(std::move(socket)) {}
+    Session(std::shared_ptr<Impl> relay, SessionId id, Unix::socket socket)
+        : m_relay(std::move(relay)), m_id(id), m_socket(std::move(socket)) {}
 
-    void start() {
-        try {
-            m_nonce = protocol::to_hex(protocol::random_bytes(protocol::k_nonce_size));
-            send(std::make_shared<const std::string>(
-                protocol::encode_frame(protocol::Challenge{m_nonce})));
-        } catch (const std::exception& e) {
-            logger().error("relay: no challenge: {}", e.what());
-            close("no challenge");
-            return;
-        }
-        read();
-    }
-
-    /// A message of the coordinator for this launcher (an encoded payload).
-    void deliver(const std::string& payload, const std::shared_ptr<const std::string>& frame) {
-        if (m_state == State::registered) {
-            send(frame);
-            return;
-        }
-        if (m_state != State::pending) {
-            return;
-        }
-        // The coordinator's answer to the hello: the leader proves itself to its launcher.
-        try {
-            const protocol::Message answer = protocol::decode_payload(payload);
-            if (auto welcome = std::get_if<protocol::Welcome>(&answer)) {
-                protocol::Welcome proved = *welcome;
-                proved.credential = m_relay->auth.prove_coordinator(
-                    m_hello.auth, m_hello.nonce, m_relay->step, m_hello.rank);
-                m_state = State::registered;
-                send(std::make_shared<const std::string>(protocol::encode_frame(proved)));
-                return;
-            }
-            if (std::holds_alternative<protocol::Reject>(answer)) {
-                send(frame);
-                m_close_after_write = true;
-                m_state = State::closing;
-                return;
-            }
-            throw errors::make(Errc::protocol,
-                               "protocol",
-                               fmt::format("expected welcome or reject for rank {}, got {}",
-                                           m_hello.rank,
-                                           protocol::type_name(answer)));
-        } catch (const std::exception& e) {
-            logger().error("relay: rank {}: {}", m_hello.rank, e.what());
-            close(e.what());
-        }
-    }
-
-    void close(const std::string& why) {
-        if (m_state == State::closed) {
-            return;
-        }
-        const bool announced = m_state == State::pending || m_state == State::registered ||
-                               (m_state == State::closing && m_forwarded);
-        m_state = State::closed;
-        error_code ignored;
-        m_socket.shutdown(Unix::socket::shutdown_both, ignored);
-        m_socket.close(ignored);
-        if (announced && !m_relay->closed) {
-            m_relay->upstream(protocol::Relay{{m_hello.rank}, {}, why});
-        }
-        m_relay->ended(shared_from_this());
-    }
-
-    [[nodiscard]] std::uint32_t rank() const noexcept { return m_hello.rank; }
-    [[nodiscard]] bool has_rank() const noexcept { return m_forwarded; }
-    [[nodiscard]] bool registered() const noexcept { return m_state == State::registered; }
-    [[nodiscard]] Clock::time_point last_heard() const noexcept { return m_last_heard; }
-    /// The coordinator answered the leader's heartbeat: it is alive for this launcher too.
-    void pulse() {
-        if (m_state == State::registered) {
-            send(m_relay->heartbeat_frame);
-        }
-    }
-
-  private:
-    enum class State { handshake, pending, registered, closing, closed };
-
-    void read() {
-        m_socket.async_read_some(asio::buffer(m_buffer),
-                                 [self = shared_from_this()](const error_code& ec, std::size_t n) {
-                                     self->on_read(ec, n);
-                                 });
-    }
-
-    void on_read(const error_code& ec, std::size_t n) {
-        if (m_state == State::closed) {
-            return;
-        }
-        if (ec) {
-            close(ec == asio::error::eof ? "connection closed" : ec.message());
-            return;
-        }
-        m_last_heard = Clock::now();
-        try {
-            m_decoder.feed(std::string_view(m_buffer.data(), n));
-            while (auto payload = m_decoder.next()) {
-                if (m_state == State::handshake) {
-                    hello(*payload);
-                } else if (m_state == State::registered && *payload == m_relay->heartbeat) {
-                    continue; // heard (above); the leader's own heartbeat speaks for the node
-                } else if (m_state == State::registered) {
-                    // Anything else passes through: only its form is checked, so that one bad
-                    // frame costs this launcher its connection, not the node its leader's.
-                    protocol::check_relayable(*payload);
-                    m_relay->upstream(protocol::Relay{{m_hello.rank}, std::move(*payload), {}});
-                } else if (m_state == State::pending) {
-                    throw errors::make(Errc::protocol, "protocol", "a message before the welcome");
-                }
-                if (m_state == State::closed) {
-                    return;
-                }
-            }
-        } catch (const std::exception& e) {
-            logger().warn("relay: closing a local connection{}: {}",
-                          m_forwarded ? fmt::format(" (rank {})", m_hello.rank) : std::string(),
-                          e.what());
-            close("protocol error");
-            return;
-        }
-        read();
-    }
-
-    /// Check a local launcher's hello: its proof, that its rank is this node's and not taken.
-    void hello(const std::string& payload) {
-        const protocol::Message message = protocol::decode_payload(payload);
-        const auto* hello = std::get_if<protocol::Hello>(&message);
-        if (hello == nullptr) {
-            throw errors::make(Errc::protocol,
-                               "protocol",
-                               fmt::format("expected hello, got {}", protocol::type_name(message)));
-        }
-        std::optional<protocol::Reject> reject =
-            m_relay->auth.verify(*hello, m_nonce, m_relay->step);
-        if (!reject && (m_relay->ranks.count(hello->rank) == 0 || hello->relay)) {
-            reject = protocol::Reject{
-                protocol::RejectCode::refused,
-                fmt::format("rank {} does not run on this node's relay", hello->rank)};
-        }
-        if (!reject && m_relay->by_rank.count(hello->rank) != 0) {
-            reject = protocol::Reject{protocol::RejectCode::refused,
-                                      fmt::format("rank {} is already registered", hello->rank)};
-        }
-        if (reject) {
-            logger().warn(
-                "relay: rejected rank {} (pid {}): {}", hello->rank, hello->pid, reject->reason);
-            send(std::make_shared<const std::string>(protocol::encode_frame(*reject)));
-            m_close_after_write = true;
-            m_state = State::closing;
-            return;
-        }
-        m_hello = *hello;
-        m_forwarded = true;
-        m_state = State::pending;
-        m_relay->by_rank[hello->rank] = shared_from_this();
-        m_relay->unseen.erase(hello->rank);
-        m_relay->upstream(protocol::Relay{{hello->rank}, payload, {}});
-    }
+    void start() { read(); }
 
     void send(std::shared_ptr<const std::string> frame) {
-        if (m_state == State::closed) {
+        if (m_closed) {
             return;
         }
         m_queue.push_back(std::move(frame));
@@ -290,104 +111,227 @@ class NodeRelay::Impl::Session : public std::enable_shared_from_this<Session> {
         }
     }
 
+    /// Close once what is queued is written, then report `rejected`.
+    void close_after_writes() {
+        m_close_after_write = true;
+        if (!m_writing && m_queue.empty()) {
+            m_relay->end(m_id, "rejected");
+        }
+    }
+
+    void close() {
+        if (m_closed) {
+            return;
+        }
+        m_closed = true;
+        error_code ignored;
+        m_socket.shutdown(Unix::socket::shutdown_both, ignored);
+        m_socket.close(ignored);
+    }
+
+  private:
+    void read() {
+        m_socket.async_read_some(asio::buffer(m_buffer),
+                                 [self = shared_from_this()](const error_code& ec, std::size_t n) {
+                                     self->on_read(ec, n);
+                                 });
+    }
+
+    void on_read(const error_code& ec, std::size_t n) {
+        if (m_closed) {
+            return;
+        }
+        if (ec) {
+            m_relay->end(m_id, ec == asio::error::eof ? "connection closed" : ec.message());
+            return;
+        }
+        try {
+            m_decoder.feed(std::string_view(m_buffer.data(), n));
+            while (auto payload = m_decoder.next()) {
+                m_relay->machine.received(m_id, *payload, Clock::now());
+                m_relay->perform();
+                if (m_closed) {
+                    return;
+                }
+            }
+        } catch (const std::exception& e) {
+            m_relay->machine.unreadable(m_id, e.what(), Clock::now());
+            m_relay->perform();
+            return;
+        }
+        read();
+    }
+
     void write() {
         m_writing = true;
         asio::async_write(m_socket,
                           asio::buffer(*m_queue.front()),
                           [self = shared_from_this()](const error_code& ec, std::size_t /*n*/) {
                               self->m_writing = false;
-                              if (self->m_state == State::closed) {
+                              if (self->m_closed) {
                                   return;
                               }
                               if (ec) {
-                                  self->close(ec.message());
+                                  self->m_relay->end(self->m_id, ec.message());
                                   return;
                               }
                               self->m_queue.pop_front();
                               if (!self->m_queue.empty()) {
                                   self->write();
                               } else if (self->m_close_after_write) {
-                                  self->close("rejected");
+                                  self->m_relay->end(self->m_id, "rejected");
                               }
                           });
     }
 
     std::shared_ptr<Impl> m_relay;
+    SessionId m_id;
     Unix::socket m_socket;
-    std::string m_nonce;
-    protocol::Hello m_hello;
     std::array<char, 4096> m_buffer{};
     protocol::FrameDecoder m_decoder;
     std::deque<std::shared_ptr<const std::string>> m_queue;
-    State m_state = State::handshake;
-    Clock::time_point m_last_heard = Clock::now();
-    bool m_forwarded = false; ///< its hello went upstream: its end must too
+    bool m_closed = false;
     bool m_writing = false;
     bool m_close_after_write = false;
 };
 
 void NodeRelay::Impl::accept() {
     acceptor.async_accept([self = shared_from_this()](const error_code& ec, Unix::socket socket) {
-        if (self->closed || ec == asio::error::operation_aborted) {
+        if (self->machine.is_closed() || ec == asio::error::operation_aborted) {
             return;
         }
         if (ec) {
             logger().warn("relay: accept: {}", ec.message());
         } else {
             detail::set_cloexec(socket.native_handle());
-            auto session = std::make_shared<Session>(self, std::move(socket));
-            self->sessions.insert(session);
-            session->start();
+            std::string nonce;
+            try {
+                nonce = protocol::to_hex(protocol::random_bytes(protocol::k_nonce_size));
+            } catch (const std::exception& e) {
+                logger().error("relay: no challenge: {}", e.what());
+                error_code ignored;
+                socket.close(ignored);
+            }
+            if (!nonce.empty()) {
+                const SessionId id = self->next_id++;
+                auto session = std::make_shared<Session>(self, id, std::move(socket));
+                self->sessions.emplace(id, session);
+                self->machine.accepted(id, nonce, Clock::now());
+                self->perform();
+                session->start();
+            }
         }
         self->accept();
     });
 }
 
-void NodeRelay::Impl::watch() {
-    watch_timer.expires_after(tick_interval(heartbeat_timeout));
-    watch_timer.async_wait([self = shared_from_this()](const error_code& ec) {
-        if (ec || self->closed) {
-            return;
-        }
-        const auto now = Clock::now();
-        const auto all = self->sessions;
-        for (const auto& session : all) {
-            if (session->registered() &&
-                silent_too_long(session->last_heard(), now, self->heartbeat_timeout)) {
-                const std::string why = no_heartbeat(self->heartbeat_timeout);
-                logger().warn("relay: rank {}: {}", session->rank(), why);
-                session->close(why);
-            }
-        }
-        self->watch();
-    });
+void NodeRelay::Impl::end(SessionId id, const std::string& why) {
+    if (const auto it = sessions.find(id); it != sessions.end()) {
+        it->second->close();
+        sessions.erase(it);
+    }
+    machine.closed(id, why, Clock::now());
+    perform();
 }
 
-void NodeRelay::Impl::ended(const std::shared_ptr<Session>& session) {
-    sessions.erase(session);
-    if (session->has_rank()) {
-        const auto it = by_rank.find(session->rank());
-        if (it != by_rank.end() && it->second == session) {
-            by_rank.erase(it);
+void NodeRelay::Impl::perform() {
+    for (auto actions = machine.take_actions(); !actions.empty();
+         actions = machine.take_actions()) {
+        for (const auto& action : actions) {
+            perform(action);
         }
     }
-    check_idle();
+}
+
+void NodeRelay::Impl::perform(const RelayAction& action) {
+    namespace act = relay_action;
+    const auto session = [this](SessionId id) -> Session* {
+        const auto it = sessions.find(id);
+        return it == sessions.end() ? nullptr : it->second.get();
+    };
+    if (const auto* to = std::get_if<act::ToLocal>(&action)) {
+        if (auto* s = session(to->session)) {
+            s->send(to->frame);
+        }
+    } else if (const auto* verify = std::get_if<act::Verify>(&action)) {
+        std::optional<protocol::Reject> reject;
+        try {
+            reject = auth.verify(verify->hello, verify->nonce, step);
+        } catch (const std::exception& e) {
+            logger().warn("relay: closing a local connection: {}", e.what());
+            end(verify->session, "protocol error");
+            return;
+        }
+        machine.verified(verify->session, reject, Clock::now());
+    } else if (const auto* welcome = std::get_if<act::Welcome>(&action)) {
+        const auto& hello = welcome->hello;
+        try {
+            protocol::Welcome proved = welcome->welcome;
+            proved.credential = auth.prove_coordinator(hello.auth, hello.nonce, step, hello.rank);
+            if (auto* s = session(welcome->session)) {
+                s->send(std::make_shared<const std::string>(protocol::encode_frame(proved)));
+            }
+        } catch (const std::exception& e) {
+            logger().error("relay: rank {}: {}", hello.rank, e.what());
+            end(welcome->session, e.what());
+        }
+    } else if (const auto* close = std::get_if<act::CloseLocal>(&action)) {
+        if (close->when == act::CloseWhen::after_writes) {
+            if (auto* s = session(close->session)) {
+                s->close_after_writes();
+            }
+        } else if (const auto it = sessions.find(close->session); it != sessions.end()) {
+            it->second->close();
+            sessions.erase(it);
+        }
+    } else if (const auto* up = std::get_if<act::Upstream>(&action)) {
+        if (upstream) {
+            upstream(up->message);
+        }
+    } else if (const auto* arm_action = std::get_if<act::ArmTimer>(&action)) {
+        arm(arm_action->timer, arm_action->at);
+    } else if (std::holds_alternative<act::StopListening>(action)) {
+        error_code ignored;
+        acceptor.close(ignored);
+        watch_timer.cancel();
+        heartbeat_timer.cancel();
+        wait_timer.cancel();
+        if (!path.empty()) {
+            ::unlink(path.c_str());
+        }
+    } else if (std::holds_alternative<act::Idle>(action)) {
+        if (idle && !idle_posted) {
+            idle_posted = true;
+            asio::post(io, [self = shared_from_this()] {
+                self->idle_posted = false;
+                if (!self->machine.busy() && self->idle) {
+                    self->idle();
+                }
+            });
+        }
+    }
+}
+
+void NodeRelay::Impl::arm(RelayTimer which, Clock::time_point at) {
+    auto& timer = which == RelayTimer::watch            ? watch_timer
+                  : which == RelayTimer::node_heartbeat ? heartbeat_timer
+                                                        : wait_timer;
+    timer.expires_at(at);
+    timer.async_wait([self = shared_from_this(), which](const error_code& ec) {
+        if (!ec) {
+            self->machine.timer_fired(which, Clock::now());
+            self->perform();
+        }
+    });
 }
 
 NodeRelay::NodeRelay(asio::io_context& io,
                      const protocol::Authenticator& auth,
-                     protocol::StepId step,
-                     std::set<std::uint32_t> ranks,
-                     Millis heartbeat_timeout,
-                     std::function<void(const protocol::Relay&)> upstream,
+                     RelaySettings settings,
+                     std::function<void(const protocol::Message&)> upstream,
                      std::function<void()> idle)
-    : m_impl(std::make_shared<Impl>(io,
-                                    auth,
-                                    step,
-                                    std::move(ranks),
-                                    heartbeat_timeout,
-                                    std::move(upstream),
-                                    std::move(idle))) {}
+    : m_impl(std::make_shared<Impl>(
+          io, auth, std::move(settings), std::move(upstream), std::move(idle))) {}
 
 NodeRelay::~NodeRelay() {
     try {
@@ -415,57 +359,42 @@ void NodeRelay::listen(const std::string& path) {
     }
     m_impl->path = path;
     m_impl->accept();
-    m_impl->watch();
+    m_impl->machine.listening(Clock::now());
+    m_impl->perform();
 }
 
 void NodeRelay::pulse() {
-    for (const auto& session : m_impl->sessions) {
-        session->pulse();
-    }
+    m_impl->machine.pulse(Clock::now());
+    m_impl->perform();
 }
 
 void NodeRelay::downstream(const protocol::Relay& relay) {
-    const auto frame = std::make_shared<const std::string>(
-        protocol::frame_payload(relay.message, protocol::k_max_trusted_frame));
-    for (const std::uint32_t rank : relay.ranks) {
-        const auto it = m_impl->by_rank.find(rank);
-        if (it != m_impl->by_rank.end()) {
-            it->second->deliver(relay.message, frame);
-        }
-    }
+    m_impl->machine.downstream(relay, Clock::now());
+    m_impl->perform();
 }
 
 void NodeRelay::upstream_lost() {
-    m_impl->waiting = false;
     close();
 }
 
 void NodeRelay::stop_waiting() {
-    m_impl->waiting = false;
-    m_impl->check_idle();
+    m_impl->machine.stop_waiting(Clock::now());
+    m_impl->perform();
 }
 
 bool NodeRelay::busy() const noexcept {
-    return m_impl->busy();
+    return m_impl->machine.busy();
+}
+
+bool NodeRelay::hold() {
+    const bool held = m_impl->machine.hold(Clock::now());
+    m_impl->perform();
+    return held;
 }
 
 void NodeRelay::close() {
-    if (m_impl->closed) {
-        return;
-    }
-    m_impl->closed = true;
-    m_impl->waiting = false;
-    error_code ignored;
-    m_impl->acceptor.close(ignored);
-    m_impl->watch_timer.cancel();
-    if (!m_impl->path.empty()) {
-        ::unlink(m_impl->path.c_str());
-    }
-    const auto all = m_impl->sessions;
-    for (const auto& session : all) {
-        session->close("relay closed");
-    }
-    m_impl->check_idle();
+    m_impl->machine.close(Clock::now());
+    m_impl->perform();
 }
 
 } // namespace tfslurm::detail

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: MIT
+#include "detail/spawn_child.hpp"
+
 #include <tfslurm/error.hpp>
 #include <tfslurm/log.hpp>
 #include <tfslurm/spawn.hpp>
@@ -29,6 +31,19 @@
 namespace tfslurm {
 
 namespace {
+
+using detail::await_stop_signal;
+using detail::close_other_fds;
+using detail::end_like;
+using detail::exec_child;
+using detail::ExecArgs;
+using detail::ignore_signals;
+using detail::install_stop_handler;
+using detail::keep;
+using detail::keeper_args;
+using detail::KeeperArgs;
+using detail::killed_by_stop_signal;
+using detail::stop_noted;
 
 bool is_executable_file(const std::string& path, int& error) {
     struct stat info {};
@@ -65,59 +80,6 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
     return out;
 }
 
-/// What a child needs to exec the command, prepared before fork().
-struct ExecArgs {
-    const char* path;
-    char* const* argv;
-    char* const* envp;
-    const std::vector<int>* inherit_fds;
-    int report_fd; ///< the errno of a failed execve is written here
-    int stdout_fd; ///< dup2'd to 1 in the command; -1: inherited
-    int stderr_fd; ///< dup2'd to 2 in the command; -1: inherited
-};
-
-/// The child's side of spawn_process(), between fork() and exec: async-signal-safe calls only.
-/// On failure the errno of execve goes to `report_fd` and the child exits 127.
-[[noreturn]] void
-exec_child(const ExecArgs& exec, ProcessGroup group, int death_signal, pid_t parent) noexcept {
-    if (group == ProcessGroup::new_group) {
-        ::setpgid(0, 0);
-    }
-    if (death_signal != 0) {
-        ::prctl(PR_SET_PDEATHSIG, death_signal);
-        if (::getppid() != parent) {
-            // The parent died before prctl: the death signal will never come.
-            ::_exit(128 + death_signal);
-        }
-    }
-    // Handlers are reset by exec, ignored signals are not, and the mask is inherited.
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    ::sigemptyset(&dfl.sa_mask);
-    for (int signo = 1; signo < NSIG; ++signo) {
-        if (signo != SIGKILL && signo != SIGSTOP) {
-            ::sigaction(signo, &dfl, nullptr);
-        }
-    }
-    sigset_t none;
-    ::sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (const int fd : *exec.inherit_fds) {
-        ::fcntl(fd, F_SETFD, 0);
-    }
-    // dup2 clears close-on-exec on the copy; the originals close at exec.
-    if (exec.stdout_fd >= 0) {
-        ::dup2(exec.stdout_fd, STDOUT_FILENO);
-    }
-    if (exec.stderr_fd >= 0) {
-        ::dup2(exec.stderr_fd, STDERR_FILENO);
-    }
-    ::execve(exec.path, exec.argv, exec.envp);
-    const int error = errno;
-    [[maybe_unused]] const auto written = ::write(exec.report_fd, &error, sizeof error);
-    ::_exit(127);
-}
-
 // --- containment (see spawn.hpp) -----------------------------------------------------------------
 //
 // Everything below runs between fork() and exec (or _exit) in a copy of the caller:
@@ -145,85 +107,6 @@ bool write_control(const char* path, const std::string& text) noexcept {
     return written == static_cast<ssize_t>(text.size());
 }
 
-/// Every signal but SIGKILL, SIGSTOP and SIGCHLD ignored (SIGCHLD keeps its default so that
-/// waitpid still sees the children): the group's signals are for the command, not for us.
-void ignore_signals() noexcept {
-    struct sigaction ignore {};
-    ignore.sa_handler = SIG_IGN;
-    ::sigemptyset(&ignore.sa_mask);
-    for (int signo = 1; signo < NSIG; ++signo) {
-        if (signo != SIGKILL && signo != SIGSTOP && signo != SIGCHLD) {
-            ::sigaction(signo, &ignore, nullptr);
-        }
-    }
-    sigset_t none;
-    ::sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-}
-
-/// Close every descriptor from 3 up except `keep` (sorted): a supervisor never execs, so it
-/// must not hold the caller's sockets open.
-void close_other_fds(const std::vector<int>& keep) noexcept {
-    unsigned first = 3;
-    for (const int fd : keep) {
-        if (fd >= static_cast<int>(first)) {
-            if (fd > static_cast<int>(first)) {
-                ::close_range(first, static_cast<unsigned>(fd) - 1, 0);
-            }
-            first = static_cast<unsigned>(fd) + 1;
-        }
-    }
-    ::close_range(first, ~0U, 0);
-}
-
-/// End this process the way `wait_status` says the command ended: the same exit code, or
-/// killed by the same signal (without a core file of our own).
-[[noreturn]] void end_like(int wait_status) noexcept {
-    if (WIFEXITED(wait_status)) {
-        ::_exit(WEXITSTATUS(wait_status));
-    }
-    const int signo = WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : SIGKILL;
-    const rlimit no_core{0, 0};
-    ::setrlimit(RLIMIT_CORE, &no_core);
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    ::sigemptyset(&dfl.sa_mask);
-    ::sigaction(signo, &dfl, nullptr);
-    sigset_t only;
-    ::sigemptyset(&only);
-    ::sigaddset(&only, signo);
-    ::sigprocmask(SIG_UNBLOCK, &only, nullptr);
-    ::kill(::getpid(), signo);
-    ::_exit(128 + signo); // not reached for a fatal signal
-}
-
-/// Set by the namespace's init when it receives SIGTERM or SIGINT: the command is being stopped.
-volatile sig_atomic_t g_stopping = 0; // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
-
-extern "C" void note_stop(int /*signo*/) {
-    g_stopping = 1;
-}
-
-/// How long the namespace's init waits for the stop signal itself after the command died of
-/// SIGTERM or SIGINT: slurmstepd signals the processes of a step one by one, children perhaps
-/// before their parents (the same window as the launcher's k_settle_window).
-constexpr int k_stop_settle_ms = 1000;
-
-/// Whether `wait_status` says killed by SIGTERM or SIGINT, the signals that stop a trainer.
-bool killed_by_stop_signal(int wait_status) noexcept {
-    return WIFSIGNALED(wait_status) &&
-           (WTERMSIG(wait_status) == SIGTERM || WTERMSIG(wait_status) == SIGINT);
-}
-
-/// Sleep until note_stop() ran or k_stop_settle_ms passed.
-void await_stop_signal() noexcept {
-    constexpr int k_step_ms = 5;
-    for (int waited = 0; g_stopping == 0 && waited < k_stop_settle_ms; waited += k_step_ms) {
-        const timespec step{0, k_step_ms * 1000L * 1000L};
-        ::nanosleep(&step, nullptr);
-    }
-}
-
 /// The namespace's init I: start the command, reap every process of the namespace until the
 /// command ends, hand its wait status to the supervisor on `status_fd`, and end (the kernel
 /// then kills whatever is left in the namespace). When the command is being stopped (I received
@@ -235,13 +118,7 @@ void await_stop_signal() noexcept {
 /// for it (slurmstepd may signal the command first).
 [[noreturn]] void namespace_init(const ExecArgs& exec, int status_fd) noexcept {
     ignore_signals();
-    // A handler, not SIG_IGN: a namespace's init only receives signals it handles (from the
-    // parent namespace too). The command's child resets it to the default before exec.
-    struct sigaction stop {};
-    stop.sa_handler = note_stop;
-    ::sigemptyset(&stop.sa_mask);
-    ::sigaction(SIGTERM, &stop, nullptr);
-    ::sigaction(SIGINT, &stop, nullptr);
+    install_stop_handler();
     const pid_t self = ::getpid(); // 1
     const pid_t command = ::fork();
     if (command == 0) {
@@ -260,11 +137,11 @@ void await_stop_signal() noexcept {
         const pid_t pid = ::waitpid(-1, &wait_status, 0);
         if (pid == command) {
             command_status = wait_status;
-            if (g_stopping == 0 && killed_by_stop_signal(wait_status)) {
+            if (!stop_noted() && killed_by_stop_signal(wait_status)) {
                 // Perhaps the step's cancel, which reached the command before us.
                 await_stop_signal();
             }
-            if (g_stopping == 0) {
+            if (!stop_noted()) {
                 break; // ended by itself: what is left is killed at once
             }
         } else if (pid < 0 && errno != EINTR) {
@@ -343,260 +220,6 @@ supervise(const ExecArgs& exec, const ContainArgs& contain, pid_t parent) noexce
         got = ::read(status[0], &command_status, sizeof command_status);
     } while (got < 0 && errno == EINTR);
     end_like(got == static_cast<ssize_t>(sizeof command_status) ? command_status : init_status);
-}
-
-// --- the keeper (Containment::keeper, see spawn.hpp) ------------------------------------------
-//
-// Like the supervisor: between fork() and exec (or _exit), async-signal-safe calls only, no
-// allocation. The descendant walk uses fixed buffers.
-
-/// The caller's lifeline: a pipe whose write end only this process holds (close-on-exec, closed
-/// in every keeper), made once per process: its EOF in a keeper says the caller died.
-struct Lifeline {
-    int read = -1;
-    int write = -1;
-    pid_t owner = 0; ///< the process that made it (a forked copy must make its own)
-};
-Lifeline g_lifeline; // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
-
-/// The read end of this process's lifeline. \throws std::system_error when pipe2 fails.
-int lifeline_read_end() {
-    if (g_lifeline.owner != ::getpid()) {
-        int fds[2] = {-1, -1};
-        if (::pipe2(fds, O_CLOEXEC) != 0) {
-            throw std::system_error(errno, std::generic_category(), "pipe2");
-        }
-        // An inherited lifeline (of the process we were forked from) stays open: it is not ours.
-        g_lifeline = Lifeline{fds[0], fds[1], ::getpid()};
-    }
-    return g_lifeline.read;
-}
-
-/// What the keeper needs, prepared before fork().
-struct KeeperArgs {
-    int lifeline = -1;
-    /// Descriptors the keeper keeps (sorted): the report pipe, the lifeline and `inherit_fds`.
-    std::vector<int> keep_fds;
-};
-
-/// Append the decimal `number` to `out` at `length` (NUL-terminated, at most `size` bytes).
-void append_number(char* out,
-                   std::size_t size,
-                   std::size_t& length,
-                   unsigned long number) noexcept {
-    char digits[24];
-    std::size_t count = 0;
-    do {
-        digits[count++] = static_cast<char>('0' + number % 10);
-        number /= 10;
-    } while (number != 0 && count < sizeof digits);
-    while (count > 0 && length + 1 < size) {
-        out[length++] = digits[--count];
-    }
-    out[length] = '\0';
-}
-
-/// Append `text` to `out` at `length` (NUL-terminated, at most `size` bytes).
-void append_text(char* out, std::size_t size, std::size_t& length, const char* text) noexcept {
-    for (; *text != '\0' && length + 1 < size; ++text) {
-        out[length++] = *text;
-    }
-    out[length] = '\0';
-}
-
-/// Room for one walk of the keeper's descendants; a larger tree is killed over several rounds
-/// (the killed processes' orphans come to the keeper, a subreaper, and are found next round).
-constexpr std::size_t k_max_walk = 8192;
-pid_t g_walk[k_max_walk]; // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
-
-/// Append the children of every thread of `pid` (from `/proc/<pid>/task/<tid>/children`) to
-/// g_walk[count...]; returns the new count.
-std::size_t append_children(pid_t pid, std::size_t count) noexcept {
-    char path[64];
-    std::size_t length = 0;
-    append_text(path, sizeof path, length, "/proc/");
-    append_number(path, sizeof path, length, static_cast<unsigned long>(pid));
-    append_text(path, sizeof path, length, "/task");
-    const int dir = ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir < 0) {
-        return count;
-    }
-    alignas(8) char entries[4096];
-    long got = 0;
-    while ((got = ::syscall(SYS_getdents64, dir, entries, sizeof entries)) > 0) {
-        for (long offset = 0; offset < got;) {
-            const auto* entry = reinterpret_cast<const dirent64*>(entries + offset);
-            offset += entry->d_reclen;
-            if (entry->d_name[0] < '1' || entry->d_name[0] > '9') {
-                continue;
-            }
-            std::size_t file_length = length;
-            char file[96];
-            std::memcpy(file, path, length + 1);
-            append_text(file, sizeof file, file_length, "/");
-            append_text(file, sizeof file, file_length, entry->d_name);
-            append_text(file, sizeof file, file_length, "/children");
-            const int fd = ::open(file, O_RDONLY | O_CLOEXEC);
-            if (fd < 0) {
-                continue;
-            }
-            // "pid pid pid " (each followed by a space); a number may span two reads.
-            char text[1024];
-            unsigned long number = 0;
-            bool digits = false;
-            ssize_t n = 0;
-            while ((n = ::read(fd, text, sizeof text)) > 0) {
-                for (ssize_t i = 0; i < n; ++i) {
-                    if (text[i] >= '0' && text[i] <= '9') {
-                        number = number * 10 + static_cast<unsigned long>(text[i] - '0');
-                        digits = true;
-                    } else if (digits) {
-                        if (count < k_max_walk) {
-                            g_walk[count++] = static_cast<pid_t>(number);
-                        }
-                        number = 0;
-                        digits = false;
-                    }
-                }
-            }
-            if (digits && count < k_max_walk) {
-                g_walk[count++] = static_cast<pid_t>(number);
-            }
-            ::close(fd);
-        }
-    }
-    ::close(dir);
-    return count;
-}
-
-/// Reap every ended child (`command`'s status into `command_status`); true when no child is
-/// left at all.
-bool reap_children(pid_t command, int& command_status, bool& command_ended) noexcept {
-    for (;;) {
-        int wait_status = 0;
-        const pid_t pid = ::waitpid(-1, &wait_status, WNOHANG);
-        if (pid > 0) {
-            if (pid == command) {
-                command_status = wait_status;
-                command_ended = true;
-            }
-            continue;
-        }
-        if (pid < 0 && errno == EINTR) {
-            continue;
-        }
-        return pid < 0 && errno == ECHILD;
-    }
-}
-
-/// SIGKILL every descendant of the keeper, again and again, until it has no child left: the
-/// orphans of the killed come to it (a subreaper) and are killed in the next round. Never
-/// `kill(-1)`: only what the walk found.
-void kill_descendants(pid_t command, int& command_status, bool& command_ended) noexcept {
-    const pid_t self = ::getpid();
-    for (;;) {
-        std::size_t count = append_children(self, 0);
-        for (std::size_t i = 0; i < count && count < k_max_walk; ++i) {
-            count = append_children(g_walk[i], count);
-        }
-        for (std::size_t i = 0; i < count; ++i) {
-            ::kill(g_walk[i], SIGKILL);
-        }
-        if (reap_children(command, command_status, command_ended)) {
-            return;
-        }
-        const timespec pause{0, 1000L * 1000L};
-        ::nanosleep(&pause, nullptr);
-    }
-}
-
-extern "C" void note_child(int /*signo*/) {}
-
-/// The keeper K (see spawn.hpp). A negative errno on `report_fd` tells the caller that K could
-/// not become a subreaper; K then execs the command itself.
-// Kept whole (~75 lines): set-up, fork and the wait loop share the signal mask's state.
-[[noreturn]] void keep(const ExecArgs& exec, const KeeperArgs& keeper, pid_t parent) noexcept {
-    ::setpgid(0, 0);
-    // Our command line is still the caller's: the name tells us apart in ps and /proc.
-    ::prctl(PR_SET_NAME, "tfslurm-keeper");
-    close_other_fds(keeper.keep_fds);
-    ignore_signals();
-    if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
-        const int report = -errno;
-        [[maybe_unused]] const auto written = ::write(exec.report_fd, &report, sizeof report);
-        ::close(keeper.lifeline);
-        exec_child(exec, ProcessGroup::new_group, SIGKILL, parent);
-    }
-    // SIGTERM/SIGINT: T is being stopped. SIGCHLD: a handler that only interrupts ppoll(),
-    // blocked outside it, so that no child's end is missed between a reap and the wait.
-    struct sigaction action {};
-    ::sigemptyset(&action.sa_mask);
-    action.sa_handler = note_stop;
-    ::sigaction(SIGTERM, &action, nullptr);
-    ::sigaction(SIGINT, &action, nullptr);
-    action.sa_handler = note_child;
-    ::sigaction(SIGCHLD, &action, nullptr);
-    sigset_t child_signal;
-    ::sigemptyset(&child_signal);
-    ::sigaddset(&child_signal, SIGCHLD);
-    ::sigprocmask(SIG_BLOCK, &child_signal, nullptr);
-    pollfd lifeline{keeper.lifeline, POLLIN, 0};
-    if (::getppid() != parent || ::poll(&lifeline, 1, 0) != 0) {
-        ::_exit(128 + SIGKILL); // the caller died before we started the command
-    }
-    const pid_t self = ::getpid();
-    const pid_t command = ::fork();
-    if (command == 0) {
-        ::close(keeper.lifeline);
-        exec_child(exec, ProcessGroup::inherit, SIGKILL, self);
-    }
-    if (command < 0) {
-        const int error = errno;
-        [[maybe_unused]] const auto written = ::write(exec.report_fd, &error, sizeof error);
-        ::_exit(127);
-    }
-    ::close(exec.report_fd);
-    int command_status = 0;
-    bool command_ended = false;
-    bool settled = false;
-    sigset_t during_wait;
-    ::sigemptyset(&during_wait);
-    for (;;) {
-        const bool no_child = reap_children(command, command_status, command_ended);
-        if (command_ended) {
-            if (g_stopping == 0 && !settled && killed_by_stop_signal(command_status)) {
-                await_stop_signal(); // perhaps the step's cancel, which reached T before us
-                settled = true;
-            }
-            if (g_stopping == 0 || no_child) {
-                break; // ended by itself (what is left is killed), or stopped and all ended
-            }
-        }
-        lifeline.revents = 0;
-        if (::ppoll(&lifeline, 1, nullptr, &during_wait) > 0) {
-            // The caller died (its end of the lifeline closed): nothing it started may stay.
-            kill_descendants(command, command_status, command_ended);
-            ::_exit(128 + SIGKILL);
-        }
-    }
-    kill_descendants(command, command_status, command_ended);
-    end_like(command_status);
-}
-
-/// The keeper's arguments for `request.inherit_fds`. \throws std::system_error (pipe2).
-KeeperArgs keeper_args(const SpawnRequest& request, int report_fd) {
-    KeeperArgs keeper;
-    keeper.lifeline = lifeline_read_end();
-    keeper.keep_fds = request.inherit_fds;
-    keeper.keep_fds.push_back(report_fd);
-    for (const int fd : {request.stdout_fd, request.stderr_fd}) {
-        if (fd >= 0) {
-            keeper.keep_fds.push_back(fd);
-        }
-    }
-    keeper.keep_fds.push_back(keeper.lifeline);
-    std::sort(keeper.keep_fds.begin(), keeper.keep_fds.end());
-    return keeper;
 }
 
 /// The supervisor's arguments for the caller's identity and `request.inherit_fds`.

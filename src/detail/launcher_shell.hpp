@@ -4,8 +4,8 @@
 /// \file
 /// The launcher's Asio shell around LauncherMachine (see launcher.hpp), shared by its two
 /// files: launcher_shell.cpp (the run, the trainer, the machine's actions) and
-/// launcher_connection.cpp (the link to the coordinator: connecting through the candidate control
-/// ports, the challenge and registration, framed reads and writes).
+/// launcher_connection.cpp (the link to the coordinator: performing what the Connector
+/// (connector.hpp) decides until `welcome`, framed reads and writes, the node leader's relay).
 
 #include "detail/labeled_stream.hpp"
 #include "detail/node_relay.hpp"
@@ -13,6 +13,7 @@
 #include "detail/signal_reader.hpp"
 
 #include <tfslurm/auth.hpp>
+#include <tfslurm/connector.hpp>
 #include <tfslurm/coordinator_server.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/events_file.hpp>
@@ -71,9 +72,8 @@ class LauncherShell {
         : m_plan(plan), m_rank(plan.self_rank.value_or(0)), m_self(plan.ranks.at(m_rank)),
           m_argv(argv), m_env(trainer_env.to_strings()), m_options(options),
           m_machine(machine_settings(plan, options)), m_candidates(control_port_candidates(plan)),
-          m_signals(m_io, step_reaches_trainer), m_socket(m_io), m_relay_timer(m_io),
-          m_node_heartbeat(m_io), m_retry_timer(m_io), m_deadline_timer(m_io),
-          m_challenge_timer(m_io),
+          m_signals(m_io, step_reaches_trainer), m_socket(m_io),
+          m_connect_timers(make_timers(m_io, std::make_index_sequence<k_connector_timer_count>{})),
           m_timers(make_timers(m_io, std::make_index_sequence<k_launcher_timer_count>{})) {}
     LauncherShell(const LauncherShell&) = delete;
     LauncherShell& operator=(const LauncherShell&) = delete;
@@ -100,17 +100,17 @@ class LauncherShell {
     [[nodiscard]] protocol::StepId step_id() const {
         return {m_plan.job_id.value_or(0), m_plan.step_id.value_or(0)};
     }
-    /// The candidate control endpoint being tried (after `welcome`: the coordinator's), or
-    /// the node leader's relay socket.
-    [[nodiscard]] std::string control() const {
-        if (!m_relay_path.empty()) {
-            return fmt::format("rank {}'s relay {}", m_leader, m_relay_path);
-        }
-        return fmt::format("{}:{}", m_plan.control_address, m_candidates.at(m_candidate));
-    }
     /// Whether this launcher leads a node of several ranks (and relays for them).
-    [[nodiscard]] bool leads_node() const noexcept { return !m_followers.empty(); }
+    [[nodiscard]] bool leads_node() const noexcept { return !m_place.followers.empty(); }
+    /// Its place in the tree (node_place()), and where a follower connects.
     void plan_tree();
+    /// Plan the tree and start the Connector at `now` (the connect timeout's start).
+    void start_connecting(Clock::time_point now);
+    void perform_connector();
+    void perform_connector(const ConnectorAction& action);
+    asio::steady_timer& connect_timer(ConnectorTimer which) {
+        return m_connect_timers.at(static_cast<std::size_t>(which));
+    }
     void start_relay();
     /// Whether `action` must wait until the relay has no local launcher left.
     [[nodiscard]] bool defer(const LauncherAction& action);
@@ -122,17 +122,11 @@ class LauncherShell {
     void fatal(Error error);
     void wait_signal();
     void reap();
-    void connect();
-    void retry_connect(const std::string& why);
-    void next_candidate(const std::string& why);
-    /// The peer on this candidate answered without proving that it is this step's coordinator
-    /// (a protocol error, an unexpected message, a reject, a bad proof): warn once per peer and
-    /// reason, and try the next candidate. A peer that does not prove itself never stops a job.
-    void not_the_coordinator(const std::string& why);
+    /// Open a connection to `target` (connector_action::Connect); report to the Connector.
+    void connect(const connector_action::Connect& target);
     void close_attempt();
     void read();
     void on_read(const error_code& ec, std::size_t n);
-    void handshake(const protocol::Message& message);
     void perform();
     void perform(const LauncherAction& action);
     void arm(LauncherTimer which, Clock::time_point at);
@@ -146,9 +140,6 @@ class LauncherShell {
     void set_trainer_variable(std::string_view name, const std::string& value);
     /// `own`: sent by the shell itself (a relay envelope, the node's heartbeat), not the machine.
     void send(const protocol::Message& message, bool own = false);
-    /// While closing actions wait for the relay, the leader keeps heartbeating: its heartbeat
-    /// stands for its node (the followers' stay in the relay).
-    void node_heartbeat();
     void write();
     void close_socket(asio::socket_base::shutdown_type how);
     void finish();
@@ -160,12 +151,12 @@ class LauncherShell {
     std::vector<std::string> m_env;
     const LauncherOptions& m_options;
     std::optional<protocol::Authenticator> m_auth;
-    std::string m_nonce; ///< this connection's challenge to the coordinator (hex)
     LauncherMachine m_machine;
     /// Where the coordinator may listen (control_port_candidates()), tried in order; rank 0
     /// knows where its own coordinator listens: that port only.
     std::vector<std::uint16_t> m_candidates;
-    std::size_t m_candidate = 0;
+    /// Until `welcome` (made in run(), once the held port and the candidates are known).
+    std::optional<Connector> m_connector;
 
     asio::io_context m_io;
     detail::SignalReader m_signals;
@@ -173,29 +164,19 @@ class LauncherShell {
     std::unique_ptr<EventWriter> m_events;
     std::unique_ptr<CoordinatorServer> m_server;
     Stream::socket m_socket;
-    /// The tree: this node's leader, the relay socket a follower connects to (empty: the
-    /// coordinator's control port), the ranks a leader relays for, its relay.
-    std::uint32_t m_leader = 0;
+    /// The tree: this node's leader and the ranks a leader relays for, the relay socket a
+    /// follower connects to (empty: the coordinator's control port), a leader's relay.
+    NodePlace m_place;
     std::string m_relay_path;
-    std::set<std::uint32_t> m_followers;
     std::unique_ptr<NodeRelay> m_relay;
-    std::vector<LauncherAction> m_deferred; ///< closing actions waiting for the relay
-    asio::steady_timer m_relay_timer;       ///< the connect deadline, for the relay
-    asio::steady_timer m_node_heartbeat;    ///< node_heartbeat()
-    asio::steady_timer m_retry_timer;
-    asio::steady_timer m_deadline_timer;
-    asio::steady_timer m_challenge_timer;
+    std::vector<LauncherAction> m_deferred; ///< closing actions waiting for the relay (hold())
+    std::array<asio::steady_timer, k_connector_timer_count>
+        m_connect_timers;                                            ///< indexed by ConnectorTimer
     std::array<asio::steady_timer, k_launcher_timer_count> m_timers; ///< indexed by LauncherTimer
     std::string m_progress_file;     ///< TFSLURM_PROGRESS_FILE, with a stall timeout
     HeldPort m_trainer_port;         ///< exact mode: the trainer's port, held until it starts
     ReachabilityProbe m_probe{m_io}; ///< `probe`: its listener and attempts
     Clock::time_point m_connect_deadline;
-    Millis m_backoff{20};
-    std::string m_last_connect_error = "no attempt";
-    /// The last `refused` reject (`n1:25006 rejected rank 1 (worker:0): bad secret proof`): a
-    /// real misconfiguration or a squatter's word, unproven either way; named at the deadline.
-    std::optional<std::string> m_refusal;
-    std::set<std::string> m_warned; ///< not_the_coordinator() warnings given (once each)
     std::array<char, 4096> m_buffer{};
     protocol::FrameDecoder m_decoder;
     /// Frames to write; `second`: a machine Send, acknowledged with written().
@@ -204,7 +185,8 @@ class LauncherShell {
     std::size_t m_in_flight = 0;               ///< the first frames of m_queue, being written
     bool m_writing = false;
 
-    /// The connection as the shell sees it; after `welcome` (session) the machine decides.
+    /// The connection as the shell sees it, set by performing the Connector's actions (and
+    /// Disconnect); after `welcome` (session) the launcher's machine decides.
     enum class Link { connecting, handshake, session, closed };
     Link m_link = Link::connecting;
 

@@ -2,18 +2,16 @@
 #pragma once
 
 /// \file
-/// The node relay of `tfslurm run`'s tree (docs/protocol.md, "The tree"): hosted by a node
-/// leader's launcher (the lowest rank on its node), it accepts the node's other launchers on a
-/// Unix socket in a private directory, authenticates each in both directions with the control
-/// port's own challenge and proofs (auth.hpp), and carries their messages in `relay` envelopes
-/// over the leader's one connection to the coordinator. It knows the handshake (hello, welcome,
-/// reject) and nothing else: every other message passes through unchanged, except the local
-/// launchers' heartbeats: the leader's own heartbeat stands for its node, so the relay keeps
-/// them (a launcher silent for the heartbeat timeout is closed and reported `closed`) and
-/// answers them with pulse() whenever the coordinator answers the leader's.
+/// The node relay of `tfslurm run`'s tree (docs/protocol.md, "The tree"), its Asio shell: hosted
+/// by a node leader's launcher (the lowest rank on its node), it accepts the node's other
+/// launchers on a Unix socket in a private directory and performs what its machine
+/// (RelayMachine, relay.hpp: every rule of the relay) decides: challenges, the proofs of
+/// auth.hpp in both directions, frames both ways, `relay` envelopes over the leader's one
+/// connection.
 
 #include <tfslurm/auth.hpp>
 #include <tfslurm/protocol.hpp>
+#include <tfslurm/relay.hpp>
 #include <tfslurm/run.hpp>
 
 #include <boost/asio/io_context.hpp>
@@ -22,7 +20,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -39,16 +36,13 @@ void ensure_private_directory(const std::string& path);
 
 class NodeRelay {
   public:
-    /// `ranks`: the node's other ranks (the leader's own is not relayed). `heartbeat_timeout`:
-    /// a registered local launcher silent this long is closed, and reported upstream as
-    /// `closed` (`no heartbeat for 10 s`). `upstream` sends an envelope over the leader's
-    /// connection; `idle` is called (posted) whenever the relay stops being busy().
+    /// `settings`: the machine's (the node's other ranks, the timeouts). `upstream` sends a
+    /// message over the leader's connection (an envelope, or the node's heartbeat while hold()
+    /// holds); `idle` is called (posted) whenever the relay stops being busy().
     NodeRelay(boost::asio::io_context& io,
               const protocol::Authenticator& auth,
-              protocol::StepId step,
-              std::set<std::uint32_t> ranks,
-              Millis heartbeat_timeout,
-              std::function<void(const protocol::Relay&)> upstream,
+              RelaySettings settings,
+              std::function<void(const protocol::Message&)> upstream,
               std::function<void()> idle);
     ~NodeRelay();
     NodeRelay(const NodeRelay&) = delete;
@@ -68,6 +62,9 @@ class NodeRelay {
     void stop_waiting();
     /// A local launcher is connected, or one never came and stop_waiting() was not called.
     [[nodiscard]] bool busy() const noexcept;
+    /// The leader's machine would close its connection: true when that must wait until idle
+    /// (RelayMachine::hold(); the node heartbeat goes upstream meanwhile).
+    [[nodiscard]] bool hold();
     void close();
 
   private:

@@ -7,9 +7,16 @@
 #include <tfslurm/plan.hpp>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tfslurm::detail {
+
+/// srun --resv-ports fails without a port range for slurmctld to reserve from: every hint that
+/// recommends it says so (the derived ports' hint in plan.cpp, the native layout's).
+inline constexpr std::string_view k_resv_ports_need =
+    "it needs MpiParams=ports=LOW-HIGH in slurm.conf; Slurm then sets SLURM_STEP_RESV_PORTS in "
+    "every task";
 
 /// `ps,worker,worker`: a role list as text for messages.
 [[nodiscard]] std::string join_roles(const std::vector<Role>& roles);

@@ -115,8 +115,16 @@ TEST_CASE("node relay: followers register, talk and end through the leader's rel
     asio::io_context io;
     const auto auth = secret_auth('c');
     std::vector<protocol::Relay> up; // what the leader sends to the coordinator
+    RelaySettings settings;
+    settings.step = k_step;
+    settings.ranks = {1, 2};
+    settings.heartbeat_timeout = 200ms;
     detail::NodeRelay relay(
-        io, auth, k_step, {1, 2}, 200ms, [&](const protocol::Relay& r) { up.push_back(r); }, {});
+        io,
+        auth,
+        settings,
+        [&](const protocol::Message& m) { up.push_back(std::get<protocol::Relay>(m)); },
+        {});
     const std::string path = detail::relay_path(k_step, 900000 + static_cast<unsigned>(::getpid()));
     relay.listen(path);
 

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+/// \file
+/// What spawn_process()'s children share between fork() and exec (or _exit): the exec itself,
+/// the signal and descriptor set-up, ending like the command, the stop signal's note
+/// (spawn_child.cpp), and the keeper of Containment::keeper (keeper.cpp). Async-signal-safe
+/// calls only, no allocation, no logging, except the parent-side *_args() functions.
+
+#include <tfslurm/spawn.hpp>
+
+#include <sys/types.h>
+
+#include <vector>
+
+namespace tfslurm::detail {
+
+/// What a child needs to exec the command, prepared before fork().
+struct ExecArgs {
+    const char* path;
+    char* const* argv;
+    char* const* envp;
+    const std::vector<int>* inherit_fds;
+    int report_fd; ///< the errno of a failed execve is written here
+    int stdout_fd; ///< dup2'd to 1 in the command; -1: inherited
+    int stderr_fd; ///< dup2'd to 2 in the command; -1: inherited
+};
+
+/// The child's side of spawn_process(), between fork() and exec: async-signal-safe calls only.
+/// On failure the errno of execve goes to `report_fd` and the child exits 127.
+[[noreturn]] void
+exec_child(const ExecArgs& exec, ProcessGroup group, int death_signal, pid_t parent) noexcept;
+
+/// Every signal but SIGKILL, SIGSTOP and SIGCHLD ignored (SIGCHLD keeps its default so that
+/// waitpid still sees the children): the group's signals are for the command, not for us.
+void ignore_signals() noexcept;
+
+/// Close every descriptor from 3 up except `keep` (sorted): a supervisor never execs, so it
+/// must not hold the caller's sockets open.
+void close_other_fds(const std::vector<int>& keep) noexcept;
+
+/// End this process the way `wait_status` says the command ended: the same exit code, or
+/// killed by the same signal (without a core file of our own).
+[[noreturn]] void end_like(int wait_status) noexcept;
+
+/// The SIGTERM/SIGINT handler of a namespace's init and of a keeper: notes that the command is
+/// being stopped (stop_noted()).
+void install_stop_handler() noexcept;
+/// Whether install_stop_handler()'s handler ran.
+[[nodiscard]] bool stop_noted() noexcept;
+
+/// Whether `wait_status` says killed by SIGTERM or SIGINT, the signals that stop a trainer.
+[[nodiscard]] bool killed_by_stop_signal(int wait_status) noexcept;
+
+/// Sleep until the stop signal was noted or k_stop_settle_ms passed: slurmstepd signals the
+/// processes of a step one by one, children perhaps before their parents (the same window as
+/// the launcher's k_settle_window).
+void await_stop_signal() noexcept;
+
+/// What the keeper needs, prepared before fork().
+struct KeeperArgs {
+    int lifeline = -1;
+    /// Descriptors the keeper keeps (sorted): the report pipe, the lifeline and `inherit_fds`.
+    std::vector<int> keep_fds;
+};
+
+/// The keeper's arguments for `request.inherit_fds`. \throws std::system_error (pipe2).
+[[nodiscard]] KeeperArgs keeper_args(const SpawnRequest& request, int report_fd);
+
+/// The keeper K (see spawn.hpp). A negative errno on `report_fd` tells the caller that K could
+/// not become a subreaper; K then execs the command itself.
+[[noreturn]] void keep(const ExecArgs& exec, const KeeperArgs& keeper, pid_t parent) noexcept;
+
+} // namespace tfslurm::detail
