@@ -408,7 +408,7 @@ void LauncherShell::check_node() {
     const PreflightSettings settings = preflight_settings();
     const auto started = Clock::now();
     const bool has_gpus = !settings.gpus.empty();
-    const auto done = [this, started, has_gpus](std::vector<PreflightCheck> checks) {
+    const auto done = [this, started, has_gpus](const std::vector<PreflightCheck>& checks) {
         const auto took = std::chrono::duration_cast<Millis>(Clock::now() - started);
         std::optional<protocol::PreflightFailure> failure;
         for (const PreflightCheck& check : checks) {

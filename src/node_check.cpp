@@ -3,19 +3,17 @@
 // goes on while a site command runs, and the launcher's reaper never meets the command.
 #include "detail/node_check.hpp"
 
-#include <tfslurm/log.hpp>
-
 #include <boost/asio/read.hpp>
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
+#include <csignal>
 #include <string_view>
 #include <system_error>
 #include <utility>

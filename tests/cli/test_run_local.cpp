@@ -899,7 +899,7 @@ TEST_CASE("run: --stall-roles takes roles or all", "[run][stall]") {
 
 TEST_CASE("run: --output and --error give each rank's trainer files of its own", "[run][output]") {
     TempDir dir;
-    const std::string script = "echo \"out $TFSLURM_RANK\"; echo \"err $TFSLURM_RANK\" >&2";
+    const std::string script = R"(echo "out $TFSLURM_RANK"; echo "err $TFSLURM_RANK" >&2)";
     SECTION("stdout and stderr to one file per rank, by pattern") {
         Cli cli(
             local(2, 82, {"--output", dir.path + "/%j.%s-%R%i-%2r.log", "--", "sh", "-c", script}));
