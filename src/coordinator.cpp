@@ -172,7 +172,7 @@ void Coordinator::registered(std::uint32_t rank,
         m_outgoing.push_back({{rank}, std::move(*message)});
     } else if (m_exchange && m_registered == m_ranks.size()) {
         send_cluster();
-    } else if (!m_exchange && m_settings.run.probe == Probe::off && m_recording) {
+    } else if (!m_exchange && !has_start_barrier(m_settings.run) && m_recording) {
         record(EventKind::started, rank)->restart = 0; // its launcher starts it now
     }
 }
@@ -197,7 +197,7 @@ void Coordinator::send_cluster() {
                        return port != 0;
                    }));
     broadcast(std::move(cluster));
-    if (m_settings.run.probe == Probe::off) {
+    if (!has_start_barrier(m_settings.run)) {
         record_started(); // the trainers start once they have every address
     }
 }
@@ -427,11 +427,13 @@ void Coordinator::probed(std::uint32_t rank,
     state.probed = true;
     state.last_seen = now;
     state.unreached = probed.failures;
+    state.preflight = probed.preflight;
     ++m_probed;
-    logger().debug("coordinator: {} probed its peers: {} ({} of {})",
+    logger().debug("coordinator: {} is ready: {}{} ({} of {})",
                    rank_label(rank, m_settings.ranks[rank]),
-                   probed.failures.empty() ? "all reached"
+                   probed.failures.empty() ? "all peers reached"
                                            : fmt::format("{} unreached", probed.failures.size()),
+                   probed.preflight ? ", preflight failed" : "",
                    m_probed,
                    m_ranks.size());
     if (m_probed == m_ranks.size() && m_verdict == Verdict::none) {
@@ -440,6 +442,18 @@ void Coordinator::probed(std::uint32_t rank,
 }
 
 void Coordinator::end_probe(Clock::time_point now) {
+    // A node that failed its checks comes first: it explains the peers that could not reach it.
+    // The lowest rank that reported one is named, whichever report came first.
+    for (std::uint32_t rank = 0; rank < m_ranks.size(); ++rank) {
+        if (const auto& preflight = m_ranks[rank].preflight) {
+            protocol::Failure failure = failure_of(rank);
+            failure.cause = protocol::FailureCause::preflight;
+            failure.detail = fmt::format("{}: {}", preflight->check, preflight->detail);
+            failure.step_status = k_status_preflight;
+            fail(std::move(failure), now);
+            return;
+        }
+    }
     // Votes: how many ranks could not reach each peer.
     std::map<std::uint32_t, std::size_t> votes;
     for (const RankState& state : m_ranks) {
@@ -448,7 +462,7 @@ void Coordinator::end_probe(Clock::time_point now) {
         }
     }
     if (votes.empty()) {
-        logger().debug("coordinator: every rank reached its peers: go");
+        logger().debug("coordinator: every rank is ready (peers reached, checks passed): go");
         broadcast(protocol::Go{});
         record_started();
         return;
@@ -629,6 +643,7 @@ void Coordinator::decide(Verdict verdict, Clock::time_point now) {
         event->verdict = std::string(to_string(verdict));
         event->status = ExitStatus::exited(m_step_status); // the step's status, as srun's
         if (m_failure) {
+            event->cause = std::string(protocol::to_string(m_failure->cause));
             event->why = protocol::describe(*m_failure);
         } else if (m_stop && verdict == Verdict::interrupted) {
             event->why = fmt::format("{} received signal {} ({})",

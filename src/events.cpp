@@ -19,6 +19,12 @@ namespace {
 
 using nlohmann::json;
 
+/// A `why` as the file holds it: its setting references (a remote rank's error naming
+/// `output`, say) in their neutral form, since no face renders the file.
+[[nodiscard]] std::string why_without_face(const std::string& why) {
+    return render_settings(why, neutral_setting_name);
+}
+
 constexpr std::array<std::string_view, 11> k_kind_names{"step",
                                                         "registered",
                                                         "started",
@@ -146,6 +152,7 @@ read_unsigned(const json& object, const char* key, std::optional<T>& out) {
     check(read_member(object, event));
     check(read_string(object, "why", event.why));
     check(read_string(object, "verdict", event.verdict));
+    check(read_string(object, "cause", event.cause));
     check(read_string(object, "job", event.job));
     check(read_string(object, "step", event.step));
     check(read_string(object, "nodes", event.nodes));
@@ -371,12 +378,15 @@ std::string to_json_line(const StepEvent& event) {
         } else {
             line["status"] = event.status.value_or(ExitStatus{}).value;
         }
+        if (!event.cause.empty()) {
+            line["cause"] = event.cause;
+        }
         if (!event.why.empty()) {
-            line["why"] = event.why;
+            line["why"] = why_without_face(event.why);
         }
         break;
     case EventKind::lost:
-        line["why"] = event.why;
+        line["why"] = why_without_face(event.why);
         break;
     case EventKind::stalled:
         line["silent_ms"] = event.millis.value_or(Millis{}).count();
@@ -390,7 +400,7 @@ std::string to_json_line(const StepEvent& event) {
     case EventKind::requeue:
         line["job"] = event.job;
         line["excluded"] = event.excluded;
-        line["why"] = event.why;
+        line["why"] = why_without_face(event.why);
         break;
     case EventKind::registered:
         break;

@@ -52,7 +52,8 @@ LaunchResult LauncherMachine::compute_result() const {
         const bool by_itself = failure.cause == protocol::FailureCause::trainer ||
                                failure.cause == protocol::FailureCause::start ||
                                failure.cause == protocol::FailureCause::stalled ||
-                               failure.cause == protocol::FailureCause::unreachable;
+                               failure.cause == protocol::FailureCause::unreachable ||
+                               failure.cause == protocol::FailureCause::preflight;
         out.announce =
             by_itself ? failure.rank == m_settings.rank : m_settings.host == CoordinatorHost::here;
         out.message = "aborting: " + protocol::describe(failure);

@@ -116,13 +116,53 @@ void LauncherMachine::registered(const std::string& control, Clock::time_point n
 }
 
 void LauncherMachine::begin_start() {
-    if (m_settings.run.probe == Probe::off) {
+    if (!has_start_barrier(m_settings.run)) {
         m_actions.emplace_back(action::ScheduleStart{});
         return;
     }
     m_awaiting_go = true;
-    m_actions.emplace_back(action::ProbePeers{
-        probe_targets(m_settings.rank, m_settings.ranks, m_settings.ports, m_cluster)});
+    if (checks_node()) {
+        m_checking_node = true;
+        m_actions.emplace_back(action::CheckNode{});
+        return;
+    }
+    after_checks();
+}
+
+bool LauncherMachine::checks_node() const {
+    if (!preflight_enabled(m_settings.run)) {
+        return false;
+    }
+    if (m_settings.rank >= m_settings.ranks.size()) {
+        return true; // a machine tested without the plan's members: alone on its node
+    }
+    return node_leaders(m_settings.ranks)[m_settings.rank] == m_settings.rank;
+}
+
+void LauncherMachine::after_checks() {
+    if (m_settings.run.probe == Probe::on) {
+        m_actions.emplace_back(action::ProbePeers{
+            probe_targets(m_settings.rank, m_settings.ranks, m_settings.ports, m_cluster)});
+        return;
+    }
+    send(protocol::Probed{{}, m_preflight});
+}
+
+void LauncherMachine::preflight_finished(std::optional<protocol::PreflightFailure> failure,
+                                         Clock::time_point /*now*/) {
+    if (!m_checking_node || !m_awaiting_go) {
+        return; // a verdict or a loss came first: nobody waits for it
+    }
+    m_checking_node = false;
+    if (failure) {
+        logger().debug("{}: preflight failed: {}: {}", label(), failure->check, failure->detail);
+    } else {
+        logger().debug("{}: preflight passed", label());
+    }
+    m_preflight = std::move(failure);
+    // The probe runs even after a failed check: the node's peers probe its listener, and the
+    // coordinator names the failed check rather than the peers that could not reach it.
+    after_checks();
 }
 
 void LauncherMachine::release_start() {
@@ -142,7 +182,7 @@ void LauncherMachine::probe_finished(std::vector<protocol::ProbeFailure> failure
         failures.resize(protocol::k_max_probe_failures);
     }
     logger().debug("{}: probe over: {} peers not reached", label(), failures.size());
-    send(protocol::Probed{std::move(failures)});
+    send(protocol::Probed{std::move(failures), m_preflight});
 }
 
 void LauncherMachine::received(const protocol::Message& message, Clock::time_point now) {
@@ -164,9 +204,9 @@ void LauncherMachine::received(const protocol::Message& message, Clock::time_poi
         begin_start();
         return;
     }
-    if (std::holds_alternative<protocol::Go>(message) && m_settings.run.probe == Probe::on) {
-        if (m_awaiting_go) {
-            logger().debug("{}: every rank reached its peers: starting", label());
+    if (std::holds_alternative<protocol::Go>(message) && has_start_barrier(m_settings.run)) {
+        if (m_awaiting_go && !m_checking_node) {
+            logger().debug("{}: every rank is ready: starting", label());
             release_start();
         }
         return;

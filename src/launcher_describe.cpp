@@ -75,6 +75,7 @@ struct Describer {
     std::string operator()(const action::SampleProgress& /*unused*/) const {
         return "sample progress";
     }
+    std::string operator()(const action::CheckNode& /*unused*/) const { return "check node"; }
     std::string operator()(const action::HalfClose& /*unused*/) const { return "half-close"; }
     std::string operator()(const action::Disconnect& /*unused*/) const { return "disconnect"; }
     std::string operator()(const action::Finish& finish) const {

@@ -20,6 +20,7 @@
 #include <tfslurm/launcher.hpp>
 #include <tfslurm/launcher_shell.hpp>
 #include <tfslurm/log.hpp>
+#include <tfslurm/preflight.hpp>
 #include <tfslurm/protocol.hpp>
 #include <tfslurm/rank_output.hpp>
 #include <tfslurm/slurm_config.hpp>
@@ -109,7 +110,7 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
             m_events = std::make_unique<EventWriter>(m_options.run.events, setting_ref("events"));
         } catch (const Error& e) {
             // The record never stops the step: without it the step runs as it would.
-            logger().warn("{}; the step runs without a record", e.what());
+            logger().warn("{}; the step runs without a record", e.unrendered());
         }
     }
     if (m_events) {
@@ -290,6 +291,8 @@ void LauncherShell::perform(const LauncherAction& action) {
         start_trainer(start->restart);
     } else if (const auto* probe = std::get_if<action::ProbePeers>(&action)) {
         start_probe(probe->targets);
+    } else if (std::holds_alternative<action::CheckNode>(action)) {
+        check_node();
     } else if (std::holds_alternative<action::HalfClose>(action)) {
         close_socket(Tcp::socket::shutdown_send);
     } else if (std::holds_alternative<action::Disconnect>(action)) {
@@ -342,6 +345,71 @@ void LauncherShell::start_probe(const std::vector<ProbeTarget>& targets) {
             m_machine.probe_finished(std::move(failures), Clock::now());
             perform();
         });
+}
+
+PreflightSettings LauncherShell::preflight_settings() const {
+    PreflightSettings settings;
+    if (!m_options.address.empty() && !m_plan.socket_interface.empty()) {
+        settings.address = InterfaceAddress{
+            m_plan.socket_interface,
+            m_options.address,
+            m_options.address.find(':') != std::string::npos ? IpFamily::v6 : IpFamily::v4};
+    }
+    // The trainers' TMPDIR (Slurm's job_container/tmpfs gives each job its own).
+    for (const std::string& entry : m_env) {
+        if (entry.rfind("TMPDIR=/", 0) == 0) {
+            settings.tmpdir = entry.substr(7);
+        }
+    }
+    // Every GPU a trainer of this node will see, once each, in the plan's order.
+    for (const RankPlan& rank : m_plan.ranks) {
+        if (rank.host != m_self.host) {
+            continue;
+        }
+        for (const std::string& gpu : rank.gpus) {
+            if (std::find(settings.gpus.begin(), settings.gpus.end(), gpu) == settings.gpus.end()) {
+                settings.gpus.push_back(gpu);
+            }
+        }
+    }
+    settings.command = m_options.run.preflight_command;
+    return settings;
+}
+
+void LauncherShell::check_node() {
+    const PreflightSettings settings = preflight_settings();
+    const auto started = Clock::now();
+    const bool has_gpus = !settings.gpus.empty();
+    const auto done = [this, started, has_gpus](const std::vector<PreflightCheck>& checks) {
+        const auto took = std::chrono::duration_cast<Millis>(Clock::now() - started);
+        std::optional<protocol::PreflightFailure> failure;
+        for (const PreflightCheck& check : checks) {
+            const bool note =
+                check.result == PreflightCheck::Result::skipped && check.name == "gpus" && has_gpus;
+            // A skipped GPU check on a node whose trainers have GPUs is worth a note; the rest
+            // is in the debug log (and a failure in the step's abort line).
+            logger().log(note ? spdlog::level::info : spdlog::level::debug,
+                         "{}: preflight on {}: {} {}: {}",
+                         label(),
+                         m_self.host,
+                         check.name,
+                         check.result == PreflightCheck::Result::passed   ? "passed"
+                         : check.result == PreflightCheck::Result::failed ? "failed"
+                                                                          : "skipped",
+                         check.detail);
+            if (check.result == PreflightCheck::Result::failed && !failure) {
+                failure = protocol::PreflightFailure{check.name, check.detail};
+            }
+        }
+        logger().debug("{}: preflight took {}", label(), format_seconds(took));
+        m_machine.preflight_finished(std::move(failure), Clock::now());
+        perform();
+    };
+    try {
+        m_node_check.start(settings, done);
+    } catch (const std::exception& e) {
+        done({PreflightCheck{"preflight", PreflightCheck::Result::failed, e.what()}});
+    }
 }
 
 // Everything between the start decision and a running trainer (~65 lines): port checks, the
@@ -407,7 +475,10 @@ void LauncherShell::start_trainer(std::uint32_t restart) {
         logger().debug("{}: trainer started (pid {})", label(), m_pid);
         m_machine.trainer_started(Clock::now());
     } catch (const Error& e) {
-        m_machine.trainer_failed(ExitStatus::exited(exit_status(e.code())), e.what(), Clock::now());
+        // Unrendered: the text crosses the wire to the face that renders its setting references
+        // (`--output`, or TFSLURM_OUTPUT), as the user typed them.
+        m_machine.trainer_failed(
+            ExitStatus::exited(exit_status(e.code())), e.unrendered(), Clock::now());
     } catch (const std::exception& e) {
         m_machine.trainer_failed(
             ExitStatus::exited(exit_status(Errc::spawn_failed)), e.what(), Clock::now());
@@ -527,6 +598,7 @@ void LauncherShell::prepare_stall_watch() {
 
 void LauncherShell::finish() {
     m_probe.close();
+    m_node_check.close();
     for (auto& connect_timer : m_connect_timers) {
         connect_timer.cancel();
     }

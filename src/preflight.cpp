@@ -66,7 +66,11 @@ constexpr std::uint64_t k_mib = std::uint64_t{1} << 20U;
 
 [[nodiscard]] PreflightCheck check_interface(const std::optional<InterfaceAddress>& chosen) {
     if (!chosen) {
-        return check("interface", Result::skipped, "no interface chosen (--iface, --network)");
+        return check("interface",
+                     Result::skipped,
+                     fmt::format("no interface chosen ({}, {})",
+                                 setting_ref("iface"),
+                                 setting_ref("network")));
     }
     const auto flags = interface_flags(chosen->interface);
     if (!flags) {
@@ -212,12 +216,21 @@ template <typename Function>
 /// killed (nothing of it outlives the check).
 [[nodiscard]] PreflightCheck check_command(const std::string& command, Millis timeout) {
     if (command.empty()) {
-        return check("command", Result::skipped, "no --preflight-command");
+        return check(
+            "command", Result::skipped, fmt::format("no {}", setting_ref("preflight_command")));
     }
     posix_spawnattr_t attributes{};
     ::posix_spawnattr_init(&attributes);
-    ::posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+    // Its own group, every signal unblocked and at its default (a launcher blocks the signals it
+    // reads from a signalfd and ignores SIGPIPE: a shell must not inherit either).
+    ::posix_spawnattr_setflags(
+        &attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     ::posix_spawnattr_setpgroup(&attributes, 0);
+    sigset_t signals;
+    ::sigemptyset(&signals);
+    ::posix_spawnattr_setsigmask(&attributes, &signals);
+    ::sigfillset(&signals);
+    ::posix_spawnattr_setsigdefault(&attributes, &signals);
     std::string shell = "/bin/sh";
     std::string dash_c = "-c";
     std::string text = command;

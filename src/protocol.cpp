@@ -26,13 +26,14 @@ constexpr std::array<std::pair<Role, std::string_view>, 4> k_roles{{
     {Role::worker, "worker"},
 }};
 
-constexpr std::array<std::pair<FailureCause, std::string_view>, 6> k_causes{{
+constexpr std::array<std::pair<FailureCause, std::string_view>, 7> k_causes{{
     {FailureCause::trainer, "trainer"},
     {FailureCause::start, "start"},
     {FailureCause::lost, "lost"},
     {FailureCause::unregistered, "unregistered"},
     {FailureCause::stalled, "stalled"},
     {FailureCause::unreachable, "unreachable"},
+    {FailureCause::preflight, "preflight"},
 }};
 
 constexpr std::array<std::pair<RejectCode, std::string_view>, 3> k_reject_codes{{
@@ -317,6 +318,9 @@ struct Encoder {
             out["failures"].push_back(
                 {{"rank", failure.rank}, {"address", failure.address}, {"error", failure.error}});
         }
+        if (m.preflight) {
+            out["preflight"] = {{"check", m.preflight->check}, {"detail", m.preflight->detail}};
+        }
     }
     void operator()(const Go& /*unused*/) const {}
     void operator()(const Progress& m) const { out["idle_ms"] = m.idle_ms; }
@@ -368,6 +372,13 @@ Probed decode_probed(const Fields& f, std::string_view payload) {
         const Fields inner(failure, "probed", payload);
         m.failures.push_back(
             {inner.integer<std::uint32_t>("rank"), inner.string("address"), inner.string("error")});
+    }
+    if (f.has("preflight")) {
+        const Fields preflight(f.object("preflight"), "probed", payload);
+        m.preflight = PreflightFailure{preflight.string("check"), preflight.string("detail")};
+        if (m.preflight->check.empty()) {
+            fail("field \"check\" of probed's preflight is empty", payload);
+        }
     }
     return m;
 }
@@ -728,6 +739,15 @@ std::string describe(const Failure& failure) {
                            failure.host.empty() ? "?" : failure.host,
                            failure.detail);
     }
+    if (failure.cause == FailureCause::preflight) {
+        // The node first: a node's health is what failed, whichever rank checked it.
+        return fmt::format("preflight failed on {} (rank {}, {}:{}): {}",
+                           failure.host.empty() ? "?" : failure.host,
+                           failure.rank,
+                           role_name(failure.role),
+                           failure.index,
+                           failure.detail);
+    }
     std::string out = fmt::format("rank {} ({}:{}) on {}",
                                   failure.rank,
                                   role_name(failure.role),
@@ -758,6 +778,8 @@ std::string describe(const Failure& failure) {
     case FailureCause::unreachable:
         out += " cannot reach " + failure.detail;
         break;
+    case FailureCause::preflight:
+        break; // above
     }
     return out;
 }
@@ -766,12 +788,20 @@ std::string to_string(StepId id) {
     return fmt::format("{}.{}", id.job, id.step);
 }
 
+bool operator==(const PreflightFailure& a, const PreflightFailure& b) noexcept {
+    return a.check == b.check && a.detail == b.detail;
+}
+
 bool operator==(const ProbeFailure& a, const ProbeFailure& b) noexcept {
     return a.rank == b.rank && a.address == b.address && a.error == b.error;
 }
 
 bool operator==(const Reject& a, const Reject& b) noexcept {
     return a.code == b.code && a.reason == b.reason;
+}
+
+std::string_view to_string(FailureCause cause) noexcept {
+    return enum_name(k_causes, cause);
 }
 
 std::string_view to_string(AuthMethod method) noexcept {

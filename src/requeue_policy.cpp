@@ -43,6 +43,8 @@ std::optional<std::string_view> node_fault_reason(protocol::FailureCause cause) 
     switch (cause) {
     case protocol::FailureCause::lost:
         return "launcher lost";
+    case protocol::FailureCause::preflight:
+        return "preflight failed";
     case protocol::FailureCause::trainer:
     case protocol::FailureCause::start:
     case protocol::FailureCause::unregistered:

@@ -372,6 +372,38 @@ std::vector<SettingSpec> run_setting_rows() {
              }
              v.run.events = std::string{s};
          }},
+        {"preflight",
+         "TFSLURM_PREFLIGHT",
+         "--preflight",
+         "",
+         "",
+         K::flag,
+         G::launcher,
+         "Before any trainer starts, each node checks its health once (its lowest rank): the "
+         "chosen interface is up with its address, TMPDIR is writable with 1 GiB free, the "
+         "visible GPUs answer NVML (skipped without NVML), and --preflight-command exits 0; a "
+         "failed check aborts the step naming the node and the check (status 13)",
+         [](SettingValues& v, std::string_view s) {
+             v.run.preflight = detail::parse_bool(s, "preflight");
+         }},
+        {"preflight_command",
+         "TFSLURM_PREFLIGHT_COMMAND",
+         "--preflight-command",
+         "CMD",
+         "",
+         K::value,
+         G::launcher,
+         "A site's own health check, run with /bin/sh -c once on each node before any trainer "
+         "starts (within 60 s; exit 0 passes); implies --preflight",
+         [](SettingValues& v, std::string_view s) {
+             if (s.empty()) {
+                 throw errors::invalid_setting("preflight_command",
+                                               "empty (expected a shell command)",
+                                               s,
+                                               "e.g. 'nvidia-smi -L' or '/etc/slurm/healthy'");
+             }
+             v.run.preflight_command = std::string{s};
+         }},
     };
 }
 

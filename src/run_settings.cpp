@@ -16,6 +16,14 @@
 
 namespace tfslurm {
 
+bool preflight_enabled(const RunSettings& settings) noexcept {
+    return settings.preflight || !settings.preflight_command.empty();
+}
+
+bool has_start_barrier(const RunSettings& settings) noexcept {
+    return settings.probe == Probe::on || preflight_enabled(settings);
+}
+
 void check_run_settings(const RunSettings& settings, std::string_view heartbeat_timeout_text) {
     if (settings.heartbeat_timeout > settings.heartbeat) {
         return;

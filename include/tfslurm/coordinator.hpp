@@ -110,6 +110,12 @@ struct Outgoing {
 ///   episode ends when a report shows progress within the window again (a later straggle warns
 ///   again). A warning only: the stall timeout still decides the abort, later (the window is
 ///   half of it).
+/// - The health checks (`preflight`) share that barrier: each `probed` may carry its node's
+///   failed check. Once every rank reported, a failed check aborts the step
+///   (FailureCause::preflight, k_status_preflight) naming the lowest rank that reported one,
+///   its node and the check, before any unreachable pair (a sick node explains its peers'
+///   failed probes); no trainer has started. With `preflight` and without `probe`, `probed`
+///   carries no probe failures and `go` follows the same rule.
 /// - A rank registering after the verdict gets the verdict at once. A second registration of a
 ///   rank, a rank out of range or a role that differs from the plan is rejected (admit()); a
 ///   second exit report is ignored (and logged).
@@ -148,7 +154,8 @@ class Coordinator {
     /// `rank`'s trainer last made progress `idle` ago (protocol::Progress), for the straggler
     /// rule (tick() applies it).
     void progressed(std::uint32_t rank, Millis idle, Clock::time_point now);
-    /// `rank`'s reachability probe is over (protocol::Probed; failures empty: it reached all).
+    /// `rank` is ready to start (protocol::Probed): its reachability probe is over (failures
+    /// empty: it reached all) and its node's checks are done (preflight set: one failed).
     void probed(std::uint32_t rank, const protocol::Probed& probed, Clock::time_point now);
     void tick(Clock::time_point now);
 
@@ -185,9 +192,10 @@ class Coordinator {
         std::uint16_t port = 0; ///< Hello::port
         ExitStatus status;
         Clock::time_point last_seen;
-        std::uint32_t restarts = 0;                    ///< restarts granted to this rank
-        bool probed = false;                           ///< its `probed` came
-        std::vector<protocol::ProbeFailure> unreached; ///< what its probe could not reach
+        std::uint32_t restarts = 0;                          ///< restarts granted to this rank
+        bool probed = false;                                 ///< its `probed` came
+        std::vector<protocol::ProbeFailure> unreached;       ///< what its probe could not reach
+        std::optional<protocol::PreflightFailure> preflight; ///< its node's failed check
         /// Its trainer's last progress, from its last `progress`; nullopt: no report since
         /// its start (or it exited).
         std::optional<Clock::time_point> progress_at;

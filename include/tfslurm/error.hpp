@@ -76,6 +76,11 @@ class Error : public std::runtime_error {
     /// This error as a face words it: every setting reference in the message and the hint
     /// rendered by `name`; same code and setting().
     [[nodiscard]] Error rendered(const SettingNamer& name) const;
+    /// The message with its setting references as written (what() renders them neutrally): for
+    /// a message that travels as text to a face that renders it, such as a remote rank's error
+    /// in its `exit` report. Input: the error of setting_ref("output") + ": cannot open ...".
+    /// Output: that text, reference and all (the CLI prints `--output: cannot open ...`).
+    [[nodiscard]] const std::string& unrendered() const noexcept { return m_message_template; }
 
   private:
     Errc m_code;

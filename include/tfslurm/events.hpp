@@ -22,7 +22,7 @@
 /// | `straggling` | `behind_ms` (no progress for this long while most ranks progressed) |
 /// | `checkpoint` | `signal` (sent to the trainers ahead of the time limit)         |
 /// | `requeue`    | `job`, `excluded` (hosts left out), `why`                       |
-/// | `verdict`    | `verdict` (done, interrupted, aborted), `status`, `why`         |
+/// | `verdict`    | `verdict` (done, interrupted, aborted), `status`, `cause`, `why` |
 ///
 /// A reader ignores fields it does not know (later versions may add some) and refuses a
 /// version it does not know.
@@ -78,6 +78,9 @@ struct StepEvent {
     std::string nodes;                    ///< step (a hostlist)
     std::optional<std::uint32_t> ranks;   ///< step
     std::vector<std::string> excluded;    ///< requeue
+    /// verdict `aborted`: why, as the wire names it (protocol::FailureCause: `trainer`, `start`,
+    /// `lost`, `unregistered`, `stalled`, `unreachable`, `preflight`); empty otherwise.
+    std::string cause;
 };
 
 /// An event about one rank, with its member (role, index, host) from the plan.
@@ -87,7 +90,8 @@ rank_event(EventKind kind, WallClock::time_point time, std::uint32_t rank, const
 /// `2026-11-26T13:02:38.123Z`: UTC, milliseconds.
 [[nodiscard]] std::string format_event_time(WallClock::time_point time);
 
-/// One line of the file (with its `\n`). Text from peers (why) is JSON-escaped, never raw.
+/// One line of the file (with its `\n`). Text from peers (why) is JSON-escaped, never raw;
+/// its setting references read as their keys (`port_base`: the file has no face).
 [[nodiscard]] std::string to_json_line(const StepEvent& event);
 
 /// The events of a file's text. `subject` names the file in errors. A last line without its

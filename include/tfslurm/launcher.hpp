@@ -192,6 +192,9 @@ struct ProbePeers {
 };
 /// Read the trainer's progress and report it with progress_sampled().
 struct SampleProgress {};
+/// The health checks (`preflight`): check this node (this launcher is its lowest rank) without
+/// blocking the event loop, report preflight_finished().
+struct CheckNode {};
 /// Shut down our sending side and wait for the coordinator's EOF (connection_lost()).
 struct HalfClose {};
 /// Close the control connection, drop unsent frames, stop the heartbeat, watch and close timers.
@@ -212,11 +215,13 @@ using LauncherAction = std::variant<launcher_action::Send,
                                     launcher_action::SampleProgress,
                                     launcher_action::HalfClose,
                                     launcher_action::Disconnect,
-                                    launcher_action::Finish>;
+                                    launcher_action::Finish,
+                                    launcher_action::CheckNode>;
 
 /// One line per action, for logs and tests; times are milliseconds since `epoch`.
 /// Input: Send{Interrupt{15}}. Output: `send {"signal":15,"type":"interrupt","v":2}`.
-/// Others: `signal 15`, `arm grace 10000`, `probe 10.0.0.1:23000 n3:23002`, `cancel grace`,
+/// Others: `signal 15`, `arm grace 10000`, `probe 10.0.0.1:23000 n3:23002`, `check node`,
+/// `cancel grace`,
 /// `schedule start`, `start trainer`
 /// (`start trainer (restart 1)`),
 /// `sample progress`, `half-close`, `disconnect`, `finish <outcome> <exit status> <step status>[
@@ -267,6 +272,12 @@ using LauncherAction = std::variant<launcher_action::Send,
 ///   with the address exchange), ProbePeers is asked instead, with probe_targets(); its result
 ///   (probe_finished()) is sent as `probed`, and the trainer starts once `go` comes. A verdict
 ///   or a loss meanwhile: it never starts. Restarts are not probed again.
+/// - Preflight (`preflight`, or a `preflight_command`): the node's lowest rank (node_leaders())
+///   asks CheckNode first, where the trainer (or the probe) would start; the node's other ranks
+///   check nothing (the checks are the node's, and a site command run once per rank would load
+///   a node of 8 GPUs eightfold). Its result (preflight_finished()) goes in the same `probed`
+///   as the probe's (after the probe, with `probe`), and the trainer starts on `go`: one
+///   barrier. A verdict or a loss meanwhile: it never starts.
 /// - Restart: `restart` after this rank's failed exit report (and before any verdict, loss or
 ///   signal): the trainer is started again, with the same environment plus its restart count,
 ///   `restart_backoff` later. A verdict, a loss or SIGTERM/SIGINT during the back-off: it is
@@ -312,6 +323,10 @@ class LauncherMachine {
     /// The answer to ProbePeers: the peers not reached (empty: all were), at most
     /// protocol::k_max_probe_failures of them, by rank.
     void probe_finished(std::vector<protocol::ProbeFailure> failures, Clock::time_point now);
+    /// The answer to CheckNode: the node's first failed check, nullopt when every check passed
+    /// (or was skipped).
+    void preflight_finished(std::optional<protocol::PreflightFailure> failure,
+                            Clock::time_point now);
     /// The answer to SampleProgress.
     void progress_sampled(const ProgressSample& sample, Clock::time_point now);
     void server_finished(Clock::time_point now);
@@ -372,6 +387,10 @@ class LauncherMachine {
     void maybe_finish(Clock::time_point now);
     void release_start();
     void begin_start();
+    /// After the node's checks (or without them): probe, or report `probed` at once.
+    void after_checks();
+    /// Whether this launcher checks its node (`preflight` on, and it is the node's lowest rank).
+    [[nodiscard]] bool checks_node() const;
     void on_restart(const protocol::Restart& restart, Clock::time_point now);
     void cancel_restart(Clock::time_point now);
     void finish(Clock::time_point now);
@@ -396,10 +415,13 @@ class LauncherMachine {
     bool m_abandoned = false;
     bool m_never_started = false;
     bool m_server_finished = false;
-    bool m_awaiting_addresses = false;      ///< registered, the start waits for `cluster`
-    bool m_awaiting_go = false;             ///< probing: the start waits for `go`
-    protocol::Cluster m_cluster;            ///< as received
-    std::optional<ProgressSample> m_sample; ///< the last progress sample
+    bool m_awaiting_addresses = false; ///< registered, the start waits for `cluster`
+    bool m_awaiting_go = false;        ///< probing: the start waits for `go`
+    /// Checking the node (`preflight`): the probe (or `probed`) waits for preflight_finished().
+    bool m_checking_node = false;
+    std::optional<protocol::PreflightFailure> m_preflight; ///< the node's failed check
+    protocol::Cluster m_cluster;                           ///< as received
+    std::optional<ProgressSample> m_sample;                ///< the last progress sample
     Clock::time_point m_last_progress;
     std::optional<Millis> m_stall; ///< the trainer is stuck: how long it was silent
     bool m_stall_reported = false;

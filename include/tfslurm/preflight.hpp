@@ -18,8 +18,8 @@ namespace tfslurm {
 
 /// What the checks look at, for one node.
 struct PreflightSettings {
-    /// The interface and address the launcher chose (`--iface`, `--network`); none: the check
-    /// is skipped.
+    /// The interface and address the launcher chose (`iface`, `network`); none: the check is
+    /// skipped.
     std::optional<InterfaceAddress> address;
     /// The trainer's temporary directory (TMPDIR, else /tmp): writable, with this much free.
     std::string tmpdir = "/tmp";
@@ -27,9 +27,9 @@ struct PreflightSettings {
     /// The node's visible GPUs as CUDA_VISIBLE_DEVICES lists them: NVML indices or UUIDs
     /// (`GPU-...`, `MIG-...`). Empty: no GPU check.
     std::vector<std::string> gpus;
-    /// NVML's library, tried in order (TFSLURM_NVML names another).
+    /// NVML's library, tried in order (tests name a stand-in).
     std::vector<std::string> nvml_names{"libnvidia-ml.so.1"};
-    /// A site's own check, run with `/bin/sh -c` (`--preflight-command`); empty: none.
+    /// A site's own check, run with `/bin/sh -c` (`preflight_command`); empty: none.
     std::string command;
     Millis command_timeout{60000};
 };

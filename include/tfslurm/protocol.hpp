@@ -27,8 +27,9 @@
 
 namespace tfslurm::protocol {
 
-/// 4 (later additions, sent only with the `probe` setting, which every launcher of a step
-/// shares): `probed` and `go`, abort cause `unreachable`.
+/// 4 (later additions, sent only with the `probe` or `preflight` setting, which every launcher
+/// of a step shares): `probed` and `go`, abort cause `unreachable`; `probed` may carry a
+/// failed `preflight` check, abort cause `preflight`.
 /// 4: the coordinator may answer a failed trainer's `exit` with `restart` (the launcher starts
 /// it again) instead of aborting the step; node leaders carry their node's launchers in `relay`
 /// envelopes (the tree); in exact mode the hello may carry the port the launcher bound (`port`),
@@ -211,17 +212,32 @@ struct ProbeFailure {
 /// Most failures a `probed` carries (the first ones, by peer rank): one names the pair.
 inline constexpr std::size_t k_max_probe_failures = 8;
 
-/// Launcher -> coordinator, with `probe` only: this launcher listened on its trainer's port and
-/// tried every peer it will use (or a sample, probe_targets()); `failures` empty: all reached.
-/// Example: `{"failures":[{"address":"10.78.0.13:23000","error":"Connection timed out",
-/// "rank":2}],"type":"probed","v":4}`.
-struct Probed {
-    std::vector<ProbeFailure> failures;
+/// A node's failed health check before start (`preflight`): the check's name and what it saw.
+/// Example: {"command", "\"test $(hostname) != n2\" exited with status 1"}.
+struct PreflightFailure {
+    std::string check;  ///< `interface`, `tmpdir`, `gpus`, `command`
+    std::string detail; ///< why it failed
 };
 
-/// Coordinator -> every launcher, with `probe` only: every rank probed its peers and reached
-/// them; close the probe listener and start the trainer. The barrier keeps every listener open
-/// until nobody probes it any more. Example: `{"type":"go","v":4}`.
+[[nodiscard]] bool operator==(const PreflightFailure& a, const PreflightFailure& b) noexcept;
+
+/// Launcher -> coordinator, with `probe` or `preflight` (the one barrier before the trainers
+/// start): with `probe`, this launcher listened on its trainer's port and tried every peer it
+/// will use (or a sample, probe_targets()); `failures` empty: all reached (always empty without
+/// `probe`). With `preflight`, `preflight` is the first check of its node that failed (absent on
+/// the wire when every check passed, or when another rank of the node ran them).
+/// Example: `{"failures":[{"address":"10.78.0.13:23000","error":"Connection timed out",
+/// "rank":2}],"type":"probed","v":4}`; `{"failures":[],"preflight":{"check":"tmpdir",
+/// "detail":"..."},"type":"probed","v":4}`.
+struct Probed {
+    std::vector<ProbeFailure> failures;
+    std::optional<PreflightFailure> preflight;
+};
+
+/// Coordinator -> every launcher, with `probe` or `preflight`: every rank reported `probed`,
+/// every peer was reached and every node passed its checks; close the probe listener and start
+/// the trainer. The barrier keeps every listener open until nobody probes it any more, and no
+/// trainer starts before every node is known to be healthy. Example: `{"type":"go","v":4}`.
 struct Go {};
 
 /// Why the step failed.
@@ -231,8 +247,13 @@ enum class FailureCause {
     lost,         ///< a launcher vanished (connection closed or no heartbeat)
     unregistered, ///< launchers did not register within the connect timeout
     stalled,      ///< a trainer made no progress for the stall timeout
-    unreachable   ///< with `probe`: a launcher could not reach a peer's trainer address
+    unreachable,  ///< with `probe`: a launcher could not reach a peer's trainer address
+    preflight     ///< with `preflight`: a node failed a health check before any trainer started
 };
+
+/// The wire's name of a cause (also the events file's `cause`). Input: FailureCause::preflight.
+/// Output: `preflight`.
+[[nodiscard]] std::string_view to_string(FailureCause cause) noexcept;
 
 /// The first failure of a step: enough to print one line anywhere.
 struct Failure {
@@ -247,7 +268,9 @@ struct Failure {
                 ///< spent), usually empty; ::start: the error; ::lost: `connection closed`, ...;
                 ///< ::unregistered: the timeout (`60 s`); ::stalled: the
                 ///< silence (`300 s`); ::unreachable: the peer, where and why (`rank 0
-                ///< (ps:0) at 10.78.0.11:23000: Connection timed out`)
+                ///< (ps:0) at 10.78.0.11:23000: Connection timed out`); ::preflight: the
+                ///< failed check and why (`tmpdir: "/tmp" has 12 MiB free (at least 1024 MiB
+                ///< needed)`), `host` the node
     std::uint32_t missing = 0; ///< ::unregistered: how many ranks did not register
     /// ::unregistered with missing > 1: the missing ranks as ranges (`3-5,9`); `host` is then
     /// their hosts as a hostlist (`n[2-3]`).
@@ -363,9 +386,10 @@ class FrameDecoder {
 /// status 3`. Others: `... was killed by signal 9 (Killed)`, `... launcher lost (no heartbeat
 /// for 10 s)`, `... could not start its trainer: <error>`, `... did not register within 60 s`,
 /// `... is stuck: no progress for 300 s`, `... cannot reach rank 0 (ps:0) at
-/// 10.78.0.11:23000: Connection timed out`, `... exited with status 3 (<detail>)` when the
-/// restart budget is spent; several missing ranks: `ranks 3-5,9 on n[2-3] did not
-/// register within 60 s`.
+/// 10.78.0.11:23000: Connection timed out`, `preflight failed on n2 (rank 1, worker:0): command:
+/// "test ..." exited with status 1` (the node first), `... exited with status 3 (<detail>)` when
+/// the restart budget is spent; several missing ranks: `ranks 3-5,9 on n[2-3] did not register
+/// within 60 s`.
 [[nodiscard]] std::string describe(const Failure& failure);
 
 } // namespace tfslurm::protocol

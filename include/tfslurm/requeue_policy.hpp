@@ -22,7 +22,8 @@ namespace tfslurm {
 
 /// Whether a step that failed for `cause` failed because of a node, so that a requeued run
 /// without that node may succeed: `lost` (the launcher vanished or fell silent: its node died
-/// or was cut off). Not the trainer's own failures (`trainer`, `start`, `stalled`: they would
+/// or was cut off) and `preflight` (the node failed its health checks, `--preflight`). Not the
+/// trainer's own failures (`trainer`, `start`, `stalled`: they would
 /// fail again anywhere), nor `unregistered` (often a slow start or a blocked control port, not
 /// one node) nor `unreachable` (a pair of nodes that cannot talk: which of the two is at fault,
 /// or whether the network setting is, no rank can tell).

@@ -167,6 +167,10 @@ inline constexpr int k_status_requeued = 11;
 /// the trainers started (a network that does not carry the step's traffic).
 inline constexpr int k_status_unreachable = 12;
 
+/// With the `preflight` setting: a node failed a health check (interface, tmpdir, GPUs, the
+/// site's command) before any trainer started.
+inline constexpr int k_status_preflight = 13;
+
 /// Whether launchers check, before any trainer starts, that they reach their peers' trainer
 /// addresses (the `probe` setting).
 enum class Probe { off, on };

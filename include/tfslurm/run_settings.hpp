@@ -64,7 +64,20 @@ struct RunSettings {
     /// empty: inherited from the launcher (srun's).
     std::string output;
     std::string error;
+    /// `preflight`: before any trainer starts, each node checks its health (preflight.hpp);
+    /// a failed check aborts the step (k_status_preflight).
+    bool preflight = false;
+    /// `preflight_command`: a site's own check, run with /bin/sh -c on each node; exit 0 passes.
+    /// Turns `preflight` on. Empty: none.
+    std::string preflight_command;
 };
+
+/// Whether the nodes check their health before start: `preflight`, or a `preflight_command`.
+[[nodiscard]] bool preflight_enabled(const RunSettings& settings) noexcept;
+
+/// Whether every trainer waits for the coordinator's `go` (one barrier for `probe` and
+/// `preflight`): each launcher first reports `probed`.
+[[nodiscard]] bool has_start_barrier(const RunSettings& settings) noexcept;
 
 /// The rules between run settings, once every row is parsed: `heartbeat_timeout` must be longer
 /// than `heartbeat` (a launcher would be lost between two of its heartbeats).

@@ -8,6 +8,7 @@
 /// (connector.hpp) decides until `welcome`, framed reads and writes, the node leader's relay).
 
 #include "detail/labeled_stream.hpp"
+#include "detail/node_check.hpp"
 #include "detail/node_relay.hpp"
 #include "detail/reachability_probe.hpp"
 #include "detail/signal_reader.hpp"
@@ -135,6 +136,10 @@ class LauncherShell {
     /// a terminal): through pipes read by m_stdout and m_stderr.
     pid_t spawn_trainer(SpawnRequest& request);
     void start_probe(const std::vector<ProbeTarget>& targets);
+    /// CheckNode: this node's checks, in a child process (NodeCheck).
+    void check_node();
+    /// What the checks look at on this node (preflight.hpp).
+    [[nodiscard]] PreflightSettings preflight_settings() const;
     void prepare_stall_watch();
     /// Set `name=value` in the trainer's environment, replacing an earlier value.
     void set_trainer_variable(std::string_view name, const std::string& value);
@@ -176,6 +181,7 @@ class LauncherShell {
     std::string m_progress_file;     ///< TFSLURM_PROGRESS_FILE, with a stall timeout
     HeldPort m_trainer_port;         ///< exact mode: the trainer's port, held until it starts
     ReachabilityProbe m_probe{m_io}; ///< `probe`: its listener and attempts
+    NodeCheck m_node_check{m_io};    ///< `preflight`: the node's checks
     Clock::time_point m_connect_deadline;
     std::array<char, 4096> m_buffer{};
     protocol::FrameDecoder m_decoder;

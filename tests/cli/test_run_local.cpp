@@ -950,12 +950,24 @@ TEST_CASE("run: --output and --error give each rank's trainer files of its own",
                               "%r, or %R and %i, in the name): \"" +
                                   dir.path + "/all.log\"\n");
     }
-    SECTION("a file that cannot be opened fails the trainer's start, naming it") {
+    SECTION("a file that cannot be opened fails the trainer's start, naming it as typed") {
+        // The error crosses the wire (rank 0's exit report, then the abort) with its setting
+        // reference intact: the CLI names the option, or the variable it came from.
         Cli cli(local(1, 50, {"--output", dir.path + "/missing/%r.log", "--", "true"}));
         CHECK(cli.wait() == exit_status(Errc::io));
-        CHECK(count(cli.output(),
-                    "could not start its trainer: output: cannot open \"" + dir.path +
-                        "/missing/0.log\": No such file or directory\n") == 1);
+        CHECK(cli.output() == "tfslurm: error: aborting: rank 0 (worker:0) on localhost could not "
+                              "start its trainer: --output: cannot open \"" +
+                                  dir.path + "/missing/0.log\": No such file or directory\n");
+        Cli variable(local(2, 90, {"--", "true"}),
+                     {{"TFSLURM_OUTPUT", dir.path + "/missing/%r.log"}});
+        CHECK(variable.wait() == exit_status(Errc::io));
+        const std::string output = variable.output();
+        INFO(output);
+        CHECK(count(output, "tfslurm: error: aborting: rank ") == 1);
+        CHECK(count(output,
+                    " could not start its trainer: TFSLURM_OUTPUT: cannot open \"" + dir.path +
+                        "/missing/") == 1);
+        variable.check_nothing_left();
     }
 }
 
@@ -1474,4 +1486,87 @@ TEST_CASE("run: a settings error is printed by rank 0 only, every task exits wit
     CHECK(ps0.output() ==
           "tfslurm: error: TFSLURM_PS: expected an integer from 0 to 4194304: \"two\"\n");
     CHECK(ps1.output().empty());
+}
+
+// --- health before start (--preflight)
+// ----------------------------------------------------------------------------
+
+TEST_CASE("run: --preflight checks the node once, then the trainers run", "[run][preflight]") {
+    TempDir dir;
+    // The site command appends a line per run: one node (localhost), one run, whatever the ranks.
+    const std::string command = "echo checked >> " + dir.path + "/checks";
+    // Workers only: each one ends by itself (a ps might be stopped before it printed).
+    Cli cli(local(3,
+                  91,
+                  {"--preflight",
+                   "--preflight-command",
+                   command,
+                   "--",
+                   "sh",
+                   "-c",
+                   "echo \"ran $TFSLURM_RANK\""}));
+    CHECK(cli.wait() == 0);
+    const std::string output = cli.output();
+    INFO(output);
+    for (const std::string rank : {"0", "1", "2"}) {
+        CHECK(count(output, "ran " + rank + "\n") == 1);
+    }
+    CHECK(count(output, "tfslurm:") == 0);
+    CHECK(read_file(dir.path + "/checks") == "checked\n");
+    cli.check_nothing_left();
+}
+
+TEST_CASE("run: a failed preflight check aborts before any trainer starts, naming the node",
+          "[run][preflight]") {
+    TempDir dir;
+    const std::vector<std::string> trainer{
+        "--", "sh", "-c", "touch " + dir.path + "/started.$TFSLURM_RANK"};
+    const auto with = [&trainer](std::vector<std::string> options) {
+        options.insert(options.end(), trainer.begin(), trainer.end());
+        return options;
+    };
+    SECTION("the site's command fails; what it left running goes with it") {
+        Cli cli(local(3, 92, with({"--ps", "1", "--preflight-command", "sleep 300 & exit 3"})));
+        CHECK(cli.wait() == k_status_preflight);
+        CHECK(cli.output() == "tfslurm: error: aborting: preflight failed on localhost (rank 0, "
+                              "ps:0): command: \"sleep 300 & exit 3\" exited with status 3\n");
+        cli.check_nothing_left();
+    }
+    SECTION("TMPDIR is not writable") {
+        Cli cli(local(2, 93, with({"--preflight"})), {{"TMPDIR", dir.path + "/none"}});
+        CHECK(cli.wait() == k_status_preflight);
+        CHECK(cli.output() == "tfslurm: error: aborting: preflight failed on localhost (rank 0, "
+                              "worker:0): tmpdir: \"" +
+                                  dir.path +
+                                  "/none\" is not writable: No such file or directory\n");
+        cli.check_nothing_left();
+    }
+    SECTION("with --probe too: one barrier, the check named") {
+        Cli cli(local(2, 94, with({"--probe", "--preflight-command", "false"})));
+        CHECK(cli.wait() == k_status_preflight);
+        CHECK(cli.output() == "tfslurm: error: aborting: preflight failed on localhost (rank 0, "
+                              "worker:0): command: \"false\" exited with status 1\n");
+        cli.check_nothing_left();
+    }
+    for (const std::string rank : {"0", "1", "2"}) {
+        CHECK_FALSE(std::filesystem::exists(dir.path + "/started." + rank));
+    }
+}
+
+TEST_CASE("run: --preflight with --probe passes as one barrier", "[run][preflight]") {
+    Cli cli(
+        local(2, 95, {"--probe", "--preflight", "--", "sh", "-c", "echo \"ran $TFSLURM_RANK\""}));
+    CHECK(cli.wait() == 0);
+    const std::string output = cli.output();
+    INFO(output);
+    CHECK(count(output, "ran 0\n") == 1);
+    CHECK(count(output, "ran 1\n") == 1);
+    CHECK(count(output, "tfslurm:") == 0);
+    cli.check_nothing_left();
+}
+
+TEST_CASE("run: --preflight-command needs a command", "[run][preflight]") {
+    Cli cli({"run", "--local", "1", "--preflight-command", "", "--", "true"});
+    CHECK(cli.wait() == exit_status(Errc::invalid_argument));
+    CHECK(cli.output() == "tfslurm: error: --preflight-command: expected CMD: \"\"\n");
 }

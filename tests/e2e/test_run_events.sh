@@ -41,7 +41,7 @@ assert_eq "$(sorted '{"v":1,"event":"registered","rank":0,"role":"ps","index":0,
     "$(sorted "${lines[@]:1:6}")" "each rank registered and started"$'\n'"$story"
 assert_eq '{"v":1,"event":"exited","rank":2,"role":"worker","index":1,"host":"n3","status":1}' "${lines[7]}" \
     "then the failure"$'\n'"$story"
-assert_eq '{"v":1,"event":"verdict","verdict":"aborted","status":1,"why":"rank 2 (worker:1) on n3 exited with status 1"}' \
+assert_eq '{"v":1,"event":"verdict","verdict":"aborted","status":1,"cause":"trainer","why":"rank 2 (worker:1) on n3 exited with status 1"}' \
     "${lines[8]}" "then the verdict naming it"$'\n'"$story"
 # The verdict stopped the ps and the other worker (SIGTERM); their launchers report those exits
 # before they leave, so both are recorded, in either order.

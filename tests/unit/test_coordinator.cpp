@@ -1020,3 +1020,79 @@ TEST_CASE("coordinator: probe: a node cut off is named, whichever report came fi
         CHECK(c.failure()->cause == protocol::FailureCause::trainer);
     }
 }
+
+// --- the health checks (preflight), behind the probe's barrier
+// ----------------------------------------------------------------------------
+
+namespace {
+
+protocol::Probed sick(std::string check, std::string detail) {
+    protocol::Probed probed;
+    probed.preflight = protocol::PreflightFailure{std::move(check), std::move(detail)};
+    return probed;
+}
+
+CoordinatorSettings preflight_settings(Probe probe) {
+    CoordinatorSettings s = settings({Role::ps, Role::worker, Role::worker, Role::worker});
+    s.run.preflight = true;
+    s.run.probe = probe;
+    return s;
+}
+
+} // namespace
+
+TEST_CASE("coordinator: preflight: a failed check aborts before any trainer starts, naming the "
+          "lowest sick rank's node, whichever report came first",
+          "[coordinator][preflight]") {
+    // Ranks 0-1 on n1, 2-3 on n2 (the node leaders check: 0 and 2). n2 failed its command;
+    // with the probe, its peers also could not reach it: the check is named, not the pair.
+    using Reports = std::map<std::uint32_t, protocol::Probed>;
+    // clang-format off
+    const auto row = GENERATE(table<std::string, Probe, Reports, std::string>({
+        {"one sick node", Probe::off,
+         Reports{{0, {}}, {1, {}}, {2, sick("command", "\"test $(hostname) != n2\" exited with status 1")}, {3, {}}},
+         "preflight failed on n2 (rank 2, worker:1): command: \"test $(hostname) != n2\" exited with status 1"},
+        {"with the probe: the check before the unreachable pair", Probe::on,
+         Reports{{0, unreached({{2, "n2:23002"}})}, {1, unreached({{2, "n2:23002"}})},
+                 {2, sick("command", "\"test $(hostname) != n2\" exited with status 1")}, {3, {}}},
+         "preflight failed on n2 (rank 2, worker:1): command: \"test $(hostname) != n2\" exited with status 1"},
+        {"two sick nodes: the lowest rank", Probe::off,
+         Reports{{0, sick("tmpdir", "\"/tmp\" has 12 MiB free (at least 1024 MiB needed)")}, {1, {}},
+                 {2, sick("command", "\"test $(hostname) != n2\" exited with status 1")}, {3, {}}},
+         "preflight failed on n1 (rank 0, ps:0): tmpdir: \"/tmp\" has 12 MiB free (at least 1024 MiB needed)"},
+    }));
+    // clang-format on
+    const auto& [name, probe, reports, line] = row;
+    INFO(name);
+    for (const auto& order : std::vector<std::vector<std::uint32_t>>{{2, 0, 1, 3}, {3, 1, 0, 2}}) {
+        Coordinator c(preflight_settings(probe), k_t0);
+        register_all(c);
+        (void)c.take_outgoing();
+        for (const std::uint32_t rank : order) {
+            CHECK(c.verdict() == Verdict::none); // every report first: the same line each time
+            c.probed(rank, reports.at(rank), k_t0 + 1s);
+        }
+        REQUIRE(c.verdict() == Verdict::aborted);
+        CHECK(c.failure()->cause == protocol::FailureCause::preflight);
+        CHECK(protocol::describe(*c.failure()) == line);
+        CHECK(c.step_status() == k_status_preflight);
+        const auto out = c.take_outgoing();
+        CHECK(recipients<protocol::Abort>(out) == std::vector<std::uint32_t>{0, 1, 2, 3});
+        CHECK(recipients<protocol::Go>(out).empty());
+    }
+}
+
+TEST_CASE("coordinator: preflight: go once every node passed", "[coordinator][preflight]") {
+    for (const Probe probe : {Probe::off, Probe::on}) {
+        Coordinator c(preflight_settings(probe), k_t0);
+        register_all(c);
+        CHECK(recipients<protocol::Go>(c.take_outgoing()).empty());
+        for (std::uint32_t rank = 0; rank < 4; ++rank) {
+            CHECK(c.take_outgoing().empty());
+            c.probed(rank, {}, k_t0 + 1s);
+        }
+        CHECK(recipients<protocol::Go>(c.take_outgoing()) ==
+              std::vector<std::uint32_t>{0, 1, 2, 3});
+        CHECK(c.verdict() == Verdict::none);
+    }
+}

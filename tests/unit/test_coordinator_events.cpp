@@ -65,7 +65,7 @@ TEST_CASE("coordinator events: a worker's failure, from registration to the verd
         lines(c) ==
         std::vector<std::string>{
             R"x({"v":1,"event":"exited","rank":2,"role":"worker","index":1,"host":"n3","status":1})x",
-            R"x({"v":1,"event":"verdict","verdict":"aborted","status":1,"why":"rank 2 (worker:1) on n3 exited with status 1"})x",
+            R"x({"v":1,"event":"verdict","verdict":"aborted","status":1,"cause":"trainer","why":"rank 2 (worker:1) on n3 exited with status 1"})x",
         });
     // The others, stopped by the verdict, exit too: still recorded, no second verdict.
     c.exited(0, {ExitStatus::signaled(15), {}}, k_t0 + 2s);
@@ -116,7 +116,7 @@ TEST_CASE("coordinator events: restart, stall, loss and an interrupt", "[coordin
             lines(c) ==
             std::vector<std::string>{
                 R"x({"v":1,"event":"stalled","rank":2,"role":"worker","index":1,"host":"n3","silent_ms":10000})x",
-                R"x({"v":1,"event":"verdict","verdict":"aborted","status":9,"why":"rank 2 (worker:1) on n3 is stuck: no progress for 10 s"})x",
+                R"x({"v":1,"event":"verdict","verdict":"aborted","status":9,"cause":"stalled","why":"rank 2 (worker:1) on n3 is stuck: no progress for 10 s"})x",
             });
     }
     SECTION("a launcher lost by its silence") {
@@ -132,7 +132,7 @@ TEST_CASE("coordinator events: restart, stall, loss and an interrupt", "[coordin
             lines(c) ==
             std::vector<std::string>{
                 R"x({"v":1,"event":"lost","rank":2,"role":"worker","index":1,"host":"n3","why":"no heartbeat for 10 s"})x",
-                R"x({"v":1,"event":"verdict","verdict":"aborted","status":8,"why":"rank 2 (worker:1) on n3 launcher lost (no heartbeat for 10 s)"})x",
+                R"x({"v":1,"event":"verdict","verdict":"aborted","status":8,"cause":"lost","why":"rank 2 (worker:1) on n3 launcher lost (no heartbeat for 10 s)"})x",
             });
     }
     SECTION("SIGTERM at one rank") {
@@ -157,4 +157,25 @@ TEST_CASE("coordinator events: nothing is recorded without a record", "[coordina
     }
     c.exited(1, {ExitStatus::exited(1), {}}, k_t0 + 1s);
     CHECK(c.take_events().empty());
+}
+
+TEST_CASE("coordinator events: a failed preflight: no trainer started, the verdict's cause",
+          "[coordinator][events][preflight]") {
+    CoordinatorSettings s = recorded();
+    s.run.preflight = true;
+    Coordinator c(s, k_t0);
+    for (std::uint32_t rank = 0; rank < 3; ++rank) {
+        c.registered(rank, k_t0);
+    }
+    (void)lines(c); // registered only: the trainers wait for `go`
+    c.probed(0, {}, k_t0 + 1s);
+    c.probed(2, {}, k_t0 + 1s);
+    protocol::Probed sick;
+    sick.preflight = protocol::PreflightFailure{"command", R"("false" exited with status 1)"};
+    c.probed(1, sick, k_t0 + 1s);
+    CHECK(
+        lines(c) ==
+        std::vector<std::string>{
+            R"x({"v":1,"event":"verdict","verdict":"aborted","status":13,"cause":"preflight","why":"preflight failed on n2 (rank 1, worker:0): command: \"false\" exited with status 1"})x",
+        });
 }

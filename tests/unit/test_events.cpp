@@ -52,6 +52,7 @@ std::vector<StepEvent> failed_step() {
     verdict.time = at(6514);
     verdict.verdict = "aborted";
     verdict.status = ExitStatus::exited(8);
+    verdict.cause = "lost";
     verdict.why = "rank 2 (worker:1) on n3 launcher lost (connection closed)";
     StepEvent requeue;
     requeue.kind = EventKind::requeue;
@@ -97,7 +98,7 @@ TEST_CASE("events: every kind is one line of version-1 JSON, keys in a fixed ord
 {"v":1,"time":"2026-11-26T13:02:33.104Z","event":"straggling","rank":2,"role":"worker","index":1,"host":"n3","behind_ms":4500}
 {"v":1,"time":"2026-11-26T13:02:34.004Z","event":"checkpoint","signal":10}
 {"v":1,"time":"2026-11-26T13:02:37.517Z","event":"lost","rank":2,"role":"worker","index":1,"host":"n3","why":"connection closed"}
-{"v":1,"time":"2026-11-26T13:02:37.518Z","event":"verdict","verdict":"aborted","status":8,"why":"rank 2 (worker:1) on n3 launcher lost (connection closed)"}
+{"v":1,"time":"2026-11-26T13:02:37.518Z","event":"verdict","verdict":"aborted","status":8,"cause":"lost","why":"rank 2 (worker:1) on n3 launcher lost (connection closed)"}
 {"v":1,"time":"2026-11-26T13:02:37.804Z","event":"requeue","job":"94","excluded":["n3"],"why":"rank 2 (worker:1) on n3 launcher lost"}
 )x");
 }
@@ -186,4 +187,15 @@ TEST_CASE("events: fields a later version adds are ignored, and text from the fi
 TEST_CASE("events: an empty file has no events", "[events]") {
     CHECK(parse_events("", "run.events").empty());
     CHECK(render_timeline({}) == "no events\n");
+}
+
+TEST_CASE("events: a why names settings by their keys, the file having no face", "[events]") {
+    StepEvent exited =
+        rank_event(EventKind::exited, WallClock::time_point{}, 1, Member{Role::worker, 0, "n2"});
+    exited.status = ExitStatus::exited(7);
+    exited.why = setting_ref("output") + ": cannot open \"/x/1.log\": No such file or directory";
+    CHECK(
+        to_json_line(exited) ==
+        R"x({"v":1,"time":"1970-01-01T00:00:00.000Z","event":"exited","rank":1,"role":"worker","index":0,"host":"n2","status":7,"why":"output: cannot open \"/x/1.log\": No such file or directory"})x"
+        "\n");
 }

@@ -13,9 +13,11 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <csignal>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -82,7 +84,8 @@ ExitStatus status_of(const std::string& kind, int value) {
 /// `written`, `signal N` (sent to the launcher alone), `step signal N` (from slurmstepd, to every
 /// process of the step), `cluster` (n1 and n2's addresses), `restart N LIMIT`, `timer
 /// heartbeat|watch|grace|close|settle|stall|restart|checkpoint|report`, `server finished`, `go`,
-/// `probe ok|fail` (the probe's end; fail: rank 0 at 10.1.0.1:23000 timed out).
+/// `probe ok|fail` (the probe's end; fail: rank 0 at 10.1.0.1:23000 timed out), `node ok|fail`
+/// (the node's checks; fail: its command exited 1).
 void feed(LauncherMachine& m, const std::string& event, Clock::time_point now) {
     std::istringstream in(event);
     std::string word;
@@ -169,6 +172,13 @@ void feed(LauncherMachine& m, const std::string& event, Clock::time_point now) {
             failures.push_back({0, "10.1.0.1:23000", "Connection timed out"});
         }
         m.probe_finished(failures, now);
+    } else if (word == "node") {
+        in >> text;
+        std::optional<protocol::PreflightFailure> failure;
+        if (text == "fail") {
+            failure = protocol::PreflightFailure{"command", "\"false\" exited with status 1"};
+        }
+        m.preflight_finished(failure, now);
     } else {
         FAIL("unknown event in the table: " << event);
     }
@@ -187,7 +197,10 @@ std::vector<std::string> render(const std::vector<LauncherAction>& actions) {
         } else if (const auto* stall = std::get_if<protocol::Stall>(&send->message)) {
             out.push_back("send stall " + std::to_string(stall->silent_ms));
         } else if (const auto* probed = std::get_if<protocol::Probed>(&send->message)) {
-            out.push_back(fmt::format("send probed {} failed", probed->failures.size()));
+            out.push_back(fmt::format("send probed {} failed{}",
+                                      probed->failures.size(),
+                                      probed->preflight ? " + preflight " + probed->preflight->check
+                                                        : std::string()));
         } else if (const auto* progress = std::get_if<protocol::Progress>(&send->message)) {
             out.push_back(fmt::format("send progress {}", progress->idle_ms));
         } else if (const auto* interrupt = std::get_if<protocol::Interrupt>(&send->message)) {
@@ -1582,4 +1595,113 @@ TEST_CASE("probe_targets: every other rank up to 64, else every ps and the chief
     }
     CHECK(ranks == std::vector<std::uint32_t>{
                        0, 1, 5, 15, 25, 35, 45, 55, 65, 75, 85, 95, 105, 115, 125, 135, 145, 155});
+}
+
+// --- the health checks (preflight), behind the probe's barrier
+// ----------------------------------------------------------------------------
+
+namespace {
+
+/// settings(rank) with `preflight`; `probe` as given (the plan's ports 23000 to 23003).
+LauncherSettings preflight_settings(std::uint32_t rank, Probe probe) {
+    LauncherSettings s = settings(rank);
+    s.run.preflight = true;
+    s.run.probe = probe;
+    s.ports = {23000, 23001, 23002, 23003};
+    return s;
+}
+
+} // namespace
+
+TEST_CASE("launcher: preflight: the node's lowest rank checks it, every rank waits for go",
+          "[launcher][preflight]") {
+    SECTION("a node leader checks, reports, and starts on go") {
+        for (const std::uint32_t rank : {0U, 2U}) {
+            INFO("rank " << rank);
+            play(preflight_settings(rank, Probe::off),
+                 {
+                     {0, "welcome", {"arm heartbeat 1000", "arm watch 250", "check node"}},
+                     {40, "go", k_nothing}, // not before its own report (never sent so)
+                     {50, "node ok", {"send probed 0 failed"}},
+                     {50, "written", k_nothing},
+                     {60, "go", {"schedule start"}},
+                     {60, "start due", {"start trainer"}},
+                 });
+        }
+    }
+    SECTION("the node's other ranks check nothing: ready at once") {
+        for (const std::uint32_t rank : {1U, 3U}) {
+            INFO("rank " << rank);
+            play(
+                preflight_settings(rank, Probe::off),
+                {
+                    {0, "welcome", {"arm heartbeat 1000", "arm watch 250", "send probed 0 failed"}},
+                    {0, "written", k_nothing},
+                    {60, "go", {"schedule start"}},
+                });
+        }
+    }
+    SECTION("a --preflight-command alone turns the checks on") {
+        LauncherSettings s = settings(2);
+        s.run.preflight_command = "true";
+        play(s, {{0, "welcome", {"arm heartbeat 1000", "arm watch 250", "check node"}}});
+    }
+    SECTION("with the probe: one barrier, the checks first, then the probe, one report") {
+        play(preflight_settings(2, Probe::on),
+             {
+                 {0, "welcome", {"arm heartbeat 1000", "arm watch 250", "check node"}},
+                 {50, "node fail", {"probe n1:23000 n1:23001 n2:23003"}},
+                 {900, "probe ok", {"send probed 0 failed + preflight command"}},
+                 {900, "written", k_nothing},
+             });
+        play(preflight_settings(3, Probe::on),
+             {
+                 {0,
+                  "welcome",
+                  {"arm heartbeat 1000", "arm watch 250", "probe n1:23000 n1:23001 n2:23002"}},
+                 {900, "probe fail", {"send probed 1 failed"}},
+             });
+    }
+    SECTION("a verdict while checking: never started, a late result is dropped") {
+        const std::string line = "aborting: rank 3 (worker:2) on n2 exited with status 3";
+        play(preflight_settings(2, Probe::off),
+             {
+                 {0, "welcome", {"arm heartbeat 1000", "arm watch 250", "check node"}},
+                 {10, "abort", {"schedule start"}},
+                 {10, "start due", {"half-close", "arm close 2010"}},
+                 {20, "node fail", k_nothing},
+                 {25, "eof", {"disconnect", "finish aborted 3 3 quiet " + line}},
+             });
+    }
+}
+
+TEST_CASE("launcher: preflight: the sick node's rank shows the abort line, every rank exits 13",
+          "[launcher][preflight]") {
+    protocol::Failure failure;
+    failure.rank = 2;
+    failure.role = Role::worker;
+    failure.index = 1;
+    failure.host = "n2";
+    failure.cause = protocol::FailureCause::preflight;
+    failure.detail = R"(command: "false" exited with status 1)";
+    failure.step_status = k_status_preflight;
+    const std::string line =
+        R"(aborting: preflight failed on n2 (rank 2, worker:1): command: "false" exited with status 1)";
+    for (const std::uint32_t rank : {0U, 1U, 2U, 3U}) {
+        INFO("rank " << rank);
+        LauncherMachine m(preflight_settings(rank, Probe::off));
+        m.registered({}, k_t0);
+        m.preflight_finished(std::nullopt, k_t0);
+        m.received(protocol::Abort{failure}, k_t0 + 1ms);
+        m.start_due(k_t0 + 1ms);
+        m.connection_lost("connection closed", k_t0 + 2ms);
+        m.server_finished(k_t0 + 2ms);
+        const auto actions = render(m.take_actions());
+        CHECK(std::find(actions.begin(), actions.end(), "start trainer") == actions.end());
+        REQUIRE(m.result());
+        CHECK(m.result()->exit_status == k_status_preflight);
+        CHECK(m.result()->outcome == Outcome::aborted);
+        CHECK(m.result()->message == line);
+        CHECK(m.result()->announce == (rank == 2));
+    }
 }

@@ -109,7 +109,7 @@ TEST_CASE("protocol: every message survives a round trip", "[protocol]") {
         Cluster{},
         Restart{1, 2},
         Probed{},
-        Probed{{{2, "[fd78::13]:23000", "Connection timed out"}, {5, "n3:23001", "No route"}}},
+        Probed{{{2, "[fd78::13]:23000", "Connection timed out"}, {5, "n3:23001", "No route"}}, {}},
         Go{},
         Progress{0},
         Progress{42000},
@@ -220,7 +220,7 @@ TEST_CASE("protocol: v4 carries the bound ports", "[protocol]") {
 }
 
 TEST_CASE("protocol: the reachability probe's messages", "[protocol][probe]") {
-    const Probed probed{{{2, "10.78.0.13:23000", "Connection timed out"}}};
+    const Probed probed{{{2, "10.78.0.13:23000", "Connection timed out"}}, {}};
     CHECK(encode_payload(probed) ==
           R"({"failures":[{"address":"10.78.0.13:23000","error":"Connection timed out",)"
           R"("rank":2}],"type":"probed","v":4})");
@@ -255,6 +255,48 @@ TEST_CASE("protocol: the reachability probe's messages", "[protocol][probe]") {
     CHECK(describe(failure) == "rank 2 (worker:1) on n3 cannot reach rank 0 (ps:0) at "
                                "10.78.0.11:23000: Connection timed out");
     CHECK(round_trip(Abort{failure}) == encode_payload(Abort{failure}));
+}
+
+TEST_CASE("protocol: a probed carries its node's failed health check", "[protocol][preflight]") {
+    Probed probed;
+    probed.preflight =
+        PreflightFailure{"command", R"("test $(hostname) != n2" exited with status 1)"};
+    const std::string payload =
+        R"({"failures":[],"preflight":{"check":"command","detail":"\"test $(hostname) != n2\" )"
+        R"(exited with status 1"},"type":"probed","v":4})";
+    CHECK(encode_payload(probed) == payload);
+    const auto decoded = std::get<Probed>(decode_payload(payload));
+    CHECK(decoded.failures.empty());
+    CHECK(decoded.preflight == probed.preflight);
+    CHECK_FALSE(std::get<Probed>(decode_payload(R"({"failures":[],"type":"probed","v":4})"))
+                    .preflight.has_value());
+    const std::vector<std::pair<std::string, std::string>> bad{
+        {R"("preflight":[])", R"(protocol: field "preflight" of probed is not an object: )"},
+        {R"("preflight":{"detail":"x"})", R"(protocol: missing field "check" in probed: )"},
+        {R"("preflight":{"check":"","detail":"x"})",
+         R"(protocol: field "check" of probed's preflight is empty: )"},
+        {R"("preflight":{"check":"tmpdir","detail":7})",
+         R"(protocol: field "detail" of probed is not a string of at most 4096 bytes: )"},
+    };
+    for (const auto& [field, message] : bad) {
+        INFO(field);
+        CHECK_THROWS_WITH(decode_payload(R"({"v":4,"type":"probed","failures":[],)" + field + "}"),
+                          Catch::StartsWith(message));
+    }
+    Failure failure;
+    failure.rank = 1;
+    failure.role = Role::worker;
+    failure.index = 0;
+    failure.host = "n2";
+    failure.cause = FailureCause::preflight;
+    failure.detail = R"(tmpdir: "/tmp" has 12 MiB free (at least 1024 MiB needed))";
+    failure.step_status = 13;
+    CHECK(describe(failure) == R"(preflight failed on n2 (rank 1, worker:0): tmpdir: "/tmp" has )"
+                               R"(12 MiB free (at least 1024 MiB needed))");
+    CHECK(encode_payload(Abort{failure}).find(R"("cause":"preflight")") != std::string::npos);
+    CHECK(round_trip(Abort{failure}) == encode_payload(Abort{failure}));
+    CHECK(to_string(FailureCause::preflight) == "preflight");
+    CHECK(to_string(FailureCause::trainer) == "trainer");
 }
 
 TEST_CASE("protocol: the cluster of 10,000 ranks stays compact", "[protocol]") {

@@ -25,7 +25,8 @@ protocol::Failure failure(FailureCause cause, std::uint32_t rank, std::string ho
 
 } // namespace
 
-TEST_CASE("requeue_policy: only a lost launcher is a node's fault", "[requeue_policy]") {
+TEST_CASE("requeue_policy: only a lost launcher and a failed preflight are a node's fault",
+          "[requeue_policy]") {
     using Row = std::tuple<FailureCause, bool>;
     const auto [cause, fault] = GENERATE(table<FailureCause, bool>({
         Row{FailureCause::lost, true},
@@ -34,6 +35,7 @@ TEST_CASE("requeue_policy: only a lost launcher is a node's fault", "[requeue_po
         Row{FailureCause::unregistered, false},
         Row{FailureCause::stalled, false},
         Row{FailureCause::unreachable, false},
+        Row{FailureCause::preflight, true},
     }));
     INFO(static_cast<int>(cause));
     CHECK(node_fault(cause) == fault);
@@ -50,6 +52,8 @@ TEST_CASE("requeue_policy: the failed rank's node is left out, in the run that f
           std::optional<NodeExclusion>(NodeExclusion{{"n3"}, "rank 2 launcher lost", 1}));
     CHECK(node_exclusion(failure(FailureCause::lost, 5, "gpu07"), 2) ==
           std::optional<NodeExclusion>(NodeExclusion{{"gpu07"}, "rank 5 launcher lost", 3}));
+    CHECK(node_exclusion(failure(FailureCause::preflight, 1, "n2"), 0) ==
+          std::optional<NodeExclusion>(NodeExclusion{{"n2"}, "rank 1 preflight failed", 1}));
     // No host: nothing to leave out.
     CHECK_FALSE(node_exclusion(failure(FailureCause::lost, 2, ""), 0));
     // The trainer's own failure on the same node: never.

@@ -55,6 +55,10 @@ TEST_CASE("run_settings: defaults when nothing is given", "[run_settings]") {
     CHECK(run.port_range.last == 31999);
     CHECK(run.contain == tfslurm::Containment::keeper);
     CHECK_FALSE(run.label);
+    CHECK_FALSE(run.preflight);
+    CHECK(run.preflight_command.empty());
+    CHECK_FALSE(tfslurm::preflight_enabled(run));
+    CHECK_FALSE(tfslurm::has_start_barrier(run));
 }
 
 TEST_CASE("run_settings: each launcher row writes its field", "[run_settings]") {
@@ -81,6 +85,8 @@ TEST_CASE("run_settings: each launcher row writes its field", "[run_settings]") 
         {"port_range", "40000-40999", Origin::option},
         {"contain", "on", Origin::option},
         {"label", "1", Origin::option},
+        {"preflight", "yes", Origin::option},
+        {"preflight_command", "test -e /dev/nvidia0", Origin::environment},
     });
     CHECK(run.until == tfslurm::Until::chief);
     CHECK(run.grace == 2500ms);
@@ -106,6 +112,21 @@ TEST_CASE("run_settings: each launcher row writes its field", "[run_settings]") 
     CHECK(run.port_range.last == 40999);
     CHECK(run.contain == tfslurm::Containment::pid_namespace);
     CHECK(run.label);
+    CHECK(run.preflight);
+    CHECK(run.preflight_command == "test -e /dev/nvidia0");
+}
+
+TEST_CASE("run_settings: one barrier before start, for the probe or the health checks",
+          "[run_settings][preflight]") {
+    CHECK(tfslurm::has_start_barrier(resolve({{"probe", "", Origin::option}})));
+    const RunSettings checked = resolve({{"preflight", "", Origin::option}});
+    CHECK(tfslurm::preflight_enabled(checked));
+    CHECK(tfslurm::has_start_barrier(checked));
+    // A site command alone turns the checks on: it would never run otherwise.
+    const RunSettings command = resolve({{"preflight_command", "true", Origin::environment}});
+    CHECK_FALSE(command.preflight);
+    CHECK(tfslurm::preflight_enabled(command));
+    CHECK(tfslurm::has_start_barrier(command));
 }
 
 TEST_CASE("run_settings: bad values name the setting key", "[run_settings]") {
@@ -123,6 +144,8 @@ TEST_CASE("run_settings: bad values name the setting key", "[run_settings]") {
         {"max_restarts", "10001", R"(max_restarts: expected an integer from 0 to 10000: "10001")"},
         {"max_requeues", "-1", R"(max_requeues: expected an integer from 0 to 1000: "-1")"},
         {"until", "all", R"(until: expected workers or chief: "all")"},
+        {"preflight", "maybe", R"(preflight: expected yes/no, true/false, on/off or 1/0: "maybe")"},
+        {"preflight_command", "", R"(preflight_command: empty (expected a shell command): "")"},
     }));
     const std::string key = std::get<0>(row);
     const std::string value = std::get<1>(row);
