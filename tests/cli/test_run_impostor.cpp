@@ -5,6 +5,7 @@
 #include "cli_runner.hpp"
 
 #include <tfslurm/auth.hpp>
+#include <tfslurm/plan.hpp>
 #include <tfslurm/protocol.hpp>
 
 #include <catch2/catch.hpp>
@@ -14,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <random>
@@ -26,6 +28,33 @@ using tfslurm::test::tfslurm_cli;
 namespace protocol = tfslurm::protocol;
 
 namespace {
+
+/// Each test its own job id (--local's own, the parent's pid, is any number). The impostor
+/// holds the control port, so every launcher falls back to the job's fallback control ports
+/// (control_port_candidates()); two tests that ctest runs at once must not share one, or a
+/// rank reaches the other test's coordinator, which rightly rejects it with a warning. These
+/// ids have pairwise disjoint fallback ports.
+std::string impostor_job_id(std::size_t test) {
+    static const std::vector<std::uint64_t> k_ids = [] {
+        std::vector<std::uint64_t> ids;
+        std::vector<std::uint16_t> used;
+        for (std::uint64_t id = 990000; ids.size() < 8 && id < 991000; ++id) {
+            tfslurm::Plan plan;
+            plan.job_id = id;
+            plan.step_id = 0;
+            auto candidates = tfslurm::control_port_candidates(plan);
+            candidates.erase(candidates.begin()); // the plan's own control port
+            if (std::none_of(candidates.begin(), candidates.end(), [&](std::uint16_t port) {
+                    return std::find(used.begin(), used.end(), port) != used.end();
+                })) {
+                used.insert(used.end(), candidates.begin(), candidates.end());
+                ids.push_back(id);
+            }
+        }
+        return ids;
+    }();
+    return std::to_string(k_ids.at(test));
+}
 
 /// Whether a trainer could listen on `port` (as the launcher checks it: any address).
 bool bindable(int port) {
@@ -185,9 +214,18 @@ TEST_CASE("run: a process holding the control port cannot pass for the coordinat
     Impostor impostor;
     // Two tasks on one node: trainer ports base and base + 1, the control port base + 2.
     const std::string base = std::to_string(impostor.port() - 2);
-    const Result r =
-        tfslurm_cli({"run", "--local", "2", "--auth", "secret", "--port-base", base, "--", "true"},
-                    {"PATH=/usr/bin:/bin", "TFSLURM_SECRET=" + std::string(64, '5')});
+    const Result r = tfslurm_cli({"run",
+                                  "--local",
+                                  "2",
+                                  "--job-id",
+                                  impostor_job_id(0),
+                                  "--auth",
+                                  "secret",
+                                  "--port-base",
+                                  base,
+                                  "--",
+                                  "true"},
+                                 {"PATH=/usr/bin:/bin", "TFSLURM_SECRET=" + std::string(64, '5')});
     // Rank 0 cannot listen there and takes the next candidate; rank 1 is welcomed by the
     // impostor first, does not believe it (nor its stop), says why and finds the coordinator.
     INFO(r.err);
@@ -213,6 +251,8 @@ TEST_CASE("run: a listener that never answers on the control port does not stop 
     const Result r = tfslurm_cli({"run",
                                   "--local",
                                   "3",
+                                  "--job-id",
+                                  impostor_job_id(1),
                                   "--auth",
                                   "secret",
                                   "--port-base",
@@ -249,9 +289,18 @@ TEST_CASE("run: a process holding the control port that speaks something else do
     }));
     Impostor impostor(answer);
     const std::string base = std::to_string(impostor.port() - 2);
-    const Result r =
-        tfslurm_cli({"run", "--local", "2", "--auth", "secret", "--port-base", base, "--", "true"},
-                    {"PATH=/usr/bin:/bin", "TFSLURM_SECRET=" + std::string(64, '5')});
+    const Result r = tfslurm_cli({"run",
+                                  "--local",
+                                  "2",
+                                  "--job-id",
+                                  impostor_job_id(2),
+                                  "--auth",
+                                  "secret",
+                                  "--port-base",
+                                  base,
+                                  "--",
+                                  "true"},
+                                 {"PATH=/usr/bin:/bin", "TFSLURM_SECRET=" + std::string(64, '5')});
     INFO(r.err);
     CHECK(r.status == 0);
     const std::string control = "127.0.0.1:" + std::to_string(impostor.port());

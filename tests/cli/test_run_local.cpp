@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -49,9 +50,36 @@ namespace {
 const std::string k_cli = TFSLURM_CLI_PATH;
 const std::string k_trainer = TFSLURM_TEST_TRAINER_PATH;
 
-/// Job ids pick the derived port windows; one per test, far from the ids other tests use.
+/// Job ids pick the derived port windows (derive_port_base(), a hash of job and step): two
+/// tests that ctest runs at once must not share a port, and distinct ids alone do not promise
+/// that (the ids of tests 3 and 6 used to share 26636-26639). Test N gets the N-th id of a
+/// fixed sequence in which no two ids' windows overlap, for every window size a test uses (1
+/// to 8 tasks per node, plus the control port), far from the ids other test files use.
 std::uint64_t job_id(int test) {
-    return 880000 + static_cast<std::uint64_t>(test);
+    static const std::vector<std::uint64_t> k_ids = [] {
+        constexpr std::size_t k_tests = 128;
+        constexpr std::uint32_t k_max_stride = 9;
+        std::vector<bool> taken(65536, false);
+        std::vector<std::uint64_t> ids;
+        for (std::uint64_t id = 880000; ids.size() < k_tests && id < 980000; ++id) {
+            std::vector<std::uint32_t> ports;
+            for (std::uint32_t stride = 2; stride <= k_max_stride; ++stride) {
+                const std::uint32_t base = derive_port_base(id, 0, stride);
+                for (std::uint32_t port = base; port < base + stride; ++port) {
+                    ports.push_back(port);
+                }
+            }
+            if (std::none_of(
+                    ports.begin(), ports.end(), [&](std::uint32_t p) { return taken[p]; })) {
+                for (const std::uint32_t port : ports) {
+                    taken[port] = true;
+                }
+                ids.push_back(id);
+            }
+        }
+        return ids;
+    }();
+    return k_ids.at(static_cast<std::size_t>(test));
 }
 
 using tfslurm::test::TempDir;

@@ -1046,7 +1046,7 @@ TEST_CASE("launcher: progress reports come every tenth of the stall timeout, at 
 }
 
 TEST_CASE("launcher: --stall-progress output: a quiet-but-alive trainer that prints is not stuck, "
-          "one that only spins is; reports tell the coordinator its progress' age",
+          "one that only spins is, and reports tell the coordinator its progress' age",
           "[launcher][stall][straggler]") {
     auto s = stall_settings(2);
     s.run.stall_progress = {ProgressSource::output};
