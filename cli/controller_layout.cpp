@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "controller_layout.hpp"
 
+#include <tfslurm/error.hpp>
 #include <tfslurm/log.hpp>
 #include <tfslurm/step_layout.hpp>
 
@@ -27,6 +28,8 @@ namespace tfslurm::cli {
 namespace {
 
 constexpr std::chrono::seconds k_layout_timeout{30};
+/// sattach prints about 20 bytes per task: 64 MiB is far more than any step's layout.
+constexpr std::size_t k_max_layout_bytes = std::size_t{64} << 20U;
 
 /// What a bounded command printed, or why it gave nothing usable (empty when it exited 0).
 struct LayoutAnswer {
@@ -68,8 +71,10 @@ std::string first_line(const std::string& text) {
     return line;
 }
 
-/// Read both pipes until both end or the deadline passes; false on the deadline.
-bool drain(LayoutPipe& out, LayoutPipe& err, LayoutAnswer& answer, std::string& errors) {
+/// Read both pipes until both end or the deadline passes (false), or a stream grows past
+/// k_max_layout_bytes (`too_long`, false).
+bool drain(
+    LayoutPipe& out, LayoutPipe& err, LayoutAnswer& answer, std::string& errors, bool& too_long) {
     const auto deadline = std::chrono::steady_clock::now() + k_layout_timeout;
     std::array<pollfd, 2> polled{pollfd{out.fds[0], POLLIN, 0}, pollfd{err.fds[0], POLLIN, 0}};
     std::array<std::string*, 2> into{&answer.out, &errors};
@@ -91,6 +96,10 @@ bool drain(LayoutPipe& out, LayoutPipe& err, LayoutAnswer& answer, std::string& 
             const auto got = ::read(polled[i].fd, buffer.data(), buffer.size());
             if (got > 0) {
                 into[i]->append(buffer.data(), static_cast<std::size_t>(got));
+                if (into[i]->size() > k_max_layout_bytes) {
+                    too_long = true;
+                    return false;
+                }
             } else if (got == 0 || errno != EINTR) {
                 polled[i].fd = -1; // poll() skips negative descriptors
             }
@@ -128,14 +137,18 @@ LayoutAnswer run_layout_command(const std::vector<std::string>& argv) {
     out.close_write();
     err.close_write();
     std::string errors;
-    const bool ended = drain(out, err, answer, errors);
+    bool too_long = false;
+    const bool ended = drain(out, err, answer, errors, too_long);
     if (!ended) {
         ::kill(pid, SIGKILL);
     }
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    if (!ended) {
+    if (too_long) {
+        answer.failure =
+            fmt::format("{} printed more than {} MiB", argv[0], k_max_layout_bytes >> 20U);
+    } else if (!ended) {
         answer.failure =
             fmt::format("{} did not answer within {} s", argv[0], k_layout_timeout.count());
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
@@ -143,7 +156,7 @@ LayoutAnswer run_layout_command(const std::vector<std::string>& argv) {
                              ? fmt::format("{} exited with status {}", argv[0], WEXITSTATUS(status))
                              : fmt::format("{} was killed by signal {}", argv[0], WTERMSIG(status));
         if (const auto said = first_line(errors); !said.empty()) {
-            answer.failure += ": " + said;
+            answer.failure += ": " + quote(said);
         }
     }
     return answer;

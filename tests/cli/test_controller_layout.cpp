@@ -103,8 +103,8 @@ TEST_CASE("cli: env places a topology-ordered block step by the controller's lay
         const Result r = layout_cli(topo_task2_env(conf, bin));
         CHECK(r.status == 5);
         CHECK(r.err == refusal +
-                           "sattach exited with status 1: sattach: error: Could not get job step "
-                           "info: Invalid job id specified" +
+                           "sattach exited with status 1: \"sattach: error: Could not get job "
+                           "step info: Invalid job id specified\"" +
                            advice);
     }
     SECTION("an answer that contradicts the task's own identity is refused") {
