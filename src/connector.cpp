@@ -11,7 +11,7 @@
 
 namespace tfslurm {
 
-namespace action = connector_action;
+namespace connect_action = connector_action; // unity builds: launcher*.cpp alias `action`
 
 NodePlace node_place(const std::vector<Member>& ranks, std::uint32_t rank, Tree tree) {
     NodePlace place;
@@ -46,28 +46,32 @@ std::string_view timer_name(ConnectorTimer timer) noexcept {
 struct ConnectorDescriber {
     Clock::time_point epoch;
 
-    std::string operator()(const action::Connect& a) const {
+    std::string operator()(const connect_action::Connect& a) const {
         return a.path.empty() ? fmt::format("connect {}:{}", a.address, a.port)
                               : fmt::format("connect {}", a.path);
     }
-    std::string operator()(const action::Prove& a) const { return "prove " + a.challenge; }
-    std::string operator()(const action::Send& a) const {
+    std::string operator()(const connect_action::Prove& a) const { return "prove " + a.challenge; }
+    std::string operator()(const connect_action::Send& a) const {
         return "send " + std::string(protocol::type_name(a.message));
     }
-    std::string operator()(const action::Verify& a) const {
+    std::string operator()(const connect_action::Verify& a) const {
         return fmt::format("verify {} {}", a.credential, a.nonce);
     }
-    std::string operator()(const action::CloseAttempt& /*a*/) const { return "close attempt"; }
-    std::string operator()(const action::ArmTimer& a) const {
+    std::string operator()(const connect_action::CloseAttempt& /*a*/) const {
+        return "close attempt";
+    }
+    std::string operator()(const connect_action::ArmTimer& a) const {
         return fmt::format("arm {} {}",
                            timer_name(a.timer),
                            std::chrono::duration_cast<Millis>(a.at - epoch).count());
     }
-    std::string operator()(const action::CancelTimer& a) const {
+    std::string operator()(const connect_action::CancelTimer& a) const {
         return fmt::format("cancel {}", timer_name(a.timer));
     }
-    std::string operator()(const action::Registered& a) const { return "registered " + a.control; }
-    std::string operator()(const action::Fail& a) const {
+    std::string operator()(const connect_action::Registered& a) const {
+        return "registered " + a.control;
+    }
+    std::string operator()(const connect_action::Fail& a) const {
         return a.error.hint().empty()
                    ? fmt::format("fail {}", a.error.what())
                    : fmt::format("fail {} (hint: {})", a.error.what(), a.error.hint());
@@ -100,17 +104,17 @@ std::string Connector::control() const {
 
 void Connector::start(Clock::time_point now) {
     m_deadline = now + m_settings.connect_timeout;
-    m_actions.emplace_back(action::ArmTimer{ConnectorTimer::deadline, m_deadline});
+    m_actions.emplace_back(connect_action::ArmTimer{ConnectorTimer::deadline, m_deadline});
     connect();
 }
 
 void Connector::connect() {
     m_phase = Phase::connecting;
     if (!m_settings.relay_path.empty()) {
-        m_actions.emplace_back(action::Connect{{}, 0, m_settings.relay_path});
+        m_actions.emplace_back(connect_action::Connect{{}, 0, m_settings.relay_path});
     } else {
-        m_actions.emplace_back(
-            action::Connect{m_settings.control_address, m_settings.candidates.at(m_candidate), {}});
+        m_actions.emplace_back(connect_action::Connect{
+            m_settings.control_address, m_settings.candidates.at(m_candidate), {}});
     }
 }
 
@@ -120,7 +124,8 @@ void Connector::connected(Clock::time_point now) {
     }
     m_phase = Phase::handshake;
     m_nonce.clear();
-    m_actions.emplace_back(action::ArmTimer{ConnectorTimer::challenge, now + k_challenge_timeout});
+    m_actions.emplace_back(
+        connect_action::ArmTimer{ConnectorTimer::challenge, now + k_challenge_timeout});
 }
 
 void Connector::connect_failed(const std::string& why, Clock::time_point now) {
@@ -167,8 +172,8 @@ void Connector::next_candidate(const std::string& why, Clock::time_point now) {
 void Connector::close_attempt() {
     m_phase = Phase::connecting;
     m_nonce.clear();
-    m_actions.emplace_back(action::CancelTimer{ConnectorTimer::challenge});
-    m_actions.emplace_back(action::CloseAttempt{});
+    m_actions.emplace_back(connect_action::CancelTimer{ConnectorTimer::challenge});
+    m_actions.emplace_back(connect_action::CloseAttempt{});
 }
 
 void Connector::retry(const std::string& why, Clock::time_point now) {
@@ -177,7 +182,7 @@ void Connector::retry(const std::string& why, Clock::time_point now) {
     if (now + m_backoff >= m_deadline) {
         return; // the deadline reports it
     }
-    m_actions.emplace_back(action::ArmTimer{ConnectorTimer::retry, now + m_backoff});
+    m_actions.emplace_back(connect_action::ArmTimer{ConnectorTimer::retry, now + m_backoff});
     m_backoff = std::min(m_backoff * 2,
                          m_settings.relay_path.empty() ? k_max_backoff : k_max_relay_backoff);
 }
@@ -196,7 +201,7 @@ void Connector::not_the_coordinator(const std::string& why, Clock::time_point no
 
 void Connector::fail(Error error) {
     m_phase = Phase::failed;
-    m_actions.emplace_back(action::Fail{std::move(error)});
+    m_actions.emplace_back(connect_action::Fail{std::move(error)});
 }
 
 // The registration exchange in message order: challenge -> hello with our proof (Prove, then
@@ -213,12 +218,12 @@ void Connector::received(const protocol::Message& message, Clock::time_point now
             return;
         }
         m_proving = true;
-        m_actions.emplace_back(action::CancelTimer{ConnectorTimer::challenge});
-        m_actions.emplace_back(action::Prove{challenge->nonce});
+        m_actions.emplace_back(connect_action::CancelTimer{ConnectorTimer::challenge});
+        m_actions.emplace_back(connect_action::Prove{challenge->nonce});
     } else if (const auto* welcome = std::get_if<protocol::Welcome>(&message)) {
         // Nothing the peer says is believed before it proves it is this job's coordinator:
         // any user of the node can bind the control port first.
-        m_actions.emplace_back(action::Verify{welcome->credential, m_nonce});
+        m_actions.emplace_back(connect_action::Verify{welcome->credential, m_nonce});
     } else if (const auto* reject = std::get_if<protocol::Reject>(&message)) {
         if (reject->code == protocol::RejectCode::wrong_job ||
             reject->code == protocol::RejectCode::wrong_step) {
@@ -265,7 +270,7 @@ void Connector::proved(const std::string& credential,
     hello.address = m_settings.address;
     hello.relay = m_settings.leads_node;
     hello.port = m_settings.trainer_port;
-    m_actions.emplace_back(action::Send{std::move(hello)});
+    m_actions.emplace_back(connect_action::Send{std::move(hello)});
 }
 
 void Connector::proof_failed(const std::string& what, Clock::time_point /*now*/) {
@@ -287,10 +292,10 @@ void Connector::verified(const std::optional<std::string>& why_not, Clock::time_
     }
     logger().debug("{}: coordinator at {}", label(), control());
     m_phase = Phase::registered;
-    m_actions.emplace_back(action::CancelTimer{ConnectorTimer::deadline});
-    m_actions.emplace_back(action::CancelTimer{ConnectorTimer::retry});
-    m_actions.emplace_back(action::CancelTimer{ConnectorTimer::challenge});
-    m_actions.emplace_back(action::Registered{control()});
+    m_actions.emplace_back(connect_action::CancelTimer{ConnectorTimer::deadline});
+    m_actions.emplace_back(connect_action::CancelTimer{ConnectorTimer::retry});
+    m_actions.emplace_back(connect_action::CancelTimer{ConnectorTimer::challenge});
+    m_actions.emplace_back(connect_action::Registered{control()});
 }
 
 void Connector::timer_fired(ConnectorTimer timer, Clock::time_point now) {

@@ -49,11 +49,13 @@ LaunchResult LauncherMachine::compute_result() const {
         // Every launcher exits with the culprit's status: srun reports the highest one.
         out.exit_status = failure.step_status;
         out.step_status = failure.step_status;
+        // A failed preflight is the node's, not its launcher's: rank 0's launcher tells it, as
+        // it tells a lost one, since it is the one that may requeue the job without that node
+        // (the line then says so).
         const bool by_itself = failure.cause == protocol::FailureCause::trainer ||
                                failure.cause == protocol::FailureCause::start ||
                                failure.cause == protocol::FailureCause::stalled ||
-                               failure.cause == protocol::FailureCause::unreachable ||
-                               failure.cause == protocol::FailureCause::preflight;
+                               failure.cause == protocol::FailureCause::unreachable;
         out.announce =
             by_itself ? failure.rank == m_settings.rank : m_settings.host == CoordinatorHost::here;
         out.message = "aborting: " + protocol::describe(failure);

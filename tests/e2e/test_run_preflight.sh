@@ -34,7 +34,8 @@ assert_status 0 run_bounded 120 srun -N3 --ntasks-per-node=2 \
     bash -c 'echo "started $SLURM_PROCID"
 touch "$0/$SLURM_PROCID"; while (($(ls "$0" | wc -l) < SLURM_NTASKS)); do sleep 0.1; done' "$barrier"
 assert_eq 6 "$(grep -c '^started ' <<<"$E2E_OUTPUT")" "every trainer ran"$'\n'"$E2E_OUTPUT"
-assert_eq 0 "$(grep -c 'tfslurm:' <<<"$E2E_OUTPUT")" "no line of tfslurm's"$'\n'"$E2E_OUTPUT"
+# Info lines may say that the ps was stopped (the workers may all end before it notices).
+assert_eq 0 "$(grep -cE 'tfslurm: (warning|error):' <<<"$E2E_OUTPUT")" "no warning or error of tfslurm's"$'\n'"$E2E_OUTPUT"
 assert_eq "n1|n2|n3" "$(cat "$checks"/* | sort | paste -sd'|')" "the command ran once per node"
 e2e_log "every node passed"
 

@@ -1675,8 +1675,10 @@ TEST_CASE("launcher: preflight: the node's lowest rank checks it, every rank wai
     }
 }
 
-TEST_CASE("launcher: preflight: the sick node's rank shows the abort line, every rank exits 13",
+TEST_CASE("launcher: preflight: rank 0's launcher shows the abort line, every rank exits 13",
           "[launcher][preflight]") {
+    // Rank 0's, not the sick node's: a node's fault is told where the requeue without that node
+    // is decided (as for a lost launcher).
     protocol::Failure failure;
     failure.rank = 2;
     failure.role = Role::worker;
@@ -1702,6 +1704,6 @@ TEST_CASE("launcher: preflight: the sick node's rank shows the abort line, every
         CHECK(m.result()->exit_status == k_status_preflight);
         CHECK(m.result()->outcome == Outcome::aborted);
         CHECK(m.result()->message == line);
-        CHECK(m.result()->announce == (rank == 2));
+        CHECK(m.result()->announce == (rank == 0));
     }
 }
