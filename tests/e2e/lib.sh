@@ -160,6 +160,20 @@ sbatch_wait() {
     return 124
 }
 
+# wait_requeued JOBID SECONDS LABEL GLOB: wait until the job was requeued once and is pending
+# again (Restarts=1, JobState=PENDING); else fail with the job's last record and, after LABEL,
+# the files GLOB names then (e.g. the first run's output).
+wait_requeued() {
+    local jid=$1 secs=$2 label=$3 glob=$4 info='' i
+    for ((i = 0; i < secs * 5; i++)); do
+        info=$(timeout 10 scontrol show job -o "$jid" 2>&1 || true)
+        [[ $info == *"Restarts=1"* && $info == *"JobState=PENDING"* ]] && return 0
+        sleep 0.2
+    done
+    # shellcheck disable=SC2086 # GLOB is expanded here, at the failure
+    fail "job $jid was not requeued within $secs s: $info; $label: $(cat -- $glob 2>/dev/null)"
+}
+
 # run_stdout STATUS SECONDS CMD...: run CMD bounded by SECONDS, expect exit STATUS; its stdout
 # (the tasks' output) goes to E2E_OUTPUT, its stderr (srun's "queued and waiting" notes and
 # errors) to E2E_STDERR; both are shown on failure.

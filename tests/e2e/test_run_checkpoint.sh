@@ -48,14 +48,7 @@ jid=$(OUT_DIR=$dir sbatch_submit -N2 --ntasks-per-node=1 --time=1 --requeue --ex
 # are not tfslurm's: only tfslurm's lines are compared, the info lines by count since the time
 # left is measured.)
 # The first run ends with a requeue: wait for the job to be pending again, then let it start.
-info=
-for ((i = 0; i < 60 * 5; i++)); do
-    info=$(timeout 10 scontrol show job -o "$jid" 2>&1 || true)
-    [[ $info == *"Restarts=1"* && $info == *"JobState=PENDING"* ]] && break
-    sleep 0.2
-done
-[[ $info == *"Restarts=1"* && $info == *"JobState=PENDING"* ]] ||
-    fail "job $jid was not requeued within 60 s: $info; run 0: $(cat "$dir"/run0.* 2>/dev/null)"
+wait_requeued "$jid" 60 "run 0" "$dir/run0.*"
 # Not at once: slurmd refuses a launch credential of the requeued job that is not newer (in
 # whole seconds) than the requeue's revocation; what Slurm's begin time waits for.
 sleep 2

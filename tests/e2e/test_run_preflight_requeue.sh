@@ -40,14 +40,7 @@ jid=$(OUT_DIR=$dir sbatch_submit -N2 --ntasks-per-node=1 --requeue --export=ALL 
     -o /dev/null -e "$dir/job.err" "$dir/job.sh")
 on_exit "timeout 10 scancel $jid 2>/dev/null || true"
 
-info=
-for ((i = 0; i < 90 * 5; i++)); do
-    info=$(timeout 10 scontrol show job -o "$jid" 2>&1 || true)
-    [[ $info == *"Restarts=1"* && $info == *"JobState=PENDING"* ]] && break
-    sleep 0.2
-done
-[[ $info == *"Restarts=1"* && $info == *"JobState=PENDING"* ]] ||
-    fail "job $jid was not requeued within 90 s: $info; run 0: $(cat "$dir"/run0* 2>/dev/null)"
+wait_requeued "$jid" 90 "run 0" "$dir/run0*"
 bad=$(cat "$dir/bad")
 [[ -n $bad ]] || fail "run 0 did not name its second node"
 assert_eq "tfslurm: error: aborting: preflight failed on $bad (rank 1, worker:1): command: \"$dir/check.sh\" exited with status 1; requeueing job $jid without $bad (requeue 1 of 1)" \

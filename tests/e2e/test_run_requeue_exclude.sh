@@ -48,14 +48,7 @@ kill_rank1_node() {
 }
 
 lost=$(kill_rank1_node 0)
-info=
-for ((i = 0; i < 60 * 5; i++)); do
-    info=$(timeout 10 scontrol show job -o "$jid" 2>&1 || true)
-    [[ $info == *"Restarts=1"* && $info == *"JobState=PENDING"* ]] && break
-    sleep 0.2
-done
-[[ $info == *"Restarts=1"* && $info == *"JobState=PENDING"* ]] ||
-    fail "job $jid was not requeued within 60 s: $info; run 0: $(cat "$dir"/run0* 2>/dev/null)"
+wait_requeued "$jid" 60 "run 0" "$dir/run0*"
 assert_eq 1 "$(grep -cxF "tfslurm: error: aborting: rank 1 (worker:1) on $lost launcher lost (connection closed); requeueing job $jid without $lost (requeue 1 of 1)" "$dir/run0-task0.out")" \
     "run 0: rank 0 requeues the job without $lost and says so: $(cat "$dir"/run0*)"
 assert_eq "$lost" "$(timeout 10 squeue -h -j "$jid" -o %x)" "the requeued job's ExcNodeList"

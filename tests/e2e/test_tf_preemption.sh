@@ -25,14 +25,7 @@ jid=$(TRAINER=train_tf.py CHECKPOINT_BEFORE=30 CHECKPOINT_DIR=$dir sbatch_submit
     --time=1 -o "$dir/job.out" "$example/job.sbatch" --resume-steps 5)
 
 # The first run ends with a requeue: wait for the job to be pending again, then let it start.
-info=
-for ((i = 0; i < 120 * 5; i++)); do
-    info=$(timeout 10 scontrol show job -o "$jid" 2>&1 || true)
-    [[ $info == *"Restarts=1"* && $info == *"JobState=PENDING"* ]] && break
-    sleep 0.2
-done
-[[ $info == *"Restarts=1"* && $info == *"JobState=PENDING"* ]] ||
-    fail "job $jid was not requeued within 120 s: $info; output: $(cat "$dir/job.out" 2>/dev/null)"
+wait_requeued "$jid" 120 "output" "$dir/job.out"
 # slurmd refuses a launch credential of the requeued job that is not newer (in whole seconds)
 # than the requeue's revocation: what Slurm's begin time waits for.
 sleep 2
