@@ -109,8 +109,14 @@ make_tmpdir() { mktemp -d "$E2E_TMPDIR/d.XXXXXX"; }
 # run_bounded SECONDS CMD...: run CMD, killing it after SECONDS (SIGTERM, SIGKILL 5 s later).
 # Returns CMD's status, or 124 with a clear message on a timeout.
 run_bounded() {
-    local secs=$1 rc=0 start=$SECONDS
+    local secs=$1 rc=0 start=$SECONDS word
     shift
+    for word in "$@"; do
+        if [[ $word == srun || $word == salloc || $word == sbatch ]]; then
+            settle
+            break
+        fi
+    done
     timeout -k 5 "$secs" "$@" || rc=$?
     if ((rc == 124 || (rc == 137 && SECONDS - start >= secs))); then
         e2e_log "TIMEOUT: no result after ${secs} s: $*"
@@ -119,9 +125,22 @@ run_bounded() {
     return "$rc"
 }
 
+# settle: wait (at most 30 s) until no job is completing. Slurm gives a job's nodes back one by
+# one, as each node's epilog ends, so an allocation made right after another job may get other
+# nodes than a test expects (a -N2 step on n2,n3 instead of n1,n2). run_bounded and sbatch_submit
+# settle before every srun, salloc and sbatch.
+settle() {
+    local i
+    for ((i = 0; i < 150; i++)); do
+        [[ -z $(timeout 10 squeue -h -t CG -o %i 2>/dev/null) ]] && return 0
+        sleep 0.2
+    done
+}
+
 # sbatch_submit ARGS...: submit a batch job (bounded) and print its id.
 sbatch_submit() {
     local out
+    settle
     out=$(timeout -k 5 30 sbatch --parsable "$@" 2>&1) || fail "sbatch $* failed: $out"
     out=${out%%;*}
     [[ $out =~ ^[0-9]+$ ]] || fail "sbatch $* printed no job id: $out"

@@ -65,7 +65,7 @@ shape block "$(tc \
     "tf-compat 1 on n1: worker:0 at n1:8889; $compat" \
     "tf-compat 2 on n2: worker:1 at n2:8888; $compat" \
     "tf-compat 3 on n2: worker:2 at n2:8889; $compat")" \
-    -N2 --ntasks-per-node=2 -- --ps 1
+    -N2 -w n1,n2 --ntasks-per-node=2 -- --ps 1
 
 # Cyclic: Slurm runs ranks 0 and 2 on n1, 1 and 3 on n2; TensorFlow assumes block placement.
 shape cyclic "$(tc \
@@ -77,7 +77,7 @@ shape cyclic "$(tc \
     "tf-compat 1 on n2: worker:0 at n1:8889; $compat; TensorFlow puts rank 1 on n1" \
     "tf-compat 2 on n1: worker:1 at n2:8888; $compat; TensorFlow puts rank 2 on n2" \
     "tf-compat 3 on n2: worker:2 at n2:8889; $compat")" \
-    -N2 --ntasks-per-node=2 -m cyclic -- --ps 1
+    -N2 -w n1,n2 --ntasks-per-node=2 -m cyclic -- --ps 1
 
 # Plane of 2 over 2 nodes, 3 tasks each (overcommitted: the nodes have 2 CPUs): ranks 0, 1
 # and 4 on n1; 2, 3 and 5 on n2.
@@ -94,7 +94,7 @@ shape plane "$(tc \
     "tf-compat 3 on n2: worker:2 at n2:8888; $compat" \
     "tf-compat 4 on n1: worker:3 at n2:8889; $compat; TensorFlow puts rank 4 on n2" \
     "tf-compat 5 on n2: worker:4 at n2:8890; $compat")" \
-    -N2 -n6 --overcommit -m plane=2 -- --ps 1
+    -N2 -w n1,n2 -n6 --overcommit -m plane=2 -- --ps 1
 
 # Uneven 2,1(x2): block, TensorFlow agrees.
 shape uneven "$(tc \
