@@ -5,13 +5,17 @@
 # release, as a site on that release would: its GCC, CMake, fmt, CLI11, spdlog, Boost, Catch2,
 # and its Slurm's headers (the SPANK plugin) and scontrol (the differential hostlist test).
 #
-#   scripts/build-in-release.sh --suite trixie|sid|bookworm [--jobs N] [--labels REGEX] [--tests REGEX]
+#   scripts/build-in-release.sh --suite trixie|sid|bookworm [--jobs N] [--labels REGEX]
+#       [--tests REGEX] [--no-tests] [--package DIR]
 #
 # The release runs from a root filesystem of that suite, built once with mmdebstrap from this
 # machine's apt mirror and cached in /var/cache/tfslurm-build/<suite> (TFSLURM_BUILD_CACHE);
 # the checkout is bound into it at the same path and built in build/<suite> of the checkout
-# with warnings as errors. The machine's own apt sources are never changed. It also checks that
-# every package scripts/setup.sh asks for exists in that release. Needs root (chroot).
+# (build/<suite>-notests with --no-tests) with warnings as errors and the hardening flags of a
+# site's build. The machine's own apt sources are never changed. It also checks that every
+# package scripts/setup.sh asks for exists in that release. --package also makes the .deb and
+# copies it with the SPANK plugin into DIR: `scripts/test-cluster build` builds another Slurm
+# release's plugin and package this way, in the same root filesystem. Needs root (chroot).
 set -euo pipefail
 
 readonly prog=build-in-release.sh
@@ -19,10 +23,10 @@ readonly prog=build-in-release.sh
 readonly -a k_suites=(bookworm trixie sid)
 # What the root filesystem holds: building the library, the CLI, the SPANK plugin and the tests
 # (scripts/setup.sh's build packages less the linters and the clang tools), what the tests run
-# (scontrol, python3, readelf, ps, ip), and ccache.
+# (scontrol, python3, readelf, ps, ip), ccache, and dpkg-dev for the .deb (dpkg-shlibdeps).
 readonly -a k_packages=(g++ cmake make libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
     libboost-dev catch2 libsodium-dev libmunge-dev libpmi2-0-dev python3 slurm-client libslurm-dev
-    ccache procps psmisc iproute2 util-linux bsdutils groff-base file binutils)
+    ccache procps psmisc iproute2 util-linux bsdutils groff-base file binutils dpkg-dev)
 # The tests that need no cluster (ctest labels; e2e and package need the test cluster or the
 # machine's dpkg tools). diff (tfslurm's hostlists against this release's scontrol) is left out
 # by default: on 24.11 and 26.05 it reports the malformed lists on which those releases and
@@ -40,6 +44,7 @@ die() {
 usage() {
     cat <<EOF
 usage: scripts/build-in-release.sh --suite SUITE [--jobs N] [--labels REGEX] [--tests REGEX]
+           [--no-tests] [--package DIR]
 
 Builds tfslurm (warnings as errors) and runs the ctest labels unit, integration and
 fuzz-replay inside a root filesystem of Debian SUITE (${k_suites[*]}), with that release's own
@@ -51,6 +56,8 @@ compiler and libraries; checks that every package of scripts/setup.sh exists the
   --labels REGEX  the ctest labels to run (default '$k_default_labels'; add diff for
                   the differential hostlist test against this release's scontrol)
   --tests REGEX   only the tests of those labels whose name matches REGEX
+  --no-tests      build without the tests (in build/SUITE-notests) and run none
+  --package DIR   also make the .deb (cpack) and copy it and the SPANK plugin into DIR
 
 Settings: TFSLURM_BUILD_CACHE (default /var/cache/tfslurm-build) holds <suite>, the root
 filesystem (about 1 GB, built once in about 8 minutes), and ccache-<suite>;
@@ -152,17 +159,20 @@ in_root() {
 }
 
 main() {
-    local suite='' jobs=2 tests='' labels=$k_default_labels
+    local suite='' jobs=2 tests='' labels=$k_default_labels with_tests=1 package=''
     while (($# > 0)); do
         case $1 in
         --suite=*) suite=${1#--suite=} ;;
+        --package=*) package=${1#--package=} ;;
+        --no-tests) with_tests=0 ;;
         --jobs=*) jobs=${1#--jobs=} ;;
         --tests=*) tests=${1#--tests=} ;;
         --labels=*) labels=${1#--labels=} ;;
-        --suite | --jobs | --tests | --labels)
+        --suite | --jobs | --tests | --labels | --package)
             (($# >= 2)) || die "$1: expected a value"
             case $1 in
             --suite) suite=$2 ;;
+            --package) package=$2 ;;
             --jobs) jobs=$2 ;;
             --tests) tests=$2 ;;
             --labels) labels=$2 ;;
@@ -190,6 +200,10 @@ main() {
     done
     ((known)) || die "--suite: expected one of ${k_suites[*]}: \"$suite\""
     [[ $jobs =~ ^[1-9][0-9]?$ ]] || die "--jobs: expected a number from 1 to 99: \"$jobs\""
+    if [[ -n $package ]]; then
+        [[ -d $package ]] || die "--package: expected an existing directory: \"$package\""
+        package=$(cd -- "$package" && pwd -P)
+    fi
     (($(id -u) == 0)) || die "the root filesystem and chroot need root: run 'sudo scripts/$prog'"
 
     local cache=${TFSLURM_BUILD_CACHE:-/var/cache/tfslurm-build}
@@ -198,7 +212,10 @@ main() {
     repo=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
     ccache_dir=${cache%/}/ccache-$suite
     mkdir -p -- "$ccache_dir"
-    local root=${cache%/}/$suite build=$repo/build/$suite t_all t0
+    local root=${cache%/}/$suite build=$repo/build/$suite t_all t0 tests_option=ON
+    if ((!with_tests)); then
+        build=$repo/build/$suite-notests tests_option=OFF
+    fi
     t_all=$(now)
 
     t0=$(now)
@@ -230,21 +247,41 @@ main() {
     mkdir -p -- "$build"
     local ccache_launcher=''
     [[ -x $root/usr/bin/ccache ]] && ccache_launcher=-DCMAKE_CXX_COMPILER_LAUNCHER=ccache
+    # The hardening flags are a site's (the release preset's): the plugin and .deb that
+    # --package makes are built the way a site builds them.
     in_root "$root" cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCMAKE_CXX_FLAGS="-D_FORTIFY_SOURCE=2 -fstack-protector-strong" \
         -DTFSLURM_WARNINGS_AS_ERRORS=ON -DTFSLURM_E2E=OFF -DTFSLURM_BUILD_BENCH=OFF \
-        $ccache_launcher >"$build.configure.log" 2>&1 || {
+        -DTFSLURM_BUILD_TESTS="$tests_option" $ccache_launcher >"$build.configure.log" 2>&1 || {
         cat -- "$build.configure.log" >&2
         die "cmake could not configure the build in Debian $suite (log: $build.configure.log)"
     }
     in_root "$root" cmake --build "$build" -j "$jobs" || die "the build failed in Debian $suite"
     local t_build=$(($(now) - t0))
 
-    t0=$(now)
-    local -a select=(-L "$labels")
-    [[ -n $tests ]] && select+=(-R "$tests")
-    in_root "$root" ctest --test-dir "$build" --output-on-failure -j "$jobs" "${select[@]}" ||
-        die "tests failed in Debian $suite (build directory: $build)"
-    local t_tests=$(($(now) - t0))
+    local t_tests=0
+    if ((with_tests)); then
+        t0=$(now)
+        local -a select=(-L "$labels")
+        [[ -n $tests ]] && select+=(-R "$tests")
+        in_root "$root" ctest --test-dir "$build" --output-on-failure -j "$jobs" "${select[@]}" ||
+            die "tests failed in Debian $suite (build directory: $build)"
+        t_tests=$(($(now) - t0))
+    fi
+
+    if [[ -n $package ]]; then
+        # shellcheck disable=SC2016 # expanded by the sh inside the root filesystem
+        in_root "$root" sh -c 'cd "$1" && rm -rf package && cpack -G DEB --config CPackConfig.cmake' \
+            cpack "$build" >"$build.cpack.log" 2>&1 || {
+            tail -n 20 -- "$build.cpack.log" >&2
+            die "cpack could not make the .deb in Debian $suite (log: $build.cpack.log)"
+        }
+        local -a debs
+        mapfile -t debs < <(compgen -G "$build/package/tfslurm_*.deb")
+        ((${#debs[@]} == 1)) || die "cpack made ${#debs[@]} packages named tfslurm_*.deb in $build/package, expected 1"
+        cp -- "$build/plugins/spank/spank_tfslurm.so" "${debs[0]}" "$package/"
+        log "Debian $suite: the SPANK plugin and ${debs[0]##*/} are in $package"
+    fi
 
     log "Debian $suite: passed; root filesystem ${t_rootfs} s, build ${t_build} s, tests ${t_tests} s, total $(($(now) - t_all)) s"
 }
