@@ -193,7 +193,7 @@ namespace tfslurm::detail {
         const int report = -errno;
         [[maybe_unused]] const auto written = ::write(exec.report_fd, &report, sizeof report);
         ::close(keeper.lifeline);
-        exec_child(exec, ProcessGroup::new_group, SIGKILL, parent);
+        exec_child(exec, /*new_group=*/true, SIGKILL, parent);
     }
     // SIGTERM/SIGINT: T is being stopped. SIGCHLD: a handler that only interrupts ppoll(),
     // blocked outside it, so that no child's end is missed between a reap and the wait.
@@ -214,7 +214,7 @@ namespace tfslurm::detail {
     const pid_t command = ::fork();
     if (command == 0) {
         ::close(keeper.lifeline);
-        exec_child(exec, ProcessGroup::inherit, SIGKILL, self);
+        exec_child(exec, /*new_group=*/false, SIGKILL, self);
     }
     if (command < 0) {
         const int error = errno;
@@ -249,12 +249,13 @@ namespace tfslurm::detail {
     end_like(command_status);
 }
 
-KeeperArgs keeper_args(const SpawnRequest& request, int report_fd) {
+KeeperArgs
+keeper_args(const std::vector<int>& inherit_fds, int stdout_fd, int stderr_fd, int report_fd) {
     KeeperArgs keeper;
     keeper.lifeline = lifeline_read_end();
-    keeper.keep_fds = request.inherit_fds;
+    keeper.keep_fds = inherit_fds;
     keeper.keep_fds.push_back(report_fd);
-    for (const int fd : {request.stdout_fd, request.stderr_fd}) {
+    for (const int fd : {stdout_fd, stderr_fd}) {
         if (fd >= 0) {
             keeper.keep_fds.push_back(fd);
         }

@@ -133,7 +133,7 @@ layout_ports(const StepInfo& step, const Allocation& allocation, const PlanOptio
                 fmt::format("use srun --resv-ports={} (one per task on a node, plus one for "
                             "the launcher; {})",
                             per_node + 1,
-                            detail::k_resv_ports_need));
+                            k_resv_ports_need));
         }
         std::copy_n(step.resv_ports.begin(), per_node, ports.by_local.begin());
         if (step.resv_ports.size() > per_node) {

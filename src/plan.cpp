@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: MIT
-#include "detail/plan_shared.hpp"
 #include "detail/text.hpp"
 
 #include <tfslurm/error.hpp>
@@ -187,9 +186,8 @@ std::uint16_t derive_port_base(std::uint64_t job_id, std::uint64_t step_id, std:
                         k_derived_port_first,
                         k_derived_port_end - 1),
             std::to_string(stride),
-            fmt::format("use srun --resv-ports ({}) or {}",
-                        detail::k_resv_ports_need,
-                        setting_ref("port_base")));
+            fmt::format(
+                "use srun --resv-ports ({}) or {}", k_resv_ports_need, setting_ref("port_base")));
     }
     const std::uint64_t windows = span / stride;
     // A hash, not job * 16 + step: ids related arithmetically (jobs 250 apart, steps 16 apart)

@@ -123,7 +123,7 @@ bool write_control(const char* path, const std::string& text) noexcept {
     const pid_t command = ::fork();
     if (command == 0) {
         ::close(status_fd);
-        exec_child(exec, ProcessGroup::inherit, SIGKILL, self);
+        exec_child(exec, /*new_group=*/false, SIGKILL, self);
     }
     if (command < 0) {
         const int error = errno;
@@ -179,7 +179,7 @@ supervise(const ExecArgs& exec, const ContainArgs& contain, pid_t parent) noexce
     if (const int error = enter_namespace(contain); error != 0) {
         const int report = -error;
         [[maybe_unused]] const auto written = ::write(exec.report_fd, &report, sizeof report);
-        exec_child(exec, ProcessGroup::new_group, SIGKILL, parent);
+        exec_child(exec, /*new_group=*/true, SIGKILL, parent);
     }
     // After unshare: a change of user namespace clears the death signal.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -357,7 +357,8 @@ pid_t spawn_process(const SpawnRequest& request) {
         if (request.contain == Containment::pid_namespace) {
             contain = contain_args(request, report[1]);
         } else if (request.contain == Containment::keeper) {
-            keeper = keeper_args(request, report[1]);
+            keeper =
+                keeper_args(request.inherit_fds, request.stdout_fd, request.stderr_fd, report[1]);
         }
     } catch (...) {
         ::close(report[0]);
@@ -384,7 +385,7 @@ pid_t spawn_process(const SpawnRequest& request) {
         if (keeper) {
             keep(exec, *keeper, parent);
         }
-        exec_child(exec, request.group, request.death_signal, parent);
+        exec_child(exec, request.group == ProcessGroup::new_group, request.death_signal, parent);
     }
     const int fork_error = errno;
     if (request.after_fork) {

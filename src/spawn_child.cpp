@@ -32,8 +32,8 @@ constexpr int k_stop_settle_ms = 1000;
 namespace tfslurm::detail {
 
 [[noreturn]] void
-exec_child(const ExecArgs& exec, ProcessGroup group, int death_signal, pid_t parent) noexcept {
-    if (group == ProcessGroup::new_group) {
+exec_child(const ExecArgs& exec, bool new_group, int death_signal, pid_t parent) noexcept {
+    if (new_group) {
         ::setpgid(0, 0);
     }
     if (death_signal != 0) {

@@ -165,6 +165,12 @@ struct Plan {
     [[nodiscard]] std::string endpoint(std::uint32_t rank) const;
 };
 
+/// srun --resv-ports fails without a port range for slurmctld to reserve from: every hint that
+/// recommends it says so (derive_port_base()'s, the native layout's).
+inline constexpr std::string_view k_resv_ports_need =
+    "it needs MpiParams=ports=LOW-HIGH in slurm.conf; Slurm then sets SLURM_STEP_RESV_PORTS in "
+    "every task";
+
 /// First port of a job's derived window and the window's stride: the range 20000..31999 is
 /// cut into windows of `stride` ports (max tasks per node + 1 control port) and a hash of job
 /// and step (SplitMix64) picks the window. No pair of ids collides systematically, but any two

@@ -5,8 +5,6 @@
 /// Limits and small text helpers shared by the hostlist parser (hostlist_parser.cpp) and the
 /// compressors and other list grammars (hostlist.cpp).
 
-#include <tfslurm/hostlist.hpp>
-
 #include <fmt/format.h>
 
 #include <algorithm>

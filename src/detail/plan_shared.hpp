@@ -2,7 +2,8 @@
 #pragma once
 
 /// \file
-/// Plan-building helpers shared by the native layout (plan.cpp) and tf-compat (tf_compat.cpp).
+/// Plan-building helpers shared by the native layout (native_plan.cpp), tf-compat
+/// (tf_compat.cpp) and make_plan() (make_plan.cpp).
 
 #include <tfslurm/plan.hpp>
 
@@ -11,12 +12,6 @@
 #include <vector>
 
 namespace tfslurm::detail {
-
-/// srun --resv-ports fails without a port range for slurmctld to reserve from: every hint that
-/// recommends it says so (the derived ports' hint in plan.cpp, the native layout's).
-inline constexpr std::string_view k_resv_ports_need =
-    "it needs MpiParams=ports=LOW-HIGH in slurm.conf; Slurm then sets SLURM_STEP_RESV_PORTS in "
-    "every task";
 
 /// `ps,worker,worker`: a role list as text for messages.
 [[nodiscard]] std::string join_roles(const std::vector<Role>& roles);

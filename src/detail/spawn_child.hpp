@@ -7,8 +7,6 @@
 /// (spawn_child.cpp), and the keeper of Containment::keeper (keeper.cpp). Async-signal-safe
 /// calls only, no allocation, no logging, except the parent-side *_args() functions.
 
-#include <tfslurm/spawn.hpp>
-
 #include <sys/types.h>
 
 #include <vector>
@@ -27,9 +25,10 @@ struct ExecArgs {
 };
 
 /// The child's side of spawn_process(), between fork() and exec: async-signal-safe calls only.
-/// On failure the errno of execve goes to `report_fd` and the child exits 127.
+/// `new_group`: `setpgid(0, 0)` first (ProcessGroup::new_group). On failure the errno of execve
+/// goes to `report_fd` and the child exits 127.
 [[noreturn]] void
-exec_child(const ExecArgs& exec, ProcessGroup group, int death_signal, pid_t parent) noexcept;
+exec_child(const ExecArgs& exec, bool new_group, int death_signal, pid_t parent) noexcept;
 
 /// Every signal but SIGKILL, SIGSTOP and SIGCHLD ignored (SIGCHLD keeps its default so that
 /// waitpid still sees the children): the group's signals are for the command, not for us.
@@ -64,8 +63,10 @@ struct KeeperArgs {
     std::vector<int> keep_fds;
 };
 
-/// The keeper's arguments for `request.inherit_fds`. \throws std::system_error (pipe2).
-[[nodiscard]] KeeperArgs keeper_args(const SpawnRequest& request, int report_fd);
+/// The keeper's arguments for a request's `inherit_fds`, `stdout_fd` and `stderr_fd` (-1: none).
+/// \throws std::system_error (pipe2).
+[[nodiscard]] KeeperArgs
+keeper_args(const std::vector<int>& inherit_fds, int stdout_fd, int stderr_fd, int report_fd);
 
 /// The keeper K (see spawn.hpp). A negative errno on `report_fd` tells the caller that K could
 /// not become a subreaper; K then execs the command itself.
