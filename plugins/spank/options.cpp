@@ -4,7 +4,7 @@
 
 #include <tfslurm/error.hpp>
 #include <tfslurm/exchange.hpp>
-#include <tfslurm/placement.hpp>
+#include <tfslurm/resolve_plan.hpp>
 #include <tfslurm/slurm_api.hpp>
 #include <tfslurm/step.hpp>
 
@@ -94,9 +94,9 @@ void reject_repeated(const std::vector<Setting>& settings,
 EnvVars task_variables_of(const TaskSettings& settings,
                           const Environment& task_env,
                           std::optional<std::uint32_t> rank) {
-    const auto step = read_step(task_env);
-    const auto allocation = resolve_allocation(step);
-    const auto plan = make_plan(step, allocation, settings.plan);
+    const auto resolved =
+        resolve_plan(read_step(task_env), settings.values, task_env, ExchangeUser::plugin);
+    const auto& plan = resolved.plan;
     const auto self = rank ? rank : plan.self_rank;
     if (!self) {
         throw errors::missing_env("SLURM_PROCID", "not a task of a Slurm step?");
@@ -107,8 +107,8 @@ EnvVars task_variables_of(const TaskSettings& settings,
                                                   std::to_string(plan.ranks.size()) + " tasks",
                                               std::to_string(*self));
     }
-    auto vars = task_environment(plan, *self, settings.outputs);
-    for (auto& var : thread_variables(plan, *self, settings.outputs, task_env)) {
+    auto vars = task_environment(plan, *self, settings.values.outputs);
+    for (auto& var : thread_variables(plan, *self, settings.values.outputs, task_env)) {
         vars.push_back(std::move(var));
     }
     return vars;
@@ -256,10 +256,7 @@ TaskSettings resolve_settings(const SiteConfig& site,
     given.insert(given.end(), environment.begin(), environment.end());
     given.insert(given.end(), option.settings.begin(), option.settings.end());
     auto resolved = tfslurm::resolve_settings(given);
-    return {std::move(resolved.values.plan),
-            resolved.values.outputs,
-            resolved.values.plugin_run,
-            std::move(resolved.origins)};
+    return {std::move(resolved.values), std::move(resolved.origins)};
 }
 
 EnvVars launcher_variables(const SiteConfig& site,

@@ -132,9 +132,9 @@ struct OptionSpec {
 
 /// Everything the plugin needs to describe one task.
 struct TaskSettings {
-    PlanOptions plan;
-    OutputSelection outputs;
-    bool run = false;       ///< `run`: start the task under `tfslurm run` instead
+    /// The settings resolved: `plan`, `outputs`, and `plugin_run` (`run`: start the task under
+    /// `tfslurm run` instead).
+    SettingValues values;
     SettingOrigins origins; ///< where each setting came from, for messages
 };
 
@@ -147,9 +147,10 @@ struct TaskSettings {
                                             const std::vector<Setting>& environment,
                                             const OptionSpec& option);
 
-/// The variables to set in one task: read the step from the task's environment, place the
-/// ranks, build the plan with `settings`, and render `rank`'s variables. `rank` defaults to the
-/// task's SLURM_PROCID. Uses the system resolver for `address=ip`.
+/// The variables to set in one task: read the step from the task's environment, plan it with
+/// libtfslurm's resolve_plan() (the path `tfslurm env` takes too), and render `rank`'s
+/// variables. `rank` defaults to the task's SLURM_PROCID. Uses the system resolver for
+/// `address=ip`.
 /// Input: the environment of task 3 of `srun -N3 -n6`, ps=1.
 /// Output: TF_CONFIG with `"task":{"type":"worker","index":2}`, TFSLURM_RANK=3, ...
 /// \throws Error from libtfslurm (missing or inconsistent variables, impossible plans), its

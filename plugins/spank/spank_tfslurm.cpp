@@ -272,7 +272,7 @@ int set_task_variables(spank_t sp) {
         }
         const auto environment = environment_settings(env);
         const auto settings = resolve_settings(*g_site, environment, spec);
-        if (settings.run) {
+        if (settings.values.plugin_run) {
             if (const auto rc =
                     run_under_tfslurm(sp, launcher_variables(*g_site, environment, spec));
                 !rc.empty()) {

@@ -307,42 +307,43 @@ TEST_CASE("resolve_settings: option > TFSLURM_* > plugstack.conf > defaults", "[
 
     SECTION("defaults") {
         const auto resolved = resolve_settings(SiteConfig{}, {}, OptionSpec{});
-        CHECK(resolved.plan.counts.ps == 0);
-        CHECK(resolved.plan.layout == tfslurm::Layout::native);
-        CHECK(resolved.outputs.tf_config);
-        CHECK(resolved.outputs.servers);
-        CHECK(resolved.outputs.torch);
-        CHECK(resolved.outputs.gpus);
+        CHECK(resolved.values.plan.counts.ps == 0);
+        CHECK(resolved.values.plan.layout == tfslurm::Layout::native);
+        CHECK(resolved.values.outputs.tf_config);
+        CHECK(resolved.values.outputs.servers);
+        CHECK(resolved.values.outputs.torch);
+        CHECK(resolved.values.outputs.gpus);
     }
     SECTION("plugstack.conf over defaults") {
         const auto resolved = resolve_settings(site, {}, OptionSpec{});
-        CHECK(resolved.plan.counts.ps == 1);
-        CHECK(resolved.plan.layout == tfslurm::Layout::tf_compat);
-        CHECK(resolved.outputs.tf_config);
-        CHECK_FALSE(resolved.outputs.torch);
+        CHECK(resolved.values.plan.counts.ps == 1);
+        CHECK(resolved.values.plan.layout == tfslurm::Layout::tf_compat);
+        CHECK(resolved.values.outputs.tf_config);
+        CHECK_FALSE(resolved.values.outputs.torch);
     }
     SECTION("environment over plugstack.conf") {
         const auto resolved = resolve_settings(site, env, OptionSpec{});
-        CHECK(resolved.plan.counts.ps == 2);
-        CHECK(resolved.plan.layout == tfslurm::Layout::tf_compat);
+        CHECK(resolved.values.plan.counts.ps == 2);
+        CHECK(resolved.values.plan.layout == tfslurm::Layout::tf_compat);
     }
     SECTION("option over environment; keys it does not set come from below") {
         const auto resolved = resolve_settings(site, env, option);
-        CHECK(resolved.plan.counts.ps == 3);
-        CHECK(resolved.plan.layout == tfslurm::Layout::tf_compat);
-        CHECK_FALSE(resolved.outputs.tf_config);
-        CHECK_FALSE(resolved.outputs.servers);
-        CHECK(resolved.outputs.torch);
-        CHECK(resolved.outputs.gpus);
+        CHECK(resolved.values.plan.counts.ps == 3);
+        CHECK(resolved.values.plan.layout == tfslurm::Layout::tf_compat);
+        CHECK_FALSE(resolved.values.outputs.tf_config);
+        CHECK_FALSE(resolved.values.outputs.servers);
+        CHECK(resolved.values.outputs.torch);
+        CHECK(resolved.values.outputs.gpus);
     }
     SECTION("a bare --tfslurm keeps the lower layers") {
         const auto resolved = resolve_settings(site, env, parse_option_spec(""));
-        CHECK(resolved.plan.counts.ps == 2);
+        CHECK(resolved.values.plan.counts.ps == 2);
     }
     SECTION("roles=: a list from any layer, cleared by an empty value above") {
         const auto with_roles = parse_plugstack_args({"roles=ps,worker"});
-        CHECK(resolve_settings(with_roles, {}, OptionSpec{}).plan.role_list.size() == 2);
-        CHECK(resolve_settings(with_roles, {}, parse_option_spec("roles=")).plan.role_list.empty());
+        CHECK(resolve_settings(with_roles, {}, OptionSpec{}).values.plan.role_list.size() == 2);
+        CHECK(resolve_settings(with_roles, {}, parse_option_spec("roles="))
+                  .values.plan.role_list.empty());
     }
 }
 
@@ -580,8 +581,8 @@ TEST_CASE("launcher_variables: the step's settings for tfslurm run", "[spank]") 
                                     {"TFSLURM_ONLY", "tf,servers"}};
     CHECK(launcher_variables(site, env, option) == expected);
     CHECK(launcher_variables(SiteConfig{}, {}, parse_option_spec("run")).empty());
-    CHECK(resolve_settings(site, env, option).run);
-    CHECK(resolve_settings(SiteConfig{}, {}, parse_option_spec("run")).run);
-    CHECK_FALSE(resolve_settings(site, env, parse_option_spec("run=no")).run);
-    CHECK_FALSE(resolve_settings(SiteConfig{}, {}, parse_option_spec("ps=1")).run);
+    CHECK(resolve_settings(site, env, option).values.plugin_run);
+    CHECK(resolve_settings(SiteConfig{}, {}, parse_option_spec("run")).values.plugin_run);
+    CHECK_FALSE(resolve_settings(site, env, parse_option_spec("run=no")).values.plugin_run);
+    CHECK_FALSE(resolve_settings(SiteConfig{}, {}, parse_option_spec("ps=1")).values.plugin_run);
 }
