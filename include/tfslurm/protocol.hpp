@@ -6,11 +6,11 @@
 /// proofs carried in a hello are made and checked by auth.hpp.
 ///
 /// A frame is a 4-byte big-endian payload length followed by the payload: one compact JSON
-/// object with `"v":4` and a `"type"`. Frames larger than k_max_frame are refused before any
+/// object with `"v":5` and a `"type"`. Frames larger than k_max_frame are refused before any
 /// allocation. Every malformed input throws Error (Errc::protocol); the coordinator answers it by
 /// closing that one connection.
 ///
-/// Example: `encode_frame(Heartbeat{})` is `\0\0\0\x1a{"type":"heartbeat","v":4}`.
+/// Example: `encode_frame(Heartbeat{})` is `\0\0\0\x1a{"type":"heartbeat","v":5}`.
 
 #include <tfslurm/exit_status.hpp>
 #include <tfslurm/plan.hpp>
@@ -38,7 +38,7 @@ namespace tfslurm::protocol {
 /// address) once every rank registered; a launcher sends `stall` (abort cause `stalled`); an abort
 /// may list its missing `ranks`. 2: the hello carries the step id, both proofs bind it, a reject
 /// carries a code.
-inline constexpr int k_version = 4;
+inline constexpr int k_version = 5;
 inline constexpr std::size_t k_header_size = 4;
 /// Largest payload accepted (and sent). Real messages are below 1 KiB; a MUNGE credential of
 /// our payload is about 200 bytes.
@@ -110,7 +110,7 @@ struct Hello {
 /// rank, the message a local launcher sent (its `hello` registers it), or `closed` when its
 /// local connection ended. Downstream: the ranks the message is for (a verdict or `cluster` is
 /// sent once per node) and the message. The relay knows no message type beyond the handshake.
-/// Example: `{"msg":{"type":"heartbeat","v":4},"ranks":[5],"type":"relay","v":4}`.
+/// Example: `{"msg":{"type":"heartbeat","v":5},"ranks":[5],"type":"relay","v":5}`.
 struct Relay {
     std::vector<std::uint32_t> ranks;
     std::string message; ///< one compact JSON object (a payload); empty with `closed`
@@ -145,7 +145,7 @@ struct Reject {
 /// addresses: each node's chosen address, by node name, and the trainer ports the launchers
 /// bound where they differ from the plan's. Trainers start only after it.
 /// Example: `{"addresses":{"n1":"10.1.0.1","n2":"10.1.0.2"},"ports":[0,23005],"type":"cluster",
-/// "v":4}` (rank 1 bound 23005; every other rank the plan's own port).
+/// "v":5}` (rank 1 bound 23005; every other rank the plan's own port).
 struct Cluster {
     std::map<std::string, std::string, std::less<>> addresses;
     /// By rank: the port the rank's launcher bound, 0 where it is the plan's port (or none was
@@ -194,7 +194,7 @@ struct Stop {
 /// Coordinator -> launcher: your trainer failed, start it again (same environment, same ports)
 /// after a short back-off; the step goes on. `count` is this rank's restart number (1 for the
 /// first), `limit` its per-rank budget (`max_restarts`).
-/// Example: `{"count":1,"limit":2,"type":"restart","v":4}`.
+/// Example: `{"count":1,"limit":2,"type":"restart","v":5}`.
 struct Restart {
     std::uint32_t count = 0;
     std::uint32_t limit = 0;
@@ -227,8 +227,8 @@ struct PreflightFailure {
 /// `probe`). With `preflight`, `preflight` is the first check of its node that failed (absent on
 /// the wire when every check passed, or when another rank of the node ran them).
 /// Example: `{"failures":[{"address":"10.78.0.13:23000","error":"Connection timed out",
-/// "rank":2}],"type":"probed","v":4}`; `{"failures":[],"preflight":{"check":"tmpdir",
-/// "detail":"..."},"type":"probed","v":4}`.
+/// "rank":2}],"type":"probed","v":5}`; `{"failures":[],"preflight":{"check":"tmpdir",
+/// "detail":"..."},"type":"probed","v":5}`.
 struct Probed {
     std::vector<ProbeFailure> failures;
     std::optional<PreflightFailure> preflight;
@@ -237,7 +237,7 @@ struct Probed {
 /// Coordinator -> every launcher, with `probe` or `preflight`: every rank reported `probed`,
 /// every peer was reached and every node passed its checks; close the probe listener and start
 /// the trainer. The barrier keeps every listener open until nobody probes it any more, and no
-/// trainer starts before every node is known to be healthy. Example: `{"type":"go","v":4}`.
+/// trainer starts before every node is known to be healthy. Example: `{"type":"go","v":5}`.
 struct Go {};
 
 /// Why the step failed.
@@ -328,13 +328,13 @@ struct Unwrapped {
 /// decode_payload() for the coordinator's side of a node leader's connection: a `relay`'s
 /// message is decoded in the same parse instead of being dumped to text and parsed again (two
 /// parses per relayed hello and exit were most of the coordinator's CPU at 100,000 tasks).
-/// Input: `{"msg":{"type":"heartbeat","v":4},"ranks":[5],"type":"relay","v":4}`. Output:
+/// Input: `{"msg":{"type":"heartbeat","v":5},"ranks":[5],"type":"relay","v":5}`. Output:
 /// Relay{{5}, "", ""} and Heartbeat{}. \throws Error (Errc::protocol) as decode_payload().
 [[nodiscard]] Unwrapped decode_unwrapped(std::string_view payload);
 
 /// Check that `payload` is one JSON object of this version with a `"type"`, whatever the type
 /// (what a relay passes on unchanged). \throws Error (Errc::protocol) as decode_payload().
-/// Input: `{"type":"future","v":4}`: fine. Input: `[1]`: `protocol: not a JSON object: "[1]"`.
+/// Input: `{"type":"future","v":5}`: fine. Input: `[1]`: `protocol: not a JSON object: "[1]"`.
 void check_relayable(std::string_view payload);
 
 /// Header + payload. \throws Error (Errc::protocol) when the payload exceeds `limit`
@@ -342,7 +342,7 @@ void check_relayable(std::string_view payload);
 [[nodiscard]] std::string encode_frame(const Message& message, std::size_t limit = k_max_frame);
 
 /// Header + an already encoded payload (a relayed message). Same limit rule as above.
-/// Input: `{"type":"heartbeat","v":4}`. Output: `\0\0\0\x1a{"type":"heartbeat","v":4}`.
+/// Input: `{"type":"heartbeat","v":5}`. Output: `\0\0\0\x1a{"type":"heartbeat","v":5}`.
 [[nodiscard]] std::string frame_payload(std::string_view payload, std::size_t limit = k_max_frame);
 
 /// A frame around a payload that is sent as it is, not copied: what goes before and after it.
@@ -355,7 +355,7 @@ struct FrameParts {
 /// The parts of `frame_payload(payload)` (no `ranks`) or, with `ranks`, of
 /// `frame_payload(encode_payload(Relay{ranks, payload, {}}))`: head + payload + tail is
 /// byte for byte that frame. \throws Error (Errc::protocol) when it exceeds `limit`.
-/// Input: 26 bytes, {5}. Output: `\0\0\0\x4b{"msg":`, `,"ranks":[5],"type":"relay","v":4}`.
+/// Input: 26 bytes, {5}. Output: `\0\0\0\x4b{"msg":`, `,"ranks":[5],"type":"relay","v":5}`.
 [[nodiscard]] FrameParts frame_parts(std::size_t payload_size,
                                      const std::vector<std::uint32_t>& ranks,
                                      std::size_t limit = k_max_frame);

@@ -61,7 +61,7 @@ squat() {
 
 squat silent 23600 ''
 # shellcheck disable=SC2016 # literal text of the warning
-squat old 23610 'protocol: unsupported protocol version (expected "v":4): "{\"nonce\":\"'"$(printf 'ab%.0s' {1..32})"'\",\"type\":\"challenge\",\"v\":3}"'
+squat old 23610 'protocol: unsupported protocol version (expected "v":5): "{\"nonce\":\"'"$(printf 'ab%.0s' {1..32})"'\",\"type\":\"challenge\",\"v\":3}"'
 squat garbage 23620 'protocol: frame of 1397966893 bytes exceeds the 65536-byte limit: "SSH-"'
 
 no_leftovers 20

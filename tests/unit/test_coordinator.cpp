@@ -669,7 +669,7 @@ TEST_CASE("coordinator: hostile clients cannot crash or stall the coordinator", 
     }
     {
         Client wrong_version(port);
-        const std::string payload = R"({"v":4,"type":"hello"})";
+        const std::string payload = R"({"v":5,"type":"hello"})";
         wrong_version.send_raw(std::string("\0\0\0", 3) + static_cast<char>(payload.size()) +
                                payload);
         CHECK(wrong_version.closed_within(5s));
