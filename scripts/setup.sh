@@ -40,11 +40,12 @@ readonly -a k_build_packages=(
 # The test cluster (scripts/test-cluster) and its smoke test (gcc builds a SPANK plugin and a
 # PMI2 program; python3 runs the cross-node TCP check), and the end-to-end tests that run the
 # PyTorch examples on it (python3-torch: ~150 MB download, ~600 MB installed, about 30 s;
-# only Debian's /usr/bin/python3 sees it).
+# only Debian's /usr/bin/python3 sees it); its accounting (slurmdbd, and MariaDB's server and
+# client without their service: the cluster starts a private one), for sacct.
 readonly -a k_cluster_packages=(
-    munge libmunge-dev slurm-client slurmctld slurmd slurm-wlm-basic-plugins
+    munge libmunge-dev slurm-client slurmctld slurmd slurmdbd slurm-wlm-basic-plugins
     libslurm-dev libpmi2-0-dev iproute2 util-linux procps coreutils gcc libc6-dev python3
-    python3-torch
+    python3-torch mariadb-server-core mariadb-client-core
 )
 
 log() { printf '%s: %s\n' "$prog" "$*" >&2; }

@@ -155,6 +155,23 @@ do_down() {
         kill_pids 10 "${pids[@]}" || failed=1
         did=1
     fi
+    # slurmdbd after slurmctld (which sends it what it still holds), then its database.
+    local what
+    for what in slurmdbd mariadbd; do
+        pids=()
+        pid=$(daemon_pid "$what") && pids+=("$pid")
+        if [[ $what == slurmdbd ]]; then
+            mapfile -t -O "${#pids[@]}" pids < <(pids_with_env "SLURM_CONF=$conf" slurmdbd)
+        else
+            mapfile -t -O "${#pids[@]}" pids < <(pids_with_arg "--datadir=$(db_dir)/data")
+        fi
+        uniq_pids pids
+        if ((${#pids[@]} > 0)); then
+            ((quiet)) || log "stopping $what: $(describe_pids "${pids[@]}")"
+            kill_pids 10 "${pids[@]}" || failed=1
+            did=1
+        fi
+    done
     pids=()
     pid=$(daemon_pid munged) && pids+=("$pid")
     mapfile -t -O "${#pids[@]}" pids < <(pids_with_arg "--socket=$(munge_socket)")

@@ -52,6 +52,16 @@ daemon_pid() {
         pid_alive "$pid" && [[ $(pid_comm "$pid") == slurmctld* ]] &&
             pid_has_env "$pid" "SLURM_CONF=$(conf_path)" || return 1
         ;;
+    slurmdbd)
+        pid=$(read_pidfile "$TC_DIR/pid/slurmdbd.pid") || return 1
+        pid_alive "$pid" && [[ $(pid_comm "$pid") == slurmdbd* ]] &&
+            pid_has_env "$pid" "SLURM_CONF=$(conf_path)" || return 1
+        ;;
+    mariadbd)
+        pid=$(read_pidfile "$(db_dir)/mariadbd.pid") || return 1
+        pid_alive "$pid" && [[ $(pid_comm "$pid") == mariadbd ]] &&
+            pid_has_arg "$pid" "--datadir=$(db_dir)/data" || return 1
+        ;;
     slurmd)
         pid=$(read_pidfile "$TC_DIR/pid/slurmd-$2.pid") || return 1
         pid_alive "$pid" && [[ $(pid_comm "$pid") == slurmd* ]] &&

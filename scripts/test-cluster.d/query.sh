@@ -21,6 +21,15 @@ check_health() {
         say "  munged     NOT running (log: $TC_DIR/munge/key/munged.log)"
         ok=0
     fi
+    local what
+    for what in mariadbd slurmdbd; do
+        if pid=$(daemon_pid "$what"); then
+            say "  $(printf '%-10s' "$what") running (pid $pid)"
+        else
+            say "  $(printf '%-10s' "$what") NOT running (log: $TC_DIR/log/$what.log)"
+            ok=0
+        fi
+    done
     if pid=$(daemon_pid slurmctld); then
         if ctld_responding; then
             say "  slurmctld  running (pid $pid), responding"

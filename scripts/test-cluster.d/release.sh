@@ -27,8 +27,9 @@ readonly -a k_client_commands=(srun sbatch salloc sattach sbcast scancel scontro
 readonly k_rootfs_stamp=.tfslurm-tc-rootfs
 # Installed into a built root filesystem afterwards (apt inside it, stamped in a file of its
 # own, so that adding one never rebuilds the root filesystem): PyTorch, for the tests that run
-# the PyTorch examples (tests/e2e/test_torch_*.sh; about 220 MB to download, once).
-readonly -a k_rootfs_extras=(python3-torch)
+# the PyTorch examples (tests/e2e/test_torch_*.sh; about 220 MB to download, once), and the
+# release's slurmdbd (accounting; its database is this machine's MariaDB).
+readonly -a k_rootfs_extras=(python3-torch slurmdbd)
 readonly k_rootfs_extras_stamp=.tfslurm-tc-extras
 
 # host_release: the Slurm release of this machine's Debian suite (what runs without a root

@@ -199,6 +199,11 @@ node_ib_addr() { printf '%s.%d' "$TC_IB_NET" $((10 + $1)); }
 node_ib_addr6() { printf '%s%d' "$TC_IB_NET6" $((10 + $1)); }
 ib_veth_name() { printf '%s%si' "$TC_VETH_PREFIX" "$1"; }
 conf_path() { printf '%s/etc/slurm.conf' "$TC_DIR"; }
+# Accounting: slurmdbd listens on the port after slurmd's, its MariaDB (the host's, whatever
+# the release) on the next one, both on 127.0.0.1 only.
+dbd_port() { printf '%d' $((TC_SLURMD_PORT + 1)); }
+db_port() { printf '%d' $((TC_SLURMD_PORT + 2)); }
+db_dir() { printf '%s/db' "$TC_DIR"; }
 munge_socket() { printf '%s/munge/run/munge.socket' "$TC_DIR"; }
 # hostlist_of PREFIX COUNT: n1 or n[1-3]
 hostlist_of() {

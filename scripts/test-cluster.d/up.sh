@@ -2,15 +2,16 @@
 # shellcheck shell=bash
 #
 # Part of scripts/test-cluster: "up", from the packages and configuration files to munged,
-# the nodes' network, slurmctld, one slurmd per node and a warm-up job.
+# accounting (a private MariaDB and slurmdbd), the nodes' network, slurmctld, one slurmd per
+# node and a warm-up job.
 
 # up
 
 # Packages the cluster and its smoke test need (the rest of the project: scripts/setup.sh).
 # Keep in sync with k_cluster_packages in scripts/setup.sh.
-readonly -a k_cluster_packages=(munge libmunge-dev slurm-client slurmctld slurmd
+readonly -a k_cluster_packages=(munge libmunge-dev slurm-client slurmctld slurmd slurmdbd
     slurm-wlm-basic-plugins libslurm-dev libpmi2-0-dev iproute2 util-linux procps coreutils gcc
-    libc6-dev python3)
+    libc6-dev python3 mariadb-server-core mariadb-client-core)
 
 ensure_packages() {
     local -a missing=()
@@ -32,8 +33,9 @@ ensure_packages() {
             die "installing ${missing[*]} failed (see the apt output above); run scripts/setup.sh --cluster-only"
     fi
     local cmd
-    for cmd in munged mungekey munge unmunge slurmctld slurmd slurmstepd srun sbatch scontrol \
-        sinfo squeue scancel ip nsenter unshare mount flock timeout mknod; do
+    for cmd in munged mungekey munge unmunge slurmctld slurmd slurmstepd slurmdbd srun sbatch \
+        scontrol sinfo squeue scancel sacct ip nsenter unshare mount flock timeout mknod mariadbd \
+        mariadb-install-db mariadb; do
         command -v "$cmd" >/dev/null || PATH=$PATH:$k_path command -v "$cmd" >/dev/null ||
             die "command '$cmd' not found; run scripts/setup.sh --cluster-only"
     done
@@ -87,7 +89,11 @@ write_configs() {
         printf 'ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n'
         printf 'SelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n'
         printf 'JobAcctGatherType=jobacct_gather/none\n'
-        printf 'AccountingStorageType=accounting_storage/none\n'
+        # Accounting through slurmdbd (start_accounting), so that sacct answers as at a site.
+        printf 'AccountingStorageType=accounting_storage/slurmdbd\n'
+        printf 'AccountingStorageHost=127.0.0.1\nAccountingStoragePort=%s\n' "$(dbd_port)"
+        # With slurmdbd, the munge socket of the connection to it (AuthInfo covers the rest).
+        printf 'AccountingStoragePass=%s\n' "$(munge_socket)"
         printf 'JobCompType=jobcomp/none\n'
         printf 'MpiDefault=%s\n' "$TC_MPI_DEFAULT"
         printf 'MpiParams=ports=%s\n' "$TC_RESV_PORTS"
@@ -166,6 +172,51 @@ start_munged() {
         die_log "$mlog" "munge/unmunge through $sock failed"
 }
 
+# start_accounting: a private MariaDB (this machine's, whatever the release: its data in the
+# state directory, on 127.0.0.1:db_port only, a password made for this cluster) and the
+# release's slurmdbd on 127.0.0.1:dbd_port; slurmctld needs it from its first start.
+start_accounting() {
+    local dir out=$TC_DIR/log/mariadbd.out password i
+    dir=$(db_dir)
+    mkdir -p -- "$dir"
+    chmod 700 -- "$dir"
+    mariadb-install-db --user=root --datadir="$dir/data" --auth-root-authentication-method=socket \
+        --skip-test-db >"$TC_DIR/log/mariadb-install-db.out" 2>&1 ||
+        die_log "$TC_DIR/log/mariadb-install-db.out" "mariadb-install-db could not create the accounting database"
+    # mariadbd stays in the foreground: setsid -f starts it in a session of its own and returns.
+    spawn "$out" setsid -f mariadbd --no-defaults --user=root --datadir="$dir/data" \
+        --socket="$dir/mariadbd.sock" --pid-file="$dir/mariadbd.pid" --port="$(db_port)" \
+        --bind-address=127.0.0.1 --skip-name-resolve --skip-log-bin \
+        --innodb-buffer-pool-size=32M --log-error="$TC_DIR/log/mariadbd.log" ||
+        die_log "$out" "mariadbd did not start"
+    for ((i = 0; i < TC_TIMEOUT * 10; i++)); do
+        [[ -S $dir/mariadbd.sock ]] && daemon_pid mariadbd >/dev/null && break
+        sleep 0.1
+    done
+    daemon_pid mariadbd >/dev/null || die_log "$TC_DIR/log/mariadbd.log" "mariadbd is not running after ${TC_TIMEOUT} s"
+    password=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+    mariadb --no-defaults --socket="$dir/mariadbd.sock" -e "CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$password'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';" \
+        >>"$out" 2>&1 || die_log "$out" "cannot create the database user of slurmdbd"
+    # Mode 600 from the start (slurmdbd refuses another; it holds the password).
+    (
+        umask 077
+        exec >"$TC_DIR/etc/slurmdbd.conf"
+        printf '# tfslurm test cluster, written by scripts/test-cluster up (do not edit)\n'
+        printf 'AuthType=auth/munge\nAuthInfo=socket=%s\n' "$(munge_socket)"
+        printf 'DbdHost=localhost\nDbdAddr=127.0.0.1\nDbdPort=%s\nSlurmUser=root\n' "$(dbd_port)"
+        printf 'StorageType=accounting_storage/mysql\nStorageHost=127.0.0.1\nStoragePort=%s\n' "$(db_port)"
+        printf 'StorageUser=slurm\nStoragePass=%s\nStorageLoc=slurm_acct_db\n' "$password"
+        printf 'PidFile=%s/pid/slurmdbd.pid\nLogFile=%s/log/slurmdbd.log\nDebugLevel=info\n' "$TC_DIR" "$TC_DIR"
+    )
+    out=$TC_DIR/log/slurmdbd.out
+    spawn "$out" "${TC_ENTER[@]}" slurmdbd || die_log "$out" "slurmdbd did not start"
+    for ((i = 0; i < TC_TIMEOUT * 10; i++)); do
+        daemon_pid slurmdbd >/dev/null && ss -Hltn "sport = :$(dbd_port)" 2>/dev/null | grep -q . && return 0
+        sleep 0.1
+    done
+    die_log "$TC_DIR/log/slurmdbd.log" "slurmdbd is not listening on 127.0.0.1:$(dbd_port) after ${TC_TIMEOUT} s (also see $out)"
+}
+
 # preflight: names, network and port must be free (another test cluster may be running with
 # its own TFSLURM_TC_DIR; it must not share any of them).
 preflight() {
@@ -192,6 +243,11 @@ preflight() {
     done
     busy=$(ss -Hltnp "sport = :$TC_CTLD_PORT" 2>/dev/null || true)
     [[ -z $busy ]] || die "port $TC_CTLD_PORT is already in use ($busy); another slurmctld? set TFSLURM_TC_CTLD_PORT"
+    local port
+    for port in "$(dbd_port)" "$(db_port)"; do
+        busy=$(ss -Hltnp "sport = :$port" 2>/dev/null || true)
+        [[ -z $busy ]] || die "port $port (slurmdbd's and its database's follow TFSLURM_TC_SLURMD_PORT) is already in use ($busy); another test cluster? set TFSLURM_TC_SLURMD_PORT"
+    done
 }
 
 net_up() {
@@ -372,6 +428,7 @@ bring_up() {
     write_client_wrappers
     release_init
     start_munged
+    start_accounting
     net_up
     start_slurmctld
     start_slurmds

@@ -193,6 +193,24 @@ wait_requeued() {
     fail "job $jid was not requeued within $secs s: $info; $label: $(cat -- $glob 2>/dev/null)"
 }
 
+# sacct_of NAME SECONDS: the accounting lines "JOBID|STATE|EXITCODE" of the job named NAME (srun
+# -J NAME) and of its steps (JOBID.0, ...), in sacct's order, once none is pending, running or
+# completing: slurmctld sends the records to slurmdbd a moment after srun returns. Fails after
+# SECONDS with what sacct said last.
+sacct_of() {
+    local name=$1 secs=$2 lines='' i
+    for ((i = 0; i < secs * 5; i++)); do
+        lines=$(timeout 10 sacct -a -n -P -S now-1days --name "$name" -o JobID,State,ExitCode 2>&1 || true)
+        if [[ $lines == *"|"* && $lines != *"|PENDING|"* && $lines != *"|RUNNING|"* &&
+            $lines != *"|COMPLETING|"* && $lines == *.0"|"* ]]; then
+            printf '%s\n' "$lines"
+            return 0
+        fi
+        sleep 0.2
+    done
+    fail "sacct has no final record of job \"$name\" and its step after $secs s: $lines"
+}
+
 # run_stdout STATUS SECONDS CMD...: run CMD bounded by SECONDS, expect exit STATUS; its stdout
 # (the tasks' output) goes to E2E_OUTPUT, its stderr (srun's "queued and waiting" notes and
 # errors) to E2E_STDERR; both are shown on failure.

@@ -7,7 +7,8 @@
 # other workers (still "training") and the ps are stopped, and nothing is left on any node.
 # The same when the ps fails. From Slurm 26.05, Slurm itself sends SIGTERM (then SIGKILL after
 # KillWait) to a step's other tasks after a bad exit: the verdict must not change (run on every
-# release by scripts/test.sh). The test cluster has no accounting: sacct is not asked.
+# release by scripts/test.sh). Slurm's accounting agrees: sacct records the step, and the job,
+# as failed with the culprit's status.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -15,8 +16,9 @@ require_trainer
 
 # Layout: rank 0 ps:0 on n1, ranks 1..5 workers; worker:3 is rank 4 on n3.
 rc=0
-out=$(run_bounded 90 srun -N3 --ntasks-per-node=2 "$E2E_TFSLURM" run --ps 1 --auth munge --grace 5 \
-    "$E2E_TRAINER" --work-ms 60000 --on worker:3 --work-ms 500 --exit-code 1 2>&1) || rc=$?
+name=e2e-failure-$$-worker
+out=$(run_bounded 90 srun -J "$name" -N3 --ntasks-per-node=2 "$E2E_TFSLURM" run --ps 1 --auth munge \
+    --grace 5 "$E2E_TRAINER" --work-ms 60000 --on worker:3 --work-ms 500 --exit-code 1 2>&1) || rc=$?
 assert_eq 1 "$rc" "srun reports the failing trainer's status"$'\n'"$out"
 line="tfslurm: error: aborting: rank 4 (worker:3) on n3 exited with status 1"
 assert_eq 1 "$(grep -cF "$line" <<<"$out")" "one line names the failure"$'\n'"$out"
@@ -29,6 +31,9 @@ e2e_log "worker exit 1: srun status $rc"
 # itself also ends a step's other tasks after a bad exit: the verdict must stay the same).
 assert_eq 0 "$(grep '^srun: error: ' <<<"$out" | grep -vc 'Exited with exit code 1$')" \
     "srun reports status 1 for every task"$'\n'"$out"
+records=$(sacct_of "$name" 30)
+assert_eq "FAILED|1:0 FAILED|1:0" "$(cut -d'|' -f2- <<<"$records" | tr '\n' ' ' | sed 's/ $//')" \
+    "sacct: the job and its step failed with the worker's status"$'\n'"$records"
 
 # The ps fails, once every worker is busy (each worker leaves a marker, the ps waits for all
 # five): one line names the ps, srun exits with its status, the workers are stopped.
@@ -38,14 +43,18 @@ crash='if [ "$TFSLURM_ROLE" = ps ]; then
 fi
 touch "$DIR/r$SLURM_PROCID"; sleep 60; echo "worker $SLURM_PROCID finished"'
 rc=0
-out=$(run_bounded 90 env DIR="$(make_tmpdir)" srun -N3 --ntasks-per-node=2 "$E2E_TFSLURM" run \
-    --ps 1 --auth munge --grace 5 -- bash -c "$crash" 2>&1) || rc=$?
+name=e2e-failure-$$-ps
+out=$(run_bounded 90 env DIR="$(make_tmpdir)" srun -J "$name" -N3 --ntasks-per-node=2 "$E2E_TFSLURM" \
+    run --ps 1 --auth munge --grace 5 -- bash -c "$crash" 2>&1) || rc=$?
 assert_eq 3 "$rc" "srun reports the ps's status"$'\n'"$out"
 assert_eq "tfslurm: error: aborting: rank 0 (ps:0) on n1 exited with status 3" \
     "$(grep 'tfslurm: error' <<<"$out")" "one line names the ps"$'\n'"$out"
 assert_eq 0 "$(grep '^srun: error: ' <<<"$out" | grep -vc 'Exited with exit code 3$')" \
     "srun reports status 3 for every task"$'\n'"$out"
 assert_eq 0 "$(grep -c 'finished' <<<"$out")" "workers stopped early"$'\n'"$out"
+records=$(sacct_of "$name" 30)
+assert_eq "FAILED|3:0 FAILED|3:0" "$(cut -d'|' -f2- <<<"$records" | tr '\n' ' ' | sed 's/ $//')" \
+    "sacct: the job and its step failed with the ps's status"$'\n'"$records"
 e2e_log "ps exit 3: srun status $rc"
 
 # A worker killed by a signal: its launcher exits 128 + 11, and so do the others.
