@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "plan_args.hpp"
 
-#include "controller_layout.hpp"
 #include "detail/text.hpp"
 
+#include <tfslurm/controller_layout.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/local_run.hpp>
 #include <tfslurm/log.hpp>
@@ -172,7 +172,7 @@ StepInfo read_step_of(const PlanArgs& args, const Environment& env) {
                                " to describe an allocation, or run inside Slurm without them");
     }
     auto step = read_step(env);
-    add_controller_layout(step);
+    add_controller_layout(step, env);
     return step;
 }
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-#include "controller_layout.hpp"
-
+#include <tfslurm/controller_layout.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/log.hpp>
+#include <tfslurm/spawn.hpp>
 #include <tfslurm/step_layout.hpp>
 
 #include <fmt/format.h>
@@ -21,9 +21,7 @@
 #include <string>
 #include <vector>
 
-extern char** environ; // NOLINT(readability-identifier-naming): POSIX's name
-
-namespace tfslurm::cli {
+namespace tfslurm {
 
 namespace {
 
@@ -108,9 +106,17 @@ bool drain(
     return true;
 }
 
-/// Run `argv` from PATH (stdin /dev/null), capture its output, bounded by k_layout_timeout.
-LayoutAnswer run_layout_command(const std::vector<std::string>& argv) {
+/// Run `argv`, found in `env`'s PATH, with `env` as its environment (stdin /dev/null), capture
+/// its output, bounded by k_layout_timeout.
+LayoutAnswer run_layout_command(const std::vector<std::string>& argv, const Environment& env) {
     LayoutAnswer answer;
+    std::string path;
+    try {
+        path = find_executable(argv.front(), env.get("PATH").value_or(""));
+    } catch (const Error&) {
+        answer.failure = fmt::format("{} not found in PATH", argv.front());
+        return answer;
+    }
     LayoutPipe out;
     LayoutPipe err;
     posix_spawn_file_actions_t actions;
@@ -118,20 +124,24 @@ LayoutAnswer run_layout_command(const std::vector<std::string>& argv) {
     ::posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
     ::posix_spawn_file_actions_adddup2(&actions, out.fds[1], 1);
     ::posix_spawn_file_actions_adddup2(&actions, err.fds[1], 2);
+    const auto pointers_of = [](std::vector<std::string>& words) {
+        std::vector<char*> pointers;
+        pointers.reserve(words.size() + 1);
+        for (auto& word : words) {
+            pointers.push_back(word.data());
+        }
+        pointers.push_back(nullptr);
+        return pointers;
+    };
     std::vector<std::string> words = argv;
-    std::vector<char*> args;
-    args.reserve(words.size() + 1);
-    for (auto& word : words) {
-        args.push_back(word.data());
-    }
-    args.push_back(nullptr);
+    std::vector<std::string> variables = env.to_strings();
+    const auto args = pointers_of(words);
+    const auto envp = pointers_of(variables);
     pid_t pid = 0;
-    const int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+    const int rc = ::posix_spawn(&pid, path.c_str(), &actions, nullptr, args.data(), envp.data());
     ::posix_spawn_file_actions_destroy(&actions);
     if (rc != 0) {
-        answer.failure = rc == ENOENT
-                             ? fmt::format("{} not found in PATH", argv[0])
-                             : fmt::format("cannot start {}: {}", argv[0], std::strerror(rc));
+        answer.failure = fmt::format("cannot start {}: {}", path, std::strerror(rc));
         return answer;
     }
     out.close_write();
@@ -164,13 +174,13 @@ LayoutAnswer run_layout_command(const std::vector<std::string>& argv) {
 
 } // namespace
 
-void add_controller_layout(StepInfo& step) {
+void add_controller_layout(StepInfo& step, const Environment& env) {
     if (!needs_step_layout(step)) {
         return;
     }
     const auto argv = step_layout_command(step);
     const auto command = fmt::format("{} {} {}", argv[0], argv[1], argv[2]);
-    const auto answer = run_layout_command(argv);
+    const auto answer = run_layout_command(argv, env);
     if (!answer.failure.empty()) {
         step.layout_error = fmt::format("{}: {}", command, answer.failure);
         logger().debug("placement: {}", step.layout_error);
@@ -181,4 +191,4 @@ void add_controller_layout(StepInfo& step) {
         "placement: {} laid the step out in topology order ({})", command, step.topology_order);
 }
 
-} // namespace tfslurm::cli
+} // namespace tfslurm

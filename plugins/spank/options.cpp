@@ -2,6 +2,7 @@
 // Part of spank_tfslurm.so; see plugins/spank/LICENSE-NOTE.md for the licence of the built plugin.
 #include "options.hpp"
 
+#include <tfslurm/controller_layout.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/exchange.hpp>
 #include <tfslurm/resolve_plan.hpp>
@@ -94,8 +95,11 @@ void reject_repeated(const std::vector<Setting>& settings,
 EnvVars task_variables_of(const TaskSettings& settings,
                           const Environment& task_env,
                           std::optional<std::uint32_t> rank) {
+    auto step = read_step(task_env);
+    // A step Slurm laid out in topology order: ask the controller, with the task's environment.
+    add_controller_layout(step, task_env);
     const auto resolved =
-        resolve_plan(read_step(task_env), settings.values, task_env, ExchangeUser::plugin);
+        resolve_plan(std::move(step), settings.values, task_env, ExchangeUser::plugin);
     const auto& plan = resolved.plan;
     const auto self = rank ? rank : plan.self_rank;
     if (!self) {

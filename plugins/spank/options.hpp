@@ -147,11 +147,11 @@ struct TaskSettings {
                                             const std::vector<Setting>& environment,
                                             const OptionSpec& option);
 
-/// The variables to set in one task: read the step from the task's environment, plan it with
-/// libtfslurm's resolve_plan() (the path `tfslurm env` takes too), and render `rank`'s
-/// variables. `rank` defaults to the task's SLURM_PROCID. Uses the system resolver for
-/// `address=ip`.
-/// Input: the environment of task 3 of `srun -N3 -n6`, ps=1.
+/// The variables to set in one task: read the step from the task's environment (a step that
+/// Slurm laid out in topology order: with the controller's layout, add_controller_layout(), run
+/// with the task's environment), plan it with libtfslurm's resolve_plan() (the path `tfslurm
+/// env` takes too), and render `rank`'s variables. `rank` defaults to the task's SLURM_PROCID. Uses
+/// the system resolver for `address=ip`. Input: the environment of task 3 of `srun -N3 -n6`, ps=1.
 /// Output: TF_CONFIG with `"task":{"type":"worker","index":2}`, TFSLURM_RANK=3, ...
 /// \throws Error from libtfslurm (missing or inconsistent variables, impossible plans), its
 ///         settings named as plugin_setting_name() spells them.

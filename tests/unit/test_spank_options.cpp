@@ -3,12 +3,17 @@
 // arguments, the --tfslurm value, TFSLURM_* variables, precedence and the per-task variables.
 #include "fixtures.hpp"
 #include "options.hpp"
+#include "temp_dir.hpp"
 
 #include <tfslurm/error.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -394,6 +399,61 @@ TEST_CASE("task_variables: the variables of one task of a real step", "[spank]")
             FAIL("no exception");
         } catch (const Error& e) {
             CHECK(e.code() == Errc::missing_env);
+        }
+    }
+}
+
+TEST_CASE("task_variables: a block step in topology order takes the controller's layout",
+          "[spank]") {
+    using tfslurm::spank::parse_option_spec;
+    using tfslurm::spank::resolve_settings;
+    using tfslurm::spank::task_variables;
+
+    // Task 2 of `srun -p topo -N3 -n6` on 26.05 (on n1), with a stand-in sattach in its PATH
+    // that prints what 26.05's printed for that step: ranks 0,1 on n3, 2,3 on n1, 4,5 on n2.
+    const tfslurm::test::TempDir dir("spank-topo");
+    const std::string conf =
+        dir.write("slurm.conf",
+                  "PartitionName=debug Nodes=ALL Default=YES\n"
+                  "PartitionName=topo Nodes=ALL MaxTime=INFINITE State=UP Topology=tree\n");
+    static_cast<void>(dir.write("topology.yaml",
+                                "- topology: tree\n  tree:\n    switches:\n"
+                                "      - switch: top\n        children: s1,s2\n"
+                                "      - switch: s1\n        nodes: n3\n"
+                                "      - switch: s2\n        nodes: n[1-2]\n"));
+    const std::string bin = dir.path + "/bin";
+    REQUIRE(::mkdir(bin.c_str(), 0755) == 0);
+    auto env = tfslurm::test::load_env_dump("slurm-env/srun-topo-N3-n6-all-tasks-26.05.txt", 2);
+    env.set("SLURM_CONF", conf);
+    env.set("PATH", bin);
+    const auto settings = resolve_settings(SiteConfig{}, {}, parse_option_spec("ps=1"));
+
+    SECTION("the answer places every rank where Slurm ran it") {
+        std::ifstream in{std::string{TFSLURM_TEST_DATA_DIR} +
+                         "/slurm-env/sattach-layout-topo-N3-n6-26.05.txt"};
+        const std::string layout = dir.write(
+            "layout.txt", {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()});
+        // Only `sattach --layout 6.0` answers: the step id comes from the task's variables.
+        static_cast<void>(dir.write(
+            "bin/sattach",
+            "#!/bin/sh\n[ \"$*\" = \"--layout 6.0\" ] || exit 9\nexec /bin/cat " + layout + "\n",
+            0755));
+        const auto vars = task_variables(settings, env, 2U);
+        CHECK(value_of(vars, "TF_CONFIG") ==
+              R"({"cluster":{"ps":["n3:12012"],"worker":["n3:12013","n1:12012","n1:12013",)"
+              R"("n2:12012","n2:12013"]},"task":{"type":"worker","index":1}})");
+        CHECK(value_of(vars, "MASTER_ADDR") == "n3");
+    }
+    SECTION("no sattach in the task's PATH: the refusal says why") {
+        try {
+            (void)task_variables(settings, env, 2U);
+            FAIL("no exception");
+        } catch (const Error& e) {
+            CHECK(e.code() == Errc::inconsistent_allocation);
+            CHECK_THAT(e.what(), Catch::StartsWith("placement: Slurm lays a block distribution"));
+            CHECK_THAT(e.hint(),
+                       Catch::StartsWith("the controller's layout could not be read (sattach "
+                                         "--layout 6.0: sattach not found in PATH); "));
         }
     }
 }
