@@ -122,6 +122,7 @@ do_down() {
         # One scan of /proc for this cluster's SLURM_CONF (a scan costs a second on a busy host).
         while read -r pid comm; do
             case $comm in
+            slurmdbd*) ;; # step 3, after slurmctld
             slurmd*) slurmds+=("$pid") ;;
             slurmstepd*) on_nodes+=("$pid") ;;
             srun | salloc | sbatch | sattach | sbcast | sstat) clients+=("$pid") ;;
@@ -145,7 +146,7 @@ do_down() {
         did=1
     done
 
-    # 3. slurmctld, then munged.
+    # 3. slurmctld, then slurmdbd, its database and munged.
     local -a pids=()
     pid=$(daemon_pid slurmctld) && pids+=("$pid")
     mapfile -t -O "${#pids[@]}" pids < <(pids_with_env "SLURM_CONF=$conf" slurmctld)
@@ -155,32 +156,26 @@ do_down() {
         kill_pids 10 "${pids[@]}" || failed=1
         did=1
     fi
-    # slurmdbd after slurmctld (which sends it what it still holds), then its database.
-    local what
-    for what in slurmdbd mariadbd; do
+    # slurmdbd after slurmctld (which sends it what it still holds), then its database, then
+    # munged: each by its PID file (verified), or found by its environment or argument.
+    local what grace
+    for what in slurmdbd mariadbd munged; do
         pids=()
         pid=$(daemon_pid "$what") && pids+=("$pid")
-        if [[ $what == slurmdbd ]]; then
-            mapfile -t -O "${#pids[@]}" pids < <(pids_with_env "SLURM_CONF=$conf" slurmdbd)
-        else
-            mapfile -t -O "${#pids[@]}" pids < <(pids_with_arg "--datadir=$(db_dir)/data")
-        fi
+        case $what in
+        slurmdbd) mapfile -t -O "${#pids[@]}" pids < <(pids_with_env "SLURM_CONF=$conf" slurmdbd) ;;
+        mariadbd) mapfile -t -O "${#pids[@]}" pids < <(pids_with_arg "--datadir=$(db_dir)/data") ;;
+        munged) mapfile -t -O "${#pids[@]}" pids < <(pids_with_arg "--socket=$(munge_socket)") ;;
+        esac
         uniq_pids pids
         if ((${#pids[@]} > 0)); then
+            grace=10
+            [[ $what == munged ]] && grace=5
             ((quiet)) || log "stopping $what: $(describe_pids "${pids[@]}")"
-            kill_pids 10 "${pids[@]}" || failed=1
+            kill_pids "$grace" "${pids[@]}" || failed=1
             did=1
         fi
     done
-    pids=()
-    pid=$(daemon_pid munged) && pids+=("$pid")
-    mapfile -t -O "${#pids[@]}" pids < <(pids_with_arg "--socket=$(munge_socket)")
-    uniq_pids pids
-    if ((${#pids[@]} > 0)); then
-        ((quiet)) || log "stopping munged: $(describe_pids "${pids[@]}")"
-        kill_pids 5 "${pids[@]}" || failed=1
-        did=1
-    fi
 
     # 4. Network: veths, namespaces, bridge, /run/netns.
     if command -v ip >/dev/null; then

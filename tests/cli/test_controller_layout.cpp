@@ -5,6 +5,7 @@
 // (or fails as sattach does). Exact stdout, stderr and exit status for each answer.
 #include "process.hpp"
 #include "temp_dir.hpp"
+#include "topology_conf.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -52,16 +53,7 @@ Result layout_cli(const std::vector<std::string>& env) {
 
 TEST_CASE("cli: env places a topology-ordered block step by the controller's layout", "[cli]") {
     const TempDir dir("topo");
-    const std::string conf =
-        dir.write("slurm.conf",
-                  "PartitionName=debug Nodes=ALL Default=YES\n"
-                  "PartitionName=topo Nodes=ALL MaxTime=INFINITE State=UP Topology=tree\n");
-    static_cast<void>(dir.write("topology.yaml",
-                                "- topology: flat\n  cluster_default: true\n  flat: true\n"
-                                "- topology: tree\n  tree:\n    switches:\n"
-                                "      - switch: top\n        children: s1,s2\n"
-                                "      - switch: s1\n        nodes: n3\n"
-                                "      - switch: s2\n        nodes: n[1-2]\n"));
+    const std::string conf = tfslurm::test::write_topology_conf(dir);
     const std::string bin = dir.path + "/bin";
     const std::string layout = dir.write("layout.txt", layout_data());
     const std::string refusal =

@@ -36,7 +36,8 @@ assert_eq "0 n3 1 n3 2 n1 3 n1 4 n2 5 n2" \
 assert_eq 6 "$(grep -c '"ps":\["n3:' <<<"$E2E_OUTPUT")" "every task puts the ps on n3"$'\n'"$E2E_OUTPUT"
 
 e2e_log "without sattach in the task's PATH, every task fails with the same line"
-run_stdout 1 60 srun -p topo -N3 -n6 --export=ALL,PATH=/nonexistent --tfslurm=ps=1 \
+# --export=PATH=... (not ALL,PATH=...: 26.05 keeps srun's own PATH then) sets the task's PATH.
+run_stdout 1 60 srun -p topo -N3 -n6 --export=PATH=/nonexistent --tfslurm=ps=1 \
     /bin/bash -c "$SPANK_PRINT_TASK"
 assert_eq "" "$E2E_OUTPUT" "no task ran"
 # slurmstepd prefixes its lines with its name (22.05, 24.11: `slurmstepd-n1: `) or, from 26.05,

@@ -4,6 +4,7 @@
 #include "fixtures.hpp"
 #include "options.hpp"
 #include "temp_dir.hpp"
+#include "topology_conf.hpp"
 
 #include <tfslurm/error.hpp>
 
@@ -412,15 +413,7 @@ TEST_CASE("task_variables: a block step in topology order takes the controller's
     // Task 2 of `srun -p topo -N3 -n6` on 26.05 (on n1), with a stand-in sattach in its PATH
     // that prints what 26.05's printed for that step: ranks 0,1 on n3, 2,3 on n1, 4,5 on n2.
     const tfslurm::test::TempDir dir("spank-topo");
-    const std::string conf =
-        dir.write("slurm.conf",
-                  "PartitionName=debug Nodes=ALL Default=YES\n"
-                  "PartitionName=topo Nodes=ALL MaxTime=INFINITE State=UP Topology=tree\n");
-    static_cast<void>(dir.write("topology.yaml",
-                                "- topology: tree\n  tree:\n    switches:\n"
-                                "      - switch: top\n        children: s1,s2\n"
-                                "      - switch: s1\n        nodes: n3\n"
-                                "      - switch: s2\n        nodes: n[1-2]\n"));
+    const std::string conf = tfslurm::test::write_topology_conf(dir);
     const std::string bin = dir.path + "/bin";
     REQUIRE(::mkdir(bin.c_str(), 0755) == 0);
     auto env = tfslurm::test::load_env_dump("slurm-env/srun-topo-N3-n6-all-tasks-26.05.txt", 2);
