@@ -376,6 +376,31 @@ launcher_pids() {
     done < <(ip netns pids "$TC_NS_PREFIX$1" 2>/dev/null || true)
 }
 
+# hostile_client_dir DIR NAME: DIR/NAME, owned by the hostile user (nobody), with
+# hostile_client.py in it (DIR becomes world-searchable); prints its path. The client runs with
+# Debian's /usr/bin/python3.
+hostile_client_dir() {
+    [[ -x /usr/bin/python3 ]] || fail "/usr/bin/python3 (Debian's python3) is missing"
+    chmod 755 "$1"
+    mkdir "$1/$2"
+    cp -- "$e2e_lib_dir/hostile_client.py" "$1/$2/"
+    chown -R nobody: "$1/$2"
+    printf '%s\n' "$1/$2"
+}
+
+# lose_node NODE [LABEL]: a lost node, as the step sees it: SIGKILL to every process in NODE's
+# namespace but its slurmd (the node's kernel stays up: its connections are reset), after
+# checking that the step is there (a slurmstepd, a launcher and a trainer at least).
+lose_node() {
+    local node=$1 label=${2:+$2: } slurmd_pid
+    local -a victims
+    slurmd_pid=$(cat "$TC_DIR/pid/slurmd-$node.pid")
+    mapfile -t victims < <(ip netns pids "$TC_NS_PREFIX$node" | grep -vx "$slurmd_pid")
+    ((${#victims[@]} >= 3)) || fail "expected a slurmstepd, a launcher and a trainer on $node: ${victims[*]:-none}"
+    kill -KILL "${victims[@]}" 2>/dev/null || true # one may end as its parent is killed
+    e2e_log "${label}killed every process of the step on $node: ${victims[*]}"
+}
+
 # use_spank_plugin: for tests of the SPANK plugin: the plugin built for the cluster's release.
 # For the machine's own release E2E_SPANK_PLUGIN (set by CTest), else
 # $E2E_BUILD_DIR/plugins/spank/spank_tfslurm.so, must exist; for another release the one

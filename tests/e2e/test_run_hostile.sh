@@ -19,14 +19,9 @@ require_trainer
 
 user=nobody
 python=/usr/bin/python3
-[[ -x $python ]] || fail "$python (Debian's python3) is missing"
 dir=$(make_tmpdir)
-chmod 755 "$dir"
 # The hostile user's directory: its script and the files it writes.
-hdir=$dir/hostile
-mkdir "$hdir"
-cp -- "$e2e_lib_dir/hostile_client.py" "$hdir/"
-chown -R "$user:" "$hdir"
+hdir=$(hostile_client_dir "$dir" hostile)
 
 # hostile SECONDS NODE ARGS...: hostile_client.py ARGS... as $user on NODE, bounded.
 hostile() {

@@ -17,11 +17,7 @@ TFSLURM_LIBSLURM=$missing start_three_node_step "$dir"
 log=$dir/srun.out srun_pid=$E2E_SRUN_PID job=$E2E_JOB
 tasks=("$dir"/task-{0,1,2}.out)
 
-slurmd_pid=$(cat "$TC_DIR/pid/slurmd-n3.pid")
-mapfile -t victims < <(ip netns pids "${TC_NS_PREFIX}n3" | grep -vx "$slurmd_pid")
-((${#victims[@]} >= 3)) || fail "expected a slurmstepd, a launcher and a trainer on n3: ${victims[*]:-none}"
-kill -KILL "${victims[@]}"
-e2e_log "killed every process of the step on n3: ${victims[*]}"
+lose_node n3
 
 rc=0
 wait "$srun_pid" || rc=$?

@@ -34,16 +34,12 @@ on_exit "timeout 10 scancel $jid 2>/dev/null || true"
 # kill_rank1_node RUN: every process of the step on the node of run RUN's rank 1 but slurmd
 # (the node stays up: its connections are reset); prints the node.
 kill_rank1_node() {
-    local run=$1 node slurmd_pid
-    local -a nodes victims
+    local run=$1 node
+    local -a nodes
     wait_for_lines 'listening on' 2 90 "$dir/run$run-task0.out" "$dir/run$run-task1.out"
     mapfile -t nodes < <(timeout 10 scontrol show hostnames "$(cat "$dir/nodes$run")")
     node=${nodes[1]}
-    slurmd_pid=$(cat "$TC_DIR/pid/slurmd-$node.pid")
-    mapfile -t victims < <(ip netns pids "$TC_NS_PREFIX$node" | grep -vx "$slurmd_pid")
-    ((${#victims[@]} >= 3)) || fail "expected a slurmstepd, a launcher and a trainer on $node: ${victims[*]:-none}"
-    kill -KILL "${victims[@]}" 2>/dev/null || true # one may end as its parent is killed
-    e2e_log "run $run: killed every process of the step on $node: ${victims[*]}"
+    lose_node "$node" "run $run" >&2
     printf '%s\n' "$node"
 }
 

@@ -16,13 +16,8 @@ require_trainer
 
 user=nobody
 python=/usr/bin/python3
-[[ -x $python ]] || fail "$python (Debian's python3) is missing"
 dir=$(make_tmpdir)
-chmod 755 "$dir"
-hdir=$dir/squatter
-mkdir "$hdir"
-cp -- "$e2e_lib_dir/hostile_client.py" "$hdir/"
-chown -R "$user:" "$hdir"
+hdir=$(hostile_client_dir "$dir" squatter)
 
 # squat ANSWER BASE WHY: a 2-node job with --port-base BASE (control port BASE + 1 on n1, held by
 # a squatter answering ANSWER); WHY is the reason rank 1's warning must give ('' for none).

@@ -7,18 +7,11 @@
 # tfslurm, both man pages found by man(1), the commented plugin stack file agreeing with
 # plugins/spank/plugstack.conf.example, the installed bash completion, and no lintian errors.
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=check_lib.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/check_lib.sh"
 
-if [[ $# -ne 3 ]]; then
-    printf 'usage: %s DEB SOURCE_DIR SLURM_RELEASE\n' "${0##*/}" >&2
-    exit 2
-fi
+check_args 3 'DEB SOURCE_DIR SLURM_RELEASE' "$@"
 deb=$1 src=$2 slurm=$3
-failures=0
-fail() {
-    printf 'FAIL: %s\n' "$*" >&2
-    failures=$((failures + 1))
-}
-ok() { printf 'ok: %s\n' "$*"; }
 [[ -f $deb ]] || {
     printf 'check_package.sh: no package "%s" (run ctest so that package_build makes it)\n' "$deb" >&2
     exit 1
@@ -137,8 +130,4 @@ else
     fail "lintian errors:"$'\n'"$errors"
 fi
 
-if ((failures > 0)); then
-    printf 'check_package.sh: %d check(s) failed for %s\n' "$failures" "${deb##*/}" >&2
-    exit 1
-fi
-printf 'check_package.sh: every check passed for %s\n' "${deb##*/}"
+check_summary "${deb##*/}"

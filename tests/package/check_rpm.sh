@@ -7,19 +7,12 @@
 # release, the plugin stack file is a config file with no active line, the plugin is linked
 # with -z relro -z now, and rpmlint finds no errors.
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=check_lib.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/check_lib.sh"
 
-if [[ $# -ne 2 ]]; then
-    printf 'usage: %s BUILD_DIR SOURCE_DIR\n' "${0##*/}" >&2
-    exit 2
-fi
+check_args 2 'BUILD_DIR SOURCE_DIR' "$@"
 build=$1 src=$2
 spec=$build/packaging/tfslurm.spec
-failures=0
-fail() {
-    printf 'FAIL: %s\n' "$*" >&2
-    failures=$((failures + 1))
-}
-ok() { printf 'ok: %s\n' "$*"; }
 [[ -f $spec ]] || {
     printf 'check_rpm.sh: no spec "%s" (configure with the SPANK plugin)\n' "$spec" >&2
     exit 1
@@ -118,8 +111,4 @@ if [[ -z $errors ]]; then ok "rpmlint: no errors"; else
     fail "rpmlint errors:"$'\n'"$errors"
 fi
 
-if ((failures > 0)); then
-    printf 'check_rpm.sh: %d check(s) failed\n' "$failures" >&2
-    exit 1
-fi
-printf 'check_rpm.sh: every check passed for the packages of Slurm %s\n' "$slurm"
+check_summary "the packages of Slurm $slurm"
