@@ -23,17 +23,6 @@ std::string round_trip(const Message& message) {
     return encode_payload(decode_payload(*payload));
 }
 
-std::string frame_of(std::string_view payload) {
-    const auto size = static_cast<std::uint32_t>(payload.size());
-    std::string frame;
-    frame.push_back(static_cast<char>(size >> 24U));
-    frame.push_back(static_cast<char>((size >> 16U) & 0xffU));
-    frame.push_back(static_cast<char>((size >> 8U) & 0xffU));
-    frame.push_back(static_cast<char>(size & 0xffU));
-    frame += payload;
-    return frame;
-}
-
 const std::string k_nonce(64, 'a');
 
 } // namespace
@@ -376,103 +365,6 @@ TEST_CASE("protocol: deep nesting is refused without recursion", "[protocol]") {
     CHECK(reject.reason == "[[[[[[[[[[[[");
 }
 
-TEST_CASE("protocol: an oversize frame is refused from its header", "[protocol]") {
-    FrameDecoder decoder;
-    SECTION("the largest length") {
-        CHECK_THROWS_WITH(decoder.feed(std::string("\xff\xff\xff\xff", 4)),
-                          Catch::StartsWith("protocol: frame of 4294967295 bytes exceeds the "
-                                            "65536-byte limit: "));
-    }
-    SECTION("one byte over the limit, header split over two reads") {
-        decoder.feed(std::string("\x00\x01", 2));
-        CHECK_THROWS_AS(decoder.feed(std::string("\x00\x01", 2)), Error);
-    }
-    SECTION("exactly the limit is accepted") {
-        decoder.feed(std::string("\x00\x01\x00\x00", 4));
-        CHECK_FALSE(decoder.next());
-        CHECK(decoder.partial());
-    }
-    SECTION("a too large message is not encoded") {
-        CHECK_THROWS_WITH(encode_frame(Reject{RejectCode::refused, std::string(70000, 'x')}),
-                          "protocol: reject message of 70052 bytes exceeds the 65536-byte frame "
-                          "limit");
-    }
-}
-
-TEST_CASE("protocol: truncated and split frames", "[protocol]") {
-    const std::string a = encode_frame(Interrupt{2});
-    const std::string b = encode_frame(Heartbeat{});
-    FrameDecoder decoder;
-    SECTION("a truncated frame stays partial") {
-        decoder.feed(a.substr(0, 3));
-        CHECK_FALSE(decoder.next());
-        CHECK(decoder.partial());
-        decoder.feed(a.substr(3, 5));
-        CHECK_FALSE(decoder.next());
-        CHECK(decoder.partial());
-    }
-    SECTION("byte by byte") {
-        const std::string both = a + b;
-        std::vector<std::string> payloads;
-        for (const char c : both) {
-            decoder.feed(std::string(1, c));
-            while (auto payload = decoder.next()) {
-                payloads.push_back(*payload);
-            }
-        }
-        REQUIRE(payloads.size() == 2);
-        CHECK(std::holds_alternative<Interrupt>(decode_payload(payloads[0])));
-        CHECK(std::holds_alternative<Heartbeat>(decode_payload(payloads[1])));
-        CHECK_FALSE(decoder.partial());
-    }
-    SECTION("two frames in one read") {
-        decoder.feed(a + b);
-        CHECK(decoder.next());
-        CHECK(decoder.next());
-        CHECK_FALSE(decoder.next());
-    }
-    SECTION("an empty payload is a frame, and not JSON") {
-        decoder.feed(frame_of(""));
-        const auto payload = decoder.next();
-        REQUIRE(payload);
-        CHECK_THROWS_AS(decode_payload(*payload), Error);
-    }
-}
-
-TEST_CASE("protocol: failures are described in one line", "[protocol]") {
-    Failure failure;
-    failure.rank = 3;
-    failure.role = Role::worker;
-    failure.index = 2;
-    failure.host = "n2";
-    failure.status = ExitStatus::exited(3);
-    CHECK(describe(failure) == "rank 3 (worker:2) on n2 exited with status 3");
-    failure.status = ExitStatus::signaled(9);
-    CHECK(describe(failure) == "rank 3 (worker:2) on n2 was killed by signal 9 (Killed)");
-    failure.cause = FailureCause::lost;
-    failure.detail = "no heartbeat for 10 s";
-    CHECK(describe(failure) == "rank 3 (worker:2) on n2 launcher lost (no heartbeat for 10 s)");
-    failure.cause = FailureCause::start;
-    failure.detail = R"(trainer: command not found in PATH: "pyhton")";
-    CHECK(
-        describe(failure) ==
-        R"(rank 3 (worker:2) on n2 could not start its trainer: trainer: command not found in PATH: "pyhton")");
-    failure.cause = FailureCause::unregistered;
-    failure.detail = "60 s";
-    failure.missing = 1;
-    CHECK(describe(failure) == "rank 3 (worker:2) on n2 did not register within 60 s");
-    failure.missing = 4;
-    CHECK(describe(failure) ==
-          "rank 3 (worker:2) on n2 did not register within 60 s (4 ranks missing)");
-    failure.ranks = "2-3,9";
-    failure.host = "n[2,5]";
-    CHECK(describe(failure) == "ranks 2-3,9 on n[2,5] did not register within 60 s");
-    failure.cause = FailureCause::stalled;
-    failure.host = "n2";
-    failure.detail = "300 s";
-    CHECK(describe(failure) == "rank 3 (worker:2) on n2 is stuck: no progress for 300 s");
-}
-
 TEST_CASE("protocol: relay envelopes carry any message unchanged (the tree)", "[protocol]") {
     SECTION("a leader's hello says so; others do not carry the field") {
         Hello hello;
@@ -533,52 +425,5 @@ TEST_CASE("protocol: relay envelopes carry any message unchanged (the tree)", "[
         CHECK_THROWS_WITH(check_relayable(R"({"type":"x","v":2})"),
                           Catch::StartsWith("protocol: unsupported protocol version"));
         CHECK_THROWS_AS(check_relayable(R"({"v":5})"), Error);
-    }
-}
-
-TEST_CASE("protocol: large frames only from a proven peer", "[protocol]") {
-    Cluster cluster;
-    for (int node = 0; node < 5000; ++node) {
-        cluster.addresses.emplace(fmt::format("node{:05}", node),
-                                  fmt::format("10.{}.{}.1", node / 256, node % 256));
-    }
-    // 5,000 nodes take more than k_max_frame: refused by default, as before authentication.
-    CHECK_THROWS_WITH(encode_frame(cluster), Catch::Contains("exceeds the 65536-byte frame limit"));
-    const std::string frame = encode_frame(cluster, k_max_trusted_frame);
-    CHECK(frame.size() > k_max_frame);
-    FrameDecoder untrusted;
-    CHECK_THROWS_WITH(untrusted.feed(frame), Catch::Contains("exceeds the 65536-byte limit"));
-    FrameDecoder trusted;
-    trusted.set_limit(k_max_trusted_frame);
-    trusted.feed(frame);
-    const auto payload = trusted.next();
-    REQUIRE(payload);
-    CHECK(std::get<Cluster>(decode_payload(*payload)).addresses.size() == 5000);
-    CHECK_THROWS_WITH(frame_payload(std::string(k_max_frame + 1, 'x')),
-                      Catch::Contains("exceeds the 65536-byte frame limit"));
-}
-
-TEST_CASE("protocol: the limit may be raised between two frames of one read", "[protocol]") {
-    // A launcher raises its limit after the coordinator's welcome; the large `cluster` can
-    // arrive in the same read, right behind it.
-    Cluster cluster;
-    for (int node = 0; node < 5000; ++node) {
-        cluster.addresses.emplace(fmt::format("node{:05}", node), "10.0.0.1");
-    }
-    const std::string both = encode_frame(Welcome{5000, std::string(64, 'f')}) +
-                             encode_frame(cluster, k_max_trusted_frame);
-    FrameDecoder decoder;
-    decoder.feed(both);
-    const auto welcome = decoder.next();
-    REQUIRE(welcome);
-    CHECK(std::holds_alternative<Welcome>(decode_payload(*welcome)));
-    SECTION("raised: the large frame follows") {
-        decoder.set_limit(k_max_trusted_frame);
-        const auto payload = decoder.next();
-        REQUIRE(payload);
-        CHECK(std::get<Cluster>(decode_payload(*payload)).addresses.size() == 5000);
-    }
-    SECTION("not raised: the next call refuses it") {
-        CHECK_THROWS_WITH(decoder.next(), Catch::Contains("exceeds the 65536-byte limit"));
     }
 }
