@@ -72,6 +72,14 @@ cmd_build() {
         exec {fd}>&-
         die_log "$logfile" "building tfslurm for Slurm $TC_SLURM with Debian $suite's toolchain failed"
     fi
+    # The headers were that release's: the package says which Slurm it was built for.
+    if [[ -z $(compgen -G "$out.tmp/tfslurm_*+slurm${TC_SLURM}_*.deb") ]]; then
+        local got
+        got=$(cd -- "$out.tmp" && compgen -G 'tfslurm_*.deb' || true)
+        rm -rf -- "$out.tmp"
+        exec {fd}>&-
+        die "Debian $suite's headers are no longer Slurm $TC_SLURM's (the package is ${got:-missing}); this script needs to learn that release"
+    fi
     ((with_tests)) && : >"$out.tmp/$k_tests_passed"
     # Keep only this build of the release.
     local old

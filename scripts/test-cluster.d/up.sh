@@ -195,8 +195,9 @@ start_accounting() {
     done
     daemon_pid mariadbd >/dev/null || die_log "$TC_DIR/log/mariadbd.log" "mariadbd is not running after ${TC_TIMEOUT} s"
     password=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
-    mariadb --no-defaults --socket="$dir/mariadbd.sock" -e "CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$password'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';" \
-        >>"$out" 2>&1 || die_log "$out" "cannot create the database user of slurmdbd"
+    # The statements on stdin: the password never shows on a command line.
+    mariadb --no-defaults --socket="$dir/mariadbd.sock" >>"$out" 2>&1 <<<"CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$password'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';" ||
+        die_log "$out" "cannot create the database user of slurmdbd"
     # Mode 600 from the start (slurmdbd refuses another; it holds the password).
     (
         umask 077
