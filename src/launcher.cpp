@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The launcher's state machine: every decision of a launcher after its registration, without
-// I/O, so that each path is table-tested (tests/unit/test_launcher.cpp). The shell that
+// I/O, so that each path is table-tested (tests/unit/test_launcher*.cpp). The shell that
 // performs its actions is src/launcher_shell.cpp.
 #include <tfslurm/error.hpp>
 #include <tfslurm/exit_status.hpp>

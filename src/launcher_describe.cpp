@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The launcher machine's actions and timers as text (include/tfslurm/launcher.hpp): the lines of
-// its debug log and of its table tests (tests/unit/test_launcher.cpp).
+// its debug log and of its table tests (tests/unit/launcher_table.hpp).
 #include <tfslurm/exit_status.hpp>
 #include <tfslurm/launcher.hpp>
 
