@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The pure parts of `tfslurm run --local`: the task environments and the status channel. The
-// runs of the real CLI are integration tests: tests/cli/test_run_local.cpp.
+// The pure parts of `tfslurm run --local` (src/local_run.cpp): the task environments and the
+// status channel. The runs of the real CLI are integration tests: tests/cli/test_run_local*.cpp.
 #include <tfslurm/env.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/local_run.hpp>
