@@ -167,4 +167,23 @@ std::vector<HostlistExample> hostlist_examples(std::string_view set) {
     return selected;
 }
 
+std::vector<HostlistExample> hostlist_examples(std::string_view set,
+                                               HostlistExample::Expect expect) {
+    std::vector<HostlistExample> selected;
+    for (auto& example : hostlist_examples(set)) {
+        if (example.expect == expect) {
+            selected.push_back(std::move(example));
+        }
+    }
+    if (selected.empty()) {
+        throw std::runtime_error(hostlist_table_path() + ": no example in set " + std::string(set) +
+                                 " with that expectation");
+    }
+    return selected;
+}
+
+std::string table_place(const HostlistExample& example) {
+    return "hostlists.tsv:" + std::to_string(example.line) + " " + example.id;
+}
+
 } // namespace tfslurm::test

@@ -39,6 +39,14 @@ struct HostlistExample {
 /// The examples of one unit-test set of the compiled-in table, in file order.
 [[nodiscard]] std::vector<HostlistExample> hostlist_examples(std::string_view set);
 
+/// The examples of one unit-test set that expect `expect`, in file order; throws
+/// std::runtime_error when there is none.
+[[nodiscard]] std::vector<HostlistExample> hostlist_examples(std::string_view set,
+                                                             HostlistExample::Expect expect);
+
+/// Where an example stands, for the report of a failing one: "hostlists.tsv:<line> <id>".
+[[nodiscard]] std::string table_place(const HostlistExample& example);
+
 /// The table's escapes undone: "n\\t1" -> "n<TAB>1" (\t \n \v \r \\ \xHH). Throws
 /// std::runtime_error on an unknown or truncated escape.
 [[nodiscard]] std::string unescape(std::string_view text);

@@ -16,6 +16,7 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -113,6 +114,24 @@ inline std::vector<Section> load_sections(const std::string& name) {
     return sections;
 }
 
+/// What a tfslurm::Error said: its code's name, its message and its hint.
+struct Thrown {
+    std::string code;
+    std::string message;
+    std::string hint;
+};
+
+/// Run `action`, which must throw a tfslurm::Error, and return what it threw.
+inline Thrown thrown_by(const std::function<void()>& action) {
+    try {
+        action();
+    } catch (const tfslurm::Error& error) {
+        return {std::string(tfslurm::to_string(error.code())), error.what(), error.hint()};
+    }
+    FAIL("no tfslurm::Error was thrown");
+    return {};
+}
+
 /// Run `f` and require a tfslurm::Error with exactly this code and message.
 template <typename F> void require_error(F&& f, Errc code, const std::string& message) {
     try {
@@ -165,6 +184,43 @@ struct Built {
     tfslurm::Allocation allocation;
     tfslurm::Plan plan;
 };
+
+/// The step of `env`, its placement and its plan.
+inline Built build(const Environment& env, const PlanOptions& options = {}) {
+    Built built;
+    built.step = tfslurm::read_step(env);
+    built.allocation = tfslurm::resolve_allocation(built.step);
+    built.plan = tfslurm::make_plan(built.step, built.allocation, options);
+    return built;
+}
+
+/// A preview step (as `tfslurm plan --nodelist ... --tasks-per-node ...`), its placement and
+/// its plan.
+inline Built preview(const std::string& nodelist,
+                     const std::string& tasks,
+                     const PlanOptions& options = {},
+                     std::uint64_t job = 1234) {
+    tfslurm::StepOverrides overrides;
+    overrides.nodelist = nodelist;
+    overrides.tasks_per_node = tasks;
+    overrides.job_id = job;
+    overrides.step_id = 0;
+    Built built;
+    built.step = tfslurm::preview_step(overrides);
+    built.allocation = tfslurm::resolve_allocation(built.step);
+    built.plan = tfslurm::make_plan(built.step, built.allocation, options);
+    return built;
+}
+
+/// Every rank's `role:index`, space-separated.
+inline std::string roles_of(const tfslurm::Plan& plan) {
+    std::string out;
+    for (const auto& rank : plan.ranks) {
+        out += (out.empty() ? "" : " ") + std::string{tfslurm::to_string(rank.role)} + ":" +
+               std::to_string(rank.index);
+    }
+    return out;
+}
 
 /// The V4 test environment of TensorFlow's resolver tests (slurm_cluster_resolver_test.py).
 inline Built tf_case(const std::string& nodelist,

@@ -927,27 +927,6 @@ TEST_CASE("coordinator: restarts off by default", "[coordinator][restart]") {
     CHECK(protocol::describe(*c.failure()) == "rank 1 (worker:0) on n1 exited with status 3");
 }
 
-TEST_CASE("run: restart roles", "[coordinator][restart]") {
-    CHECK(parse_restart_roles("worker", "restart_roles") == std::vector<Role>{Role::worker});
-    CHECK(parse_restart_roles("worker,chief,worker", "restart_roles") ==
-          std::vector<Role>{Role::worker, Role::chief});
-    CHECK(parse_restart_roles("evaluator", "restart_roles") == std::vector<Role>{Role::evaluator});
-    using Row = std::tuple<std::string, std::string>;
-    const auto [input, message] = GENERATE(table<std::string, std::string>({
-        Row{"ps", R"(restart_roles: a parameter server cannot be restarted: "ps")"},
-        Row{"worker,ps", R"(restart_roles: a parameter server cannot be restarted: "worker,ps")"},
-        Row{"", R"(restart_roles: expected a comma list of roles: "")"},
-        Row{"worker,", R"(restart_roles: expected a comma list of roles: "worker,")"},
-    }));
-    try {
-        (void)parse_restart_roles(input, "restart_roles");
-        FAIL("no error for " << input);
-    } catch (const Error& e) {
-        CHECK(e.code() == Errc::invalid_argument);
-        CHECK(std::string(e.what()) == message);
-    }
-}
-
 // --- the reachability probe
 // ----------------------------------------------------------------------------
 

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-// Tests of the hostlist, counts and port-list grammars (src/hostlist.cpp). The hostlist vectors
-// are the examples of tests/data/hostlists.tsv: 90 real `scontrol show hostnames` outputs (S01 to
-// S90), Slurm's documented edge cases, and the examples of TensorFlow's resolver tests and of
-// submitit.
+// Tests of src/hostlist.cpp: hostlist compression, the visitor and its writer, the properties
+// that tie compression to expansion, and the counts and port-list grammars. Expansion and its
+// errors: test_hostlist_parser.cpp.
 #include "../fuzz/fuzz_checks.hpp"
+#include "fixtures.hpp"
 #include "hostlist_table.hpp"
 
 #include <tfslurm/error.hpp>
@@ -27,6 +27,10 @@ namespace {
 
 using tfslurm::Errc;
 using Hosts = std::vector<std::string>;
+using Example = tfslurm::test::HostlistExample;
+using Expect = Example::Expect;
+using tfslurm::test::table_place;
+using tfslurm::test::thrown_by;
 
 constexpr const char* k_subject = "SLURM_JOB_NODELIST";
 
@@ -34,198 +38,15 @@ Hosts expand(const std::string& list) {
     return tfslurm::expand_hostlist(list, k_subject);
 }
 
-struct Failure {
-    std::string code;
-    std::string message;
-    std::string hint;
-};
-
-/// Run `action`, which must throw a tfslurm::Error, and return what it threw.
-Failure failure_of(const std::function<void()>& action) {
-    try {
-        action();
-    } catch (const tfslurm::Error& error) {
-        return {std::string(tfslurm::to_string(error.code())), error.what(), error.hint()};
-    }
-    FAIL("no tfslurm::Error was thrown");
-    return {};
-}
-
-Failure hostlist_failure(const std::string& list) {
-    return failure_of([&] { static_cast<void>(expand(list)); });
-}
-
 std::string quoted(const std::string& text) {
     return tfslurm::quote(text);
 }
 
-} // namespace
-
-// ---------------------------------------------------------------------------------------------
-// The examples of tests/data/hostlists.tsv, one test case per set
-
-namespace {
-
-using Example = tfslurm::test::HostlistExample;
-using Expect = Example::Expect;
-
-/// The examples of `set` with an `expect` expectation, in file order.
 std::vector<Example> examples(std::string_view set, Expect expect) {
-    std::vector<Example> selected;
-    for (auto& example : tfslurm::test::hostlist_examples(set)) {
-        if (example.expect == expect) {
-            selected.push_back(std::move(example));
-        }
-    }
-    REQUIRE_FALSE(selected.empty());
-    return selected;
-}
-
-/// The line of the table, for the report of a failing example.
-std::string where(const Example& example) {
-    return "hostlists.tsv:" + std::to_string(example.line) + " " + example.id;
-}
-
-void check_error(const Example& example) {
-    CAPTURE(where(example), example.list);
-    const Failure failure = hostlist_failure(example.list);
-    CHECK(failure.code == "invalid_hostlist");
-    CHECK(failure.message ==
-          std::string(k_subject) + ": " + example.error + ": " + quoted(example.list));
-}
-
-void check_hosts(const Example& example) {
-    CAPTURE(where(example), example.list);
-    CHECK(expand(example.list) == example.hosts);
+    return tfslurm::test::hostlist_examples(set, expect);
 }
 
 } // namespace
-
-TEST_CASE("hostlist: reference rows S01-S90 that expand give scontrol's hosts", "[hostlist]") {
-    // The >= 23.02.5 column of Slurm >= 23.02.5's behaviour for S14, S22, S23 and S88.
-    check_hosts(GENERATE(from_range(examples("reference", Expect::hosts))));
-}
-
-TEST_CASE("hostlist: reference rows S01-S90 that Slurm rejects give exact errors", "[hostlist]") {
-    // The >= 23.02.5 column for S11, S25 and S27: a missing ']' is an error.
-    check_error(GENERATE(from_range(examples("reference", Expect::error))));
-}
-
-TEST_CASE("hostlist: S49, S76 and S77 expand to whole ranges", "[hostlist]") {
-    const Example row = GENERATE(from_range(examples("reference", Expect::count)));
-    CAPTURE(where(row));
-    const Hosts hosts = expand(row.list);
-    REQUIRE(hosts.size() == row.count);
-    CHECK(hosts.front() == row.first);
-    CHECK(hosts.back() == row.last);
-    CHECK(hosts[1] == "n" + std::to_string(row.first == "n1" ? 2 : 1));
-}
-
-TEST_CASE("hostlist: suffixes and multi-group names of Slurm >= 23.02.5 (V1b)", "[hostlist]") {
-    check_hosts(GENERATE(from_range(examples("v1b", Expect::hosts))));
-}
-
-TEST_CASE("hostlist: TensorFlow resolver vectors TFH1-TFH5", "[hostlist]") {
-    // Also TensorFlow's extra behaviours that agree with Slurm.
-    check_hosts(GENERATE(from_range(examples("tensorflow", Expect::hosts))));
-}
-
-TEST_CASE("hostlist: submitit vectors", "[hostlist]") {
-    // submitit's documentation says Slurm rejects compute-b2[1-,4]; scontrol 22.05.8 prints
-    // compute-b21 compute-b24 (an empty high bound means "= low"), and so do we.
-    check_hosts(GENERATE(from_range(examples("submitit", Expect::hosts))));
-}
-
-TEST_CASE("hostlist: submitit's rejected vector is rejected", "[hostlist]") {
-    const Example row = GENERATE(from_range(examples("submitit", Expect::error)));
-    CHECK(hostlist_failure(row.list).message ==
-          std::string(k_subject) + ": " + row.error + ": " + quoted(row.list));
-}
-
-TEST_CASE("hostlist: n[1-1000][1-1000] gives 1,000,000 hosts in Slurm's order", "[hostlist]") {
-    const Hosts hosts = expand("n[1-1000][1-1000]");
-    REQUIRE(hosts.size() == 1000000);
-    CHECK(hosts[0] == "n11");
-    CHECK(hosts[1] == "n12");
-    CHECK(hosts[1000] == "n21");
-    CHECK(hosts.back() == "n10001000");
-}
-
-// ---------------------------------------------------------------------------------------------
-// Grammar details
-
-TEST_CASE("hostlist: empty input and separators only give no host", "[hostlist]") {
-    const Example row = GENERATE(from_range(examples("empty", Expect::hosts)));
-    CAPTURE(where(row));
-    CHECK(row.hosts.empty());
-    CHECK(expand(row.list).empty());
-}
-
-TEST_CASE("hostlist: separators inside brackets do not split", "[hostlist]") {
-    // The last '[' opens the range list; a '[' without a ']' after it is literal text. A prefix
-    // group runs to the last ']' before the next group; garbage after its low bound is
-    // tolerated as in Slurm (`1]-2` is 1..2 with width 2).
-    check_hosts(GENERATE(from_range(examples("brackets", Expect::hosts))));
-}
-
-TEST_CASE("hostlist: numbers follow strtoul", "[hostlist]") {
-    // Overflow saturates at ULONG_MAX, padded to the text's width as Slurm prints it.
-    check_hosts(GENERATE(from_range(examples("strtoul", Expect::hosts))));
-}
-
-TEST_CASE("hostlist: every hostlist error has its exact message", "[hostlist]") {
-    // Prefix groups: same item rules, at most 65536 values per group. Long and unprintable
-    // items are shortened and escaped inside the quotes.
-    check_error(GENERATE(from_range(examples("error", Expect::error))));
-}
-
-TEST_CASE("hostlist: a bracket with more than 65536 ranges is an error", "[hostlist]") {
-    // Slurm's MAX_RANGES: with more items scontrol aborts.
-    std::string items;
-    for (int i = 0; i < 65535; ++i) {
-        items += "1,";
-    }
-    CHECK(expand("n[" + items + "1]").size() == 65536);
-    const std::string too_many = "n[" + items + "1,1]";
-    CHECK(hostlist_failure(too_many).message ==
-          std::string(k_subject) +
-              ": bracket group at offset 1 has more than 65536 ranges: " + quoted(too_many));
-}
-
-TEST_CASE("hostlist: the total caps fail fast with too_large", "[hostlist]") {
-    const auto row = GENERATE(table<std::string, std::string>({
-        {"a[1-65536]b[1-65536]", "expands to more than 4194304 hosts"},
-        {"a[1-2048][1-2049]", "expands to more than 4194304 hosts"},
-        // 65 tokens of 65536 hosts: the cap is on the whole list
-        {[] {
-             std::string list;
-             for (int i = 0; i < 65; ++i) {
-                 list += "n[1-65536],";
-             }
-             return list;
-         }(),
-         "expands to more than 4194304 hosts"},
-        // 4194304 hosts (exactly the cap) of more than 64 bytes each
-        {"n[1-65536][1-64]" + std::string(60, 'x'), "expands to more than 268435456 bytes"},
-    }));
-    const Failure failure = hostlist_failure(std::get<0>(row));
-    CHECK(failure.code == "too_large");
-    CHECK(failure.message == std::string(k_subject) + ": " + std::get<1>(row));
-    CHECK(failure.hint == "split the list");
-}
-
-TEST_CASE("hostlist: a syntax error wins over the total cap", "[hostlist]") {
-    CHECK(hostlist_failure("a[1-65536]b[1-65536],n[3-1]").code == "invalid_hostlist");
-}
-
-TEST_CASE("hostlist: the default subject is hostlist", "[hostlist]") {
-    try {
-        static_cast<void>(tfslurm::expand_hostlist("n[3-1]"));
-        FAIL("no error");
-    } catch (const tfslurm::Error& error) {
-        CHECK(std::string(error.what()).rfind("hostlist: ", 0) == 0);
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Compression
@@ -233,7 +54,7 @@ TEST_CASE("hostlist: the default subject is hostlist", "[hostlist]") {
 namespace {
 
 void check_compression(const Example& example) {
-    CAPTURE(where(example), example.list);
+    CAPTURE(table_place(example), example.list);
     CHECK(tfslurm::compress_hostlist(example.hosts) == example.list);
     CHECK(expand(example.list) == example.hosts);
 }
@@ -265,8 +86,8 @@ TEST_CASE("hostlist: compression rejects hosts that cannot be written", "[hostli
         {"n\xff", "not printable ASCII"},
     }));
     const Hosts hosts{"n1", std::get<0>(row)};
-    const Failure failure =
-        failure_of([&] { static_cast<void>(tfslurm::compress_hostlist(hosts, "--nodes")); });
+    const tfslurm::test::Thrown failure =
+        thrown_by([&] { static_cast<void>(tfslurm::compress_hostlist(hosts, "--nodes")); });
     CHECK(failure.code == "invalid_argument");
     CHECK(failure.message == "--nodes: host 1 cannot be written in a hostlist (" +
                                  std::get<1>(row) + "): " + quoted(std::get<0>(row)));
@@ -678,8 +499,8 @@ namespace {
 
 using Counts = std::vector<std::uint32_t>;
 
-Failure counts_failure(const std::string& text) {
-    return failure_of(
+tfslurm::test::Thrown counts_failure(const std::string& text) {
+    return thrown_by(
         [&] { static_cast<void>(tfslurm::expand_counts(text, "SLURM_TASKS_PER_NODE")); });
 }
 
@@ -753,7 +574,7 @@ TEST_CASE("counts: every error has its exact message", "[counts]") {
     }));
     const std::string& input = std::get<0>(row);
     CAPTURE(input);
-    const Failure failure = counts_failure(input);
+    const tfslurm::test::Thrown failure = counts_failure(input);
     CHECK(failure.code == "invalid_tasks_per_node");
     CHECK(failure.message == "SLURM_TASKS_PER_NODE: " + std::get<1>(row) + ": " + quoted(input));
 }
@@ -762,7 +583,7 @@ TEST_CASE("counts: the total cap fails fast with too_large", "[counts]") {
     CHECK(tfslurm::expand_counts("1(x4194303),2", "C").size() == 4194304);
     const auto input = GENERATE(
         as<std::string>{}, "1(x4194305)", "1(x4194304),1", "1(x4294967295),1(x4294967295)");
-    const Failure failure = counts_failure(input);
+    const tfslurm::test::Thrown failure = counts_failure(input);
     CHECK(failure.code == "too_large");
     CHECK(failure.message == "SLURM_TASKS_PER_NODE: expands to more than 4194304 entries");
 }
@@ -787,8 +608,8 @@ namespace {
 
 using Ports = std::vector<std::uint16_t>;
 
-Failure ports_failure(const std::string& text) {
-    return failure_of(
+tfslurm::test::Thrown ports_failure(const std::string& text) {
+    return thrown_by(
         [&] { static_cast<void>(tfslurm::expand_ports(text, "SLURM_STEP_RESV_PORTS")); });
 }
 
@@ -839,13 +660,13 @@ TEST_CASE("ports: every error has its exact message", "[ports]") {
     }));
     const std::string& input = std::get<0>(row);
     CAPTURE(input);
-    const Failure failure = ports_failure(input);
+    const tfslurm::test::Thrown failure = ports_failure(input);
     CHECK(failure.code == "invalid_ports");
     CHECK(failure.message == "SLURM_STEP_RESV_PORTS: " + std::get<1>(row) + ": " + quoted(input));
 }
 
 TEST_CASE("ports: more than 65536 entries fail with too_large", "[ports]") {
-    const Failure failure = ports_failure("1-65535,1-2");
+    const tfslurm::test::Thrown failure = ports_failure("1-65535,1-2");
     CHECK(failure.code == "too_large");
     CHECK(failure.message == "SLURM_STEP_RESV_PORTS: expands to more than 65536 ports");
 }

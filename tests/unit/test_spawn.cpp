@@ -56,19 +56,6 @@ bool alive(pid_t pid) {
 
 } // namespace
 
-TEST_CASE("spawn: exit statuses are decoded like a shell", "[spawn]") {
-    CHECK(run_sh("exit 0") == ExitStatus::exited(0));
-    CHECK(run_sh("exit 3") == ExitStatus::exited(3));
-    const auto killed = run_sh("kill -9 $$");
-    CHECK(killed == ExitStatus::signaled(9));
-    CHECK(killed.shell_status() == 137);
-    CHECK_FALSE(killed.success());
-    CHECK(describe(killed) == "was killed by signal 9 (Killed)");
-    CHECK(describe(ExitStatus::exited(3)) == "exited with status 3");
-    CHECK(describe(ExitStatus::signaled(15)) == "was killed by signal 15 (Terminated)");
-    CHECK(signal_description(200) == "Unknown signal 200");
-}
-
 TEST_CASE("spawn: the child gets exactly the environment given", "[spawn]") {
     CHECK(run_sh(R"(test "$FOO" = "bar baz" && test -z "$HOME")",
                  {"PATH=/usr/bin:/bin", "FOO=bar baz"}) == ExitStatus::exited(0));
@@ -263,22 +250,6 @@ TEST_CASE("spawn: kill_all_children kills and reaps every child", "[spawn]") {
     for (const pid_t pid : pids) {
         CHECK_FALSE(alive(pid));
     }
-}
-
-TEST_CASE("spawn: a busy TCP port is detected", "[spawn]") {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
-    socklen_t length = sizeof address;
-    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-    const auto port = ntohs(address.sin_port);
-    REQUIRE(::listen(fd, 1) == 0);
-    CHECK_FALSE(port_is_free(port));
-    ::close(fd);
-    CHECK(port_is_free(port));
 }
 
 namespace {

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: MIT
-// The tree of `tfslurm run`'s control plane: which rank leads each node.
+// The types shared by the components of `tfslurm run` (src/run.cpp): the tree of the control
+// plane (which rank leads each node) and the role lists of the run settings.
+#include <tfslurm/error.hpp>
 #include <tfslurm/run.hpp>
 
 #include <catch2/catch.hpp>
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace tfslurm;
@@ -43,5 +46,26 @@ TEST_CASE("tree: each node's leader is its lowest rank", "[tree]") {
         const auto leaders = node_leaders(on_hosts(c.hosts));
         CHECK(leaders == c.leaders);
         CHECK(node_sizes(leaders) == c.sizes);
+    }
+}
+
+TEST_CASE("run: restart roles", "[run][restart]") {
+    CHECK(parse_restart_roles("worker", "restart_roles") == std::vector<Role>{Role::worker});
+    CHECK(parse_restart_roles("worker,chief,worker", "restart_roles") ==
+          std::vector<Role>{Role::worker, Role::chief});
+    CHECK(parse_restart_roles("evaluator", "restart_roles") == std::vector<Role>{Role::evaluator});
+    using Row = std::tuple<std::string, std::string>;
+    const auto [input, message] = GENERATE(table<std::string, std::string>({
+        Row{"ps", R"(restart_roles: a parameter server cannot be restarted: "ps")"},
+        Row{"worker,ps", R"(restart_roles: a parameter server cannot be restarted: "worker,ps")"},
+        Row{"", R"(restart_roles: expected a comma list of roles: "")"},
+        Row{"worker,", R"(restart_roles: expected a comma list of roles: "worker,")"},
+    }));
+    try {
+        (void)parse_restart_roles(input, "restart_roles");
+        FAIL("no error for " << input);
+    } catch (const Error& e) {
+        CHECK(e.code() == Errc::invalid_argument);
+        CHECK(std::string(e.what()) == message);
     }
 }
