@@ -11,6 +11,7 @@
 #include <tfslurm/placement.hpp>
 #include <tfslurm/plan.hpp>
 #include <tfslurm/plan_settings.hpp>
+#include <tfslurm/run_settings.hpp>
 #include <tfslurm/step.hpp>
 
 #include <catch2/catch.hpp>
@@ -112,6 +113,19 @@ inline std::vector<Section> load_sections(const std::string& name) {
         sections.back().tasks.emplace_back(std::stoi(line.substr(0, colon)), std::move(env));
     }
     return sections;
+}
+
+/// The run settings that `given` resolve to, every other setting at its default.
+inline tfslurm::RunSettings resolve_run(const std::vector<tfslurm::SettingValue>& given) {
+    return tfslurm::resolve_settings(given).values.run;
+}
+
+/// The variable the hostlist tests expand (the subject of their errors).
+inline constexpr const char* k_nodelist_subject = "SLURM_JOB_NODELIST";
+
+/// `list` expanded as k_nodelist_subject.
+inline std::vector<std::string> expand_nodelist(const std::string& list) {
+    return tfslurm::expand_hostlist(list, k_nodelist_subject);
 }
 
 /// What a tfslurm::Error said: its code's name, its message and its hint.

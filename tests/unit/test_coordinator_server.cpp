@@ -23,6 +23,7 @@
 
 #include <array>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -113,6 +114,52 @@ std::optional<protocol::Message> receive(int fd, protocol::FrameDecoder& decoder
     return std::nullopt;
 }
 
+void send_frame(int fd, const std::string& frame) {
+    REQUIRE(::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(frame.size()));
+}
+
+/// A coordinator server of job 7, step 0, on a free port of 127.0.0.1 with the secret "c" x 64,
+/// run by a thread of its own until stop() or the object's end.
+class LiveServer {
+  public:
+    explicit LiveServer(const CoordinatorSettings& settings)
+        : m_auth(protocol::Authenticator::create(
+              {protocol::AuthMethod::secret, std::string(64, 'c'), "/nonexistent/munge.socket"})),
+          m_server(m_io, settings, m_auth, protocol::StepId{7, 0}, "127.0.0.1", 0),
+          m_runner([this] { m_io.run(); }) {}
+    ~LiveServer() { stop(); }
+    LiveServer(const LiveServer&) = delete;
+    LiveServer& operator=(const LiveServer&) = delete;
+    LiveServer(LiveServer&&) = delete;
+    LiveServer& operator=(LiveServer&&) = delete;
+
+    /// Run `last` in the server's thread (when given), close the server and wait for the thread.
+    void stop(const std::function<void(CoordinatorServer&)>& last = {}) {
+        if (!m_runner.joinable()) {
+            return;
+        }
+        boost::asio::post(m_io, [&] {
+            if (last) {
+                last(m_server);
+            }
+            m_server.close();
+            m_io.stop();
+        });
+        m_runner.join();
+    }
+
+    [[nodiscard]] std::uint16_t port() const { return m_server.port(); }
+    [[nodiscard]] const protocol::Authenticator& auth() const noexcept { return m_auth; }
+    [[nodiscard]] CoordinatorServer& server() noexcept { return m_server; }
+
+  private:
+    boost::asio::io_context m_io;
+    protocol::Authenticator m_auth;
+    CoordinatorServer m_server;
+    std::thread m_runner;
+};
+
 } // namespace
 
 TEST_CASE("coordinator_server: a connection flood does not lock out a late launcher",
@@ -120,16 +167,11 @@ TEST_CASE("coordinator_server: a connection flood does not lock out a late launc
     // Capture the library's log lines to count the warnings.
     const test::LogCapture log(spdlog::level::warn);
 
-    boost::asio::io_context io;
     CoordinatorSettings s;
     s.ranks = {Member{Role::worker, 0, "localhost"}};
     s.hello_timeout = 60s; // idle intruders are not timed out: only the pool can make room
-    const std::string secret(64, 'c');
-    const auto auth = protocol::Authenticator::create(
-        {protocol::AuthMethod::secret, secret, "/nonexistent/munge.socket"});
-    CoordinatorServer server(io, s, auth, protocol::StepId{7, 0}, "127.0.0.1", 0);
-    const std::uint16_t port = server.port();
-    std::thread runner([&] { io.run(); });
+    LiveServer live(s);
+    const std::uint16_t port = live.port();
 
     // 1,100 idle connections from this address: more than the 256 one peer may hold, and more
     // than the 1,024 + ranks that used to fill every slot and lock the launcher out.
@@ -157,20 +199,14 @@ TEST_CASE("coordinator_server: a connection flood does not lock out a late launc
     hello.host = "localhost";
     hello.auth = protocol::AuthMethod::secret;
     hello.nonce = std::string(64, 'a');
-    hello.credential =
-        auth.prove(std::get<protocol::Challenge>(*challenge).nonce, protocol::StepId{7, 0}, 0);
-    const std::string frame = protocol::encode_frame(hello);
-    REQUIRE(::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL) ==
-            static_cast<ssize_t>(frame.size()));
+    hello.credential = live.auth().prove(
+        std::get<protocol::Challenge>(*challenge).nonce, protocol::StepId{7, 0}, 0);
+    send_frame(fd, protocol::encode_frame(hello));
     const auto welcome = receive(fd, decoder);
     REQUIRE(welcome);
     CHECK(std::holds_alternative<protocol::Welcome>(*welcome));
 
-    boost::asio::post(io, [&] {
-        server.close();
-        io.stop();
-    });
-    runner.join();
+    live.stop();
     ::close(fd);
     for (const int f : flood) {
         ::close(f);
@@ -190,14 +226,10 @@ TEST_CASE("coordinator_server: a connection flood does not lock out a late launc
 TEST_CASE("coordinator_server: a peer's host name is quoted in the log", "[coordinator_server]") {
     const test::LogCapture log;
 
-    boost::asio::io_context io;
     CoordinatorSettings s;
     s.ranks = {Member{Role::worker, 0, "localhost"}};
-    const auto auth = protocol::Authenticator::create(
-        {protocol::AuthMethod::secret, std::string(64, 'c'), "/nonexistent/munge.socket"});
-    CoordinatorServer server(io, s, auth, protocol::StepId{7, 0}, "127.0.0.1", 0);
-    std::thread runner([&] { io.run(); });
-    const int fd = connect_to(server.port());
+    LiveServer live(s);
+    const int fd = connect_to(live.port());
     protocol::FrameDecoder decoder;
     REQUIRE(receive(fd, decoder));
     protocol::Hello hello;
@@ -206,17 +238,11 @@ TEST_CASE("coordinator_server: a peer's host name is quoted in the log", "[coord
     hello.auth = protocol::AuthMethod::secret;
     hello.nonce = std::string(64, 'a');
     hello.credential = std::string(64, '0');
-    const std::string frame = protocol::encode_frame(hello);
-    REQUIRE(::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL) ==
-            static_cast<ssize_t>(frame.size()));
+    send_frame(fd, protocol::encode_frame(hello));
     const auto reject = receive(fd, decoder);
     REQUIRE(reject);
     CHECK(std::holds_alternative<protocol::Reject>(*reject));
-    boost::asio::post(io, [&] {
-        server.close();
-        io.stop();
-    });
-    runner.join();
+    live.stop();
     ::close(fd);
 
     const std::string text = log.text();
@@ -299,11 +325,6 @@ TEST_CASE("coordinator_server: listens on the first free candidate port, or name
 
 namespace {
 
-void send_frame(int fd, const std::string& frame) {
-    REQUIRE(::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL) ==
-            static_cast<ssize_t>(frame.size()));
-}
-
 /// Connect and register `rank` (a node leader when `relay`); returns the descriptor.
 int register_rank(std::uint16_t port,
                   const protocol::Authenticator& auth,
@@ -350,17 +371,15 @@ protocol::Relay relayed_hello(std::uint32_t rank) {
 
 TEST_CASE("coordinator_server: a node leader registers and speaks for its node",
           "[coordinator_server][tree]") {
-    boost::asio::io_context io;
     CoordinatorSettings s;
     // Ranks 0-2 on n1 (0 leads), 3 alone on n2 (flat).
     s.ranks = {Member{Role::worker, 0, "n1"},
                Member{Role::worker, 1, "n1"},
                Member{Role::worker, 2, "n1"},
                Member{Role::worker, 3, "n2"}};
-    const auto auth = protocol::Authenticator::create(
-        {protocol::AuthMethod::secret, std::string(64, 'c'), "/nonexistent/munge.socket"});
-    CoordinatorServer server(io, s, auth, protocol::StepId{7, 0}, "127.0.0.1", 0);
-    std::thread runner([&] { io.run(); });
+    LiveServer live(s);
+    const protocol::Authenticator& auth = live.auth();
+    CoordinatorServer& server = live.server();
     const auto exit0 = protocol::encode_payload(protocol::Exit{ExitStatus::exited(0), ""});
 
     protocol::FrameDecoder leader_in;
@@ -462,24 +481,18 @@ TEST_CASE("coordinator_server: a node leader registers and speaks for its node",
               "rank 1 is not its node's leader (rank 0 is)");
         ::close(fd);
     }
-    boost::asio::post(io, [&] {
-        server.close();
-        io.stop();
-    });
-    runner.join();
+    live.stop();
     ::close(leader);
 }
 
 TEST_CASE("coordinator_server: a node leader's heartbeat stands for its followers",
           "[coordinator_server][tree]") {
-    boost::asio::io_context io;
     CoordinatorSettings s;
     s.ranks = {Member{Role::worker, 0, "n1"}, Member{Role::worker, 1, "n1"}};
     s.run.heartbeat_timeout = 400ms;
-    const auto auth = protocol::Authenticator::create(
-        {protocol::AuthMethod::secret, std::string(64, 'c'), "/nonexistent/munge.socket"});
-    CoordinatorServer server(io, s, auth, protocol::StepId{7, 0}, "127.0.0.1", 0);
-    std::thread runner([&] { io.run(); });
+    LiveServer live(s);
+    const protocol::Authenticator& auth = live.auth();
+    CoordinatorServer& server = live.server();
     protocol::FrameDecoder leader_in;
     const int leader = register_rank(server.port(), auth, 0, leader_in, true);
     send_frame(leader, protocol::encode_frame(relayed_hello(1)));
@@ -493,28 +506,23 @@ TEST_CASE("coordinator_server: a node leader's heartbeat stands for its follower
         REQUIRE(answer);
         REQUIRE(std::holds_alternative<protocol::Heartbeat>(*answer));
     }
-    boost::asio::post(io, [&] {
-        CHECK(server.state().verdict() == Verdict::none);
-        server.close();
-        io.stop();
+    live.stop([](CoordinatorServer& in_its_thread) {
+        CHECK(in_its_thread.state().verdict() == Verdict::none);
     });
-    runner.join();
     ::close(leader);
 }
 
 TEST_CASE("coordinator_server: a cluster larger than a frame reaches proven launchers",
           "[coordinator_server][tree]") {
-    boost::asio::io_context io;
     CoordinatorSettings s;
     // Long node names (250 characters): 300 nodes make a `cluster` of more than 64 KiB.
     constexpr std::uint32_t k_nodes = 300;
     for (std::uint32_t rank = 0; rank < k_nodes; ++rank) {
         s.ranks.push_back(Member{Role::worker, rank, fmt::format("{:0>250}", rank)});
     }
-    const auto auth = protocol::Authenticator::create(
-        {protocol::AuthMethod::secret, std::string(64, 'c'), "/nonexistent/munge.socket"});
-    CoordinatorServer server(io, s, auth, protocol::StepId{7, 0}, "127.0.0.1", 0);
-    std::thread runner([&] { io.run(); });
+    LiveServer live(s);
+    const protocol::Authenticator& auth = live.auth();
+    CoordinatorServer& server = live.server();
     std::vector<int> fds;
     std::vector<protocol::FrameDecoder> in(k_nodes);
     for (std::uint32_t rank = 0; rank < k_nodes; ++rank) {
@@ -536,11 +544,7 @@ TEST_CASE("coordinator_server: a cluster larger than a frame reaches proven laun
                                    fmt::format("10.0.{}.{}", rank / 256, rank % 256));
     }
     CHECK(protocol::encode_payload(expected).size() > protocol::k_max_frame);
-    boost::asio::post(io, [&] {
-        server.close();
-        io.stop();
-    });
-    runner.join();
+    live.stop();
     for (const int fd : fds) {
         ::close(fd);
     }

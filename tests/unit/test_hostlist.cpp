@@ -32,19 +32,8 @@ using Expect = Example::Expect;
 using tfslurm::test::table_place;
 using tfslurm::test::thrown_by;
 
-constexpr const char* k_subject = "SLURM_JOB_NODELIST";
-
-Hosts expand(const std::string& list) {
-    return tfslurm::expand_hostlist(list, k_subject);
-}
-
-std::string quoted(const std::string& text) {
-    return tfslurm::quote(text);
-}
-
-std::vector<Example> examples(std::string_view set, Expect expect) {
-    return tfslurm::test::hostlist_examples(set, expect);
-}
+using tfslurm::test::expand_nodelist;
+using tfslurm::test::hostlist_examples;
 
 } // namespace
 
@@ -56,18 +45,18 @@ namespace {
 void check_compression(const Example& example) {
     CAPTURE(table_place(example), example.list);
     CHECK(tfslurm::compress_hostlist(example.hosts) == example.list);
-    CHECK(expand(example.list) == example.hosts);
+    CHECK(expand_nodelist(example.list) == example.hosts);
 }
 
 } // namespace
 
 TEST_CASE("hostlist: compression matches scontrol show hostlist", "[hostlist]") {
     // Slurm's documented edge cases, and scontrol 22.05.8 outputs checked by hand.
-    check_compression(GENERATE(from_range(examples("compress", Expect::hosts))));
+    check_compression(GENERATE(from_range(hostlist_examples("compress", Expect::hosts))));
 }
 
 TEST_CASE("hostlist: compression keeps odd but writable hosts literal", "[hostlist]") {
-    check_compression(GENERATE(from_range(examples("compress-literal", Expect::hosts))));
+    check_compression(GENERATE(from_range(hostlist_examples("compress-literal", Expect::hosts))));
 }
 
 TEST_CASE("hostlist: compression of nothing is empty", "[hostlist]") {
@@ -90,7 +79,7 @@ TEST_CASE("hostlist: compression rejects hosts that cannot be written", "[hostli
         thrown_by([&] { static_cast<void>(tfslurm::compress_hostlist(hosts, "--nodes")); });
     CHECK(failure.code == "invalid_argument");
     CHECK(failure.message == "--nodes: host 1 cannot be written in a hostlist (" +
-                                 std::get<1>(row) + "): " + quoted(std::get<0>(row)));
+                                 std::get<1>(row) + "): " + tfslurm::quote(std::get<0>(row)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -238,7 +227,7 @@ TEST_CASE("hostlist: order, duplicates and zero padding are kept (property)", "[
     for (int i = 0; i < 1500; ++i) {
         const Generated generated = generator.list();
         CAPTURE(generated.list);
-        REQUIRE(expand(generated.list) == generated.hosts);
+        REQUIRE(expand_nodelist(generated.list) == generated.hosts);
     }
 }
 
@@ -247,17 +236,17 @@ TEST_CASE("hostlist: the count is the sum of range sizes (property)", "[hostlist
     for (int i = 0; i < 1500; ++i) {
         const Generated generated = generator.list();
         CAPTURE(generated.list);
-        REQUIRE(expand(generated.list).size() == generated.range_sizes);
+        REQUIRE(expand_nodelist(generated.list).size() == generated.range_sizes);
     }
 }
 
-TEST_CASE("hostlist: expand(compress(hosts)) == hosts (property)", "[hostlist]") {
+TEST_CASE("hostlist: expand_nodelist(compress(hosts)) == hosts (property)", "[hostlist]") {
     ListGenerator generator(11);
     for (int i = 0; i < 3000; ++i) {
         const Hosts hosts = i % 2 == 0 ? generator.hosts() : generator.list().hosts;
         const std::string compressed = tfslurm::compress_hostlist(hosts);
         CAPTURE(compressed);
-        REQUIRE(expand(compressed) == hosts);
+        REQUIRE(expand_nodelist(compressed) == hosts);
     }
 }
 
@@ -311,7 +300,7 @@ TEST_CASE("hostlist: write_hostnames hands out whole lines in bounded chunks", "
     }
     CHECK(chunks.size() > 10);
     std::string expected;
-    for (const auto& host : expand("a[1-1000]b[1-100],login")) {
+    for (const auto& host : expand_nodelist("a[1-1000]b[1-100],login")) {
         expected += host + "\n";
     }
     CHECK(all == expected);
@@ -342,7 +331,7 @@ TEST_CASE("hostlist: write_hostnames writes what expand_hostlist returns", "[hos
         std::string written;
         tfslurm::write_hostnames(list, [&written](std::string_view chunk) { written += chunk; });
         std::string expected;
-        for (const auto& host : expand(list)) {
+        for (const auto& host : expand_nodelist(list)) {
             expected += host + "\n";
         }
         CHECK(written == expected);
@@ -371,7 +360,7 @@ TEST_CASE("hostlist: a visit reports every error before the first host", "[hostl
 TEST_CASE("hostlist: compressing a visited list never expands runs", "[hostlist]") {
     const std::string big = compress_visiting("a[1-1000]b[1-1000]");
     CHECK(big.rfind("a1b[1-1000],a2b[1-1000],", 0) == 0);
-    CHECK(big == tfslurm::compress_hostlist(expand("a[1-1000]b[1-1000]")));
+    CHECK(big == tfslurm::compress_hostlist(expand_nodelist("a[1-1000]b[1-1000]")));
     CHECK(compress_visiting("n[1-65536]") == "n[1-65536]");
     CHECK(compress_visiting("n[0-3],n[00-03],n[9-11],n[000-2]") == "n[0-3,00-03,9-11,000-002]");
     CHECK(compress_visiting("n1[0-5],n[7-9]x,n[8-12],n[08-12]") ==
@@ -385,7 +374,7 @@ TEST_CASE("hostlist: compressing a visit equals compressing the expansion (prope
         const Generated generated = generator.list();
         CAPTURE(generated.list);
         REQUIRE(compress_visiting(generated.list) ==
-                tfslurm::compress_hostlist(expand(generated.list)));
+                tfslurm::compress_hostlist(expand_nodelist(generated.list)));
     }
 }
 
@@ -576,7 +565,8 @@ TEST_CASE("counts: every error has its exact message", "[counts]") {
     CAPTURE(input);
     const tfslurm::test::Thrown failure = counts_failure(input);
     CHECK(failure.code == "invalid_tasks_per_node");
-    CHECK(failure.message == "SLURM_TASKS_PER_NODE: " + std::get<1>(row) + ": " + quoted(input));
+    CHECK(failure.message ==
+          "SLURM_TASKS_PER_NODE: " + std::get<1>(row) + ": " + tfslurm::quote(input));
 }
 
 TEST_CASE("counts: the total cap fails fast with too_large", "[counts]") {
@@ -588,7 +578,8 @@ TEST_CASE("counts: the total cap fails fast with too_large", "[counts]") {
     CHECK(failure.message == "SLURM_TASKS_PER_NODE: expands to more than 4194304 entries");
 }
 
-TEST_CASE("counts: compress(expand(text)) normalizes and round-trips (property)", "[counts]") {
+TEST_CASE("counts: compress(expand_nodelist(text)) normalizes and round-trips (property)",
+          "[counts]") {
     std::mt19937 rng(3);
     for (int i = 0; i < 2000; ++i) {
         Counts counts(std::uniform_int_distribution<std::size_t>(1, 12)(rng));
@@ -662,7 +653,8 @@ TEST_CASE("ports: every error has its exact message", "[ports]") {
     CAPTURE(input);
     const tfslurm::test::Thrown failure = ports_failure(input);
     CHECK(failure.code == "invalid_ports");
-    CHECK(failure.message == "SLURM_STEP_RESV_PORTS: " + std::get<1>(row) + ": " + quoted(input));
+    CHECK(failure.message ==
+          "SLURM_STEP_RESV_PORTS: " + std::get<1>(row) + ": " + tfslurm::quote(input));
 }
 
 TEST_CASE("ports: more than 65536 entries fail with too_large", "[ports]") {

@@ -25,7 +25,7 @@ using tfslurm::SettingValue;
 using tfslurm::test::require_error;
 
 RunSettings resolve(const std::vector<SettingValue>& given) {
-    return tfslurm::resolve_settings(given).values.run;
+    return tfslurm::test::resolve_run(given);
 }
 
 } // namespace
