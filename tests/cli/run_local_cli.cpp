@@ -81,8 +81,7 @@ std::uint64_t job_id(int test) {
 }
 
 std::string read_file(const std::string& path) {
-    std::ifstream in(path);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    return file_text(path);
 }
 
 std::size_t count(const std::string& text, const std::string& needle) {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "process.hpp"
+#include "temp_dir.hpp"
 
 #include <tfslurm/plan_settings.hpp>
 
@@ -315,8 +316,8 @@ TEST_CASE("cli: a TF_CONFIG larger than the environment allows", "[cli]") {
 }
 
 TEST_CASE("cli: the man page documents every option of every command", "[cli]") {
-    std::ifstream in{std::string{TFSLURM_SOURCE_DIR} + "/man/tfslurm.1"};
-    const std::string man{std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+    const std::string man =
+        tfslurm::test::file_text(std::string{TFSLURM_SOURCE_DIR} + "/man/tfslurm.1");
     REQUIRE(!man.empty());
     for (const std::string sub : {"", "hostnames", "hostlist", "plan", "env", "run", "events"}) {
         INFO("tfslurm " << sub << " --help");
@@ -353,8 +354,8 @@ TEST_CASE("cli: the man page documents every option of every command", "[cli]") 
 }
 
 TEST_CASE("cli: the man page lists every setting's variable", "[cli]") {
-    std::ifstream in{std::string{TFSLURM_SOURCE_DIR} + "/man/tfslurm.1"};
-    const std::string man{std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+    const std::string man =
+        tfslurm::test::file_text(std::string{TFSLURM_SOURCE_DIR} + "/man/tfslurm.1");
     REQUIRE(!man.empty());
     for (const auto& spec : tfslurm::setting_registry()) {
         if (!spec.variable.empty()) {

@@ -35,9 +35,8 @@ std::vector<std::string> topo_task2_env(const std::string& conf, const std::stri
 }
 
 std::string layout_data() {
-    std::ifstream in{std::string{TFSLURM_TEST_DATA_DIR} +
-                     "/slurm-env/sattach-layout-topo-N3-n6-26.05.txt"};
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    return tfslurm::test::file_text(std::string{TFSLURM_TEST_DATA_DIR} +
+                                    "/slurm-env/sattach-layout-topo-N3-n6-26.05.txt");
 }
 
 Result layout_cli(const std::vector<std::string>& env) {

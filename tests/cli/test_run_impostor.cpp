@@ -207,25 +207,31 @@ class Impostor {
     std::thread m_thread;
 };
 
+/// `tfslurm run --local <ntasks> -- true`, as job impostor_job_id(test) with a secret and its
+/// ports from `port_base` (the trainers', then the control port).
+Result run_true(int ntasks, std::size_t test, int port_base) {
+    return tfslurm_cli({"run",
+                        "--local",
+                        std::to_string(ntasks),
+                        "--job-id",
+                        impostor_job_id(test),
+                        "--auth",
+                        "secret",
+                        "--port-base",
+                        std::to_string(port_base),
+                        "--",
+                        "true"},
+                       {"PATH=/usr/bin:/bin", "TFSLURM_SECRET=" + std::string(64, '5')});
+}
+
 } // namespace
 
 TEST_CASE("run: a process holding the control port cannot pass for the coordinator",
           "[run][integration]") {
     Impostor impostor;
     // Two tasks on one node: trainer ports base and base + 1, the control port base + 2.
-    const std::string base = std::to_string(impostor.port() - 2);
-    const Result r = tfslurm_cli({"run",
-                                  "--local",
-                                  "2",
-                                  "--job-id",
-                                  impostor_job_id(0),
-                                  "--auth",
-                                  "secret",
-                                  "--port-base",
-                                  base,
-                                  "--",
-                                  "true"},
-                                 {"PATH=/usr/bin:/bin", "TFSLURM_SECRET=" + std::string(64, '5')});
+    const int base = impostor.port() - 2;
+    const Result r = run_true(2, 0, base);
     // Rank 0 cannot listen there and takes the next candidate; rank 1 is welcomed by the
     // impostor first, does not believe it (nor its stop), says why and finds the coordinator.
     INFO(r.err);
@@ -248,18 +254,7 @@ TEST_CASE("run: a listener that never answers on the control port does not stop 
     // A plain listener that never accepts: connections complete in its backlog and stay silent.
     int port = 0;
     const int fd = listen_below_free_ports(port);
-    const Result r = tfslurm_cli({"run",
-                                  "--local",
-                                  "3",
-                                  "--job-id",
-                                  impostor_job_id(1),
-                                  "--auth",
-                                  "secret",
-                                  "--port-base",
-                                  std::to_string(port - 3),
-                                  "--",
-                                  "true"},
-                                 {"PATH=/usr/bin:/bin", "TFSLURM_SECRET=" + std::string(64, '5')});
+    const Result r = run_true(3, 1, port - 3);
     ::close(fd);
     // Rank 0 listens on the first fallback; ranks 1 and 2 wait for a challenge on the held port
     // in vain, then try the next candidate and register there.
@@ -288,19 +283,8 @@ TEST_CASE("run: a process holding the control port that speaks something else do
         {Answer::bad_frame, R"(protocol: not valid JSON: "not json")"},
     }));
     Impostor impostor(answer);
-    const std::string base = std::to_string(impostor.port() - 2);
-    const Result r = tfslurm_cli({"run",
-                                  "--local",
-                                  "2",
-                                  "--job-id",
-                                  impostor_job_id(2),
-                                  "--auth",
-                                  "secret",
-                                  "--port-base",
-                                  base,
-                                  "--",
-                                  "true"},
-                                 {"PATH=/usr/bin:/bin", "TFSLURM_SECRET=" + std::string(64, '5')});
+    const int base = impostor.port() - 2;
+    const Result r = run_true(2, 2, base);
     INFO(r.err);
     CHECK(r.status == 0);
     const std::string control = "127.0.0.1:" + std::to_string(impostor.port());

@@ -24,9 +24,8 @@ TEST_CASE("run: --output and --error give each rank's trainer files of its own",
         CHECK(ran.status == 0);
         const std::string id = std::to_string(job_id(82));
         for (const std::string rank : {"0", "1"}) {
-            std::ifstream in(dir.path + "/" + id + ".0-worker" + rank + "-0" + rank + ".log");
-            const std::string text{std::istreambuf_iterator<char>{in},
-                                   std::istreambuf_iterator<char>{}};
+            const std::string text =
+                file_text(dir.path + "/" + id + ".0-worker" + rank + "-0" + rank + ".log");
             CHECK(text == "out " + rank + "\nerr " + rank + "\n");
         }
         CHECK(count(ran.output, "out ") == 0); // nothing of the trainers' on ours

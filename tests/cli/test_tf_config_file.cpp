@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+using tfslurm::test::file_text;
+using tfslurm::test::path_exists;
 using tfslurm::test::Result;
 using tfslurm::test::TempDir;
 
@@ -75,16 +77,6 @@ std::string expected_tf_config() {
     return tfslurm::tf_config_json(plan, 12345);
 }
 
-std::string slurp(const std::string& path) {
-    std::ifstream in{path};
-    return {std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
-}
-
-bool exists(const std::string& path) {
-    struct stat info {};
-    return ::lstat(path.c_str(), &info) == 0;
-}
-
 } // namespace
 
 TEST_CASE("cli: env of an 80,000-task step explains --tf-config-file", "[cli]") {
@@ -111,7 +103,7 @@ TEST_CASE("cli: env of an 80,000-task step explains --tf-config-file", "[cli]") 
     CHECK_THAT(servers.err,
                Catch::EndsWith("tfslurm: hint: leave the tf4slurm dictionary out: --only "
                                "tf,torch,gpus\n"));
-    CHECK_FALSE(exists(tmp.path + "/tfslurm-4242.3.12345.tf_config.json"));
+    CHECK_FALSE(path_exists(tmp.path + "/tfslurm-4242.3.12345.tf_config.json"));
 }
 
 TEST_CASE("cli: env --tf-config-file writes the file and every format names it", "[cli]") {
@@ -160,8 +152,8 @@ TEST_CASE("cli: env --tf-config-file writes the file and every format names it",
         CHECK_FALSE(vars.contains("TF_CONFIG"));
         CHECK(vars["WORLD_SIZE"] == "80000");
     }
-    CHECK(slurp(file) == expected_tf_config());
-    CHECK(exists(shim + "/sitecustomize.py"));
+    CHECK(file_text(file) == expected_tf_config());
+    CHECK(path_exists(shim + "/sitecustomize.py"));
 }
 
 TEST_CASE("cli: the sitecustomize shim gives Python the TF_CONFIG of the variable", "[cli]") {
@@ -243,6 +235,6 @@ TEST_CASE("cli: env --iface --tf-config-file: the file holds the interface's add
     CHECK(r.out == "TFSLURM_TF_CONFIG_FILE=" + file + "\nPYTHONPATH=" + file +
                        ".site\nTFSLURM_RANK=1\nTFSLURM_ROLE=worker\nTFSLURM_CONTROL=n1:2224\n"
                        "GLOO_SOCKET_IFNAME=lo\nNCCL_SOCKET_IFNAME=lo\nTP_SOCKET_IFNAME=lo\n");
-    CHECK(slurp(file) == R"({"cluster":{"worker":["127.0.0.1:2222","127.0.0.1:2223"]},)"
-                         R"("task":{"type":"worker","index":1}})");
+    CHECK(file_text(file) == R"({"cluster":{"worker":["127.0.0.1:2222","127.0.0.1:2223"]},)"
+                             R"("task":{"type":"worker","index":1}})");
 }

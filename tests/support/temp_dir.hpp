@@ -2,7 +2,8 @@
 #pragma once
 
 /// \file
-/// A temporary directory for one test, removed with everything in it at the end.
+/// A temporary directory for one test, removed with everything in it at the end, and the two
+/// file questions tests ask: what a file holds, and whether anything is at a path.
 
 #include <sys/stat.h>
 
@@ -10,11 +11,24 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <system_error>
 #include <vector>
 
 namespace tfslurm::test {
+
+/// The whole text of the file at `path` ("" when it cannot be read).
+inline std::string file_text(const std::string& path) {
+    std::ifstream in{path};
+    return {std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+}
+
+/// Whether anything is at `path` (a dangling link too).
+inline bool path_exists(const std::string& path) {
+    struct stat info {};
+    return ::lstat(path.c_str(), &info) == 0;
+}
 
 class TempDir {
   public:

@@ -28,9 +28,21 @@ using tfslurm::Errc;
 using tfslurm::Error;
 using tfslurm::Origin;
 using tfslurm::spank::Activation;
+using tfslurm::spank::check_run_supported;
+using tfslurm::spank::describe;
+using tfslurm::spank::environment_settings;
+using tfslurm::spank::launcher_variables;
 using tfslurm::spank::OptionSpec;
+using tfslurm::spank::parse_option_spec;
+using tfslurm::spank::parse_plugstack_args;
+using tfslurm::spank::plugin_setting_name;
+using tfslurm::spank::Release;
+using tfslurm::spank::release_mismatch;
+using tfslurm::spank::release_of_version_number;
+using tfslurm::spank::resolve_settings;
 using tfslurm::spank::Setting;
 using tfslurm::spank::SiteConfig;
+using tfslurm::spank::task_variables;
 using tfslurm::test::require_error;
 
 std::string value_of(const tfslurm::EnvVars& vars, const std::string& name) {
@@ -58,8 +70,6 @@ const std::string k_known = "ps, chief, evaluator, roles, roles_by_component, ps
 } // namespace
 
 TEST_CASE("parse_option_spec: accepted forms", "[spank]") {
-    using tfslurm::spank::parse_option_spec;
-
     SECTION("bare --tfslurm: the defaults") {
         const auto spec = parse_option_spec("");
         CHECK_FALSE(spec.off);
@@ -126,7 +136,6 @@ TEST_CASE("parse_option_spec: accepted forms", "[spank]") {
 }
 
 TEST_CASE("parse_option_spec: rejections", "[spank]") {
-    using tfslurm::spank::parse_option_spec;
     const auto row = GENERATE_REF(table<std::string, std::string>({
         {"ps=x", R"(--tfslurm ps: expected an integer from 0 to 4194304: "x")"},
         {"ps=-1", R"(--tfslurm ps: expected an integer from 0 to 4194304: "-1")"},
@@ -199,8 +208,6 @@ TEST_CASE("parse_option_spec: structural errors carry a hint", "[spank]") {
 }
 
 TEST_CASE("parse_plugstack_args: accepted forms", "[spank]") {
-    using tfslurm::spank::parse_plugstack_args;
-
     SECTION("no arguments: only with --tfslurm, library defaults") {
         const auto site = parse_plugstack_args({});
         CHECK(site.activation == Activation::option);
@@ -235,7 +242,6 @@ TEST_CASE("parse_plugstack_args: accepted forms", "[spank]") {
 }
 
 TEST_CASE("parse_plugstack_args: rejections", "[spank]") {
-    using tfslurm::spank::parse_plugstack_args;
     const auto row = GENERATE_REF(table<std::vector<std::string>, std::string>({
         {{"ps"}, R"(plugstack.conf: expected key=value: "ps")"},
         {{"=1"}, R"(plugstack.conf: expected key=value: "=1")"},
@@ -269,8 +275,6 @@ TEST_CASE("parse_plugstack_args: rejections", "[spank]") {
 }
 
 TEST_CASE("environment_settings: TFSLURM_* variables as the CLI reads them", "[spank]") {
-    using tfslurm::spank::environment_settings;
-
     SECTION("set variables become settings, in key order; empty and unrelated ones are ignored") {
         const Environment env{{"TFSLURM_ONLY", "tf,torch"},
                               {"TFSLURM_PS", "2"},
@@ -302,11 +306,6 @@ TEST_CASE("environment_settings: TFSLURM_* variables as the CLI reads them", "[s
 }
 
 TEST_CASE("resolve_settings: option > TFSLURM_* > plugstack.conf > defaults", "[spank]") {
-    using tfslurm::spank::environment_settings;
-    using tfslurm::spank::parse_option_spec;
-    using tfslurm::spank::parse_plugstack_args;
-    using tfslurm::spank::resolve_settings;
-
     const auto site = parse_plugstack_args({"ps=1", "only=tf", "layout=tf-compat"});
     const auto env = environment_settings(Environment{{"TFSLURM_PS", "2"}});
     const auto option = parse_option_spec("ps=3,only=torch+gpus");
@@ -354,10 +353,6 @@ TEST_CASE("resolve_settings: option > TFSLURM_* > plugstack.conf > defaults", "[
 }
 
 TEST_CASE("task_variables: the variables of one task of a real step", "[spank]") {
-    using tfslurm::spank::parse_option_spec;
-    using tfslurm::spank::resolve_settings;
-    using tfslurm::spank::task_variables;
-
     // Task 3 of `srun -N3 -n6` (job 5, step 0): rank 3 runs on n2.
     const auto env = tfslurm::test::load_env_dump("slurm-env/srun-N3-n6-SLURM-env-task3.txt");
 
@@ -406,10 +401,6 @@ TEST_CASE("task_variables: the variables of one task of a real step", "[spank]")
 
 TEST_CASE("task_variables: a block step in topology order takes the controller's layout",
           "[spank]") {
-    using tfslurm::spank::parse_option_spec;
-    using tfslurm::spank::resolve_settings;
-    using tfslurm::spank::task_variables;
-
     // Task 2 of `srun -p topo -N3 -n6` on 26.05 (on n1), with a stand-in sattach in its PATH
     // that prints what 26.05's printed for that step: ranks 0,1 on n3, 2,3 on n1, 4,5 on n2.
     const tfslurm::test::TempDir dir("spank-topo");
@@ -422,10 +413,10 @@ TEST_CASE("task_variables: a block step in topology order takes the controller's
     const auto settings = resolve_settings(SiteConfig{}, {}, parse_option_spec("ps=1"));
 
     SECTION("the answer places every rank where Slurm ran it") {
-        std::ifstream in{std::string{TFSLURM_TEST_DATA_DIR} +
-                         "/slurm-env/sattach-layout-topo-N3-n6-26.05.txt"};
-        const std::string layout = dir.write(
-            "layout.txt", {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()});
+        const std::string layout =
+            dir.write("layout.txt",
+                      tfslurm::test::file_text(std::string{TFSLURM_TEST_DATA_DIR} +
+                                               "/slurm-env/sattach-layout-topo-N3-n6-26.05.txt"));
         // Only `sattach --layout 6.0` answers: the step id comes from the task's variables.
         static_cast<void>(dir.write(
             "bin/sattach",
@@ -452,17 +443,12 @@ TEST_CASE("task_variables: a block step in topology order takes the controller's
 }
 
 TEST_CASE("describe: one line with the hint in parentheses", "[spank]") {
-    using tfslurm::spank::describe;
     CHECK(describe(Error{Errc::invalid_argument, "a: b: \"c\"", "do d"}) == "a: b: \"c\" (do d)");
     CHECK(describe(Error{Errc::invalid_argument, "a: b: \"c\""}) == "a: b: \"c\"");
     CHECK(describe(std::runtime_error{"plain"}) == "plain");
 }
 
 TEST_CASE("spank: a bad value is named as the plugin user typed it", "[spank]") {
-    using tfslurm::spank::environment_settings;
-    using tfslurm::spank::parse_option_spec;
-    using tfslurm::spank::parse_plugstack_args;
-
     const std::string problem = R"(expected an integer from 0 to 65536: "8x")";
     require_error([] { (void)parse_option_spec("gpus_per_task=8x"); },
                   Errc::invalid_argument,
@@ -482,12 +468,6 @@ TEST_CASE("spank: a bad value is named as the plugin user typed it", "[spank]") 
 }
 
 TEST_CASE("spank: plan errors in a task name the setting where it was given", "[spank]") {
-    using tfslurm::spank::environment_settings;
-    using tfslurm::spank::parse_option_spec;
-    using tfslurm::spank::parse_plugstack_args;
-    using tfslurm::spank::resolve_settings;
-    using tfslurm::spank::task_variables;
-
     // Task 3 of `srun -N3 -n6`: no GPU is visible.
     const auto env = tfslurm::test::load_env_dump("slurm-env/srun-N3-n6-SLURM-env-task3.txt");
     const std::string problem =
@@ -516,7 +496,6 @@ TEST_CASE("spank: plan errors in a task name the setting where it was given", "[
 
 TEST_CASE("spank: references to settings not given read as keys", "[spank]") {
     using tfslurm::SettingOrigins;
-    using tfslurm::spank::plugin_setting_name;
     const SettingOrigins origins{{"layout", Origin::plugstack}, {"ps", Origin::environment}};
     CHECK(plugin_setting_name("layout", "tf-compat", origins) == "plugstack.conf layout=tf-compat");
     CHECK(plugin_setting_name("ps", "", origins) == "TFSLURM_PS");
@@ -525,8 +504,6 @@ TEST_CASE("spank: references to settings not given read as keys", "[spank]") {
 }
 
 TEST_CASE("spank: a TF_CONFIG too large for the environment points to tfslurm run", "[spank]") {
-    using tfslurm::spank::resolve_settings;
-    using tfslurm::spank::task_variables;
     // Task 0 of an 80,000-task step: 10,000 nodes, 8 tasks each.
     const Environment env{{"SLURM_JOB_ID", "9"},
                           {"SLURM_STEP_ID", "0"},
@@ -548,7 +525,6 @@ TEST_CASE("spank: a TF_CONFIG too large for the environment points to tfslurm ru
 }
 
 TEST_CASE("release_of_version_number: SLURM_VERSION_NUMBER as major.minor", "[spank]") {
-    using tfslurm::spank::release_of_version_number;
     CHECK(release_of_version_number(0x160508).text() == "22.05");
     CHECK(release_of_version_number(0x180b05).text() == "24.11");
     CHECK(release_of_version_number(0x1a0505).text() == "26.05");
@@ -559,8 +535,6 @@ TEST_CASE("release_of_version_number: SLURM_VERSION_NUMBER as major.minor", "[sp
 }
 
 TEST_CASE("release_mismatch: one line naming both releases", "[spank]") {
-    using tfslurm::spank::Release;
-    using tfslurm::spank::release_mismatch;
     // slurm_api_version(): API_CURRENT << 16 | API_REVISION << 8 | API_AGE.
     CHECK_FALSE(release_mismatch(Release{22, 5}, 0x260000).has_value());
     CHECK_FALSE(release_mismatch(Release{24, 11}, 0x2a0000).has_value());
@@ -580,11 +554,6 @@ TEST_CASE("release_mismatch: one line naming both releases", "[spank]") {
 }
 
 TEST_CASE("check_run_supported: run needs Slurm 23.11, named as the user gave it", "[spank]") {
-    using tfslurm::spank::check_run_supported;
-    using tfslurm::spank::environment_settings;
-    using tfslurm::spank::parse_option_spec;
-    using tfslurm::spank::parse_plugstack_args;
-    using tfslurm::spank::Release;
     const std::string why = "needs Slurm 23.11 or later (spank_prepend_task_argv), and this "
                             "plugin is built for Slurm 22.05";
     const Release old_release{22, 5};
@@ -618,12 +587,6 @@ TEST_CASE("check_run_supported: run needs Slurm 23.11, named as the user gave it
 }
 
 TEST_CASE("launcher_variables: the step's settings for tfslurm run", "[spank]") {
-    using tfslurm::spank::environment_settings;
-    using tfslurm::spank::launcher_variables;
-    using tfslurm::spank::parse_option_spec;
-    using tfslurm::spank::parse_plugstack_args;
-    using tfslurm::spank::resolve_settings;
-
     const auto site = parse_plugstack_args({"ps=1", "only=tf+servers", "run=1"});
     const auto env = environment_settings(Environment{{"TFSLURM_LAYOUT", "tf-compat"}});
     const auto option = parse_option_spec("run,ps=2,chief,roles=");

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: MIT
+// Unit tests of the TF_CONFIG file (src/tf_config_file.cpp): the way out for a TF_CONFIG too long
+// for the environment, the file name's templates, and its private, atomic write and removal.
 #include "fixtures.hpp"
 #include "temp_dir.hpp"
 
@@ -22,6 +24,8 @@
 
 using tfslurm::Environment;
 using tfslurm::Errc;
+using tfslurm::test::file_text;
+using tfslurm::test::path_exists;
 using tfslurm::test::require_error;
 
 namespace {
@@ -45,16 +49,6 @@ std::string value_of(const tfslurm::EnvVars& vars, const std::string& name) {
         }
     }
     return "<unset>";
-}
-
-std::string slurp(const std::string& path) {
-    std::ifstream in{path};
-    return {std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
-}
-
-bool exists(const std::string& path) {
-    struct stat info {};
-    return ::lstat(path.c_str(), &info) == 0;
 }
 
 } // namespace
@@ -184,25 +178,25 @@ TEST_CASE("tf_config_file: written atomically, private, and removed", "[tf_confi
     const tfslurm::test::TempDir dir{"tfconfig"};
     const tfslurm::TfConfigFile file{dir.path + "/tf.json", dir.path + "/tf.json.site"};
     tfslurm::write_tf_config_file(file, R"({"cluster":{}})");
-    CHECK(slurp(file.path) == R"({"cluster":{}})");
-    CHECK(slurp(file.shim_dir + "/sitecustomize.py") == tfslurm::sitecustomize_shim());
+    CHECK(file_text(file.path) == R"({"cluster":{}})");
+    CHECK(file_text(file.shim_dir + "/sitecustomize.py") == tfslurm::sitecustomize_shim());
     struct stat info {};
     REQUIRE(::stat(file.path.c_str(), &info) == 0);
     CHECK((info.st_mode & 07777) == 0600);
     REQUIRE(::stat(file.shim_dir.c_str(), &info) == 0);
     CHECK((info.st_mode & 07777) == 0700);
-    CHECK_FALSE(exists(file.path + ".tmp." + std::to_string(::getpid())));
+    CHECK_FALSE(path_exists(file.path + ".tmp." + std::to_string(::getpid())));
 
     // Written again (a second `tfslurm env` in the same task): replaced as a whole.
     tfslurm::write_tf_config_file(file, "{}");
-    CHECK(slurp(file.path) == "{}");
+    CHECK(file_text(file.path) == "{}");
 
     // What Python caches of the shim goes too.
     REQUIRE(::mkdir((file.shim_dir + "/__pycache__").c_str(), 0755) == 0);
     static_cast<void>(dir.write("tf.json.site/__pycache__/sitecustomize.cpython-311.pyc", "x"));
     CHECK(tfslurm::remove_tf_config_file(file));
-    CHECK_FALSE(exists(file.path));
-    CHECK_FALSE(exists(file.shim_dir));
+    CHECK_FALSE(path_exists(file.path));
+    CHECK_FALSE(path_exists(file.shim_dir));
     CHECK(tfslurm::remove_tf_config_file(file)); // already gone: fine
 
     // Somebody else's directory (here: one others may write to) is never used.
@@ -211,5 +205,5 @@ TEST_CASE("tf_config_file: written atomically, private, and removed", "[tf_confi
     require_error([&] { tfslurm::write_tf_config_file(file, "{}"); },
                   Errc::io,
                   dir.path + "/tf.json.site: exists but is not a private directory of this user");
-    CHECK_FALSE(exists(file.path));
+    CHECK_FALSE(path_exists(file.path));
 }
