@@ -11,6 +11,7 @@
 #include <tfslurm/placement.hpp>
 #include <tfslurm/plan.hpp>
 #include <tfslurm/plan_settings.hpp>
+#include <tfslurm/protocol.hpp>
 #include <tfslurm/run_settings.hpp>
 #include <tfslurm/step.hpp>
 
@@ -126,6 +127,24 @@ inline constexpr const char* k_nodelist_subject = "SLURM_JOB_NODELIST";
 /// `list` expanded as k_nodelist_subject.
 inline std::vector<std::string> expand_nodelist(const std::string& list) {
     return tfslurm::expand_hostlist(list, k_nodelist_subject);
+}
+
+/// The failure of rank `rank`, `role`:`index` on `host`, for `cause`: what the coordinator
+/// names in its abort. Its status, detail and other fields are the caller's to set.
+inline tfslurm::protocol::Failure failure_of_rank(std::uint32_t rank,
+                                                  tfslurm::Role role,
+                                                  std::uint32_t index,
+                                                  const std::string& host,
+                                                  tfslurm::protocol::FailureCause cause,
+                                                  int step_status) {
+    tfslurm::protocol::Failure failure;
+    failure.rank = rank;
+    failure.role = role;
+    failure.index = index;
+    failure.host = host;
+    failure.cause = cause;
+    failure.step_status = step_status;
+    return failure;
 }
 
 /// What a tfslurm::Error said: its code's name, its message and its hint.

@@ -4,14 +4,20 @@
 #include <tfslurm/auth.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/protocol.hpp>
+#include <tfslurm/spawn.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <thread>
@@ -301,13 +307,32 @@ class PrivateMunged {
         m_dir = pattern;
         ::chmod(m_dir.c_str(), 0700);
         m_socket = m_dir + "/munge.socket";
-        const std::string start = "/usr/sbin/mungekey -c -k " + m_dir +
-                                  "/munge.key && /usr/sbin/munged --force --key-file=" + m_dir +
-                                  "/munge.key --socket=" + m_socket + " --pid-file=" + m_dir +
-                                  "/munged.pid --log-file=" + m_dir +
-                                  "/munged.log --seed-file=" + m_dir +
-                                  "/munged.seed >/dev/null 2>&1";
-        if (std::system(start.c_str()) != 0) {
+        const std::string key = "/usr/sbin/mungekey -c -k " + m_dir + "/munge.key >/dev/null 2>&1";
+        if (std::system(key.c_str()) != 0) {
+            return;
+        }
+        // In the foreground, so that its pid is the one spawned: stopped by that pid alone.
+        SpawnRequest request;
+        request.argv = {"/usr/sbin/munged",
+                        "--foreground",
+                        "--force",
+                        "--key-file=" + m_dir + "/munge.key",
+                        "--socket=" + m_socket,
+                        "--pid-file=" + m_dir + "/munged.pid",
+                        "--log-file=" + m_dir + "/munged.log",
+                        "--seed-file=" + m_dir + "/munged.seed"};
+        request.env = {"PATH=/usr/bin:/bin"};
+        request.death_signal = SIGTERM; // not left behind by a test run that is killed
+        const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+        request.stdout_fd = null;
+        request.stderr_fd = null;
+        try {
+            m_pid = spawn_process(request);
+        } catch (const Error&) {
+            m_pid = -1;
+        }
+        ::close(null);
+        if (m_pid < 0) {
             return;
         }
         for (int i = 0; i < 100 && !munge_available(m_socket); ++i) {
@@ -316,13 +341,15 @@ class PrivateMunged {
         m_running = munge_available(m_socket);
     }
     ~PrivateMunged() {
+        if (m_pid > 0) {
+            ::kill(m_pid, SIGTERM);
+            int status = 0;
+            while (::waitpid(m_pid, &status, 0) < 0 && errno == EINTR) {
+            }
+        }
         if (!m_dir.empty()) {
-            // By its unique socket path, not its pid file: munged may answer before it has
-            // written the pid file, and a test that ends then must not leave it running.
-            // ("[-]-socket" matches munged's "--socket", not this shell's own command line.)
-            const std::string stop =
-                "pkill -TERM -f -- '[-]-socket=" + m_socket + "' 2>/dev/null; rm -rf " + m_dir;
-            [[maybe_unused]] const int ignored = std::system(stop.c_str());
+            std::error_code ignored;
+            std::filesystem::remove_all(m_dir, ignored);
         }
     }
     PrivateMunged(const PrivateMunged&) = delete;
@@ -334,6 +361,7 @@ class PrivateMunged {
   private:
     std::string m_dir;
     std::string m_socket;
+    pid_t m_pid = -1;
     bool m_running = false;
 };
 

@@ -1,4 +1,8 @@
 // SPDX-License-Identifier: MIT
+// The protocol's messages (src/protocol.cpp): round trips, their JSON, what each version added,
+// and malformed payloads as protocol errors. Frames and descriptions have files of their own.
+#include "fixtures.hpp"
+
 #include <tfslurm/auth.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/protocol.hpp>
@@ -11,6 +15,7 @@
 
 using namespace tfslurm;
 using namespace tfslurm::protocol;
+using tfslurm::test::failure_of_rank;
 
 namespace {
 
@@ -38,14 +43,8 @@ TEST_CASE("protocol: every message survives a round trip", "[protocol]") {
     hello.auth = AuthMethod::munge;
     hello.credential = "MUNGE:AwQ...:";
     hello.nonce = std::string(64, 'e');
-    Failure failure;
-    failure.rank = 3;
-    failure.role = Role::worker;
-    failure.index = 2;
-    failure.host = "n2";
-    failure.cause = FailureCause::trainer;
+    Failure failure = failure_of_rank(3, Role::worker, 2, "n2", FailureCause::trainer, 137);
     failure.status = ExitStatus::signaled(9);
-    failure.step_status = 137;
     Failure stalled = failure;
     stalled.cause = FailureCause::stalled;
     stalled.detail = "300 s";
@@ -213,14 +212,8 @@ TEST_CASE("protocol: the reachability probe's messages", "[protocol][probe]") {
         decode_payload(
             R"({"v":5,"type":"probed","failures":[{"rank":-1,"address":"a","error":"e"}]})"),
         Catch::StartsWith(R"(protocol: field "rank" of probed is not an integer)"));
-    Failure failure;
-    failure.rank = 2;
-    failure.role = Role::worker;
-    failure.index = 1;
-    failure.host = "n3";
-    failure.cause = FailureCause::unreachable;
+    Failure failure = failure_of_rank(2, Role::worker, 1, "n3", FailureCause::unreachable, 12);
     failure.detail = "rank 0 (ps:0) at 10.78.0.11:23000: Connection timed out";
-    failure.step_status = 12;
     CHECK(describe(failure) == "rank 2 (worker:1) on n3 cannot reach rank 0 (ps:0) at "
                                "10.78.0.11:23000: Connection timed out");
     CHECK(round_trip(Abort{failure}) == encode_payload(Abort{failure}));
@@ -252,14 +245,8 @@ TEST_CASE("protocol: a probed carries its node's failed health check", "[protoco
         CHECK_THROWS_WITH(decode_payload(R"({"v":5,"type":"probed","failures":[],)" + field + "}"),
                           Catch::StartsWith(message));
     }
-    Failure failure;
-    failure.rank = 1;
-    failure.role = Role::worker;
-    failure.index = 0;
-    failure.host = "n2";
-    failure.cause = FailureCause::preflight;
+    Failure failure = failure_of_rank(1, Role::worker, 0, "n2", FailureCause::preflight, 13);
     failure.detail = R"(tmpdir: "/tmp" has 12 MiB free (at least 1024 MiB needed))";
-    failure.step_status = 13;
     CHECK(describe(failure) == R"(preflight failed on n2 (rank 1, worker:0): tmpdir: "/tmp" has )"
                                R"(12 MiB free (at least 1024 MiB needed))");
     CHECK(encode_payload(Abort{failure}).find(R"("cause":"preflight")") != std::string::npos);
