@@ -7,6 +7,7 @@
 
 #include <tfslurm/env.hpp>
 #include <tfslurm/error.hpp>
+#include <tfslurm/hostfile.hpp>
 #include <tfslurm/hostlist.hpp>
 #include <tfslurm/placement.hpp>
 #include <tfslurm/plan.hpp>
@@ -19,6 +20,7 @@
 
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -147,6 +149,18 @@ inline tfslurm::protocol::Failure failure_of_rank(std::uint32_t rank,
     return failure;
 }
 
+/// A FileReader of `files` (path to text) alone: any other path cannot be opened.
+inline tfslurm::FileReader reader_of(std::map<std::string, std::string> files) {
+    return [files = std::move(files)](const std::string& path, std::string_view subject) {
+        const auto found = files.find(path);
+        if (found == files.end()) {
+            throw tfslurm::errors::make(
+                tfslurm::Errc::io, subject, "cannot open " + tfslurm::quote(path));
+        }
+        return found->second;
+    };
+}
+
 /// What a tfslurm::Error said: its code's name, its message and its hint.
 struct Thrown {
     std::string code;
@@ -227,19 +241,37 @@ inline Built build(const Environment& env, const PlanOptions& options = {}) {
     return built;
 }
 
+/// What `tfslurm plan --nodelist <nodelist> --tasks-per-node <tasks> --job-id <job> --step-id
+/// <step>` previews, seen from `rank` when given; the other overrides are the caller's to set.
+inline tfslurm::StepOverrides preview_overrides(const std::string& nodelist,
+                                                const std::string& tasks,
+                                                std::uint64_t job,
+                                                std::uint64_t step = 0,
+                                                std::optional<std::uint32_t> rank = std::nullopt) {
+    tfslurm::StepOverrides overrides;
+    overrides.nodelist = nodelist;
+    overrides.tasks_per_node = tasks;
+    overrides.job_id = job;
+    overrides.step_id = step;
+    overrides.rank = rank;
+    return overrides;
+}
+
+/// The plan of the preview step of `overrides`, with `options`.
+inline tfslurm::Plan plan_of_preview(const tfslurm::StepOverrides& overrides,
+                                     const PlanOptions& options = {}) {
+    const auto step = tfslurm::preview_step(overrides);
+    return tfslurm::make_plan(step, tfslurm::resolve_allocation(step), options);
+}
+
 /// A preview step (as `tfslurm plan --nodelist ... --tasks-per-node ...`), its placement and
 /// its plan.
 inline Built preview(const std::string& nodelist,
                      const std::string& tasks,
                      const PlanOptions& options = {},
                      std::uint64_t job = 1234) {
-    tfslurm::StepOverrides overrides;
-    overrides.nodelist = nodelist;
-    overrides.tasks_per_node = tasks;
-    overrides.job_id = job;
-    overrides.step_id = 0;
     Built built;
-    built.step = tfslurm::preview_step(overrides);
+    built.step = tfslurm::preview_step(preview_overrides(nodelist, tasks, job));
     built.allocation = tfslurm::resolve_allocation(built.step);
     built.plan = tfslurm::make_plan(built.step, built.allocation, options);
     return built;

@@ -4,20 +4,17 @@
 #include <tfslurm/auth.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/protocol.hpp>
-#include <tfslurm/spawn.hpp>
 
 #include <catch2/catch.hpp>
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -311,40 +308,35 @@ class PrivateMunged {
         if (std::system(key.c_str()) != 0) {
             return;
         }
-        // In the foreground, so that its pid is the one spawned: stopped by that pid alone.
-        SpawnRequest request;
-        request.argv = {"/usr/sbin/munged",
-                        "--foreground",
-                        "--force",
-                        "--key-file=" + m_dir + "/munge.key",
-                        "--socket=" + m_socket,
-                        "--pid-file=" + m_dir + "/munged.pid",
-                        "--log-file=" + m_dir + "/munged.log",
-                        "--seed-file=" + m_dir + "/munged.seed"};
-        request.env = {"PATH=/usr/bin:/bin"};
-        request.death_signal = SIGTERM; // not left behind by a test run that is killed
-        const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-        request.stdout_fd = null;
-        request.stderr_fd = null;
-        try {
-            m_pid = spawn_process(request);
-        } catch (const Error&) {
-            m_pid = -1;
-        }
-        ::close(null);
-        if (m_pid < 0) {
+        // A daemon, not a child of the test process (whose tests check that it has none).
+        const std::string start = "/usr/sbin/munged --force --key-file=" + m_dir +
+                                  "/munge.key --socket=" + m_socket + " --pid-file=" + pid_file() +
+                                  " --log-file=" + m_dir + "/munged.log --seed-file=" + m_dir +
+                                  "/munged.seed >/dev/null 2>&1";
+        if (std::system(start.c_str()) != 0) {
             return;
         }
-        for (int i = 0; i < 100 && !munge_available(m_socket); ++i) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        // munged may answer before it writes its pid file: wait for both, then stop it by that
+        // pid alone (the file is in this test's private directory).
+        for (int i = 0; i < 250 && (m_pid <= 0 || !munge_available(m_socket)); ++i) {
+            std::ifstream(pid_file()) >> m_pid;
+            if (m_pid <= 0 || !munge_available(m_socket)) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            }
         }
-        m_running = munge_available(m_socket);
+        m_running = m_pid > 0 && munge_available(m_socket);
     }
     ~PrivateMunged() {
-        if (m_pid > 0) {
-            ::kill(m_pid, SIGTERM);
-            int status = 0;
-            while (::waitpid(m_pid, &status, 0) < 0 && errno == EINTR) {
+        if (m_pid > 0 && ::kill(m_pid, SIGTERM) == 0) {
+            // Not our child: gone once /proc has no live process of that pid (at most 5 s).
+            for (int i = 0; i < 500; ++i) {
+                std::ifstream stat("/proc/" + std::to_string(m_pid) + "/stat");
+                std::string line;
+                std::getline(stat, line);
+                if (line.empty() || line.find(") Z ") != std::string::npos) {
+                    break;
+                }
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
             }
         }
         if (!m_dir.empty()) {
@@ -356,6 +348,7 @@ class PrivateMunged {
     PrivateMunged& operator=(const PrivateMunged&) = delete;
 
     [[nodiscard]] bool running() const noexcept { return m_running; }
+    [[nodiscard]] std::string pid_file() const { return m_dir + "/munged.pid"; }
     [[nodiscard]] const std::string& socket() const noexcept { return m_socket; }
 
   private:

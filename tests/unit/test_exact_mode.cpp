@@ -108,13 +108,8 @@ void check_same(const Plan& exact, const Plan& computed) {
 StepInfo preview(const std::string& nodelist,
                  const std::string& tasks_per_node,
                  const std::string& distribution) {
-    tfslurm::StepOverrides overrides;
-    overrides.nodelist = nodelist;
-    overrides.tasks_per_node = tasks_per_node;
+    auto overrides = tfslurm::test::preview_overrides(nodelist, tasks_per_node, 4242, 0, 0);
     overrides.distribution = distribution;
-    overrides.job_id = 4242;
-    overrides.step_id = 0;
-    overrides.rank = 0;
     return tfslurm::preview_step(overrides);
 }
 

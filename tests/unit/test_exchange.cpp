@@ -32,15 +32,9 @@ Plan named_plan(std::uint32_t rank,
                 const std::string& nodelist = "n[1-3]",
                 const std::string& tasks = "2",
                 const std::string& distribution = "block") {
-    StepOverrides overrides;
-    overrides.nodelist = nodelist;
-    overrides.tasks_per_node = tasks;
+    auto overrides = tfslurm::test::preview_overrides(nodelist, tasks, 1234, 0, rank);
     overrides.distribution = distribution;
-    overrides.job_id = 1234;
-    overrides.step_id = 0;
-    overrides.rank = rank;
-    const auto step = preview_step(overrides);
-    return make_plan(step, resolve_allocation(step), PlanOptions{});
+    return tfslurm::test::plan_of_preview(overrides);
 }
 
 } // namespace

@@ -52,13 +52,8 @@ tfslurm::Plan single_node_plan(const std::string& iface,
                                const std::vector<InterfaceAddress>& interfaces,
                                const std::string& nodelist = "n1",
                                const std::string& tasks = "2") {
-    tfslurm::StepOverrides overrides;
-    overrides.nodelist = nodelist;
-    overrides.tasks_per_node = tasks;
-    overrides.job_id = 1234;
-    overrides.step_id = 0;
-    overrides.rank = 0;
-    const auto step = tfslurm::preview_step(overrides);
+    const auto step =
+        tfslurm::preview_step(tfslurm::test::preview_overrides(nodelist, tasks, 1234, 0, 0));
     const auto allocation = tfslurm::resolve_allocation(step);
     tfslurm::PlanOptions options;
     tfslurm::apply_plan_setting(options, "iface", iface);

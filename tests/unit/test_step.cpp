@@ -2,6 +2,7 @@
 // Unit tests of the step snapshot (include/tfslurm/step.hpp): read_step(), the batch
 // script's fallback, every variable's error, parse_distribution(), preview_step().
 #include "fixtures.hpp"
+#include "topology_conf.hpp"
 
 #include <tfslurm/error.hpp>
 #include <tfslurm/placement.hpp>
@@ -209,15 +210,7 @@ TEST_CASE("step: preview_step describes allocations like srun", "[step]") {
 namespace {
 
 /// A FileReader over `files` (path -> text); any other path cannot be opened.
-tfslurm::FileReader reader_of(std::map<std::string, std::string> files) {
-    return [files = std::move(files)](const std::string& path, std::string_view subject) {
-        const auto found = files.find(path);
-        if (found == files.end()) {
-            throw tfslurm::errors::make(Errc::io, subject, "cannot open " + tfslurm::quote(path));
-        }
-        return found->second;
-    };
-}
+using tfslurm::test::reader_of;
 
 } // namespace
 
@@ -276,15 +269,7 @@ TEST_CASE("tasks: every task of a real 26.05 step laid out in topology order ref
     // `srun -l -p topo -N3 -n6 env` on the test cluster of 26.05, whose partition topo follows
     // a tree (n3 | n1 n2): ranks 0,1 ran on n3, 2,3 on n1, 4,5 on n2, while the nodelist,
     // SLURM_NODEID and the counts are in name order.
-    const auto files =
-        reader_of({{"/run/tfslurm-tc/etc/slurm.conf",
-                    "PartitionName=debug Nodes=ALL Default=YES\n"
-                    "PartitionName=topo Nodes=ALL MaxTime=INFINITE State=UP Topology=tree\n"},
-                   {"/run/tfslurm-tc/etc/topology.yaml",
-                    "- topology: flat\n  cluster_default: true\n  flat: true\n"
-                    "- topology: tree\n  tree:\n    switches:\n      - switch: top\n"
-                    "        children: s1,s2\n      - switch: s1\n        nodes: n3\n"
-                    "      - switch: s2\n        nodes: n[1-2]\n"}});
+    const auto files = reader_of(tfslurm::test::topology_conf_files());
     const std::vector<std::string> ran_on{"n3", "n3", "n1", "n1", "n2", "n2"};
     for (int rank = 0; rank < 6; ++rank) {
         INFO(rank);

@@ -3,6 +3,7 @@
 // the command that asks for it, parse_step_layout() on real sattach output of Slurm 26.05 and
 // on every malformed or contradicting answer, and resolve_allocation() following it.
 #include "fixtures.hpp"
+#include "topology_conf.hpp"
 
 #include <tfslurm/error.hpp>
 #include <tfslurm/placement.hpp>
@@ -26,22 +27,7 @@ namespace {
 
 /// The slurm.conf and topology.yaml of the 26.05 test cluster (partition topo: n3 | n1 n2).
 tfslurm::FileReader topo_cluster_files() {
-    const std::map<std::string, std::string> files{
-        {"/run/tfslurm-tc/etc/slurm.conf",
-         "PartitionName=debug Nodes=ALL Default=YES\n"
-         "PartitionName=topo Nodes=ALL MaxTime=INFINITE State=UP Topology=tree\n"},
-        {"/run/tfslurm-tc/etc/topology.yaml",
-         "- topology: flat\n  cluster_default: true\n  flat: true\n"
-         "- topology: tree\n  tree:\n    switches:\n      - switch: top\n"
-         "        children: s1,s2\n      - switch: s1\n        nodes: n3\n"
-         "      - switch: s2\n        nodes: n[1-2]\n"}};
-    return [files](const std::string& path, std::string_view subject) {
-        const auto found = files.find(path);
-        if (found == files.end()) {
-            throw tfslurm::errors::make(Errc::io, subject, "cannot open " + tfslurm::quote(path));
-        }
-        return found->second;
-    };
+    return tfslurm::test::reader_of(tfslurm::test::topology_conf_files());
 }
 
 /// Rank `rank` of `srun -l -p topo -N3 -n6` on the 26.05 test cluster, read as a task would.

@@ -33,15 +33,9 @@ tfslurm::Plan preview_plan(const std::string& nodelist,
                            const PlanOptions& options,
                            const std::string& ports = "",
                            std::optional<std::uint32_t> rank = std::nullopt) {
-    tfslurm::StepOverrides overrides;
-    overrides.nodelist = nodelist;
-    overrides.tasks_per_node = tasks;
+    auto overrides = tfslurm::test::preview_overrides(nodelist, tasks, 77, 1, rank);
     overrides.resv_ports = ports;
-    overrides.job_id = 77;
-    overrides.step_id = 1;
-    overrides.rank = rank;
-    const auto step = tfslurm::preview_step(overrides);
-    return tfslurm::make_plan(step, tfslurm::resolve_allocation(step), options);
+    return tfslurm::test::plan_of_preview(overrides, options);
 }
 
 PlanOptions roles(const std::string& list) {
@@ -398,14 +392,9 @@ TEST_CASE("tf_config: a TF_CONFIG too large for the environment is a clear error
 TEST_CASE("tf_config: plan table and JSON", "[tf_config]") {
     PlanOptions options;
     tfslurm::apply_plan_setting(options, "ps", "1");
-    tfslurm::StepOverrides overrides;
-    overrides.nodelist = "n[1-2]";
-    overrides.tasks_per_node = "2,1";
-    overrides.job_id = 1234;
-    overrides.step_id = 0;
+    auto overrides = tfslurm::test::preview_overrides("n[1-2]", "2,1", 1234);
     overrides.gpus = "0,1";
-    const auto step = tfslurm::preview_step(overrides);
-    const auto plan = tfslurm::make_plan(step, tfslurm::resolve_allocation(step), options);
+    const auto plan = tfslurm::test::plan_of_preview(overrides, options);
     CHECK(tfslurm::plan_table(plan) ==
           "# job 1234, step 0: 3 tasks on 2 nodes (n[1-2]), native layout\n"
           "# ports: derived; launcher control endpoint n1:21865\n"

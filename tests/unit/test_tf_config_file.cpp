@@ -32,14 +32,8 @@ namespace {
 
 /// `nodes` nodes with `per_node` tasks each, job 77, step 1, seen from `rank`.
 tfslurm::Plan synthetic_plan(std::uint32_t nodes, std::uint32_t per_node, std::uint32_t rank) {
-    tfslurm::StepOverrides overrides;
-    overrides.nodelist = "n[00001-" + std::to_string(nodes) + "]";
-    overrides.tasks_per_node = std::to_string(per_node);
-    overrides.job_id = 77;
-    overrides.step_id = 1;
-    overrides.rank = rank;
-    const auto step = tfslurm::preview_step(overrides);
-    return tfslurm::make_plan(step, tfslurm::resolve_allocation(step), {});
+    return tfslurm::test::plan_of_preview(tfslurm::test::preview_overrides(
+        "n[00001-" + std::to_string(nodes) + "]", std::to_string(per_node), 77, 1, rank));
 }
 
 std::string value_of(const tfslurm::EnvVars& vars, const std::string& name) {
