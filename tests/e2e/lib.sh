@@ -179,6 +179,34 @@ sbatch_wait() {
     return 124
 }
 
+# requeue_job DIR RUN_ARGS...: submit a 2-node batch job (one task per node, --requeue); E2E_JOB
+# is its id (scancelled at exit). In each run R of the job (SLURM_RESTART_COUNT, 0 first)
+# its script writes the run's nodelist to DIR/nodesR, runs `srun tfslurm run --requeue
+# --max-requeues 1 --auth munge RUN_ARGS...` with each task's output in DIR/runR-task<t>.out,
+# writes "srun: <status>" to DIR/runR.out and exits with srun's status. RUN_ARGS reach tfslurm
+# as given (a word like '$OUT_DIR' is the task's; OUT_DIR is DIR).
+requeue_job() {
+    local dir=$1
+    shift
+    {
+        printf '#!/bin/bash\n'
+        # shellcheck disable=SC2016 # the job script's own expansions
+        printf '%s\n' 'run=${SLURM_RESTART_COUNT:-0}' \
+            'echo "$SLURM_JOB_NODELIST" >"$OUT_DIR/nodes$run"' \
+            'rc=0'
+        # shellcheck disable=SC2016 # the job script's own expansions
+        printf '%s' 'srun -o "$OUT_DIR/run$run-task%t.out" "$E2E_TFSLURM" run --requeue' \
+            ' --max-requeues 1 --auth munge'
+        printf ' %q' "$@"
+        # shellcheck disable=SC2016 # the job script's own expansions
+        printf '%s\n' ' || rc=$?' 'echo "srun: $rc" >"$OUT_DIR/run$run.out"' 'exit "$rc"'
+    } >"$dir/job.sh"
+    chmod +x "$dir/job.sh"
+    E2E_JOB=$(OUT_DIR=$dir sbatch_submit -N2 --ntasks-per-node=1 --requeue --export=ALL \
+        -o /dev/null -e "$dir/job.err" "$dir/job.sh")
+    on_exit "timeout 10 scancel $E2E_JOB 2>/dev/null || true"
+}
+
 # wait_requeued JOBID SECONDS LABEL GLOB: wait until the job was requeued once and is pending
 # again (Restarts=1, JobState=PENDING); else fail with the job's last record and, after LABEL,
 # the files GLOB names then (e.g. the first run's output).
@@ -386,6 +414,29 @@ hostile_client_dir() {
     cp -- "$e2e_lib_dir/hostile_client.py" "$1/$2/"
     chown -R nobody: "$1/$2"
     printf '%s\n' "$1/$2"
+}
+
+# hostile_client HDIR NODE SECONDS ARGS...: HDIR/hostile_client.py ARGS... (HDIR made by
+# hostile_client_dir) as the hostile user (nobody) on NODE, with Debian's python3, ended after
+# SECONDS (and the node command 10 s later).
+hostile_client() {
+    local hdir=$1 node=$2 secs=$3
+    shift 3
+    timeout -k 5 "$((secs + 10))" "$E2E_TEST_CLUSTER" node "$node" runuser -u nobody -- \
+        timeout -k 5 "$secs" /usr/bin/python3 "$hdir/hostile_client.py" "$@"
+}
+
+# node_lost_step DIR: start_three_node_step DIR, then lose_node n3 and wait for srun: E2E_RC is
+# its status, E2E_OUT every task's output then srun's. The caller checks what rank 0's launcher
+# said (DIR/task-0.out) and that nothing is left.
+# shellcheck disable=SC2034 # E2E_RC and E2E_OUT are the test's to read
+node_lost_step() {
+    local dir=$1
+    start_three_node_step "$dir"
+    lose_node n3
+    E2E_RC=0
+    wait "$E2E_SRUN_PID" || E2E_RC=$?
+    E2E_OUT=$(cat -- "$dir"/task-{0,1,2}.out 2>/dev/null)$'\n'$(cat "$dir/srun.out")
 }
 
 # lose_node NODE [LABEL]: a lost node, as the step sees it: SIGKILL to every process in NODE's

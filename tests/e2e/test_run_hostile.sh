@@ -17,19 +17,9 @@ set -euo pipefail
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 require_trainer
 
-user=nobody
-python=/usr/bin/python3
 dir=$(make_tmpdir)
 # The hostile user's directory: its script and the files it writes.
 hdir=$(hostile_client_dir "$dir" hostile)
-
-# hostile SECONDS NODE ARGS...: hostile_client.py ARGS... as $user on NODE, bounded.
-hostile() {
-    local secs=$1 node=$2
-    shift 2
-    timeout -k 5 "$secs" "$E2E_TEST_CLUSTER" node "$node" runuser -u "$user" -- \
-        timeout -k 5 "$secs" "$python" "$hdir/hostile_client.py" "$@"
-}
 
 # --- (a) a flood of connections while a late rank registers --------------------------------------
 # Rank 1 starts its launcher only once the flood is in place (and 2 s later).
@@ -45,7 +35,7 @@ srun_pid=$!
 on_exit "kill $srun_pid 2>/dev/null || true"
 # The flood waits for rank 0's coordinator (control port 23301 on n1), then holds 3,000
 # connections for 20 s.
-hostile 90 n2 flood n1 23301 3000 20 "$hdir/flooding" >"$dir/flood.client" 2>&1 &
+hostile_client "$hdir" n2 90 flood n1 23301 3000 20 "$hdir/flooding" >"$dir/flood.client" 2>&1 &
 flood_pid=$!
 on_exit "kill $flood_pid 2>/dev/null || true"
 rc=0
@@ -60,7 +50,7 @@ assert_contains "$out" "tfslurm: warning: coordinator: closing connection from 1
 rc=0
 wait "$flood_pid" || rc=$?
 assert_eq 0 "$rc" "the flood client ran to its end"$'\n'"$(cat -- "$dir/flood.client")"
-e2e_log "flood of 3000 connections of $user: the late rank registered, status 0"
+e2e_log "flood of 3000 connections of nobody: the late rank registered, status 0"
 
 # --- (b) peer text is quoted ---------------------------------------------------------------------
 # shellcheck disable=SC2016 # expanded by the task's shell
@@ -74,7 +64,7 @@ srun_pid=$!
 on_exit "kill $srun_pid 2>/dev/null || true"
 wait_for_lines . 1 60 "$dir/job"
 job=$(<"$dir/job")
-assert_eq "forged 2" "$(hostile 60 n2 forge n1 23401 "$job" 0 2>&1)" "the forging client"
+assert_eq "forged 2" "$(hostile_client "$hdir" n2 60 forge n1 23401 "$job" 0 2>&1)" "the forging client"
 touch "$dir/go"
 rc=0
 wait "$srun_pid" || rc=$?
@@ -90,7 +80,7 @@ assert_contains "$out" '(pid 4242 on "n2\ntfslurm: error: aborting: forged\x1b[2
 # shellcheck disable=SC2016 # literal backslashes
 assert_contains "$out" '"{\"host\":\"n2\ntfslurm: error: aborting: forged\x1b[31m\xff\xfe\xc3(\",' \
     "the raw host (not UTF-8), quoted in the protocol error"
-e2e_log "forged host of $user: quoted"
+e2e_log "forged host of nobody: quoted"
 
 # --- (c) noise is bounded ------------------------------------------------------------------------
 # Every trainer waits for the coordinator's summary line before it ends.
@@ -102,7 +92,7 @@ timeout -k 5 120 srun -N2 --ntasks-per-node=1 -o "$dir/noise.out" "$E2E_TFSLURM"
     "$E2E_TRAINER" --work-ms 200 >"$dir/noise.srun" 2>&1 &
 srun_pid=$!
 on_exit "kill $srun_pid 2>/dev/null || true"
-noise=$(hostile 60 n2 noise n1 23501 40 6 2>&1) || fail "the noise client failed: $noise"
+noise=$(hostile_client "$hdir" n2 60 noise n1 23501 40 6 2>&1) || fail "the noise client failed: $noise"
 [[ $noise =~ ^opened\ ([0-9]+)$ ]] || fail "the noise client: $noise"
 opened=${BASH_REMATCH[1]}
 rc=0

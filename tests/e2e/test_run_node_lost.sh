@@ -14,19 +14,11 @@ source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 require_trainer
 
 dir=$(make_tmpdir)
-start_three_node_step "$dir"
-log=$dir/srun.out srun_pid=$E2E_SRUN_PID job=$E2E_JOB
-tasks=("$dir"/task-{0,1,2}.out)
-
-lose_node n3
-
-rc=0
-wait "$srun_pid" || rc=$?
-out=$(cat -- "${tasks[@]}" 2>/dev/null)$'\n'$(cat "$log")
-line="tfslurm: error: aborting: rank 2 (worker:1) on n3 launcher lost (connection closed); cancelling step $job.0 through Slurm"
-assert_eq 1 "$(grep -cxF "$line" "$dir/task-0.out")" "rank 0's launcher cancels the step and says so"$'\n'"$out"
-assert_eq 0 "$(grep -c 'cancelling step' "$dir/task-1.out")" "only rank 0 cancels"$'\n'"$out"
-assert_eq 137 "$rc" "srun ends by itself: the cancel killed the remaining tasks"$'\n'"$out"
+node_lost_step "$dir"
+line="tfslurm: error: aborting: rank 2 (worker:1) on n3 launcher lost (connection closed); cancelling step $E2E_JOB.0 through Slurm"
+assert_eq 1 "$(grep -cxF "$line" "$dir/task-0.out")" "rank 0's launcher cancels the step and says so"$'\n'"$E2E_OUT"
+assert_eq 0 "$(grep -c 'cancelling step' "$dir/task-1.out")" "only rank 0 cancels"$'\n'"$E2E_OUT"
+assert_eq 137 "$E2E_RC" "srun ends by itself: the cancel killed the remaining tasks"$'\n'"$E2E_OUT"
 
 no_leftovers 20
 e2e_log "PASS"

@@ -13,19 +13,11 @@ require_trainer
 
 dir=$(make_tmpdir)
 missing=$dir/no-such-libslurm.so
-TFSLURM_LIBSLURM=$missing start_three_node_step "$dir"
-log=$dir/srun.out srun_pid=$E2E_SRUN_PID job=$E2E_JOB
-tasks=("$dir"/task-{0,1,2}.out)
-
-lose_node n3
-
-rc=0
-wait "$srun_pid" || rc=$?
-out=$(cat -- "${tasks[@]}" 2>/dev/null)$'\n'$(cat "$log")
-line="tfslurm: error: aborting: rank 2 (worker:1) on n3 launcher lost (connection closed); cancelling step $job.0 with scancel (libslurm cannot be called: libslurm: cannot load any of $missing: $missing: cannot open shared object file: No such file or directory)"
-assert_eq 1 "$(grep -cxF "$line" "$dir/task-0.out")" "rank 0's launcher cancels the step with scancel and says why"$'\n'"$out"
-assert_eq 0 "$(grep -c 'cannot cancel step' "$dir/task-0.out")" "scancel succeeded"$'\n'"$out"
-assert_eq 137 "$rc" "srun ends by itself: the cancel killed the remaining tasks"$'\n'"$out"
+TFSLURM_LIBSLURM=$missing node_lost_step "$dir"
+line="tfslurm: error: aborting: rank 2 (worker:1) on n3 launcher lost (connection closed); cancelling step $E2E_JOB.0 with scancel (libslurm cannot be called: libslurm: cannot load any of $missing: $missing: cannot open shared object file: No such file or directory)"
+assert_eq 1 "$(grep -cxF "$line" "$dir/task-0.out")" "rank 0's launcher cancels the step with scancel and says why"$'\n'"$E2E_OUT"
+assert_eq 0 "$(grep -c 'cannot cancel step' "$dir/task-0.out")" "scancel succeeded"$'\n'"$E2E_OUT"
+assert_eq 137 "$E2E_RC" "srun ends by itself: the cancel killed the remaining tasks"$'\n'"$E2E_OUT"
 
 no_leftovers 20
 e2e_log "PASS"

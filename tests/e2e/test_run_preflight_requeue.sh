@@ -14,35 +14,23 @@ source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 require_trainer
 dir=$(make_tmpdir)
 
-# The site's check: fails on the node named in $dir/bad (written by run 1's batch script).
-cat >"$dir/check.sh" <<CHECK
+# The site's check: fails on the job's second node in the first run only (SLURM_RESTART_COUNT
+# unset or 0).
+cat >"$dir/check.sh" <<'CHECK'
 #!/bin/sh
-[ "\$(hostname)" != "\$(cat "$dir/bad")" ]
+[ "${SLURM_RESTART_COUNT:-0}" != 0 ] ||
+    [ "$(hostname)" != "$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 2p)" ]
 CHECK
 chmod +x "$dir/check.sh"
 
-cat >"$dir/job.sh" <<'JOB'
-#!/bin/bash
-run=${SLURM_RESTART_COUNT:-0}
-echo "$SLURM_JOB_NODELIST" >"$OUT_DIR/nodes$run"
-if [[ $run == 0 ]]; then
-    scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 2p >"$OUT_DIR/bad"
-fi
-rc=0
-srun -o "$OUT_DIR/run$run-task%t.out" "$E2E_TFSLURM" run --requeue --max-requeues 1 --auth munge \
-    --preflight-command "$OUT_DIR/check.sh" -- sh -c 'touch "$OUT_DIR/trainer${SLURM_RESTART_COUNT:-0}.$SLURM_PROCID"' || rc=$?
-echo "srun: $rc" >"$OUT_DIR/run$run.out"
-exit "$rc"
-JOB
-chmod +x "$dir/job.sh"
-
-jid=$(OUT_DIR=$dir sbatch_submit -N2 --ntasks-per-node=1 --requeue --export=ALL \
-    -o /dev/null -e "$dir/job.err" "$dir/job.sh")
-on_exit "timeout 10 scancel $jid 2>/dev/null || true"
+# shellcheck disable=SC2016 # expanded by the tasks
+requeue_job "$dir" --preflight-command "$dir/check.sh" -- \
+    sh -c 'touch "$OUT_DIR/trainer${SLURM_RESTART_COUNT:-0}.$SLURM_PROCID"'
+jid=$E2E_JOB
 
 wait_requeued "$jid" 90 "run 0" "$dir/run0*"
-bad=$(cat "$dir/bad")
-[[ -n $bad ]] || fail "run 0 did not name its second node"
+bad=$(timeout 10 scontrol show hostnames "$(cat "$dir/nodes0")" | sed -n 2p)
+[[ -n $bad ]] || fail "run 0 did not note its nodes"
 assert_eq "tfslurm: error: aborting: preflight failed on $bad (rank 1, worker:1): command: \"$dir/check.sh\" exited with status 1; requeueing job $jid without $bad (requeue 1 of 1)" \
     "$(grep '^tfslurm: ' "$dir/run0-task0.out")" "run 0: rank 0 names the node and requeues the job without it"
 assert_eq 0 "$(grep -c '^tfslurm: ' "$dir/run0-task1.out" || true)" "run 0: rank 1 says nothing"

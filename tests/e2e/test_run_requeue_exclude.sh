@@ -15,21 +15,8 @@ source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 require_trainer
 dir=$(make_tmpdir)
 
-cat >"$dir/job.sh" <<'JOB'
-#!/bin/bash
-run=${SLURM_RESTART_COUNT:-0}
-echo "$SLURM_JOB_NODELIST" >"$OUT_DIR/nodes$run"
-rc=0
-srun -o "$OUT_DIR/run$run-task%t.out" "$E2E_TFSLURM" run --requeue --max-requeues 1 --auth munge \
-    --grace 3 --heartbeat 0.5 --heartbeat-timeout 3 -- "$E2E_TRAINER" --work-ms 60000 || rc=$?
-echo "srun: $rc" >"$OUT_DIR/run$run.out"
-exit "$rc"
-JOB
-chmod +x "$dir/job.sh"
-
-jid=$(OUT_DIR=$dir sbatch_submit -N2 --ntasks-per-node=1 --requeue --export=ALL \
-    -o /dev/null -e "$dir/job.err" "$dir/job.sh")
-on_exit "timeout 10 scancel $jid 2>/dev/null || true"
+requeue_job "$dir" --grace 3 --heartbeat 0.5 --heartbeat-timeout 3 -- "$E2E_TRAINER" --work-ms 60000
+jid=$E2E_JOB
 
 # kill_rank1_node RUN: every process of the step on the node of run RUN's rank 1 but slurmd
 # (the node stays up: its connections are reset); prints the node.

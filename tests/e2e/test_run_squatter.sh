@@ -14,8 +14,6 @@ set -euo pipefail
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 require_trainer
 
-user=nobody
-python=/usr/bin/python3
 dir=$(make_tmpdir)
 hdir=$(hostile_client_dir "$dir" squatter)
 
@@ -24,8 +22,7 @@ hdir=$(hostile_client_dir "$dir" squatter)
 squat() {
     local answer=$1 base=$2 why=$3 control=$(($2 + 1)) rc=0 out job
     rm -f -- "$hdir/ready" "$hdir/stop"
-    timeout -k 5 150 "$E2E_TEST_CLUSTER" node n1 runuser -u "$user" -- timeout -k 5 140 "$python" \
-        "$hdir/hostile_client.py" squat 0.0.0.0 "$control" "$answer" "$hdir/stop" "$hdir/ready" \
+    hostile_client "$hdir" n1 140 squat 0.0.0.0 "$control" "$answer" "$hdir/stop" "$hdir/ready" \
         >"$dir/$answer.squatter" 2>&1 &
     local squatter_pid=$!
     on_exit "touch '$hdir/stop'; kill $squatter_pid 2>/dev/null || true"
