@@ -15,6 +15,7 @@
 #include <tfslurm/protocol.hpp>
 #include <tfslurm/run_settings.hpp>
 #include <tfslurm/step.hpp>
+#include <tfslurm/tf_config.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -159,6 +160,16 @@ inline tfslurm::FileReader reader_of(std::map<std::string, std::string> files) {
         }
         return found->second;
     };
+}
+
+/// The value of `name` in `vars` (the first one), or "<unset>".
+inline std::string value_of(const tfslurm::EnvVars& vars, const std::string& name) {
+    for (const auto& [key, value] : vars) {
+        if (key == name) {
+            return value;
+        }
+    }
+    return "<unset>";
 }
 
 /// What a tfslurm::Error said: its code's name, its message and its hint.

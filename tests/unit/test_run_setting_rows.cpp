@@ -23,15 +23,12 @@ using tfslurm::Origin;
 using tfslurm::RunSettings;
 using tfslurm::SettingValue;
 using tfslurm::test::require_error;
-
-RunSettings resolve(const std::vector<SettingValue>& given) {
-    return tfslurm::test::resolve_run(given);
-}
+using tfslurm::test::resolve_run;
 
 } // namespace
 
 TEST_CASE("run_settings: defaults when nothing is given", "[run_settings]") {
-    const RunSettings run = resolve({});
+    const RunSettings run = resolve_run({});
     CHECK(run.until == tfslurm::Until::workers);
     CHECK(run.grace == 10s);
     CHECK(run.heartbeat == 1s);
@@ -62,7 +59,7 @@ TEST_CASE("run_settings: defaults when nothing is given", "[run_settings]") {
 }
 
 TEST_CASE("run_settings: each launcher row writes its field", "[run_settings]") {
-    const RunSettings run = resolve({
+    const RunSettings run = resolve_run({
         {"until", "chief", Origin::option},
         {"grace", "2.5", Origin::option},
         {"heartbeat", "0.5", Origin::environment},
@@ -139,7 +136,7 @@ TEST_CASE("run_settings: bad values name the setting key", "[run_settings]") {
     CAPTURE(key, value);
     require_error(
         [&] {
-            (void)resolve({{key, value, Origin::option}});
+            (void)resolve_run({{key, value, Origin::option}});
         },
         Errc::invalid_argument,
         std::get<2>(row));

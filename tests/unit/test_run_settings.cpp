@@ -23,21 +23,18 @@ using tfslurm::Origin;
 using tfslurm::RunSettings;
 using tfslurm::SettingValue;
 using tfslurm::test::require_error;
-
-RunSettings resolve(const std::vector<SettingValue>& given) {
-    return tfslurm::test::resolve_run(given);
-}
+using tfslurm::test::resolve_run;
 
 } // namespace
 
 TEST_CASE("run_settings: one barrier before start, for the probe or the health checks",
           "[run_settings][preflight]") {
-    CHECK(tfslurm::has_start_barrier(resolve({{"probe", "", Origin::option}})));
-    const RunSettings checked = resolve({{"preflight", "", Origin::option}});
+    CHECK(tfslurm::has_start_barrier(resolve_run({{"probe", "", Origin::option}})));
+    const RunSettings checked = resolve_run({{"preflight", "", Origin::option}});
     CHECK(tfslurm::preflight_enabled(checked));
     CHECK(tfslurm::has_start_barrier(checked));
     // A site command alone turns the checks on: it would never run otherwise.
-    const RunSettings command = resolve({{"preflight_command", "true", Origin::environment}});
+    const RunSettings command = resolve_run({{"preflight_command", "true", Origin::environment}});
     CHECK_FALSE(command.preflight);
     CHECK(tfslurm::preflight_enabled(command));
     CHECK(tfslurm::has_start_barrier(command));
@@ -47,13 +44,13 @@ TEST_CASE("run_settings: heartbeat_timeout must be longer than heartbeat", "[run
     // The value as given is quoted; without one, its default as a user would write it.
     require_error(
         [] {
-            (void)resolve({{"heartbeat_timeout", "1.0", Origin::option}});
+            (void)resolve_run({{"heartbeat_timeout", "1.0", Origin::option}});
         },
         Errc::invalid_argument,
         R"(heartbeat_timeout: must be longer than heartbeat: "1.0")");
     require_error(
         [] {
-            (void)resolve({{"heartbeat", "10", Origin::option}});
+            (void)resolve_run({{"heartbeat", "10", Origin::option}});
         },
         Errc::invalid_argument,
         R"(heartbeat_timeout: must be longer than heartbeat: "10")");

@@ -44,15 +44,7 @@ using tfslurm::spank::Setting;
 using tfslurm::spank::SiteConfig;
 using tfslurm::spank::task_variables;
 using tfslurm::test::require_error;
-
-std::string value_of(const tfslurm::EnvVars& vars, const std::string& name) {
-    for (const auto& [key, value] : vars) {
-        if (key == name) {
-            return value;
-        }
-    }
-    return "<unset>";
-}
+using tfslurm::test::value_of;
 
 std::vector<std::string> names_of(const tfslurm::EnvVars& vars) {
     std::vector<std::string> names;

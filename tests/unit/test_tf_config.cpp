@@ -25,6 +25,7 @@ using tfslurm::Errc;
 using tfslurm::Error;
 using tfslurm::PlanOptions;
 using tfslurm::test::require_error;
+using tfslurm::test::value_of;
 
 namespace {
 
@@ -42,15 +43,6 @@ PlanOptions roles(const std::string& list) {
     PlanOptions options;
     tfslurm::apply_plan_setting(options, "roles", list);
     return options;
-}
-
-std::string value_of(const tfslurm::EnvVars& vars, const std::string& name) {
-    for (const auto& [key, value] : vars) {
-        if (key == name) {
-            return value;
-        }
-    }
-    return "<unset>";
 }
 
 } // namespace

@@ -27,6 +27,7 @@ using tfslurm::Errc;
 using tfslurm::test::file_text;
 using tfslurm::test::path_exists;
 using tfslurm::test::require_error;
+using tfslurm::test::value_of;
 
 namespace {
 
@@ -34,15 +35,6 @@ namespace {
 tfslurm::Plan synthetic_plan(std::uint32_t nodes, std::uint32_t per_node, std::uint32_t rank) {
     return tfslurm::test::plan_of_preview(tfslurm::test::preview_overrides(
         "n[00001-" + std::to_string(nodes) + "]", std::to_string(per_node), 77, 1, rank));
-}
-
-std::string value_of(const tfslurm::EnvVars& vars, const std::string& name) {
-    for (const auto& [key, value] : vars) {
-        if (key == name) {
-            return value;
-        }
-    }
-    return "<unset>";
 }
 
 } // namespace
