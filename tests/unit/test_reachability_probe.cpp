@@ -20,6 +20,24 @@ using namespace std::chrono_literals;
 namespace asio = boost::asio;
 using Tcp = asio::ip::tcp;
 
+namespace {
+
+/// Probe `targets` with a 1 s timeout on `io`, run until the probe is done (at most 20 s):
+/// its failures, or nothing when it never finished.
+std::optional<std::vector<protocol::ProbeFailure>> probe_all(asio::io_context& io,
+                                                             detail::ReachabilityProbe& probe,
+                                                             std::vector<ProbeTarget> targets) {
+    std::optional<std::vector<protocol::ProbeFailure>> result;
+    probe.start(std::move(targets), 1s, [&](std::vector<protocol::ProbeFailure> failures) {
+        result = std::move(failures);
+        io.stop();
+    });
+    io.run_for(20s);
+    return result;
+}
+
+} // namespace
+
 TEST_CASE("reachability_probe: names are resolved off the loop, failures come by rank", "[probe]") {
     asio::io_context io;
     // A listener the probe reaches (the kernel completes the connection in its backlog), and
@@ -32,18 +50,13 @@ TEST_CASE("reachability_probe: names are resolved off the loop, failures come by
         closed = gone.local_endpoint().port();
     }
     detail::ReachabilityProbe probe(io);
-    std::optional<std::vector<protocol::ProbeFailure>> result;
-    probe.start({{1, "localhost", reachable},
-                 {2, "nosuch.invalid", reachable},
-                 {3, "127.0.0.1", reachable},
-                 {4, "127.0.0.1", closed},
-                 {5, "localhost", reachable}},
-                1s,
-                [&](std::vector<protocol::ProbeFailure> failures) {
-                    result = std::move(failures);
-                    io.stop();
-                });
-    io.run_for(20s);
+    const auto result = probe_all(io,
+                                  probe,
+                                  {{1, "localhost", reachable},
+                                   {2, "nosuch.invalid", reachable},
+                                   {3, "127.0.0.1", reachable},
+                                   {4, "127.0.0.1", closed},
+                                   {5, "localhost", reachable}});
     REQUIRE(result);
     REQUIRE(result->size() == 2);
     CHECK((*result)[0].rank == 2);
@@ -92,14 +105,8 @@ TEST_CASE("reachability_probe: a name is tried at every address it resolves to, 
             }
             asio::post(io, [resolved, addresses] { resolved({}, addresses); });
         });
-    std::optional<std::vector<protocol::ProbeFailure>> result;
-    probe.start({{1, "dual", port}, {2, "v4-second", port}, {3, "none-listening", port}},
-                1s,
-                [&](std::vector<protocol::ProbeFailure> failures) {
-                    result = std::move(failures);
-                    io.stop();
-                });
-    io.run_for(20s);
+    const auto result = probe_all(
+        io, probe, {{1, "dual", port}, {2, "v4-second", port}, {3, "none-listening", port}});
     REQUIRE(result);
     std::sort(asked.begin(), asked.end());
     CHECK(asked == std::vector<std::string>{"dual", "none-listening", "v4-second"});
