@@ -210,18 +210,7 @@ namespace tfslurm::detail {
     if (::getppid() != parent || ::poll(&lifeline, 1, 0) != 0) {
         ::_exit(128 + SIGKILL); // the caller died before we started the command
     }
-    const pid_t self = ::getpid();
-    const pid_t command = ::fork();
-    if (command == 0) {
-        ::close(keeper.lifeline);
-        exec_child(exec, /*new_group=*/false, SIGKILL, self);
-    }
-    if (command < 0) {
-        const int error = errno;
-        [[maybe_unused]] const auto written = ::write(exec.report_fd, &error, sizeof error);
-        ::_exit(127);
-    }
-    ::close(exec.report_fd);
+    const pid_t command = start_command(exec, keeper.lifeline);
     int command_status = 0;
     bool command_ended = false;
     bool settled = false;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <vector>
 
 namespace tfslurm {
 namespace {
@@ -65,6 +66,34 @@ std::string trimmed(std::string_view text) {
     return std::string{text.substr(first, last - first + 1)};
 }
 
+/// One `Key=Value` word of slurm.conf.
+struct ConfSetting {
+    std::string key;
+    std::string value;
+};
+
+/// The `Key=Value` words of slurm.conf `text`, line by line: comments dropped, words without
+/// '=' skipped (the one walk over the file's lines that its readers share).
+std::vector<std::vector<ConfSetting>> conf_lines(std::string_view text) {
+    std::vector<std::vector<ConfSetting>> lines;
+    std::size_t start = 0;
+    while (start < text.size()) {
+        const auto end = std::min(text.find('\n', start), text.size());
+        const std::string line = without_comment(text.substr(start, end - start));
+        start = end + 1;
+        std::vector<ConfSetting> settings;
+        std::size_t pos = 0;
+        for (std::string word = next_word(line, pos); !word.empty(); word = next_word(line, pos)) {
+            const auto eq = word.find('=');
+            if (eq != std::string::npos) {
+                settings.push_back({word.substr(0, eq), word.substr(eq + 1)});
+            }
+        }
+        lines.push_back(std::move(settings));
+    }
+    return lines;
+}
+
 bool is_flat_plugin(std::string_view plugin) noexcept {
     return plugin.empty() || equal_ignoring_case(plugin, "topology/flat") ||
            equal_ignoring_case(plugin, "topology/default") ||
@@ -76,23 +105,14 @@ bool is_flat_plugin(std::string_view plugin) noexcept {
 std::optional<std::string> partition_topology_name(std::string_view text,
                                                    std::string_view partition) {
     std::optional<std::string> by_default;
-    std::size_t start = 0;
-    while (start < text.size()) {
-        const auto end = std::min(text.find('\n', start), text.size());
-        const std::string line = without_comment(text.substr(start, end - start));
-        start = end + 1;
-        std::size_t pos = 0;
+    for (const auto& line : conf_lines(text)) {
         std::optional<std::string> name;
         std::optional<std::string> topology;
-        for (std::string word = next_word(line, pos); !word.empty(); word = next_word(line, pos)) {
-            const auto eq = word.find('=');
-            if (eq == std::string::npos) {
-                continue;
-            }
-            if (equal_ignoring_case(word.substr(0, eq), "PartitionName")) {
-                name = word.substr(eq + 1);
-            } else if (equal_ignoring_case(word.substr(0, eq), "Topology")) {
-                topology = word.substr(eq + 1);
+        for (const auto& setting : line) {
+            if (equal_ignoring_case(setting.key, "PartitionName")) {
+                name = setting.value;
+            } else if (equal_ignoring_case(setting.key, "Topology")) {
+                topology = setting.value;
             }
         }
         if (!name || !topology) {
@@ -212,16 +232,10 @@ std::optional<std::string> partition_topology(std::string_view conf,
 
 std::optional<std::string> slurm_conf_value(std::string_view text, std::string_view key) {
     std::optional<std::string> found;
-    std::size_t start = 0;
-    while (start < text.size()) {
-        const auto end = std::min(text.find('\n', start), text.size());
-        const std::string line = without_comment(text.substr(start, end - start));
-        start = end + 1;
-        std::size_t pos = 0;
-        for (std::string word = next_word(line, pos); !word.empty(); word = next_word(line, pos)) {
-            const auto eq = word.find('=');
-            if (eq != std::string::npos && equal_ignoring_case(word.substr(0, eq), key)) {
-                found = word.substr(eq + 1);
+    for (const auto& line : conf_lines(text)) {
+        for (const auto& setting : line) {
+            if (equal_ignoring_case(setting.key, key)) {
+                found = setting.value;
             }
         }
     }

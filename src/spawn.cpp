@@ -119,18 +119,7 @@ bool write_control(const char* path, const std::string& text) noexcept {
 [[noreturn]] void namespace_init(const ExecArgs& exec, int status_fd) noexcept {
     ignore_signals();
     install_stop_handler();
-    const pid_t self = ::getpid(); // 1
-    const pid_t command = ::fork();
-    if (command == 0) {
-        ::close(status_fd);
-        exec_child(exec, /*new_group=*/false, SIGKILL, self);
-    }
-    if (command < 0) {
-        const int error = errno;
-        [[maybe_unused]] const auto written = ::write(exec.report_fd, &error, sizeof error);
-        ::_exit(127);
-    }
-    ::close(exec.report_fd);
+    const pid_t command = start_command(exec, status_fd);
     std::optional<int> command_status;
     for (;;) {
         int wait_status = 0;

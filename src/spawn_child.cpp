@@ -71,6 +71,22 @@ exec_child(const ExecArgs& exec, bool new_group, int death_signal, pid_t parent)
     ::_exit(127);
 }
 
+pid_t start_command(const ExecArgs& exec, int not_inherited) noexcept {
+    const pid_t self = ::getpid();
+    const pid_t command = ::fork();
+    if (command == 0) {
+        ::close(not_inherited);
+        exec_child(exec, /*new_group=*/false, SIGKILL, self);
+    }
+    if (command < 0) {
+        const int error = errno;
+        [[maybe_unused]] const auto written = ::write(exec.report_fd, &error, sizeof error);
+        ::_exit(127);
+    }
+    ::close(exec.report_fd);
+    return command;
+}
+
 void ignore_signals() noexcept {
     struct sigaction ignore {};
     ignore.sa_handler = SIG_IGN;

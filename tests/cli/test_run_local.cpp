@@ -71,18 +71,15 @@ TEST_CASE("run: options end at the trainer's command", "[run]") {
         CHECK(count(ran.output, "debug:") == 0); // -v went to the trainer
     }
     SECTION("tfslurm's own options before the command, the trainer's after it") {
-        const Ran ran = run_to_end(local_defaults(2,
-                                                  31,
-                                                  {"--ps",
-                                                   "1",
-                                                   "sh",
-                                                   "-c",
-                                                   R"(echo "$TFSLURM_ROLE:$*")",
-                                                   "sh",
-                                                   "--ps",
-                                                   "2",
-                                                   "--",
-                                                   "--local"}));
+        // The worker ends only once the ps has printed: the ps is stopped when the work is done.
+        const TempDir scratch;
+        const std::string printed = scratch.path + "/printed";
+        const std::string script = R"(echo "$TFSLURM_ROLE:$*"; if [ "$TFSLURM_ROLE" = ps ]; )"
+                                   "then touch " +
+                                   printed + "; exec sleep 1000; fi; while [ ! -f " + printed +
+                                   " ]; do sleep 0.01; done";
+        const Ran ran = run_to_end(local_defaults(
+            2, 31, {"--ps", "1", "sh", "-c", script, "sh", "--ps", "2", "--", "--local"}));
         INFO(ran.output);
         CHECK(ran.status == 0);
         CHECK(count(ran.output, "ps:--ps 2 -- --local\n") == 1);
@@ -549,8 +546,10 @@ TEST_CASE("run: a wrapper script's child gets the grace period too", "[run]") {
     // when the wrapper dies, only when the grace runs out.
     TempDir scratch;
     const std::string ready = scratch.path + "/ready";
-    const std::string ps = "sh -c 'trap \"sleep 0.5; echo checkpointed; exit 0\" TERM; touch " +
-                           ready + "; sleep 1000 & wait'; echo wrapper-after";
+    // `ready` once the sleep runs: a SIGTERM before it would leave the sleep without one.
+    const std::string ps = "sh -c 'trap \"sleep 0.5; echo checkpointed; exit 0\" TERM; "
+                           "sleep 1000 & touch " +
+                           ready + "; wait'; echo wrapper-after";
     const std::string script = "if [ \"$TFSLURM_ROLE\" = ps ]; then " + ps +
                                "; else while [ ! -f " + ready + " ]; do sleep 0.01; done; fi";
     const Ran ran =
