@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Authentication of launchers and the coordinator: SHA-256, HMAC-SHA256, hex, constant-time
 // comparison and random bytes from libsodium (checked against the FIPS 180-4 and RFC 4231
-// vectors in tests/unit/test_protocol.cpp), the per-job secret, and MUNGE credentials through
+// vectors in tests/unit/test_auth.cpp), the per-job secret, and MUNGE credentials through
 // libmunge.
 #include <tfslurm/auth.hpp>
 #include <tfslurm/error.hpp>

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Arbitrary distribution (srun -m arbitrary, SLURM_HOSTFILE): the hostfile grammar, placement,
-// and real steps of the test cluster (tests/data/slurm-env/srun-arbitrary.txt).
+// Arbitrary distribution (srun -m arbitrary, SLURM_HOSTFILE): placement, and real steps of the
+// test cluster (tests/data/slurm-env/srun-arbitrary.txt). The hostfile's grammar:
+// test_hostfile.cpp.
 #include "fixtures.hpp"
 
 #include <tfslurm/error.hpp>
@@ -19,24 +20,13 @@
 using tfslurm::Distribution;
 using tfslurm::Environment;
 using tfslurm::Errc;
-using tfslurm::parse_hostfile;
+using tfslurm::test::reader_of;
 using tfslurm::test::require_error;
 using Hosts = std::vector<std::string>;
 
 namespace {
 
 constexpr std::string_view k_subject = "SLURM_HOSTFILE (hf)";
-
-/// A FileReader over fixed contents: path -> text; other paths fail like a missing file.
-tfslurm::FileReader reader(std::map<std::string, std::string> files) {
-    return [files = std::move(files)](const std::string& path, std::string_view subject) {
-        const auto found = files.find(path);
-        if (found == files.end()) {
-            throw tfslurm::errors::make(Errc::io, subject, "no such test file " + path);
-        }
-        return found->second;
-    };
-}
 
 /// The hostfile of each section of srun-arbitrary.txt ('# hostfile: ' lines, '|' = newline).
 std::vector<std::string> section_hostfiles() {
@@ -53,49 +43,6 @@ std::vector<std::string> section_hostfiles() {
 }
 
 } // namespace
-
-TEST_CASE("arbitrary: the hostfile grammar is Slurm's", "[arbitrary]") {
-    CHECK(parse_hostfile("n2\nn1\nn2\n", 3, k_subject) == Hosts{"n2", "n1", "n2"});
-    CHECK(parse_hostfile("n3*2\n# a comment\nn1,n2\n\nn2,n3\n", 6, k_subject) ==
-          Hosts{"n3", "n3", "n1", "n2", "n2", "n3"});
-    // Names after the first ntasks are ignored, even in the middle of a line or a repeat.
-    CHECK(parse_hostfile("n1,n2,n3\nn4\n", 2, k_subject) == Hosts{"n1", "n2"});
-    CHECK(parse_hostfile("n1*1000000000\n", 3, k_subject) == Hosts{"n1", "n1", "n1"});
-    // Without ntasks: every name.
-    CHECK(parse_hostfile("n1,n2\nn3*2", std::nullopt, k_subject) == Hosts{"n1", "n2", "n3", "n3"});
-    // Comments after names, an escaped '#', blanks and CRLF line ends.
-    CHECK(parse_hostfile("n1 # first\r\n  n2\t,n3 \r\nrack\\#4\n", 4, k_subject) ==
-          Hosts{"n1", "n2", "n3", "rack#4"});
-    // Empty fields are skipped, as strtok does in Slurm.
-    CHECK(parse_hostfile("n1,,n2,\n", 2, k_subject) == Hosts{"n1", "n2"});
-    // A name is one host, not a hostlist expression.
-    CHECK(parse_hostfile("n[1-2]\n", 1, k_subject) == Hosts{"n[1-2]"});
-}
-
-TEST_CASE("arbitrary: malformed hostfiles are errors that quote the line", "[arbitrary]") {
-    require_error([] { (void)parse_hostfile("n1\n-n2\n", 2, k_subject); },
-                  Errc::invalid_hostlist,
-                  "SLURM_HOSTFILE (hf): line 2: a host name must start with a letter or a "
-                  "digit: \"-n2\"");
-    require_error([] { (void)parse_hostfile("n1*0\n", 1, k_subject); },
-                  Errc::invalid_hostlist,
-                  "SLURM_HOSTFILE (hf): line 1: expected NAME or NAME*COUNT with a count of at "
-                  "least 1: \"n1*0\"");
-    require_error([] { (void)parse_hostfile("# only\n*3\n", 1, k_subject); },
-                  Errc::invalid_hostlist,
-                  "SLURM_HOSTFILE (hf): line 2: a host name must start with a letter or a "
-                  "digit: \"*3\"");
-    require_error([] { (void)parse_hostfile("n1,x*y\n", 2, k_subject); },
-                  Errc::invalid_hostlist,
-                  "SLURM_HOSTFILE (hf): line 1: expected NAME or NAME*COUNT with a count of at "
-                  "least 1: \"x*y\"");
-    require_error([] { (void)parse_hostfile("n1\nn2\n", 3, k_subject); },
-                  Errc::invalid_hostlist,
-                  R"(SLURM_HOSTFILE (hf): names 2 hosts for 3 tasks: "n1\nn2\n")");
-    require_error([] { (void)parse_hostfile("# nothing\n\n", std::nullopt, k_subject); },
-                  Errc::invalid_hostlist,
-                  R"(SLURM_HOSTFILE (hf): names no host: "# nothing\n\n")");
-}
 
 TEST_CASE("arbitrary: place_arbitrary puts rank i on the i-th host", "[arbitrary]") {
     const auto allocation = tfslurm::place_arbitrary(
@@ -138,7 +85,7 @@ TEST_CASE("arbitrary: every task of real arbitrary steps resolves to where Slurm
     for (std::size_t i = 0; i < sections.size(); ++i) {
         const auto& section = sections[i];
         INFO(section.title);
-        const auto read = reader({{"/tmp/tfs-hostfile", hostfiles[i]}});
+        const auto read = reader_of({{"/tmp/tfs-hostfile", hostfiles[i]}});
         for (const auto& [label, env] : section.tasks) {
             INFO("rank " << label);
             const auto step = tfslurm::read_step(env, read);
@@ -163,7 +110,7 @@ TEST_CASE("arbitrary: a missing or changed hostfile is an error, never a guess",
     auto env = sections.at(0).tasks.at(0).second; // rank 0 of "n2 n1 n2 n3 n1", on n2
     SECTION("SLURM_HOSTFILE unset") {
         env.unset("SLURM_HOSTFILE");
-        require_error([&] { (void)tfslurm::read_step(env, reader({})); },
+        require_error([&] { (void)tfslurm::read_step(env, reader_of({})); },
                       Errc::missing_env,
                       "SLURM_HOSTFILE: not set");
     }
@@ -176,7 +123,7 @@ TEST_CASE("arbitrary: a missing or changed hostfile is an error, never a guess",
     }
     SECTION("the file was rewritten after the step started") {
         const auto step =
-            tfslurm::read_step(env, reader({{"/tmp/tfs-hostfile", "n1\nn2\nn2\nn3\nn1\n"}}));
+            tfslurm::read_step(env, reader_of({{"/tmp/tfs-hostfile", "n1\nn2\nn2\nn3\nn1\n"}}));
         require_error([&] { (void)tfslurm::resolve_allocation(step); },
                       Errc::inconsistent_allocation,
                       "SLURM_NODEID: disagrees with the computed placement: arbitrary (hostfile "
@@ -186,7 +133,7 @@ TEST_CASE("arbitrary: a missing or changed hostfile is an error, never a guess",
     }
     SECTION("the file does not match the step's counts") {
         const auto step =
-            tfslurm::read_step(env, reader({{"/tmp/tfs-hostfile", "n2\nn2\nn2\nn3\nn1\n"}}));
+            tfslurm::read_step(env, reader_of({{"/tmp/tfs-hostfile", "n2\nn2\nn2\nn3\nn1\n"}}));
         require_error([&] { (void)tfslurm::resolve_allocation(step); },
                       Errc::inconsistent_allocation,
                       "SLURM_HOSTFILE (/tmp/tfs-hostfile): puts 1 ranks on n1 where the step has "
@@ -195,7 +142,7 @@ TEST_CASE("arbitrary: a missing or changed hostfile is an error, never a guess",
 }
 
 TEST_CASE("arbitrary: a preview takes --hostfile", "[arbitrary]") {
-    const auto read = reader({{"hf", "n2\nn1*2\nn3\n"}});
+    const auto read = reader_of({{"hf", "n2\nn1*2\nn3\n"}});
     tfslurm::StepOverrides preview;
     preview.nodelist = "n[1-3]";
     preview.hostfile = "hf";

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The coordinator server's admission and noise rules (pure), and a connection flood over real
-// loopback sockets.
+// The coordinator server over real loopback sockets: a connection flood, quoted peers, its
+// fallback ports and the tree's leaders. Its pure admission and noise rules:
+// test_connection_limits.cpp.
 #include "log_capture.hpp"
 
 #include <tfslurm/auth.hpp>
@@ -32,54 +33,6 @@
 
 using namespace tfslurm;
 using namespace std::chrono_literals;
-
-TEST_CASE("coordinator_server: a new connection is always admitted, a flood evicts itself",
-          "[coordinator_server]") {
-    HandshakePool pool(2, 5);
-    SECTION("per peer: the peer's own oldest connection makes room") {
-        CHECK(pool.admit(1, "10.0.0.9").empty());
-        CHECK(pool.admit(2, "10.0.0.9").empty());
-        CHECK(pool.admit(3, "10.0.0.9") == std::vector<std::uint64_t>{1});
-        CHECK(pool.admit(4, "10.0.0.1").empty());
-        CHECK(pool.size() == 3);
-    }
-    SECTION("in total: the oldest connection of the peer holding the most") {
-        CHECK(pool.admit(1, "a").empty());
-        CHECK(pool.admit(2, "b").empty());
-        CHECK(pool.admit(3, "b").empty());
-        CHECK(pool.admit(4, "c").empty());
-        CHECK(pool.admit(5, "d").empty());
-        CHECK(pool.admit(6, "e") == std::vector<std::uint64_t>{2});
-        CHECK(pool.size() == 5);
-    }
-    SECTION("authenticated or closed connections no longer count") {
-        CHECK(pool.admit(1, "a").empty());
-        CHECK(pool.admit(2, "a").empty());
-        pool.remove(1);
-        pool.remove(1); // twice: ignored
-        pool.remove(99);
-        CHECK(pool.size() == 1);
-        CHECK(pool.admit(3, "a").empty());
-        CHECK(pool.admit(4, "a") == std::vector<std::uint64_t>{2});
-    }
-}
-
-TEST_CASE("coordinator_server: warnings are bounded per window, then summarised",
-          "[coordinator_server]") {
-    LogBudget budget(2, 10s);
-    const auto t0 = std::chrono::steady_clock::time_point{} + 1h;
-    CHECK(budget.allow(t0));
-    CHECK(budget.allow(t0 + 1s));
-    CHECK_FALSE(budget.allow(t0 + 2s));
-    CHECK_FALSE(budget.allow(t0 + 3s));
-    CHECK(budget.take_summary(t0 + 9s) == std::nullopt); // the window is not over
-    CHECK_FALSE(budget.allow(t0 + 11s));                 // owed a summary: still counted
-    CHECK(budget.take_summary(t0 + 11s) == 3U);
-    CHECK(budget.take_summary(t0 + 12s) == std::nullopt);
-    CHECK(budget.allow(t0 + 12s)); // a new window
-    CHECK(budget.allow(t0 + 12s));
-    CHECK_FALSE(budget.allow(t0 + 12s));
-}
 
 namespace {
 
