@@ -345,6 +345,9 @@ std::string format_event_time(WallClock::time_point time) {
                        millis);
 }
 
+/// One event as one line of JSON. Long because it is flat: one `if` per field that the event's
+/// kind has (events.hpp's table), each written at its fixed place in the line; splitting it
+/// would only scatter that order.
 std::string to_json_line(const StepEvent& event) {
     // Keys in a fixed order (ordered_json): the file reads the same every time.
     nlohmann::ordered_json line;

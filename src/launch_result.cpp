@@ -14,6 +14,9 @@
 
 namespace tfslurm {
 
+/// The result from what the machine saw, in one place so that every way out (done, aborted,
+/// interrupted, checkpointed, the coordinator lost) sets the status, the line and who shows it
+/// by the same rules; add_requeue() and add_node_requeue() add what rank 0 asks of Slurm.
 LaunchResult LauncherMachine::compute_result() const {
     LaunchResult out;
     if (m_abandoned) {

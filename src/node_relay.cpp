@@ -243,6 +243,8 @@ void NodeRelay::Impl::perform() {
     }
 }
 
+/// Carry out one of the relay machine's actions on the sockets: one branch per action type, each
+/// a few lines of plumbing; the decisions were the machine's (relay.cpp).
 void NodeRelay::Impl::perform(const RelayAction& action) {
     namespace act = relay_action;
     const auto session = [this](SessionId id) -> Session* {

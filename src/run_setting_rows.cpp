@@ -22,6 +22,9 @@ constexpr std::uint32_t k_max_restarts = 10000;
 
 } // namespace
 
+/// Every run setting, one row each (key, option, variable, default, help, and the parser that
+/// writes its RunSettings field): long because it is the table; adding a run setting is adding a
+/// row here.
 std::vector<SettingSpec> run_setting_rows() {
     using K = SettingKind;
     using G = SettingGroup;
