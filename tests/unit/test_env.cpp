@@ -38,6 +38,7 @@ TEST_CASE("env: set, unset, and the strings a child gets", "[env]") {
     CHECK(env.to_strings() == std::vector<std::string>{"A=one", "C=3"});
     const std::vector<std::string> strings = env.to_strings();
     std::vector<const char*> envp;
+    envp.reserve(strings.size() + 1);
     for (const auto& entry : strings) {
         envp.push_back(entry.c_str());
     }
