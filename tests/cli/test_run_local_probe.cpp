@@ -102,23 +102,21 @@ TEST_CASE("run: --preflight checks the node once, then the trainers run", "[run]
 TEST_CASE("run: a failed preflight check aborts before any trainer starts, naming the node",
           "[run][preflight]") {
     TempDir dir;
-    const std::vector<std::string> trainer{
-        "--", "sh", "-c", "touch " + dir.path + "/started.$TFSLURM_RANK"};
-    const auto with = [&trainer](std::vector<std::string> options) {
-        options.insert(options.end(), trainer.begin(), trainer.end());
-        return options;
-    };
+    // The trainer notes that it started: none may.
+    const std::string started = "touch " + dir.path + "/started.$TFSLURM_RANK";
     SECTION("the site's command fails; what it left running goes with it") {
-        const Ran ran = run_to_end(
-            local(3, 92, with({"--ps", "1", "--preflight-command", "sleep 300 & exit 3"})));
+        const Ran ran = run_to_end(local(
+            3,
+            92,
+            {"--ps", "1", "--preflight-command", "sleep 300 & exit 3", "--", "sh", "-c", started}));
         INFO(ran.output);
         CHECK(ran.status == k_status_preflight);
         CHECK(ran.output == "tfslurm: error: aborting: preflight failed on localhost (rank 0, "
                             "ps:0): command: \"sleep 300 & exit 3\" exited with status 3\n");
     }
     SECTION("TMPDIR is not writable") {
-        const Ran ran =
-            run_to_end(local(2, 93, with({"--preflight"})), {{"TMPDIR", dir.path + "/none"}});
+        const Ran ran = run_to_end(local(2, 93, {"--preflight", "--", "sh", "-c", started}),
+                                   {{"TMPDIR", dir.path + "/none"}});
         INFO(ran.output);
         CHECK(ran.status == k_status_preflight);
         CHECK(ran.output == "tfslurm: error: aborting: preflight failed on localhost (rank 0, "
@@ -126,7 +124,8 @@ TEST_CASE("run: a failed preflight check aborts before any trainer starts, namin
                                 dir.path + "/none\" is not writable: No such file or directory\n");
     }
     SECTION("with --probe too: one barrier, the check named") {
-        const Ran ran = run_to_end(local(2, 94, with({"--probe", "--preflight-command", "false"})));
+        const Ran ran = run_to_end(
+            local(2, 94, {"--probe", "--preflight-command", "false", "--", "sh", "-c", started}));
         INFO(ran.output);
         CHECK(ran.status == k_status_preflight);
         CHECK(ran.output == "tfslurm: error: aborting: preflight failed on localhost (rank 0, "

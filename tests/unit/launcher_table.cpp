@@ -69,7 +69,7 @@ protocol::Failure failure_of(std::uint32_t rank,
                              protocol::FailureCause cause,
                              int step_status,
                              const std::string& detail) {
-    const Member& member = settings(rank).ranks.at(rank);
+    const Member member = settings(rank).ranks.at(rank);
     protocol::Failure failure;
     failure.rank = rank;
     failure.role = member.role;
