@@ -36,11 +36,11 @@ std::vector<pid_t> marked_processes(const std::string& marker) {
             continue;
         }
         const std::string dir = std::string("/proc/") + entry->d_name;
-        const std::string environment = read_file(dir + "/environ");
+        const std::string environment = file_text(dir + "/environ");
         if (environment.find(needle) == std::string::npos) {
             continue;
         }
-        const std::string stat = read_file(dir + "/stat");
+        const std::string stat = file_text(dir + "/stat");
         const auto close = stat.rfind(')');
         if (close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z') {
             continue;
@@ -78,10 +78,6 @@ std::uint64_t job_id(int test) {
         return ids;
     }();
     return k_ids.at(static_cast<std::size_t>(test));
-}
-
-std::string read_file(const std::string& path) {
-    return file_text(path);
 }
 
 std::size_t count(const std::string& text, const std::string& needle) {
@@ -132,7 +128,7 @@ int Cli::wait(std::chrono::seconds timeout) {
 }
 
 std::string Cli::output() const {
-    return read_file(m_output);
+    return file_text(m_output);
 }
 
 void Cli::check_nothing_left() const {

@@ -31,9 +31,6 @@ inline const std::string k_trainer = TFSLURM_TEST_TRAINER_PATH;
 /// use. Each test of test_run_local*.cpp takes a number of its own.
 std::uint64_t job_id(int test);
 
-/// The whole file at `path` (empty when it cannot be read).
-std::string read_file(const std::string& path);
-
 /// How many times `needle` occurs in `text`.
 std::size_t count(const std::string& text, const std::string& needle);
 

@@ -96,7 +96,7 @@ TEST_CASE("run: --preflight checks the node once, then the trainers run", "[run]
         CHECK(count(ran.output, "ran " + rank + "\n") == 1);
     }
     CHECK(count(ran.output, "tfslurm:") == 0);
-    CHECK(read_file(dir.path + "/checks") == "checked\n");
+    CHECK(file_text(dir.path + "/checks") == "checked\n");
 }
 
 TEST_CASE("run: a failed preflight check aborts before any trainer starts, naming the node",

@@ -25,22 +25,16 @@
 
 namespace {
 
-using tfslurm::Errc;
 using Hosts = std::vector<std::string>;
 using Example = tfslurm::test::HostlistExample;
 using Expect = Example::Expect;
+using tfslurm::test::expand_nodelist;
+using tfslurm::test::hostlist_examples;
 using tfslurm::test::table_place;
 using tfslurm::test::thrown_by;
 
-using tfslurm::test::expand_nodelist;
-using tfslurm::test::hostlist_examples;
-
-} // namespace
-
 // ---------------------------------------------------------------------------------------------
 // Compression
-
-namespace {
 
 void check_compression(const Example& example) {
     CAPTURE(table_place(example), example.list);

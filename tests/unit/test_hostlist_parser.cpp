@@ -17,15 +17,14 @@
 
 namespace {
 
-using tfslurm::Errc;
 using Hosts = std::vector<std::string>;
 using Example = tfslurm::test::HostlistExample;
 using Expect = Example::Expect;
+using tfslurm::test::expand_nodelist;
+using tfslurm::test::hostlist_examples;
 using tfslurm::test::table_place;
 
 constexpr const char* k_subject = tfslurm::test::k_nodelist_subject;
-using tfslurm::test::expand_nodelist;
-using tfslurm::test::hostlist_examples;
 
 tfslurm::test::Thrown hostlist_failure(const std::string& list) {
     return tfslurm::test::thrown_by([&] { static_cast<void>(expand_nodelist(list)); });
