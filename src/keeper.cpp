@@ -73,10 +73,11 @@ void append_text(char* out, std::size_t size, std::size_t& length, const char* t
 /// Room for one walk of the keeper's descendants; a larger tree is killed over several rounds
 /// (the killed processes' orphans come to the keeper, a subreaper, and are found next round).
 constexpr std::size_t k_max_walk = 8192;
-pid_t g_walk[k_max_walk]; // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+pid_t g_walk[k_max_walk];   // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+pid_t g_parent[k_max_walk]; // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
 
 /// Append the children of every thread of `pid` (from `/proc/<pid>/task/<tid>/children`) to
-/// g_walk[count...]; returns the new count.
+/// g_walk[count...], each with `pid` in g_parent; returns the new count.
 std::size_t append_children(pid_t pid, std::size_t count) noexcept {
     char path[64];
     std::size_t length = 0;
@@ -118,6 +119,7 @@ std::size_t append_children(pid_t pid, std::size_t count) noexcept {
                         digits = true;
                     } else if (digits) {
                         if (count < k_max_walk) {
+                            g_parent[count] = pid;
                             g_walk[count++] = static_cast<pid_t>(number);
                         }
                         number = 0;
@@ -126,6 +128,7 @@ std::size_t append_children(pid_t pid, std::size_t count) noexcept {
                 }
             }
             if (digits && count < k_max_walk) {
+                g_parent[count] = pid;
                 g_walk[count++] = static_cast<pid_t>(number);
             }
             ::close(fd);
@@ -157,7 +160,9 @@ bool reap_children(pid_t command, int& command_status, bool& command_ended) noex
 
 /// SIGKILL every descendant of the keeper, again and again, until it has no child left: the
 /// orphans of the killed come to it (a subreaper) and are killed in the next round. Never
-/// `kill(-1)`: only what the walk found.
+/// `kill(-1)`: only what the walk found, and only while it is still where the walk found it
+/// (kill_if_child(): a number read from /proc may be another process's by the time of the
+/// signal).
 void kill_descendants(pid_t command, int& command_status, bool& command_ended) noexcept {
     const pid_t self = ::getpid();
     for (;;) {
@@ -166,7 +171,7 @@ void kill_descendants(pid_t command, int& command_status, bool& command_ended) n
             count = append_children(g_walk[i], count);
         }
         for (std::size_t i = 0; i < count; ++i) {
-            ::kill(g_walk[i], SIGKILL);
+            tfslurm::detail::kill_if_child(g_walk[i], g_parent[i], self);
         }
         if (reap_children(command, command_status, command_ended)) {
             return;
@@ -181,6 +186,67 @@ extern "C" void note_child(int /*signo*/) {}
 } // namespace
 
 namespace tfslurm::detail {
+
+pid_t parent_of(pid_t pid) noexcept {
+    char path[64];
+    std::size_t length = 0;
+    append_text(path, sizeof path, length, "/proc/");
+    append_number(path, sizeof path, length, static_cast<unsigned long>(pid));
+    append_text(path, sizeof path, length, "/stat");
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    // `pid (comm) state ppid ...`: comm may hold spaces and parentheses, so the fields after it
+    // are found from the last ')'.
+    char text[1024];
+    const ssize_t n = ::read(fd, text, sizeof text - 1);
+    ::close(fd);
+    if (n <= 0) {
+        return -1;
+    }
+    text[n] = '\0';
+    const char* close = std::strrchr(text, ')');
+    if (close == nullptr || close[1] != ' ' || close[2] == '\0' || close[3] != ' ') {
+        return -1;
+    }
+    long parent = 0;
+    const char* digit = close + 4;
+    if (*digit < '0' || *digit > '9') {
+        return -1;
+    }
+    for (; *digit >= '0' && *digit <= '9'; ++digit) {
+        parent = parent * 10 + (*digit - '0');
+    }
+    return static_cast<pid_t>(parent);
+}
+
+bool kill_if_child(pid_t pid, pid_t parent, pid_t keeper) noexcept {
+#if defined(SYS_pidfd_open) && defined(SYS_pidfd_send_signal)
+    // The pidfd is taken first: from then on it names one process, whatever happens to the
+    // number, and the check below is about the process the signal reaches.
+    const long fd = ::syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0 && errno != ENOSYS) {
+        return false; // gone already
+    }
+#else
+    const long fd = -1;
+#endif
+    const pid_t now = parent_of(pid);
+    bool killed = false;
+    if (now > 0 && (now == parent || now == keeper)) {
+#if defined(SYS_pidfd_open) && defined(SYS_pidfd_send_signal)
+        killed = fd >= 0 ? ::syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0) == 0
+                         : ::kill(pid, SIGKILL) == 0;
+#else
+        killed = ::kill(pid, SIGKILL) == 0;
+#endif
+    }
+    if (fd >= 0) {
+        ::close(static_cast<int>(fd));
+    }
+    return killed;
+}
 
 // Kept whole (~75 lines): set-up, fork and the wait loop share the signal mask's state.
 [[noreturn]] void keep(const ExecArgs& exec, const KeeperArgs& keeper, pid_t parent) noexcept {

@@ -75,6 +75,18 @@ struct KeeperArgs {
 [[nodiscard]] KeeperArgs
 keeper_args(const std::vector<int>& inherit_fds, int stdout_fd, int stderr_fd, int report_fd);
 
+/// The parent of `pid` (field 4 of /proc/<pid>/stat), or -1 when it cannot be read (gone).
+/// Async-signal-safe. Input: a child of this process. Output: getpid().
+[[nodiscard]] pid_t parent_of(pid_t pid) noexcept;
+
+/// SIGKILL `pid` only while it is the process a walk of the keeper's descendants found: a child
+/// of `parent`, or an orphan that came to `keeper` (a subreaper). A pid read from /proc may have
+/// ended and been given to another process (another user's) by the time of the signal: with a
+/// pidfd (Linux 5.3+: pidfd_open, then the check, then pidfd_send_signal) the check and the
+/// signal are about one process; without one the check narrows that window. Async-signal-safe;
+/// true when the signal was sent.
+bool kill_if_child(pid_t pid, pid_t parent, pid_t keeper) noexcept;
+
 /// The keeper K (see spawn.hpp). A negative errno on `report_fd` tells the caller that K could
 /// not become a subreaper; K then execs the command itself.
 [[noreturn]] void keep(const ExecArgs& exec, const KeeperArgs& keeper, pid_t parent) noexcept;
