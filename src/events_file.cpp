@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT
 // The event file, written as the step goes (tfslurm/events_file.hpp).
+#include "detail/user_file.hpp"
+
 #include <tfslurm/error.hpp>
 #include <tfslurm/events_file.hpp>
 #include <tfslurm/log.hpp>
 
 #include <fmt/format.h>
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,15 +18,10 @@ namespace tfslurm {
 
 EventWriter::EventWriter(std::string path, std::string_view subject, Mode mode)
     : m_path(std::move(path)), m_subject(subject) {
-    const int truncate = mode == Mode::create ? O_TRUNC : 0;
-    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg): open() is variadic by definition
-    m_fd = ::open(m_path.c_str(), O_WRONLY | O_CREAT | truncate | O_APPEND | O_CLOEXEC, 0644);
-    if (m_fd < 0) {
-        throw errors::make(
-            Errc::io,
-            m_subject,
-            fmt::format("cannot create {}: {}", quote(m_path), std::strerror(errno)));
-    }
+    m_fd = detail::open_user_file(m_path,
+                                  m_subject,
+                                  mode == Mode::create ? detail::UserFileMode::truncate
+                                                       : detail::UserFileMode::append);
 }
 
 EventWriter::~EventWriter() {

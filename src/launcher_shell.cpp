@@ -11,6 +11,7 @@
 #include "detail/fd.hpp"
 #include "detail/progress.hpp"
 #include "detail/signal_reader.hpp"
+#include "detail/user_file.hpp"
 
 #include <tfslurm/auth.hpp>
 #include <tfslurm/coordinator_server.hpp>
@@ -499,16 +500,7 @@ void LauncherShell::open_output_files() {
     const auto open_file = [&fields](const std::string& pattern, std::string_view key) {
         const std::string path = expand_rank_pattern(pattern, key, fields);
         // Truncated once, at the first start; a restarted trainer appends (like srun -o).
-        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg): open() is variadic by definition
-        const int fd =
-            ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-        if (fd < 0) {
-            throw errors::make(
-                Errc::io,
-                setting_ref(key),
-                fmt::format("cannot open {}: {}", quote(path), std::strerror(errno)));
-        }
-        return fd;
+        return open_user_file(path, setting_ref(key), UserFileMode::truncate);
     };
     if (!m_options.run.output.empty()) {
         m_output_fd = open_file(m_options.run.output, "output");

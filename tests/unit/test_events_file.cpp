@@ -57,7 +57,7 @@ TEST_CASE("events file: a file that cannot be created is an error naming the set
     } catch (const Error& e) {
         CHECK(e.code() == Errc::io);
         CHECK(std::string(e.what()) ==
-              "--events: cannot create \"" + path + "\": No such file or directory");
+              "--events: cannot open \"" + path + "\": No such file or directory");
     }
 }
 
