@@ -138,11 +138,19 @@ std::optional<int> settings_once_per_step(const Environment& env, Check check) {
     return std::nullopt;
 }
 
+/// Take TFSLURM_SECRET out of this process's environment once `env` holds it: the children
+/// that inherit the environment (the preflight command, scontrol, squeue, scancel, sattach)
+/// must not see it; the launcher reads it from `env` only.
+void withhold_secret() {
+    ::unsetenv(std::string(k_secret_variable).c_str());
+}
+
 // One task in order (~75 lines): the settings (layered once), the plan, the launch (the library's
 // plan_launch()), the job's end, run_launcher(), then what its result asks of Slurm and the
 // user; each step needs what the previous one made, and the order is the point.
 int run_task(const PlanArgs& plan_args, const RunArgs& args) {
     const Environment env = Environment::from_process();
+    withhold_secret();
     warn_unknown_variables(env);
     SettingValues settings;
     if (const auto status = settings_once_per_step(
@@ -237,6 +245,7 @@ int run_local_job(const PlanArgs& plan_args, const RunArgs& args, const CLI::App
                                        "--job-id (which picks the ports) applies");
     }
     Environment env = Environment::from_process();
+    withhold_secret(); // the launchers get it from `local.env`
     warn_unknown_variables(env);
     LocalOptions local;
     local.ntasks = args.local;

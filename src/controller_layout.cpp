@@ -134,7 +134,9 @@ LayoutAnswer run_layout_command(const std::vector<std::string>& argv, const Envi
         return pointers;
     };
     std::vector<std::string> words = argv;
-    std::vector<std::string> variables = env.to_strings();
+    Environment child = env;
+    child.unset(k_secret_variable); // sattach needs no key of ours
+    std::vector<std::string> variables = child.to_strings();
     const auto args = pointers_of(words);
     const auto envp = pointers_of(variables);
     pid_t pid = 0;

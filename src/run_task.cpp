@@ -49,7 +49,7 @@ Environment TrainerEnvironment::operator()(const Plan& built) {
         trainer.set(std::move(name), std::move(value));
     }
     // Launcher-only variables: the trainer needs none of them (the secret least of all).
-    trainer.unset("TFSLURM_SECRET");
+    trainer.unset(k_secret_variable);
     trainer.unset(std::string(k_local_status_variable));
     return trainer;
 }

@@ -15,6 +15,11 @@
 
 namespace tfslurm {
 
+/// The per-job key of `tfslurm run`'s proofs (auth.hpp). Only tfslurm's own launchers read it:
+/// no program tfslurm starts gets it (the trainer, the preflight command, Slurm's commands,
+/// sattach), so that nothing a site or a user runs can log it.
+inline constexpr std::string_view k_secret_variable = "TFSLURM_SECRET";
+
 /// A set of `NAME=value` variables.
 ///
 /// Example: `Environment env{{"SLURM_PROCID", "3"}}; env.get("SLURM_PROCID") == "3"`.

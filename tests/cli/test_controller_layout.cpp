@@ -69,6 +69,16 @@ TEST_CASE("cli: env places a topology-ordered block step by the controller's lay
         static_cast<void>(dir.write("bin/sattach", "#!/bin/sh\n" + body, 0755));
     };
 
+    SECTION("sattach never sees TFSLURM_SECRET") {
+        // The task's environment holds the secret (exported before srun): sattach answers only
+        // when it was kept from it.
+        sattach("[ -z \"${TFSLURM_SECRET+set}\" ] || exit 9\nexec /bin/cat " + layout + "\n");
+        auto env = topo_task2_env(conf, bin);
+        env.push_back("TFSLURM_SECRET=" + std::string(64, '7'));
+        const Result r = layout_cli(env);
+        CHECK(r.err.empty());
+        CHECK(r.status == 0);
+    }
     SECTION("the answer places every rank where Slurm ran it") {
         // Only `sattach --layout 6.0` answers: the step id comes from the task's variables.
         sattach("[ \"$*\" = \"--layout 6.0\" ] || exit 9\nexec /bin/cat " + layout + "\n");
