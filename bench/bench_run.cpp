@@ -403,7 +403,10 @@ class FakeNode : public std::enable_shared_from_this<FakeNode> {
         if (const auto* challenge = std::get_if<protocol::Challenge>(&message)) {
             protocol::Hello own = hello(m_leader);
             own.relay = m_shape.per_node > 1;
-            own.credential = m_auth.prove(challenge->nonce, protocol::StepId{k_job, 0}, m_leader);
+            own.credential = m_auth.prove(challenge->nonce,
+                                          protocol::StepId{k_job, 0},
+                                          m_leader,
+                                          protocol::tcp_endpoint(m_port));
             // Our challenge to the coordinator (a real launcher checks the welcome's proof of
             // it; the benchmark trusts its own coordinator, but the hello must carry one).
             own.nonce = protocol::to_hex(protocol::random_bytes(protocol::k_nonce_size));

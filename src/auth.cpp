@@ -112,8 +112,25 @@ bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
     return a.size() == b.size() && sodium_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
-std::string secret_message(std::string_view nonce_hex, StepId step, std::uint32_t rank) {
-    std::string message = from_hex(nonce_hex).value_or(std::string(nonce_hex));
+std::string tcp_endpoint(std::uint16_t port) {
+    return fmt::format("tcp:{}", port);
+}
+
+std::string unix_endpoint(std::string_view path) {
+    return fmt::format("unix:{}", path);
+}
+
+namespace {
+
+/// `prefix` || nonce (raw) || job || step || rank || endpoint: the fixed-size fields first, the
+/// one of variable length last, so that no two field sets give the same bytes.
+std::string bound_message(std::string_view prefix,
+                          std::string_view nonce_hex,
+                          StepId step,
+                          std::uint32_t rank,
+                          std::string_view endpoint) {
+    std::string message(prefix);
+    message += from_hex(nonce_hex).value_or(std::string(nonce_hex));
     for (const std::uint64_t id : {step.job, step.step}) {
         for (int shift = 56; shift >= 0; shift -= 8) {
             message.push_back(static_cast<char>((id >> static_cast<unsigned>(shift)) & 0xffU));
@@ -122,26 +139,49 @@ std::string secret_message(std::string_view nonce_hex, StepId step, std::uint32_
     for (int shift = 24; shift >= 0; shift -= 8) {
         message.push_back(static_cast<char>((rank >> static_cast<unsigned>(shift)) & 0xffU));
     }
+    message += endpoint;
     return message;
 }
 
-std::string munge_payload(std::string_view nonce_hex, StepId step, std::uint32_t rank) {
-    return fmt::format(
-        "tfslurm/2 job={} step={} rank={} nonce={}", step.job, step.step, rank, nonce_hex);
+} // namespace
+
+std::string secret_message(std::string_view nonce_hex,
+                           StepId step,
+                           std::uint32_t rank,
+                           std::string_view endpoint) {
+    return bound_message("tfslurm/6 launcher ", nonce_hex, step, rank, endpoint);
 }
 
-std::string
-coordinator_secret_message(std::string_view nonce_hex, StepId step, std::uint32_t rank) {
-    // A distinct prefix: a launcher's proof can never pass for the coordinator's.
-    return "tfslurm/2 coordinator " + secret_message(nonce_hex, step, rank);
-}
-
-std::string coordinator_munge_payload(std::string_view nonce_hex, StepId step, std::uint32_t rank) {
-    return fmt::format("tfslurm/2 coordinator job={} step={} rank={} nonce={}",
+std::string munge_payload(std::string_view nonce_hex,
+                          StepId step,
+                          std::uint32_t rank,
+                          std::string_view endpoint) {
+    return fmt::format("tfslurm/6 job={} step={} rank={} nonce={} endpoint={}",
                        step.job,
                        step.step,
                        rank,
-                       nonce_hex);
+                       nonce_hex,
+                       endpoint);
+}
+
+std::string coordinator_secret_message(std::string_view nonce_hex,
+                                       StepId step,
+                                       std::uint32_t rank,
+                                       std::string_view endpoint) {
+    // A distinct prefix: a launcher's proof can never pass for the coordinator's.
+    return bound_message("tfslurm/6 coordinator ", nonce_hex, step, rank, endpoint);
+}
+
+std::string coordinator_munge_payload(std::string_view nonce_hex,
+                                      StepId step,
+                                      std::uint32_t rank,
+                                      std::string_view endpoint) {
+    return fmt::format("tfslurm/6 coordinator job={} step={} rank={} nonce={} endpoint={}",
+                       step.job,
+                       step.step,
+                       rank,
+                       nonce_hex,
+                       endpoint);
 }
 
 // --- MUNGE -------------------------------------------------------------------------------------
@@ -280,14 +320,16 @@ Authenticator Authenticator::create(const AuthSettings& settings) {
     return auth;
 }
 
-std::string
-Authenticator::prove(std::string_view nonce_hex, StepId step, std::uint32_t rank) const {
+std::string Authenticator::prove(std::string_view nonce_hex,
+                                 StepId step,
+                                 std::uint32_t rank,
+                                 std::string_view endpoint) const {
     if (m_method == AuthMethod::secret) {
-        return to_hex(hmac_sha256(m_secret, secret_message(nonce_hex, step, rank)));
+        return to_hex(hmac_sha256(m_secret, secret_message(nonce_hex, step, rank, endpoint)));
     }
     std::string error;
     auto credential =
-        munge_encode_payload(m_munge_socket, munge_payload(nonce_hex, step, rank), error);
+        munge_encode_payload(m_munge_socket, munge_payload(nonce_hex, step, rank, endpoint), error);
     if (!credential) {
         throw errors::make(
             Errc::auth, "munge", fmt::format("cannot encode a credential: {}", error));
@@ -295,8 +337,7 @@ Authenticator::prove(std::string_view nonce_hex, StepId step, std::uint32_t rank
     return std::move(*credential);
 }
 
-std::optional<Reject>
-Authenticator::verify(const Hello& hello, std::string_view nonce_hex, StepId step) const {
+std::optional<Reject> check_step(const Hello& hello, StepId step) {
     // Another job's or another step's launcher at a shared control port: named with a code,
     // so that it looks for its own coordinator on the next candidate.
     if (hello.job != step.job) {
@@ -309,6 +350,16 @@ Authenticator::verify(const Hello& hello, std::string_view nonce_hex, StepId ste
                                   to_string(StepId{hello.job, hello.step}),
                                   to_string(step))};
     }
+    return std::nullopt;
+}
+
+std::optional<Reject> Authenticator::verify(const Hello& hello,
+                                            std::string_view nonce_hex,
+                                            StepId step,
+                                            std::string_view endpoint) const {
+    if (auto other = check_step(hello, step)) {
+        return other;
+    }
     const auto refused = [](std::string reason) {
         return Reject{RejectCode::refused, std::move(reason)};
     };
@@ -317,7 +368,8 @@ Authenticator::verify(const Hello& hello, std::string_view nonce_hex, StepId ste
             return refused("secret authentication is not enabled");
         }
         const auto mac = from_hex(hello.credential);
-        const Digest expected = hmac_sha256(m_secret, secret_message(nonce_hex, step, hello.rank));
+        const Digest expected =
+            hmac_sha256(m_secret, secret_message(nonce_hex, step, hello.rank, endpoint));
         if (!mac || !constant_time_equal(*mac, as_chars(expected))) {
             return refused("bad secret proof");
         }
@@ -326,7 +378,8 @@ Authenticator::verify(const Hello& hello, std::string_view nonce_hex, StepId ste
     if (hello.auth != AuthMethod::munge || m_requested == AuthMethod::secret) {
         return refused("munge authentication is not enabled");
     }
-    if (auto why = check_munge(hello.credential, munge_payload(nonce_hex, step, hello.rank))) {
+    if (auto why =
+            check_munge(hello.credential, munge_payload(nonce_hex, step, hello.rank, endpoint))) {
         return refused(std::move(*why));
     }
     return std::nullopt;
@@ -359,7 +412,7 @@ std::optional<std::string> Authenticator::check_munge(const std::string& credent
                                payload ? static_cast<std::size_t>(length) : 0U);
     if (got != expected) {
         return std::string(
-            "munge credential payload does not match the job, step, rank and challenge");
+            "munge credential payload does not match the job, step, rank, challenge and endpoint");
     }
     return std::nullopt;
 }
@@ -367,16 +420,18 @@ std::optional<std::string> Authenticator::check_munge(const std::string& credent
 std::string Authenticator::prove_coordinator(AuthMethod method,
                                              std::string_view nonce_hex,
                                              StepId step,
-                                             std::uint32_t rank) const {
+                                             std::uint32_t rank,
+                                             std::string_view endpoint) const {
     if (method == AuthMethod::secret) {
         if (m_secret.empty()) {
             throw errors::make(Errc::auth, "coordinator", "no secret to prove itself with");
         }
-        return to_hex(hmac_sha256(m_secret, coordinator_secret_message(nonce_hex, step, rank)));
+        return to_hex(
+            hmac_sha256(m_secret, coordinator_secret_message(nonce_hex, step, rank, endpoint)));
     }
     std::string error;
     auto credential = munge_encode_payload(
-        m_munge_socket, coordinator_munge_payload(nonce_hex, step, rank), error);
+        m_munge_socket, coordinator_munge_payload(nonce_hex, step, rank, endpoint), error);
     if (!credential) {
         throw errors::make(
             Errc::auth, "munge", fmt::format("cannot encode a credential: {}", error));
@@ -387,17 +442,18 @@ std::string Authenticator::prove_coordinator(AuthMethod method,
 std::optional<std::string> Authenticator::verify_coordinator(const std::string& credential,
                                                              std::string_view nonce_hex,
                                                              StepId step,
-                                                             std::uint32_t rank) const {
+                                                             std::uint32_t rank,
+                                                             std::string_view endpoint) const {
     if (m_method == AuthMethod::secret) {
         const auto mac = from_hex(credential);
         const Digest expected =
-            hmac_sha256(m_secret, coordinator_secret_message(nonce_hex, step, rank));
+            hmac_sha256(m_secret, coordinator_secret_message(nonce_hex, step, rank, endpoint));
         if (!mac || !constant_time_equal(*mac, as_chars(expected))) {
             return std::string("bad secret proof");
         }
         return std::nullopt;
     }
-    return check_munge(credential, coordinator_munge_payload(nonce_hex, step, rank));
+    return check_munge(credential, coordinator_munge_payload(nonce_hex, step, rank, endpoint));
 }
 
 } // namespace tfslurm::protocol

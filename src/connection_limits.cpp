@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tfslurm {
@@ -27,7 +28,18 @@ std::uint64_t HandshakePool::evict_from(const std::string& peer) {
     return oldest;
 }
 
-std::vector<std::uint64_t> HandshakePool::admit(std::uint64_t id, const std::string& peer) {
+std::string HandshakePool::peer_key(const std::string& address) {
+    const auto starts = [&address](std::string_view prefix) {
+        return address.compare(0, prefix.size(), prefix) == 0;
+    };
+    if (address == "::1" || starts("127.") || starts("::ffff:127.")) {
+        return "loopback";
+    }
+    return address;
+}
+
+std::vector<std::uint64_t> HandshakePool::admit(std::uint64_t id, const std::string& address) {
+    const std::string peer = peer_key(address);
     std::vector<std::uint64_t> evicted;
     if (const auto found = m_by_peer.find(peer);
         found != m_by_peer.end() && found->second.size() >= m_per_peer) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The launcher's way to its coordinator (connector.hpp): candidates, back-off, the challenge and
 // the hello, the welcome's proof and the connect deadline. Pure: no socket, no clock.
+#include <tfslurm/auth.hpp>
 #include <tfslurm/connector.hpp>
 #include <tfslurm/log.hpp>
 
@@ -50,12 +51,14 @@ struct ConnectorDescriber {
         return a.path.empty() ? fmt::format("connect {}:{}", a.address, a.port)
                               : fmt::format("connect {}", a.path);
     }
-    std::string operator()(const connect_action::Prove& a) const { return "prove " + a.challenge; }
+    std::string operator()(const connect_action::Prove& a) const {
+        return fmt::format("prove {} at {}", a.challenge, a.endpoint);
+    }
     std::string operator()(const connect_action::Send& a) const {
         return "send " + std::string(protocol::type_name(a.message));
     }
     std::string operator()(const connect_action::Verify& a) const {
-        return fmt::format("verify {} {}", a.credential, a.nonce);
+        return fmt::format("verify {} {} at {}", a.credential, a.nonce, a.endpoint);
     }
     std::string operator()(const connect_action::CloseAttempt& /*a*/) const {
         return "close attempt";
@@ -102,6 +105,12 @@ std::string Connector::control() const {
     return fmt::format("{}:{}", m_settings.control_address, m_settings.candidates.at(m_candidate));
 }
 
+std::string Connector::endpoint() const {
+    return m_settings.relay_path.empty()
+               ? protocol::tcp_endpoint(m_settings.candidates.at(m_candidate))
+               : protocol::unix_endpoint(m_settings.relay_path);
+}
+
 void Connector::start(Clock::time_point now) {
     m_deadline = now + m_settings.connect_timeout;
     m_actions.emplace_back(connect_action::ArmTimer{ConnectorTimer::deadline, m_deadline});
@@ -126,6 +135,30 @@ void Connector::connected(Clock::time_point now) {
     m_nonce.clear();
     m_actions.emplace_back(
         connect_action::ArmTimer{ConnectorTimer::challenge, now + k_challenge_timeout});
+}
+
+void Connector::foreign_peer(std::uint32_t uid,
+                             std::int64_t pid,
+                             std::uint32_t self_uid,
+                             Clock::time_point /*now*/) {
+    if (m_phase != Phase::connecting && m_phase != Phase::handshake) {
+        return;
+    }
+    close_attempt();
+    const std::string holder = uid == k_unknown_uid
+                                   ? std::string("a process whose uid the kernel did not give")
+                                   : fmt::format("uid {} (pid {})", uid, pid);
+    fail(errors::make(Errc::auth,
+                      "relay",
+                      fmt::format("{}: rank {}'s relay {} is held by {}, not by this job's user "
+                                  "(uid {})",
+                                  label(),
+                                  m_settings.leader,
+                                  quote(m_settings.relay_path),
+                                  holder,
+                                  self_uid),
+                      "another process on this node took the relay's name; `ss -xlp | grep "
+                      "tfslurm` shows it"));
 }
 
 void Connector::connect_failed(const std::string& why, Clock::time_point now) {
@@ -219,11 +252,11 @@ void Connector::received(const protocol::Message& message, Clock::time_point now
         }
         m_proving = true;
         m_actions.emplace_back(connect_action::CancelTimer{ConnectorTimer::challenge});
-        m_actions.emplace_back(connect_action::Prove{challenge->nonce});
+        m_actions.emplace_back(connect_action::Prove{challenge->nonce, endpoint()});
     } else if (const auto* welcome = std::get_if<protocol::Welcome>(&message)) {
         // Nothing the peer says is believed before it proves it is this job's coordinator:
         // any user of the node can bind the control port first.
-        m_actions.emplace_back(connect_action::Verify{welcome->credential, m_nonce});
+        m_actions.emplace_back(connect_action::Verify{welcome->credential, m_nonce, endpoint()});
     } else if (const auto* reject = std::get_if<protocol::Reject>(&message)) {
         if (reject->code == protocol::RejectCode::wrong_job ||
             reject->code == protocol::RejectCode::wrong_step) {

@@ -282,6 +282,11 @@ void CoordinatorServer::Impl::close() {
         return;
     }
     closed = true;
+    // A proof under way finishes (libmunge's own timeouts bound it); one not begun is dropped.
+    if (proofs) {
+        proofs->stop();
+        proofs->join();
+    }
     error_code ignored;
     acceptor.close(ignored);
     retry_timer.cancel();

@@ -25,6 +25,9 @@ CoordinatorServer::Impl::Session::Session(std::shared_ptr<Impl> server,
     const auto remote = m_socket.remote_endpoint(ec);
     m_address = ec ? std::string("?") : remote.address().to_string();
     m_peer = ec ? std::string("?") : fmt::format("{}:{}", m_address, remote.port());
+    // The port this connection came in on: what the launcher dialled, if nobody forwarded it.
+    const auto local = m_socket.local_endpoint(ec);
+    m_endpoint = protocol::tcp_endpoint(ec ? 0 : local.port());
     m_socket.set_option(Tcp::no_delay(true), ec);
 }
 
@@ -147,9 +150,19 @@ void CoordinatorServer::Impl::Session::on_read(const error_code& ec, std::size_t
         close();
         return;
     }
+    if (drain(std::string_view(m_buffer.data(), n))) {
+        read();
+    }
+}
+
+bool CoordinatorServer::Impl::Session::drain(std::string_view fresh) {
     try {
-        m_decoder.feed(std::string_view(m_buffer.data(), n));
-        while (auto payload = m_decoder.next()) {
+        m_decoder.feed(fresh); // may refuse a frame from its header alone
+        while (!m_proving) {
+            auto payload = m_decoder.next();
+            if (!payload) {
+                return true;
+            }
             if (m_node) {
                 // A leader's envelopes are decoded with their message in one parse.
                 auto unwrapped = protocol::decode_unwrapped(*payload);
@@ -158,9 +171,10 @@ void CoordinatorServer::Impl::Session::on_read(const error_code& ec, std::size_t
                 handle(protocol::decode_payload(*payload), std::nullopt);
             }
             if (m_closed || m_close_after_write) {
-                return;
+                return false;
             }
         }
+        return false; // a hello's proof is on its way: proved() drains the rest and reads on
     } catch (const Error& e) {
         // The error quotes what the peer sent (Error messages quote their input).
         if (m_registered) {
@@ -170,31 +184,103 @@ void CoordinatorServer::Impl::Session::on_read(const error_code& ec, std::size_t
             m_server->warn_connection(
                 fmt::format("closing connection from {}: {}", m_peer, e.what()));
         }
-        close();
-        return;
     } catch (const std::exception& e) {
         logger().error("coordinator: connection from {}: {}", m_peer, e.what());
-        close();
-        return;
     }
-    read();
+    close();
+    return false;
 }
 
-void CoordinatorServer::Impl::Session::register_hello(const protocol::Hello& hello,
-                                                      Clock::time_point now) {
-    Coordinator& state = m_server->coordinator;
-    std::optional<protocol::Reject> reject = m_server->auth.verify(hello, m_nonce, m_server->step);
+void CoordinatorServer::Impl::Session::register_hello(const protocol::Hello& hello) {
+    // The cheap checks first (the step, the rank, its role, its route), the proof last: a peer
+    // that cannot pass them costs no MUNGE round trip.
+    std::optional<protocol::Reject> reject = protocol::check_step(hello, m_server->step);
     if (!reject) {
-        if (auto reason = state.admit(hello.rank, hello.role)) {
+        if (auto reason = admit_direct(hello)) {
             reject = protocol::Reject{protocol::RejectCode::refused, std::move(*reason)};
-        } else if (hello.relay && m_server->leaders[hello.rank] != hello.rank) {
-            reject = protocol::Reject{protocol::RejectCode::refused,
-                                      fmt::format("rank {} is not its node's leader (rank {} is)",
-                                                  hello.rank,
-                                                  m_server->leaders[hello.rank])};
         }
     }
-    if (reject) {
+    if (reject || hello.auth != protocol::AuthMethod::munge) {
+        // HMAC with the secret costs microseconds: checked and answered here.
+        Proof proof;
+        proof.reject = std::move(reject);
+        if (!proof.reject) {
+            proof = prove(m_server->auth, hello, m_nonce, m_server->step, m_endpoint);
+        }
+        finish_hello(hello, std::move(proof));
+        return;
+    }
+    // MUNGE is a round trip to munged (a slow or stopped munged, or a flood of MUNGE hellos,
+    // would stall every heartbeat here): the proofs' thread decodes the credential and encodes
+    // ours, and this connection reads nothing more until the answer is back.
+    m_proving = true;
+    ++m_server->proofs_pending;
+    if (!m_server->proofs) {
+        m_server->proofs.emplace(1);
+    }
+    logger().debug("coordinator: rank {} from {}: MUNGE proof ({} pending)",
+                   hello.rank,
+                   m_peer,
+                   m_server->proofs_pending);
+    asio::post(*m_server->proofs,
+               [self = shared_from_this(),
+                hello,
+                nonce = m_nonce,
+                endpoint = m_endpoint,
+                step = m_server->step,
+                auth = &m_server->auth]() mutable {
+                   Proof proof = prove(*auth, hello, nonce, step, endpoint);
+                   // `self` goes back to the io thread whole: the last reference to a session
+                   // (and its server) never ends on this thread.
+                   auto& io = self->m_server->io;
+                   asio::post(io,
+                              [self = std::move(self),
+                               hello = std::move(hello),
+                               proof = std::move(proof)]() mutable {
+                                  self->proved(hello, std::move(proof));
+                              });
+               });
+}
+
+CoordinatorServer::Impl::Session::Proof
+CoordinatorServer::Impl::Session::prove(const protocol::Authenticator& auth,
+                                        const protocol::Hello& hello,
+                                        const std::string& nonce,
+                                        protocol::StepId step,
+                                        const std::string& endpoint) {
+    Proof proof;
+    try {
+        proof.reject = auth.verify(hello, nonce, step, endpoint);
+        if (!proof.reject) {
+            proof.credential =
+                auth.prove_coordinator(hello.auth, hello.nonce, step, hello.rank, endpoint);
+        }
+    } catch (const std::exception& e) {
+        proof.error = e.what();
+    }
+    return proof;
+}
+
+void CoordinatorServer::Impl::Session::proved(const protocol::Hello& hello, Proof proof) {
+    --m_server->proofs_pending;
+    m_proving = false;
+    if (m_closed) {
+        return;
+    }
+    if (!proof.reject && proof.error.empty()) {
+        // Another connection may have registered this rank while munged answered.
+        if (auto reason = admit_direct(hello)) {
+            proof.reject = protocol::Reject{protocol::RejectCode::refused, std::move(*reason)};
+        }
+    }
+    finish_hello(hello, std::move(proof));
+    if (!m_closed && !m_close_after_write && drain()) {
+        read();
+    }
+}
+
+void CoordinatorServer::Impl::Session::finish_hello(const protocol::Hello& hello, Proof proof) {
+    if (proof.reject) {
         // The host is the peer's own text: quoted, so that it cannot forge a log line
         // or reach the terminal as escape sequences.
         m_server->warn_connection(fmt::format("rejected rank {} from {} (pid {} on {}): {}",
@@ -202,20 +288,17 @@ void CoordinatorServer::Impl::Session::register_hello(const protocol::Hello& hel
                                               m_peer,
                                               hello.pid,
                                               quote(hello.host),
-                                              reject->reason));
-        send(*reject);
+                                              proof.reject->reason));
+        send(*proof.reject);
         m_close_after_write = true;
         return;
     }
-    std::string proof;
-    try {
-        proof =
-            m_server->auth.prove_coordinator(hello.auth, hello.nonce, m_server->step, hello.rank);
-    } catch (const Error& e) {
-        logger().error("coordinator: cannot prove itself to rank {}: {}", hello.rank, e.what());
+    if (!proof.error.empty()) {
+        logger().error("coordinator: cannot prove itself to rank {}: {}", hello.rank, proof.error);
         close();
         return;
     }
+    Coordinator& state = m_server->coordinator;
     m_registered = true;
     m_rank = hello.rank;
     m_node = hello.relay;
@@ -226,9 +309,29 @@ void CoordinatorServer::Impl::Session::register_hello(const protocol::Hello& hel
     m_server->handshakes.remove(m_id);
     m_server->pending.erase(m_id);
     m_server->by_rank[m_rank] = shared_from_this();
-    send(protocol::Welcome{static_cast<std::uint32_t>(state.size()), std::move(proof)});
-    state.registered(m_rank, now, hello.address, hello.port);
+    send(protocol::Welcome{static_cast<std::uint32_t>(state.size()), std::move(proof.credential)});
+    state.registered(m_rank, Clock::now(), hello.address, hello.port);
     m_server->flush();
+}
+
+std::optional<std::string>
+CoordinatorServer::Impl::Session::admit_direct(const protocol::Hello& hello) const {
+    if (auto reason = m_server->coordinator.admit(hello.rank, hello.role)) {
+        return reason;
+    }
+    const std::uint32_t leader = m_server->leaders[hello.rank];
+    if (hello.relay && leader != hello.rank) {
+        return fmt::format("rank {} is not its node's leader (rank {} is)", hello.rank, leader);
+    }
+    if (!hello.relay && leader != hello.rank && m_server->coordinator.settings().tree) {
+        // The plan routes this rank through its node leader's relay, where SO_PEERCRED and the
+        // proofs guard it: a direct hello is someone else's, or a launcher that went astray.
+        return fmt::format(
+            "rank {} registers through its node leader's relay (rank {}), not directly",
+            hello.rank,
+            leader);
+    }
+    return std::nullopt;
 }
 
 void CoordinatorServer::Impl::Session::handle(const protocol::Message& message,
@@ -241,7 +344,7 @@ void CoordinatorServer::Impl::Session::handle(const protocol::Message& message,
                                "protocol",
                                fmt::format("expected hello, got {}", protocol::type_name(message)));
         }
-        register_hello(*hello, now);
+        register_hello(*hello);
         return;
     }
     if (const auto* relay = std::get_if<protocol::Relay>(&message); relay != nullptr && m_node) {
@@ -346,7 +449,7 @@ void CoordinatorServer::Impl::Session::register_relayed(std::uint32_t rank,
     m_relayed.push_back(rank);
     // The leader proves itself to its launcher: the welcome carries no credential here.
     send_to({rank}, m_server->relayed_welcome);
-    state.registered(rank, now, hello.address);
+    state.registered(rank, now, hello.address, hello.port);
 }
 
 void CoordinatorServer::Impl::Session::write() {

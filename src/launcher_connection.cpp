@@ -74,7 +74,7 @@ void LauncherShell::perform_connector(const ConnectorAction& action) {
         std::string credential;
         std::string nonce;
         try {
-            credential = m_auth->prove(prove->challenge, step_id(), m_rank);
+            credential = m_auth->prove(prove->challenge, step_id(), m_rank, prove->endpoint);
             nonce = protocol::to_hex(protocol::random_bytes(protocol::k_nonce_size));
         } catch (const std::exception& e) {
             m_connector->proof_failed(e.what(), Clock::now());
@@ -85,7 +85,8 @@ void LauncherShell::perform_connector(const ConnectorAction& action) {
         send(send_action->message);
     } else if (const auto* verify = std::get_if<connect_action::Verify>(&action)) {
         m_connector->verified(
-            m_auth->verify_coordinator(verify->credential, verify->nonce, step_id(), m_rank),
+            m_auth->verify_coordinator(
+                verify->credential, verify->nonce, step_id(), m_rank, verify->endpoint),
             Clock::now());
     } else if (std::holds_alternative<connect_action::CloseAttempt>(action)) {
         close_attempt();
@@ -122,7 +123,7 @@ void LauncherShell::connect(const connector_action::Connect& target) {
     Stream::endpoint endpoint;
     if (!target.path.empty()) {
         // A follower registers through its node leader's relay (the tree).
-        endpoint = asio::local::stream_protocol::endpoint(target.path);
+        endpoint = relay_endpoint(target.path);
     } else {
         Tcp::resolver resolver(m_io);
         // Synchronous on purpose: Asio's async resolver would add a thread.
@@ -164,6 +165,14 @@ void LauncherShell::connect(const connector_action::Connect& target) {
         error_code ignored;
         if (tcp) {
             m_socket.set_option(Tcp::no_delay(true), ignored);
+        } else if (const auto peer = peer_credentials(m_socket.native_handle());
+                   !peer || peer->uid != ::geteuid()) {
+            // Anyone on the node can bind an abstract name: only this user's process may be
+            // the relay (the kernel's word, before any byte is read).
+            m_connector->foreign_peer(
+                peer ? peer->uid : k_unknown_uid, peer ? peer->pid : 0, ::geteuid(), Clock::now());
+            perform_connector();
+            return;
         }
         m_link = Link::handshake;
         m_decoder = protocol::FrameDecoder{};
@@ -320,9 +329,10 @@ void LauncherShell::start_relay() {
     try {
         m_relay->listen(relay_path(step_id(), m_rank));
     } catch (const Error& e) {
-        // Its ranks then do not register: the coordinator names them at the connect timeout.
-        logger().error("{}: {}", label(), e.what());
-        m_relay->stop_waiting();
+        // Never a relay that someone else can reach, and never a node whose ranks wait for the
+        // connect timeout: the step fails at once, with this line (docs/protocol.md, "Threat
+        // model").
+        fatal(e);
         return;
     }
     logger().debug("{}: relaying for ranks {}", label(), fmt::join(m_place.followers, ","));

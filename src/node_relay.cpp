@@ -14,15 +14,17 @@
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 
-#include <sys/stat.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <utility>
 
 namespace tfslurm::detail {
@@ -32,29 +34,44 @@ using Unix = asio::local::stream_protocol;
 using boost::system::error_code;
 
 std::string relay_path(protocol::StepId step, std::uint32_t leader) {
-    return fmt::format(
-        "/tmp/tfslurm-{}/relay-{}.{}-{}.sock", ::geteuid(), step.job, step.step, leader);
+    return fmt::format("@tfslurm-{}/relay-{}.{}-{}", ::geteuid(), step.job, step.step, leader);
 }
 
-void ensure_private_directory(const std::string& path) {
-    const std::string dir = path.substr(0, path.rfind('/'));
-    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-        throw errors::make(Errc::io,
-                           "relay",
-                           fmt::format("cannot create {} ({})", quote(dir), std::strerror(errno)));
+Unix::endpoint relay_endpoint(const std::string& path) {
+    if (!path.empty() && path.front() == '@') {
+        std::string name = path;
+        name.front() = '\0';
+        return Unix::endpoint(name);
     }
-    struct stat info {};
-    if (::lstat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode) || info.st_uid != ::geteuid() ||
-        (info.st_mode & 077U) != 0) {
-        // Another user could otherwise replace our socket with theirs (the proofs would still
-        // fail, but the node's launchers would never register).
-        throw errors::make(
-            Errc::io,
-            "relay",
-            fmt::format("{} is not a private directory of uid {}", quote(dir), ::geteuid()),
-            "remove it, or let this user create it (mode 0700)");
-    }
+    return Unix::endpoint(path);
 }
+
+std::optional<PeerCredentials> peer_credentials(int fd) noexcept {
+    struct ucred credentials {};
+    socklen_t size = sizeof credentials;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0 ||
+        size != sizeof credentials) {
+        return std::nullopt;
+    }
+    return PeerCredentials{credentials.uid, credentials.pid};
+}
+
+namespace {
+
+/// Who holds `path` when binding it failed: the process that answers a connection there, by
+/// its SO_PEERCRED (empty when nobody answers: a socket that is bound but not listening).
+std::string holder_of(asio::io_context& io, const std::string& path) {
+    Unix::socket probe(io);
+    error_code ec;
+    probe.connect(relay_endpoint(path), ec);
+    if (ec) {
+        return {};
+    }
+    const auto peer = peer_credentials(probe.native_handle());
+    return peer ? fmt::format("uid {} (pid {})", peer->uid, peer->pid) : std::string();
+}
+
+} // namespace
 
 struct NodeRelay::Impl : std::enable_shared_from_this<NodeRelay::Impl> {
     class Session;
@@ -69,6 +86,10 @@ struct NodeRelay::Impl : std::enable_shared_from_this<NodeRelay::Impl> {
           machine(std::move(settings)), upstream(std::move(up)), idle(std::move(on_idle)) {}
 
     void accept();
+    /// Whether an accepted local connection is this user's (SO_PEERCRED): another user on the
+    /// node can connect to an abstract name, and is closed before its first byte; warned about
+    /// once per uid.
+    bool admit(Unix::socket& socket);
     /// Perform the machine's actions until it is quiet (Verify feeds it again).
     void perform();
     void perform(const RelayAction& action);
@@ -90,6 +111,7 @@ struct NodeRelay::Impl : std::enable_shared_from_this<NodeRelay::Impl> {
     SessionId next_id = 1;
     std::string path;
     bool idle_posted = false;
+    std::set<std::uint32_t> refused_uids; ///< foreign uids already warned about
 };
 
 /// One local launcher's socket: frames in (each payload to the machine), frames out (one write
@@ -202,6 +224,9 @@ void NodeRelay::Impl::accept() {
         }
         if (ec) {
             logger().warn("relay: accept: {}", ec.message());
+        } else if (!self->admit(socket)) {
+            error_code ignored;
+            socket.close(ignored);
         } else {
             detail::set_cloexec(socket.native_handle());
             std::string nonce;
@@ -223,6 +248,22 @@ void NodeRelay::Impl::accept() {
         }
         self->accept();
     });
+}
+
+bool NodeRelay::Impl::admit(Unix::socket& socket) {
+    const auto peer = peer_credentials(socket.native_handle());
+    if (peer && peer->uid == ::geteuid()) {
+        return true;
+    }
+    const std::uint32_t uid = peer ? peer->uid : std::numeric_limits<std::uint32_t>::max();
+    if (refused_uids.insert(uid).second) {
+        logger().warn("relay: refused a connection to {} from {}: not this job's user (uid {})",
+                      path,
+                      peer ? fmt::format("uid {} (pid {})", peer->uid, peer->pid)
+                           : std::string("a process of unknown uid"),
+                      ::geteuid());
+    }
+    return false;
 }
 
 void NodeRelay::Impl::end(SessionId id, const std::string& why) {
@@ -258,7 +299,7 @@ void NodeRelay::Impl::perform(const RelayAction& action) {
     } else if (const auto* verify = std::get_if<act::Verify>(&action)) {
         std::optional<protocol::Reject> reject;
         try {
-            reject = auth.verify(verify->hello, verify->nonce, step);
+            reject = auth.verify(verify->hello, verify->nonce, step, protocol::unix_endpoint(path));
         } catch (const std::exception& e) {
             logger().warn("relay: closing a local connection: {}", e.what());
             end(verify->session, "protocol error");
@@ -269,7 +310,8 @@ void NodeRelay::Impl::perform(const RelayAction& action) {
         const auto& hello = welcome->hello;
         try {
             protocol::Welcome proved = welcome->welcome;
-            proved.credential = auth.prove_coordinator(hello.auth, hello.nonce, step, hello.rank);
+            proved.credential = auth.prove_coordinator(
+                hello.auth, hello.nonce, step, hello.rank, protocol::unix_endpoint(path));
             if (auto* s = session(welcome->session)) {
                 s->send(std::make_shared<const std::string>(protocol::encode_frame(proved)));
             }
@@ -298,9 +340,6 @@ void NodeRelay::Impl::perform(const RelayAction& action) {
         watch_timer.cancel();
         heartbeat_timer.cancel();
         wait_timer.cancel();
-        if (!path.empty()) {
-            ::unlink(path.c_str());
-        }
     } else if (std::holds_alternative<act::Idle>(action)) {
         if (idle && !idle_posted) {
             idle_posted = true;
@@ -344,13 +383,27 @@ NodeRelay::~NodeRelay() {
 }
 
 void NodeRelay::listen(const std::string& path) {
-    ensure_private_directory(path);
-    ::unlink(path.c_str()); // a stale socket of an earlier run of this step
     error_code ec;
     m_impl->acceptor.open(Unix(), ec);
     if (!ec) {
         detail::set_cloexec(m_impl->acceptor.native_handle());
-        m_impl->acceptor.bind(Unix::endpoint(path), ec);
+        m_impl->acceptor.bind(relay_endpoint(path), ec);
+    }
+    if (ec == asio::error::address_in_use) {
+        // An abstract name cannot be stale (it goes with its socket): someone else holds it,
+        // another user who knows the job's id, or a launcher of this step that should not be
+        // there. Our followers would find it first, so the node cannot run: fail at once.
+        const std::string holder = holder_of(m_impl->io, path);
+        throw errors::make(
+            Errc::auth,
+            "relay",
+            holder.empty() ? fmt::format("{} is held by another process", quote(path))
+                           : fmt::format("{} is held by {}, not by this job's user (uid {})",
+                                         quote(path),
+                                         holder,
+                                         ::geteuid()),
+            "another process on this node took the relay's name; `ss -xlp | grep tfslurm` "
+            "shows it");
     }
     if (!ec) {
         m_impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);

@@ -590,9 +590,13 @@ std::string type_of(const json& object, std::string_view payload) {
         fail("not a JSON object", payload);
     }
     const auto version = object.find("v");
-    if (version == object.end() || !version->is_number_integer() ||
-        version->get<std::int64_t>() != k_version) {
+    if (version == object.end() || !version->is_number_integer()) {
         fail(fmt::format("unsupported protocol version (expected \"v\":{})", k_version), payload);
+    }
+    if (const auto got = version->get<std::int64_t>(); got != k_version) {
+        // Both versions named: every task of a step must run the same tfslurm.
+        fail(fmt::format("protocol version {} (this tfslurm speaks version {})", got, k_version),
+             payload);
     }
     return Fields(object, "message", payload).string("type");
 }

@@ -38,25 +38,49 @@ using Digest = std::array<std::uint8_t, 32>;
 /// differ; only on the lengths, which are public).
 [[nodiscard]] bool constant_time_equal(std::string_view a, std::string_view b) noexcept;
 
-/// The bytes a launcher MACs with the secret:
-/// nonce (raw) || job (u64 BE) || step (u64 BE) || rank (u32 BE).
-[[nodiscard]] std::string
-secret_message(std::string_view nonce_hex, StepId step, std::uint32_t rank);
+/// What a proof says of the endpoint the launcher dialled, so that a proof made for one
+/// endpoint fails at any other (docs/protocol.md, "Threat model": a process of another user that
+/// holds a control port and forwards the bytes to the coordinator's fallback port cannot pass its
+/// victims' proofs on). Input: 25006. Output: `tcp:25006`.
+[[nodiscard]] std::string tcp_endpoint(std::uint16_t port);
+/// The same for a node leader's relay socket (relay_path()). Input: `@tfslurm-0/relay-12.0-2`.
+/// Output: `unix:@tfslurm-0/relay-12.0-2`.
+[[nodiscard]] std::string unix_endpoint(std::string_view path);
+
+/// The bytes a launcher MACs with the secret: `tfslurm/6 launcher ` || nonce (raw) || job (u64
+/// BE) || step (u64 BE) || rank (u32 BE) || endpoint (tcp_endpoint(), unix_endpoint(); last, the
+/// only field of variable length).
+[[nodiscard]] std::string secret_message(std::string_view nonce_hex,
+                                         StepId step,
+                                         std::uint32_t rank,
+                                         std::string_view endpoint);
 
 /// The payload a launcher MUNGE-encodes:
-/// `tfslurm/2 job=<job> step=<step> rank=<rank> nonce=<nonce_hex>`.
-[[nodiscard]] std::string
-munge_payload(std::string_view nonce_hex, StepId step, std::uint32_t rank);
+/// `tfslurm/6 job=<job> step=<step> rank=<rank> nonce=<nonce_hex> endpoint=<endpoint>`.
+[[nodiscard]] std::string munge_payload(std::string_view nonce_hex,
+                                        StepId step,
+                                        std::uint32_t rank,
+                                        std::string_view endpoint);
 
-/// What the coordinator HMACs to prove itself: `tfslurm/2 coordinator ` || secret_message()
-/// of the launcher's nonce (never equal to a launcher's message).
-[[nodiscard]] std::string
-coordinator_secret_message(std::string_view nonce_hex, StepId step, std::uint32_t rank);
+/// What the coordinator (or a node leader's relay) HMACs to prove itself: secret_message() with
+/// `coordinator` for `launcher` (never equal to a launcher's message).
+[[nodiscard]] std::string coordinator_secret_message(std::string_view nonce_hex,
+                                                     StepId step,
+                                                     std::uint32_t rank,
+                                                     std::string_view endpoint);
 
-/// What the coordinator MUNGE-encodes to prove itself:
-/// `tfslurm/2 coordinator job=<job> step=<step> rank=<rank> nonce=<launcher's nonce>`.
-[[nodiscard]] std::string
-coordinator_munge_payload(std::string_view nonce_hex, StepId step, std::uint32_t rank);
+/// What the coordinator MUNGE-encodes to prove itself: `tfslurm/6 coordinator job=<job>
+/// step=<step> rank=<rank> nonce=<launcher's nonce> endpoint=<endpoint>`.
+[[nodiscard]] std::string coordinator_munge_payload(std::string_view nonce_hex,
+                                                    StepId step,
+                                                    std::uint32_t rank,
+                                                    std::string_view endpoint);
+
+/// A hello of another job or another step (sharing the control port), named with the code the
+/// launcher acts on; nullopt for this step's. Cheap: no proof is checked.
+/// Input: a hello of 12345.1 at 12345.0. Output:
+/// `{RejectCode::wrong_step, "wrong step 12345.1 (this is step 12345.0)"}`.
+[[nodiscard]] std::optional<Reject> check_step(const Hello& hello, StepId step);
 
 /// What the user configured.
 struct AuthSettings {
@@ -85,17 +109,21 @@ class Authenticator {
     /// The method prove() uses: munge or secret.
     [[nodiscard]] AuthMethod method() const noexcept { return m_method; }
 
-    /// The credential for a hello. \throws Error (Errc::auth) when munge_encode fails.
-    [[nodiscard]] std::string
-    prove(std::string_view nonce_hex, StepId step, std::uint32_t rank) const;
+    /// The credential for a hello over `endpoint` (the one dialled: tcp_endpoint(),
+    /// unix_endpoint()). \throws Error (Errc::auth) when munge_encode fails.
+    [[nodiscard]] std::string prove(std::string_view nonce_hex,
+                                    StepId step,
+                                    std::uint32_t rank,
+                                    std::string_view endpoint) const;
 
-    /// nullopt when `hello` proves it belongs to `step` (job and step) and answers `nonce_hex`;
-    /// otherwise the reject to send (its reason also goes to the log). Another job or another
-    /// step is named before any proof is checked, with a code the launcher acts on:
-    /// Input: a hello of 12345.1 at 12345.0. Output:
-    /// `{RejectCode::wrong_step, "wrong step 12345.1 (this is step 12345.0)"}`.
-    [[nodiscard]] std::optional<Reject>
-    verify(const Hello& hello, std::string_view nonce_hex, StepId step) const;
+    /// nullopt when `hello` proves it belongs to `step` (job and step), answers `nonce_hex` and
+    /// was sent to `endpoint` (this end's: the port it listens on, its relay socket); otherwise
+    /// the reject to send (its reason also goes to the log). Another job or another step is
+    /// named before any proof is checked, with a code the launcher acts on (check_step()).
+    [[nodiscard]] std::optional<Reject> verify(const Hello& hello,
+                                               std::string_view nonce_hex,
+                                               StepId step,
+                                               std::string_view endpoint) const;
 
     /// The coordinator's credential for the welcome to the launcher of `rank`: it answers the
     /// nonce of that launcher's hello with `method` (the hello's). Both directions are proved,
@@ -104,15 +132,18 @@ class Authenticator {
     [[nodiscard]] std::string prove_coordinator(AuthMethod method,
                                                 std::string_view nonce_hex,
                                                 StepId step,
-                                                std::uint32_t rank) const;
+                                                std::uint32_t rank,
+                                                std::string_view endpoint) const;
 
     /// Launcher side: nullopt when a welcome's `credential` proves that its sender belongs to
-    /// `step` (job and step; same MUNGE uid, or the same secret) and answers this launcher's
-    /// `nonce_hex` for `rank`; otherwise why not.
+    /// `step` (job and step; same MUNGE uid, or the same secret), answers this launcher's
+    /// `nonce_hex` for `rank` and is the one at `endpoint` (the one the launcher dialled);
+    /// otherwise why not.
     [[nodiscard]] std::optional<std::string> verify_coordinator(const std::string& credential,
                                                                 std::string_view nonce_hex,
                                                                 StepId step,
-                                                                std::uint32_t rank) const;
+                                                                std::uint32_t rank,
+                                                                std::string_view endpoint) const;
 
   private:
     [[nodiscard]] std::optional<std::string> check_munge(const std::string& credential,

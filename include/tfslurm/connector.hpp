@@ -40,6 +40,9 @@ struct NodePlace {
 /// Input: the same, rank 3. Output: {0, {}}.
 [[nodiscard]] NodePlace node_place(const std::vector<Member>& ranks, std::uint32_t rank, Tree tree);
 
+/// The uid foreign_peer() names when the kernel would not say whose a socket is.
+inline constexpr std::uint32_t k_unknown_uid = 0xffffffffU;
+
 /// How long a connected candidate control port may stay silent before the launcher tries the
 /// next: a coordinator sends its challenge as soon as it accepts, so a silent peer is some other
 /// program (a listener that never accepts) holding the port.
@@ -93,20 +96,23 @@ struct Connect {
     std::uint16_t port = 0;
     std::string path;
 };
-/// Prove this launcher for `challenge` (Authenticator::prove()) and draw this connection's own
-/// challenge to the coordinator; report proved(), or proof_failed() when proving failed.
+/// Prove this launcher for `challenge` at `endpoint` (Authenticator::prove(): the candidate
+/// dialled, `tcp:<port>`, or the relay, `unix:<path>`) and draw this connection's own challenge
+/// to the coordinator; report proved(), or proof_failed() when proving failed.
 struct Prove {
     std::string challenge;
+    std::string endpoint;
 };
 /// Write `message` (the hello) on the connection.
 struct Send {
     protocol::Message message;
 };
-/// Check the welcome's `credential` over `nonce` (Authenticator::verify_coordinator()); report
-/// verified().
+/// Check the welcome's `credential` over `nonce` at `endpoint` (the one dialled,
+/// Authenticator::verify_coordinator()); report verified().
 struct Verify {
     std::string credential;
     std::string nonce;
+    std::string endpoint;
 };
 /// Close the current attempt's connection, and drop what was not written on it.
 struct CloseAttempt {};
@@ -141,8 +147,9 @@ using ConnectorAction = std::variant<connector_action::Connect,
 
 /// One line per action, for logs and tests; times are milliseconds since `epoch`.
 /// Input: Connect{"n1", 29000, ""}. Output: `connect n1:29000`. Others: `connect <path>`,
-/// `prove <challenge>`, `send hello`, `verify <credential> <nonce>`, `close attempt`,
-/// `arm deadline 60000`, `cancel challenge`, `registered n1:29001`, `fail <what()> (hint: ...)`.
+/// `prove <challenge> at <endpoint>`, `send hello`, `verify <credential> <nonce> at <endpoint>`,
+/// `close attempt`, `arm deadline 60000`, `cancel challenge`, `registered n1:29001`, `fail <what()>
+/// (hint: ...)`.
 [[nodiscard]] std::string describe(const ConnectorAction& action, Clock::time_point epoch);
 
 /// A launcher's way to its coordinator, from the first attempt to the `welcome`. Pure: the
@@ -182,6 +189,17 @@ class Connector {
     void connect_failed(const std::string& why, Clock::time_point now);
     /// The connection ended before the welcome (`why`: `End of file`, an error).
     void disconnected(const std::string& why, Clock::time_point now);
+    /// The relay socket of the last Connect is held by another user's process (the kernel's
+    /// SO_PEERCRED says `uid`, `pid`; k_unknown_uid when it would not say): Fail at once
+    /// (Errc::auth) naming it, before a byte is read. Anyone on a node can bind an abstract
+    /// name; only this user's process may be the relay. Input: uid 65534, pid 812, self 0 at
+    /// rank 3's connector to rank 2's relay. Output: Fail `relay: rank 3 (worker:2): rank 2's
+    /// relay "@tfslurm-0/relay-12.0-2" is held by uid 65534 (pid 812), not by this job's user
+    /// (uid 0)`.
+    void foreign_peer(std::uint32_t uid,
+                      std::int64_t pid,
+                      std::uint32_t self_uid,
+                      Clock::time_point now);
     /// The endpoint could not be resolved or no socket opened: try again after the back-off.
     void unreachable(const std::string& why, Clock::time_point now);
     /// A message before the welcome (challenge, welcome, reject, anything else).
@@ -205,6 +223,8 @@ class Connector {
 
   private:
     [[nodiscard]] std::string label() const;
+    /// What the proofs bind of the current candidate: `tcp:<port>` or `unix:<relay path>`.
+    [[nodiscard]] std::string endpoint() const;
     void connect();
     void next_candidate(const std::string& why, Clock::time_point now);
     void not_the_coordinator(const std::string& why, Clock::time_point now);

@@ -38,12 +38,20 @@ class HandshakePool {
     HandshakePool(std::size_t per_peer, std::size_t total);
 
     /// A new unauthenticated connection `id` from `peer` (its address, without the port).
-    /// Returns the ids to close, oldest first (empty when it fits).
+    /// Returns the ids to close, oldest first (empty when it fits). Every loopback address
+    /// (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104) is one peer (peer_key()): a user of rank 0's
+    /// node can connect from any of them.
     /// Input: per_peer 2; admit(1, "a"), admit(2, "a"), admit(3, "a"). Output of the last: {1}.
+    /// Input: per_peer 2; admit(1, "127.0.0.1"), admit(2, "127.0.0.2"), admit(3, "::1").
+    /// Output of the last: {1}.
     [[nodiscard]] std::vector<std::uint64_t> admit(std::uint64_t id, const std::string& peer);
     /// `id` authenticated or closed: it no longer counts. Unknown ids are ignored.
     void remove(std::uint64_t id);
     [[nodiscard]] std::size_t size() const noexcept { return m_size; }
+
+    /// The peer a connection from `address` counts for: `loopback` for every loopback address,
+    /// else the address itself. Input: "127.4.5.6". Output: "loopback".
+    [[nodiscard]] static std::string peer_key(const std::string& address);
 
   private:
     std::uint64_t evict_from(const std::string& peer);

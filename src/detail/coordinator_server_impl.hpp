@@ -15,6 +15,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include <array>
 #include <cstdint>
@@ -24,6 +25,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -100,6 +102,11 @@ struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer:
             protocol::Welcome{static_cast<std::uint32_t>(coordinator.size()), {}}));
     bool finished_reported = false;
     bool closed = false;
+    std::size_t proofs_pending = 0; ///< hellos on their way through `proofs` (the log says)
+    /// MUNGE's round trips (decoding a hello's credential, encoding our proof) run here, one at
+    /// a time, never on the io thread; made at the first MUNGE hello, stopped by close().
+    /// Declared last: destroyed first, so no task outlives the members it reads (`auth`).
+    std::optional<asio::thread_pool> proofs;
 };
 
 /// One accepted connection: challenge, hello, then heartbeats/exit/interrupt in, stop/abort out.
@@ -145,8 +152,37 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
     /// Decode every complete frame and handle it; a protocol error closes the connection.
     void on_read(const error_code& ec, std::size_t n);
 
-    /// Check a hello (its proof, then the plan), prove ourselves and register it; else reject.
-    void register_hello(const protocol::Hello& hello, Clock::time_point now);
+    /// Feed `fresh` bytes, then decode every complete frame and handle it, until a hello's
+    /// MUNGE proof is on its way (m_proving); true when the connection should read on. A
+    /// protocol error (an oversize frame's header among them) closes it.
+    bool drain(std::string_view fresh = {});
+
+    /// What proving a hello gave: a reject, or our credential for the welcome, or the error
+    /// that kept us from making it.
+    struct Proof {
+        std::optional<protocol::Reject> reject;
+        std::string credential;
+        std::string error;
+    };
+    /// Check a hello (its step, then the plan and its route, then its proof), prove ourselves
+    /// and register it; else reject. A MUNGE hello is proved on the server's proofs thread
+    /// (proved() goes on).
+    void register_hello(const protocol::Hello& hello);
+    /// Verify `hello` and make our credential for it. Thread-safe (only its arguments).
+    [[nodiscard]] static Proof prove(const protocol::Authenticator& auth,
+                                     const protocol::Hello& hello,
+                                     const std::string& nonce,
+                                     protocol::StepId step,
+                                     const std::string& endpoint);
+    /// Back on the io thread with a MUNGE hello's proof: the plan is checked again, then as
+    /// finish_hello(), then the frames that came meanwhile.
+    void proved(const protocol::Hello& hello, Proof proof);
+    /// Reject `hello`, or register it with a welcome.
+    void finish_hello(const protocol::Hello& hello, Proof proof);
+    /// Why a hello on this connection may not register its rank (the plan: rank, role, not
+    /// registered yet; the tree: only a node's leader relays, and with the tree a rank that the
+    /// plan routes through its leader never registers directly), or nullopt.
+    [[nodiscard]] std::optional<std::string> admit_direct(const protocol::Hello& hello) const;
 
     /// `inner`: a relay's message, decoded with it (decode_unwrapped()).
     void handle(const protocol::Message& message, const std::optional<protocol::Message>& inner);
@@ -176,6 +212,8 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
     std::uint64_t m_id;
     std::string m_address; ///< the peer's address, without the port
     std::string m_peer;    ///< address:port
+    /// What the proofs bind of this end: `tcp:<the port the connection came in on>`.
+    std::string m_endpoint;
     std::string m_nonce;
     std::array<char, 4096> m_buffer{};
     protocol::FrameDecoder m_decoder;
@@ -187,6 +225,8 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
     bool m_close_after_write = false;
     bool m_closed = false;
     bool m_node = false; ///< a node leader's connection (Hello::relay)
+    /// A MUNGE hello is being proved on the proofs thread: nothing more is read or handled.
+    bool m_proving = false;
     std::uint32_t m_rank = 0;
     std::vector<std::uint32_t> m_relayed;
 };

@@ -20,19 +20,31 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace tfslurm::detail {
 
-/// Where the relay of `leader` in step `step` listens: `/tmp/tfslurm-<uid>/relay-<job>.<step>-
-/// <leader>.sock` (the leader's rank keeps two nodes apart even where they share /tmp).
-/// Input: {12345, 0}, 4 (uid 1000). Output: `/tmp/tfslurm-1000/relay-12345.0-4.sock`.
+/// Where the relay of `leader` in step `step` listens: a name in the abstract namespace of Unix
+/// sockets, written with `@` for its leading NUL byte (as ss(8) shows it). The abstract
+/// namespace belongs to the node's network namespace and has no directory that another user
+/// could create first, own or fill; who may use a name is checked with SO_PEERCRED at both
+/// ends instead (peer_uid()). The leader's rank keeps two nodes apart where they share a network
+/// namespace. Input: {12345, 0}, 4 (uid 1000). Output: `@tfslurm-1000/relay-12345.0-4`.
 [[nodiscard]] std::string relay_path(protocol::StepId step, std::uint32_t leader);
 
-/// Create `path`'s directory (mode 0700) or check that it is this user's and private.
-/// \throws Error (Errc::io) `relay: <dir> is not a private directory of uid <uid>: ...`.
-void ensure_private_directory(const std::string& path);
+/// The endpoint of a relay path: `@name` is the abstract name `\0name`, anything else a path.
+[[nodiscard]] boost::asio::local::stream_protocol::endpoint relay_endpoint(const std::string& path);
+
+/// The credentials of the process at the other end of the connected Unix socket `fd`
+/// (SO_PEERCRED: fixed by the kernel when the connection was made, not claimed by the peer).
+struct PeerCredentials {
+    std::uint32_t uid = 0;
+    std::int64_t pid = 0;
+};
+/// nullopt when the kernel does not say (not a Unix socket).
+[[nodiscard]] std::optional<PeerCredentials> peer_credentials(int fd) noexcept;
 
 class NodeRelay {
   public:
@@ -48,7 +60,9 @@ class NodeRelay {
     NodeRelay(const NodeRelay&) = delete;
     NodeRelay& operator=(const NodeRelay&) = delete;
 
-    /// Listen on `path` (a stale socket there is replaced). \throws Error (Errc::io).
+    /// Listen on `path` (relay_path()). \throws Error (Errc::auth) when another process holds
+    /// the name (`relay: @tfslurm-0/relay-12.0-2 is held by uid 65534 (pid 812), not by this
+    /// job's user (uid 0)`, naming the holder when it answers), (Errc::io) when it cannot listen.
     void listen(const std::string& path);
     /// An envelope from the coordinator: each of its ranks gets the message.
     void downstream(const protocol::Relay& relay);

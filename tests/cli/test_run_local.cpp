@@ -501,9 +501,10 @@ TEST_CASE("run: a launcher with the wrong secret is rejected and does not distur
     CHECK(intruder.status == exit_status(Errc::auth));
     CHECK(count(intruder.output, "rejected rank 1 (worker:0): bad secret proof") == 2);
     CHECK_THAT(intruder.output,
-               Catch::Contains("tfslurm: error: coordinator: rank 0's relay /tmp/tfslurm-"));
-    CHECK_THAT(intruder.output,
-               Catch::Contains(".sock rejected rank 1 (worker:0): bad secret proof\n"
+               Catch::Contains("tfslurm: error: coordinator: rank 0's relay @tfslurm-" +
+                               std::to_string(::geteuid()) + "/relay-" +
+                               std::to_string(job_id(20)) +
+                               ".0-0 rejected rank 1 (worker:0): bad secret proof\n"
                                "tfslurm: hint: every task must run 'tfslurm run' with the same "
                                "options, the same TFSLURM_SECRET and as the same user\n"));
     const Ran rank1 =

@@ -13,11 +13,21 @@ Run by Debian's /usr/bin/python3 as another user than the job's, always under `t
   hostile_client.py noise HOST PORT RATE SECONDS
       Open RATE connections a second for SECONDS that never say hello, hold each until the
       coordinator times it out, and print `opened <n>` once every one was closed.
-  hostile_client.py squat HOST PORT ANSWER STOP_FILE READY_FILE
+  hostile_client.py squat HOST PORT ANSWER STOP_FILE READY_FILE [TARGET_FILE]
       Hold HOST:PORT (a job's control port) before the job starts: write READY_FILE once
       listening, answer every connection as ANSWER says until STOP_FILE exists (at most 120 s),
       then print `answered <n>`. ANSWER: `silent` (listen, never accept), `old` (the challenge
-      of protocol version 3: a coordinator of an older tfslurm), `garbage` (an SSH banner).
+      of protocol version 3: a coordinator of an older tfslurm), `garbage` (an SSH banner),
+      `forward` (pass the bytes both ways to the coordinator at `HOST PORT`, read from
+      TARGET_FILE once a launcher connects, and right after the launcher's first frame inject a
+      forged `exit` with status 0 of its own).
+  hostile_client.py relay-squat NAME STOP_FILE READY_FILE
+      Bind the abstract Unix socket NAME (written `@...`: a node leader's relay) before its
+      leader, hold every connection without a word until STOP_FILE exists (at most 120 s);
+      READY_FILE gets `squatting <pid>` once bound.
+  hostile_client.py relay-knock NAME
+      Connect to the abstract Unix socket NAME (a live relay) and read: print `closed unread`
+      when it is closed before any byte came, else `answered <n> bytes`.
 """
 
 import json
@@ -161,12 +171,78 @@ def noise(host, port, rate, seconds):
     print(f"opened {opened}")
 
 
-def squat(host, port, answer, stop_file, ready_file):
+def frames_in(buffer):
+    """The complete frames at the start of BUFFER (bytes) and what is left."""
+    frames = []
+    while len(buffer) >= 4 and len(buffer) >= 4 + struct.unpack(">I", buffer[:4])[0]:
+        end = 4 + struct.unpack(">I", buffer[:4])[0]
+        frames.append(buffer[:end])
+        buffer = buffer[end:]
+    return frames, buffer
+
+
+def forward(client, target_file):
+    """Pass CLIENT's bytes to the coordinator named in TARGET_FILE and back; after the client's
+    first frame (its hello) send a forged exit 0 of our own. Returns when either side closes."""
+    for _ in range(300):
+        if os.path.exists(target_file):
+            break
+        time.sleep(0.1)
+    with open(target_file, encoding="ascii") as target:
+        host, port = target.read().split()
+    upstream = socket.create_connection((host, int(port)), timeout=5)
+    client.setblocking(True)
+    upstream.setblocking(True)
+    pending = b""
+    version = 6
+    injected = False
+    while True:
+        ready, _, _ = select.select([client, upstream], [], [], 30)
+        if not ready:
+            break
+        if upstream in ready:
+            data = upstream.recv(65536)
+            if not data:
+                break
+            if data[4:5] == b"{":
+                version = json.loads(frames_in(data)[0][0][4:]).get("v", version)
+            client.sendall(data)
+        if client in ready:
+            data = client.recv(65536)
+            if not data:
+                break
+            upstream.sendall(data)
+            frames, pending = frames_in(pending + data)
+            if frames and not injected:
+                forged = json.dumps(
+                    {"status": {"code": 0, "kind": "exited"}, "type": "exit", "v": version},
+                    sort_keys=True,
+                    separators=(",", ":"),
+                ).encode()
+                upstream.sendall(struct.pack(">I", len(forged)) + forged)
+                injected = True
+    upstream.close()
+    client.close()
+
+
+def squat(host, port, answer, stop_file, ready_file, target_file=None):
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.bind((host, port))
     server.listen(16)
     with open(ready_file, "w", encoding="ascii") as out:
         out.write(f"squatting {answer}\n")
+    if answer == "forward":
+        forwarded = 0
+        end = time.monotonic() + 120
+        while time.monotonic() < end and not os.path.exists(stop_file):
+            ready, _, _ = select.select([server], [], [], 0.1)
+            if ready:
+                client, _ = server.accept()
+                forward(client, target_file)
+                forwarded += 1
+        server.close()
+        print(f"answered {forwarded}")
+        return
     greeting = {
         "silent": None,
         "old": json.dumps(
@@ -199,10 +275,59 @@ def squat(host, port, answer, stop_file, ready_file):
     print(f"answered {answered}")
 
 
+def abstract_address(name):
+    """The address of the abstract Unix socket written `@name`."""
+    if not name.startswith("@"):
+        raise SystemExit(f"hostile_client.py: not an abstract name: {name!r}")
+    return b"\0" + name[1:].encode()
+
+
+def relay_squat(name, stop_file, ready_file):
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(abstract_address(name))
+    server.listen(16)
+    with open(ready_file, "w", encoding="ascii") as out:
+        out.write(f"squatting {os.getpid()}\n")
+    held = []
+    end = time.monotonic() + 120
+    while time.monotonic() < end and not os.path.exists(stop_file):
+        ready, _, _ = select.select([server], [], [], 0.1)
+        if ready:
+            held.append(server.accept()[0])
+    for client in held:
+        client.close()
+    server.close()
+    print(f"held {len(held)}")
+
+
+def relay_knock(name):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(10)
+    sock.connect(abstract_address(name))
+    data = b""
+    try:
+        while True:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        pass
+    sock.close()
+    print("closed unread" if not data else f"answered {len(data)} bytes")
+
+
 def main(argv):
-    mode, host, port = argv[1], argv[2], int(argv[3])
+    mode = argv[1]
+    if mode == "relay-squat":
+        relay_squat(argv[2], argv[3], argv[4])
+        return
+    if mode == "relay-knock":
+        relay_knock(argv[2])
+        return
+    host, port = argv[2], int(argv[3])
     if mode == "squat":
-        squat(host, port, argv[4], argv[5], argv[6])
+        squat(host, port, argv[4], argv[5], argv[6], argv[7] if len(argv) > 7 else None)
         return
     wait_for_listener(host, port)
     if mode == "flood":

@@ -6,10 +6,10 @@
 #   - `tfslurm env` in a step of user nobody: every task runs as that user and gets its TF_CONFIG;
 #   - `srun --tfslurm` of that user: srun (as the user) and slurmstepd load the SPANK plugin;
 #   - `tfslurm run` of user nobody with MUNGE authentication ends the step with status 0;
-#   - while that step runs, a launcher of another user (root) that replays rank 1's exact Slurm
-#     environment on rank 1's node is rejected by the coordinator (the MUNGE credential names
-#     its uid), and so is a second launcher of the same user for the already registered rank 1;
-#     neither disturbs the job.
+#   - while that step runs, before rank 1's own launcher starts, a launcher of another user
+#     (root) that replays rank 1's exact Slurm environment on rank 1's node is rejected by the
+#     coordinator (the MUNGE credential names its uid); once rank 1 registered, so is a second
+#     launcher of the same user for it; neither disturbs the job.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -61,23 +61,40 @@ spank_uninstall
 e2e_log "srun --tfslurm as $user: ok"
 
 # --- tfslurm run, and launchers that do not belong to it ---------------------------------------
-# Each task's wrapper saves its SLURM_* variables and the coordinator's address (after its
-# launcher has registered and started it), then waits for the file "go" before it becomes the
-# trainer.
+# Rank 1's task saves its SLURM_* variables and waits for the file "go1" before it starts its
+# launcher. Each task's trainer wrapper saves the coordinator's address and notes that it
+# started (after its launcher has registered), then waits for the file "go".
+# shellcheck disable=SC2016 # expanded by the task's shell
+rank1_late='if [[ $SLURM_PROCID == 1 ]]; then
+    env -0 | grep -z "^SLURM" >"$0/env-1.tmp" && mv "$0/env-1.tmp" "$0/env-1"
+    for ((i = 0; i < 600; i++)); do [[ -e $0/go1 ]] && break; sleep 0.1; done
+fi
+exec "$@"'
 # shellcheck disable=SC2016 # expanded by the task's shell
 wrapper='printf "%s\n" "$TFSLURM_CONTROL" >"$0/control"
-env -0 | grep -z "^SLURM" >"$0/env-$SLURM_PROCID.tmp" && mv "$0/env-$SLURM_PROCID.tmp" "$0/env-$SLURM_PROCID"
+touch "$0/started-$SLURM_PROCID"
 for ((i = 0; i < 600; i++)); do [[ -e $0/go ]] && break; sleep 0.1; done
 exec "$@"'
-"${as_user[@]}" timeout -k 5 120 srun -N3 --ntasks-per-node=1 -o "$dir/task-%t.out" "$tfslurm" run --ps 1 \
-    --auth munge --grace 5 -- bash -c "$wrapper" "$dir" "$trainer" --work-ms 200 >"$dir/srun.out" 2>&1 &
+"${as_user[@]}" timeout -k 5 120 srun -N3 --ntasks-per-node=1 -o "$dir/task-%t.out" \
+    bash -c "$rank1_late" "$dir" "$tfslurm" run --ps 1 --auth munge --grace 5 -- \
+    bash -c "$wrapper" "$dir" "$trainer" --work-ms 200 >"$dir/srun.out" 2>&1 &
 srun_pid=$!
 on_exit "kill $srun_pid 2>/dev/null || true"
-for ((i = 0; i < 600; i++)); do
-    [[ -e $dir/env-0 && -e $dir/env-1 && -e $dir/env-2 ]] && break
-    sleep 0.1
-done
-[[ -e $dir/env-1 ]] || fail "the launchers did not start their trainers within 60 s:"$'\n'"$(cat "$dir"/*.out)"
+# wait_started RANK...: until those ranks' trainers started (at most 60 s).
+wait_started() {
+    local i rank all
+    for ((i = 0; i < 600; i++)); do
+        all=1
+        for rank in "$@"; do
+            [[ -e $dir/started-$rank ]] || all=0
+        done
+        ((all)) && return 0
+        sleep 0.1
+    done
+    fail "the trainers of ranks $* did not start within 60 s:"$'\n'"$(cat "$dir"/*.out)"
+}
+wait_started 0 2
+[[ -e $dir/env-1 ]] || fail "rank 1's task did not save its environment:"$'\n'"$(cat "$dir"/*.out)"
 mapfile -d '' rank1 <"$dir/env-1"
 control=$(<"$dir/control")
 
@@ -95,6 +112,8 @@ assert_eq "tfslurm: warning: rank 1 (worker:0): $control did not prove that it i
 tfslurm: error: coordinator: $control rejected rank 1 (worker:0): munge credential of uid 0 (expected $uid)
 tfslurm: hint: every task must run 'tfslurm run' with the same options, the same TFSLURM_SECRET and as the same user
 status 7" "$(impostor root)" "a launcher of root is rejected"
+touch "$dir/go1"
+wait_started 1
 assert_eq "tfslurm: warning: rank 1 (worker:0): $control did not prove that it is job $job's coordinator: it rejected rank 1 (worker:0): rank 1 is already registered; trying the next control port
 tfslurm: error: coordinator: $control rejected rank 1 (worker:0): rank 1 is already registered
 tfslurm: hint: every task must run 'tfslurm run' with the same options, the same TFSLURM_SECRET and as the same user

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The authentication of launchers and coordinator (auth.hpp): digests, the secret and munge
 // proofs in both directions, and the refusals when no method is available.
+#include "private_munged.hpp"
+
 #include <tfslurm/auth.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/protocol.hpp>
@@ -112,14 +114,26 @@ TEST_CASE("auth: hex helpers and constant-time comparison", "[auth]") {
     CHECK_FALSE(constant_time_equal("abc", "ab"));
     CHECK(random_bytes(32).size() == 32);
     CHECK(random_bytes(32) != random_bytes(32));
-    CHECK(
-        secret_message(std::string(64, '0'), StepId{0x0102030405060708ULL, 0x1112U}, 0x0a0b0c0dU) ==
+    const std::string fields =
         std::string(32, '\0') + std::string("\x01\x02\x03\x04\x05\x06\x07\x08"
                                             "\x00\x00\x00\x00\x00\x00\x11\x12\x0a\x0b\x0c\x0d",
-                                            20));
-    CHECK(munge_payload("ab", StepId{42, 1}, 3) == "tfslurm/2 job=42 step=1 rank=3 nonce=ab");
-    CHECK(coordinator_munge_payload("ab", StepId{42, 1}, 3) ==
-          "tfslurm/2 coordinator job=42 step=1 rank=3 nonce=ab");
+                                            20);
+    CHECK(secret_message(std::string(64, '0'),
+                         StepId{0x0102030405060708ULL, 0x1112U},
+                         0x0a0b0c0dU,
+                         "tcp:25006") == "tfslurm/6 launcher " + fields + "tcp:25006");
+    CHECK(coordinator_secret_message(std::string(64, '0'),
+                                     StepId{0x0102030405060708ULL, 0x1112U},
+                                     0x0a0b0c0dU,
+                                     "tcp:25006") ==
+          "tfslurm/6 coordinator " + fields + "tcp:25006");
+    CHECK(munge_payload("ab", StepId{42, 1}, 3, "tcp:25006") ==
+          "tfslurm/6 job=42 step=1 rank=3 nonce=ab endpoint=tcp:25006");
+    CHECK(coordinator_munge_payload("ab", StepId{42, 1}, 3, "unix:@tfslurm-0/relay-42.1-2") ==
+          "tfslurm/6 coordinator job=42 step=1 rank=3 nonce=ab "
+          "endpoint=unix:@tfslurm-0/relay-42.1-2");
+    CHECK(tcp_endpoint(25006) == "tcp:25006");
+    CHECK(unix_endpoint("@tfslurm-0/relay-42.1-2") == "unix:@tfslurm-0/relay-42.1-2");
     CHECK(to_string(StepId{12345, 1}) == "12345.1");
 }
 
@@ -135,6 +149,8 @@ namespace {
 
 const std::string k_secret_hex = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 const std::string k_no_munge = "/nonexistent/tfslurm-test/munge.socket";
+/// The endpoint the launchers of these tests dialled.
+const std::string k_endpoint = "tcp:25006";
 
 Hello secret_hello(const Authenticator& auth, std::uint64_t job, std::uint32_t rank) {
     Hello hello;
@@ -144,7 +160,7 @@ Hello secret_hello(const Authenticator& auth, std::uint64_t job, std::uint32_t r
     hello.host = "n1";
     hello.pid = 1;
     hello.auth = auth.method();
-    hello.credential = auth.prove(k_nonce, StepId{job, 0}, rank);
+    hello.credential = auth.prove(k_nonce, StepId{job, 0}, rank, k_endpoint);
     return hello;
 }
 
@@ -155,48 +171,50 @@ TEST_CASE("auth: secret authentication", "[auth]") {
     REQUIRE(auth.method() == AuthMethod::secret);
     const Hello hello = secret_hello(auth, 77, 3);
     CHECK(hello.credential.size() == 64);
-    CHECK_FALSE(auth.verify(hello, k_nonce, StepId{77, 0}));
+    CHECK_FALSE(auth.verify(hello, k_nonce, StepId{77, 0}, k_endpoint));
 
     SECTION("another challenge") {
-        CHECK(auth.verify(hello, std::string(64, 'b'), StepId{77, 0}) ==
+        CHECK(auth.verify(hello, std::string(64, 'b'), StepId{77, 0}, k_endpoint) ==
               refused("bad secret proof"));
     }
     SECTION("another rank claimed") {
         Hello other = hello;
         other.rank = 4;
-        CHECK(auth.verify(other, k_nonce, StepId{77, 0}) == refused("bad secret proof"));
+        CHECK(auth.verify(other, k_nonce, StepId{77, 0}, k_endpoint) ==
+              refused("bad secret proof"));
     }
     SECTION("another job") {
-        CHECK(auth.verify(hello, k_nonce, StepId{78, 0}) ==
+        CHECK(auth.verify(hello, k_nonce, StepId{78, 0}, k_endpoint) ==
               Reject{RejectCode::wrong_job, "wrong job 77 (this is job 78)"});
     }
     SECTION("another step of the same job, named before the proof is checked") {
-        CHECK(auth.verify(hello, k_nonce, StepId{77, 1}) ==
+        CHECK(auth.verify(hello, k_nonce, StepId{77, 1}, k_endpoint) ==
               Reject{RejectCode::wrong_step, "wrong step 77.0 (this is step 77.1)"});
         Hello step1 = hello;
         step1.step = 1;
-        CHECK(auth.verify(step1, k_nonce, StepId{77, 0}) ==
+        CHECK(auth.verify(step1, k_nonce, StepId{77, 0}, k_endpoint) ==
               Reject{RejectCode::wrong_step, "wrong step 77.1 (this is step 77.0)"});
     }
     SECTION("the proof binds the step: a hello that claims another step than it proved") {
         Hello claimed = hello; // proved for step 0
         claimed.step = 1;
-        CHECK(auth.verify(claimed, k_nonce, StepId{77, 1}) == refused("bad secret proof"));
-        claimed.credential = auth.prove(k_nonce, StepId{77, 1}, 3);
-        CHECK_FALSE(auth.verify(claimed, k_nonce, StepId{77, 1}));
+        CHECK(auth.verify(claimed, k_nonce, StepId{77, 1}, k_endpoint) ==
+              refused("bad secret proof"));
+        claimed.credential = auth.prove(k_nonce, StepId{77, 1}, 3, k_endpoint);
+        CHECK_FALSE(auth.verify(claimed, k_nonce, StepId{77, 1}, k_endpoint));
     }
     SECTION("another secret") {
         const auto intruder =
             Authenticator::create({AuthMethod::secret, std::string(64, '1'), k_no_munge});
-        CHECK(auth.verify(secret_hello(intruder, 77, 3), k_nonce, StepId{77, 0}) ==
+        CHECK(auth.verify(secret_hello(intruder, 77, 3), k_nonce, StepId{77, 0}, k_endpoint) ==
               refused("bad secret proof"));
     }
     SECTION("garbage credentials") {
         Hello bad = hello;
         bad.credential = "not hex";
-        CHECK(auth.verify(bad, k_nonce, StepId{77, 0}) == refused("bad secret proof"));
+        CHECK(auth.verify(bad, k_nonce, StepId{77, 0}, k_endpoint) == refused("bad secret proof"));
         bad.credential = "";
-        CHECK(auth.verify(bad, k_nonce, StepId{77, 0}) == refused("bad secret proof"));
+        CHECK(auth.verify(bad, k_nonce, StepId{77, 0}, k_endpoint) == refused("bad secret proof"));
     }
     SECTION("a munge credential when only the secret is allowed") {
         const auto secret_only =
@@ -204,7 +222,7 @@ TEST_CASE("auth: secret authentication", "[auth]") {
         Hello munge = hello;
         munge.auth = AuthMethod::munge;
         munge.credential = "MUNGE:xyz:";
-        CHECK(secret_only.verify(munge, k_nonce, StepId{77, 0}) ==
+        CHECK(secret_only.verify(munge, k_nonce, StepId{77, 0}, k_endpoint) ==
               refused("munge authentication is not enabled"));
     }
 }
@@ -214,33 +232,51 @@ TEST_CASE("auth: the coordinator proves itself to each launcher", "[auth]") {
         Authenticator::create({AuthMethod::automatic, k_secret_hex, k_no_munge});
     const auto launcher = Authenticator::create({AuthMethod::secret, k_secret_hex, k_no_munge});
     const std::string proof =
-        coordinator.prove_coordinator(AuthMethod::secret, k_nonce, StepId{77, 0}, 3);
+        coordinator.prove_coordinator(AuthMethod::secret, k_nonce, StepId{77, 0}, 3, k_endpoint);
     CHECK(proof.size() == 64);
-    CHECK_FALSE(launcher.verify_coordinator(proof, k_nonce, StepId{77, 0}, 3));
+    CHECK_FALSE(launcher.verify_coordinator(proof, k_nonce, StepId{77, 0}, 3, k_endpoint));
     SECTION("bound to the launcher's nonce, the job, the step and the rank") {
-        CHECK(launcher.verify_coordinator(proof, k_nonce, StepId{77, 1}, 3) ==
+        CHECK(launcher.verify_coordinator(proof, k_nonce, StepId{77, 1}, 3, k_endpoint) ==
               std::string("bad secret proof"));
-        CHECK(launcher.verify_coordinator(proof, std::string(64, 'b'), StepId{77, 0}, 3) ==
+        CHECK(launcher.verify_coordinator(
+                  proof, std::string(64, 'b'), StepId{77, 0}, 3, k_endpoint) ==
               std::string("bad secret proof"));
-        CHECK(launcher.verify_coordinator(proof, k_nonce, StepId{78, 0}, 3) ==
+        CHECK(launcher.verify_coordinator(proof, k_nonce, StepId{78, 0}, 3, k_endpoint) ==
               std::string("bad secret proof"));
-        CHECK(launcher.verify_coordinator(proof, k_nonce, StepId{77, 0}, 4) ==
+        CHECK(launcher.verify_coordinator(proof, k_nonce, StepId{77, 0}, 4, k_endpoint) ==
               std::string("bad secret proof"));
     }
-    SECTION("a launcher's proof never passes for the coordinator's") {
-        CHECK(launcher.verify_coordinator(
-                  launcher.prove(k_nonce, StepId{77, 0}, 3), k_nonce, StepId{77, 0}, 3) ==
+    SECTION("bound to the endpoint the launcher dialled: a forwarder's victim's proof fails") {
+        // A process of another user holds the control port (tcp:25006) and forwards each
+        // launcher to the coordinator's fallback port (tcp:32246): neither proof passes on.
+        CHECK(launcher.verify_coordinator(proof, k_nonce, StepId{77, 0}, 3, "tcp:32246") ==
               std::string("bad secret proof"));
+        Hello forwarded = secret_hello(launcher, 77, 3); // proved at tcp:25006
+        CHECK(coordinator.verify(forwarded, k_nonce, StepId{77, 0}, "tcp:32246") ==
+              refused("bad secret proof"));
+        CHECK(
+            coordinator.verify(forwarded, k_nonce, StepId{77, 0}, "unix:@tfslurm-0/relay-77.0-2") ==
+            refused("bad secret proof"));
+        CHECK_FALSE(coordinator.verify(forwarded, k_nonce, StepId{77, 0}, k_endpoint));
+    }
+    SECTION("a launcher's proof never passes for the coordinator's") {
+        CHECK(launcher.verify_coordinator(launcher.prove(k_nonce, StepId{77, 0}, 3, k_endpoint),
+                                          k_nonce,
+                                          StepId{77, 0},
+                                          3,
+                                          k_endpoint) == std::string("bad secret proof"));
     }
     SECTION("a process without the secret cannot prove it") {
         const auto impostor =
             Authenticator::create({AuthMethod::secret, std::string(64, '1'), k_no_munge});
         CHECK(launcher.verify_coordinator(
-                  impostor.prove_coordinator(AuthMethod::secret, k_nonce, StepId{77, 0}, 3),
+                  impostor.prove_coordinator(
+                      AuthMethod::secret, k_nonce, StepId{77, 0}, 3, k_endpoint),
                   k_nonce,
                   StepId{77, 0},
-                  3) == std::string("bad secret proof"));
-        CHECK(launcher.verify_coordinator("", k_nonce, StepId{77, 0}, 3) ==
+                  3,
+                  k_endpoint) == std::string("bad secret proof"));
+        CHECK(launcher.verify_coordinator("", k_nonce, StepId{77, 0}, 3, k_endpoint) ==
               std::string("bad secret proof"));
     }
 }
@@ -287,87 +323,10 @@ TEST_CASE("auth: authentication must be available", "[auth]") {
     }
 }
 
-namespace {
-
-/// A private munged (root only): a key, a socket and a pid file in a temporary directory.
-class PrivateMunged {
-  public:
-    PrivateMunged() {
-        if (::geteuid() != 0 || ::access("/usr/sbin/munged", X_OK) != 0 ||
-            ::access("/usr/sbin/mungekey", X_OK) != 0) {
-            return;
-        }
-        char pattern[] = "/tmp/tfslurm-munge-XXXXXX";
-        if (::mkdtemp(pattern) == nullptr) {
-            return;
-        }
-        m_dir = pattern;
-        ::chmod(m_dir.c_str(), 0700);
-        m_socket = m_dir + "/munge.socket";
-        const std::string key = "/usr/sbin/mungekey -c -k " + m_dir + "/munge.key >/dev/null 2>&1";
-        if (std::system(key.c_str()) != 0) {
-            return;
-        }
-        // A daemon, not a child of the test process (whose tests check that it has none).
-        const std::string start = "/usr/sbin/munged --force --key-file=" + m_dir +
-                                  "/munge.key --socket=" + m_socket + " --pid-file=" + pid_file() +
-                                  " --log-file=" + m_dir + "/munged.log --seed-file=" + m_dir +
-                                  "/munged.seed >/dev/null 2>&1";
-        if (std::system(start.c_str()) != 0) {
-            return;
-        }
-        // munged may answer before it writes its pid file: wait for both, then stop it by that
-        // pid alone (the file is in this test's private directory).
-        for (int i = 0; i < 250 && (m_pid <= 0 || !munge_available(m_socket)); ++i) {
-            std::ifstream(pid_file()) >> m_pid;
-            if (m_pid <= 0 || !munge_available(m_socket)) {
-                std::this_thread::sleep_for(std::chrono::milliseconds(20));
-            }
-        }
-        m_running = m_pid > 0 && munge_available(m_socket);
-    }
-    ~PrivateMunged() {
-        if (m_pid > 0 && ::kill(m_pid, SIGTERM) == 0) {
-            // Not our child: gone once /proc has no live process of that pid (at most 5 s).
-            for (int i = 0; i < 500; ++i) {
-                std::ifstream stat("/proc/" + std::to_string(m_pid) + "/stat");
-                std::string line;
-                std::getline(stat, line);
-                if (line.empty() || line.find(") Z ") != std::string::npos) {
-                    break;
-                }
-                std::this_thread::sleep_for(std::chrono::milliseconds(10));
-            }
-        }
-        if (!m_dir.empty()) {
-            std::error_code ignored;
-            std::filesystem::remove_all(m_dir, ignored);
-        }
-    }
-    PrivateMunged(const PrivateMunged&) = delete;
-    PrivateMunged& operator=(const PrivateMunged&) = delete;
-
-    [[nodiscard]] bool running() const noexcept { return m_running; }
-    [[nodiscard]] std::string pid_file() const { return m_dir + "/munged.pid"; }
-    [[nodiscard]] const std::string& socket() const noexcept { return m_socket; }
-
-  private:
-    std::string m_dir;
-    std::string m_socket;
-    pid_t m_pid = -1;
-    bool m_running = false;
-};
-
-/// One daemon for the whole test run (Catch2 re-enters a test case once per SECTION).
-const PrivateMunged& private_munged() {
-    static const PrivateMunged instance;
-    return instance;
-}
-
-} // namespace
+namespace {} // namespace
 
 TEST_CASE("auth: munge authentication with a private munged", "[auth][munge]") {
-    const PrivateMunged& munged = private_munged();
+    const test::PrivateMunged& munged = test::private_munged();
     if (!munged.running()) {
         WARN("munged/mungekey unavailable or not root: the munge path is left to the e2e tests");
         return;
@@ -381,12 +340,12 @@ TEST_CASE("auth: munge authentication with a private munged", "[auth][munge]") {
     hello.host = "n1";
     hello.pid = 1;
     hello.auth = AuthMethod::munge;
-    hello.credential = auth.prove(k_nonce, StepId{99, 0}, 2);
+    hello.credential = auth.prove(k_nonce, StepId{99, 0}, 2, k_endpoint);
     CHECK_THAT(hello.credential, Catch::StartsWith("MUNGE:"));
 
     SECTION("accepted once, then a replay is refused by munged") {
-        CHECK_FALSE(auth.verify(hello, k_nonce, StepId{99, 0}));
-        const auto replay = auth.verify(hello, k_nonce, StepId{99, 0});
+        CHECK_FALSE(auth.verify(hello, k_nonce, StepId{99, 0}, k_endpoint));
+        const auto replay = auth.verify(hello, k_nonce, StepId{99, 0}, k_endpoint);
         REQUIRE(replay);
         CHECK_THAT(replay->reason,
                    Catch::StartsWith("munge credential rejected: ") && Catch::Contains("eplayed"));
@@ -394,47 +353,63 @@ TEST_CASE("auth: munge authentication with a private munged", "[auth][munge]") {
     SECTION("a credential for another step, claimed for this one") {
         Hello other = hello;
         other.step = 1;
-        CHECK(auth.verify(other, k_nonce, StepId{99, 1}) ==
-              refused("munge credential payload does not match the job, step, rank and challenge"));
+        CHECK(auth.verify(other, k_nonce, StepId{99, 1}, k_endpoint) ==
+              refused("munge credential payload does not match the job, step, rank, challenge and "
+                      "endpoint"));
     }
     SECTION("the coordinator's proof for another step") {
         const std::string proof =
-            auth.prove_coordinator(AuthMethod::munge, k_nonce, StepId{99, 1}, 2);
-        CHECK(auth.verify_coordinator(proof, k_nonce, StepId{99, 0}, 2) ==
-              std::string(
-                  "munge credential payload does not match the job, step, rank and challenge"));
+            auth.prove_coordinator(AuthMethod::munge, k_nonce, StepId{99, 1}, 2, k_endpoint);
+        CHECK(auth.verify_coordinator(proof, k_nonce, StepId{99, 0}, 2, k_endpoint) ==
+              std::string("munge credential payload does not match the job, step, rank, challenge "
+                          "and endpoint"));
     }
     SECTION("a credential for another rank") {
         Hello other = hello;
         other.rank = 3;
-        CHECK(auth.verify(other, k_nonce, StepId{99, 0}) ==
-              refused("munge credential payload does not match the job, step, rank and challenge"));
+        CHECK(auth.verify(other, k_nonce, StepId{99, 0}, k_endpoint) ==
+              refused("munge credential payload does not match the job, step, rank, challenge and "
+                      "endpoint"));
+    }
+    SECTION("a credential for another endpoint, both directions") {
+        CHECK(auth.verify(hello, k_nonce, StepId{99, 0}, "tcp:32246") ==
+              refused("munge credential payload does not match the job, step, rank, challenge "
+                      "and endpoint"));
+        const std::string proof =
+            auth.prove_coordinator(AuthMethod::munge, k_nonce, StepId{99, 0}, 2, "tcp:32246");
+        CHECK(auth.verify_coordinator(proof, k_nonce, StepId{99, 0}, 2, k_endpoint) ==
+              std::string("munge credential payload does not match the job, step, rank, "
+                          "challenge and endpoint"));
     }
     SECTION("a credential for another challenge") {
-        CHECK(auth.verify(hello, std::string(64, 'c'), StepId{99, 0}) ==
-              refused("munge credential payload does not match the job, step, rank and challenge"));
+        CHECK(auth.verify(hello, std::string(64, 'c'), StepId{99, 0}, k_endpoint) ==
+              refused("munge credential payload does not match the job, step, rank, challenge and "
+                      "endpoint"));
     }
     SECTION("a forged credential") {
         Hello forged = hello;
         forged.credential = "MUNGE:AAAAAAAAAAAAAAAAAAAAAAAAAAAA:";
-        const auto reason = auth.verify(forged, k_nonce, StepId{99, 0});
+        const auto reason = auth.verify(forged, k_nonce, StepId{99, 0}, k_endpoint);
         REQUIRE(reason);
         CHECK_THAT(reason->reason, Catch::StartsWith("munge credential rejected: "));
     }
     SECTION("the coordinator's proof, and a launcher's that cannot pass for it") {
         const std::string proof =
-            auth.prove_coordinator(AuthMethod::munge, k_nonce, StepId{99, 0}, 2);
+            auth.prove_coordinator(AuthMethod::munge, k_nonce, StepId{99, 0}, 2, k_endpoint);
         CHECK_THAT(proof, Catch::StartsWith("MUNGE:"));
-        CHECK_FALSE(auth.verify_coordinator(proof, k_nonce, StepId{99, 0}, 2));
-        CHECK(auth.verify_coordinator(
-                  auth.prove(k_nonce, StepId{99, 0}, 2), k_nonce, StepId{99, 0}, 2) ==
-              std::string(
-                  "munge credential payload does not match the job, step, rank and challenge"));
+        CHECK_FALSE(auth.verify_coordinator(proof, k_nonce, StepId{99, 0}, 2, k_endpoint));
+        CHECK(auth.verify_coordinator(auth.prove(k_nonce, StepId{99, 0}, 2, k_endpoint),
+                                      k_nonce,
+                                      StepId{99, 0},
+                                      2,
+                                      k_endpoint) ==
+              std::string("munge credential payload does not match the job, step, rank, challenge "
+                          "and endpoint"));
     }
     SECTION("munge refused when only the secret is allowed") {
         const auto secret_only =
             Authenticator::create({AuthMethod::secret, k_secret_hex, munged.socket()});
-        CHECK(secret_only.verify(hello, k_nonce, StepId{99, 0}) ==
+        CHECK(secret_only.verify(hello, k_nonce, StepId{99, 0}, k_endpoint) ==
               refused("munge authentication is not enabled"));
     }
 }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 using namespace tfslurm;
@@ -32,6 +33,15 @@ TEST_CASE("connection_limits: a new connection is always admitted, a flood evict
         CHECK(pool.admit(6, "e") == std::vector<std::uint64_t>{2});
         CHECK(pool.size() == 5);
     }
+    SECTION("every loopback address is one peer: a flood cannot spread over 127.0.0.0/8") {
+        CHECK(pool.admit(1, "127.0.0.1").empty());
+        CHECK(pool.admit(2, "127.0.0.2").empty());
+        CHECK(pool.admit(3, "127.255.3.4") == std::vector<std::uint64_t>{1});
+        CHECK(pool.admit(4, "::1") == std::vector<std::uint64_t>{2});
+        CHECK(pool.admit(5, "::ffff:127.0.0.9") == std::vector<std::uint64_t>{3});
+        CHECK(pool.admit(6, "10.0.0.1").empty()); // another peer
+        CHECK(pool.size() == 3);
+    }
     SECTION("authenticated or closed connections no longer count") {
         CHECK(pool.admit(1, "a").empty());
         CHECK(pool.admit(2, "a").empty());
@@ -42,6 +52,22 @@ TEST_CASE("connection_limits: a new connection is always admitted, a flood evict
         CHECK(pool.admit(3, "a").empty());
         CHECK(pool.admit(4, "a") == std::vector<std::uint64_t>{2});
     }
+}
+
+TEST_CASE("connection_limits: the peer a connection counts for", "[connection_limits]") {
+    const auto [address, key] = GENERATE(table<std::string, std::string>({
+        {"127.0.0.1", "loopback"},
+        {"127.4.5.6", "loopback"},
+        {"::1", "loopback"},
+        {"::ffff:127.0.0.1", "loopback"},
+        {"10.0.0.1", "10.0.0.1"},
+        {"128.0.0.1", "128.0.0.1"},
+        {"::2", "::2"},
+        {"fe80::1", "fe80::1"},
+        {"::ffff:10.0.0.1", "::ffff:10.0.0.1"},
+    }));
+    CAPTURE(address);
+    CHECK(HandshakePool::peer_key(address) == key);
 }
 
 TEST_CASE("connection_limits: warnings are bounded per window, then summarised",

@@ -44,13 +44,13 @@ ConnectorSettings one_port() {
     return s;
 }
 
-/// settings() of a follower (rank 3) whose leader, rank 2, relays at /run/relay.sock.
+/// settings() of a follower (rank 3) whose leader, rank 2, relays at @tfslurm-0/relay-12.0-2.
 ConnectorSettings follower() {
     ConnectorSettings s = one_port();
     s.rank = 3;
     s.self = {Role::worker, 2, "n2"};
     s.leader = 2;
-    s.relay_path = "/run/relay.sock";
+    s.relay_path = "@tfslurm-0/relay-12.0-2";
     return s;
 }
 
@@ -62,6 +62,7 @@ protocol::RejectCode code_of(const std::string& word) {
 
 /// Feed one event, written as in the tables: `start`, `connected`, `refused <why>` (the
 /// connection failed), `closed <why>` (it ended before the welcome), `unreachable <why>`,
+/// `foreign <uid> <pid>` (the relay socket is that process's; this user is uid 0),
 /// `challenge` (nonce c0ffee), `welcome` (credential proof), `reject <code> <reason>`,
 /// `heartbeat`, `garbled <what>`, `proved` (credential cred, nonce n0nce), `proof failed
 /// <what>`, `verified`, `bad proof <why>`, `timer retry|deadline|challenge`.
@@ -85,6 +86,11 @@ void feed(Connector& c, const std::string& event, Clock::time_point now) {
         c.disconnected(rest(), now);
     } else if (word == "unreachable") {
         c.unreachable(rest(), now);
+    } else if (word == "foreign") {
+        std::uint32_t uid = 0;
+        std::int64_t pid = 0;
+        in >> uid >> pid;
+        c.foreign_peer(uid, pid, 0, now);
     } else if (word == "challenge") {
         c.received(protocol::Challenge{"c0ffee"}, now);
     } else if (word == "welcome") {
@@ -164,7 +170,15 @@ Connector play(const ConnectorSettings& connector_settings, const std::vector<St
 
 using Actions = std::vector<std::string>;
 const Actions k_nothing;
-const Actions k_challenged{"cancel challenge", "prove c0ffee"};
+/// The answer to the challenge at `endpoint` (what the proofs bind: the candidate dialled).
+Actions challenged(const std::string& endpoint = "tcp:29000") {
+    return {"cancel challenge", "prove c0ffee at " + endpoint};
+}
+const Actions k_challenged = challenged();
+/// The welcome's proof checked at `endpoint`.
+Actions verify(const std::string& endpoint = "tcp:29000") {
+    return {"verify proof n0nce at " + endpoint};
+}
 const Actions k_hello{"send hello 12.0 rank 1 worker on n2 pid 4242 secret cred nonce n0nce"};
 const Actions k_registered_29000{
     "cancel deadline", "cancel retry", "cancel challenge", "registered n1:29000"};
@@ -192,7 +206,7 @@ TEST_CASE("connector: registered after the challenge and the hello and a proved 
                             {5, "connected", {"arm challenge 2005"}},
                             {6, "challenge", k_challenged},
                             {6, "proved", k_hello},
-                            {9, "welcome", {"verify proof n0nce"}},
+                            {9, "welcome", verify()},
                             {9, "verified", k_registered_29000},
                             {10, "timer deadline", k_nothing}, // a late expiry changes nothing
                             {10, "challenge", k_nothing},
@@ -246,18 +260,18 @@ TEST_CASE("connector: the candidates in order and then a back-off that doubles u
 TEST_CASE("connector: a follower looks for its leader's relay again within 100 ms", "[connector]") {
     const auto c = play(follower(),
                         {
-                            {0, "start", {"arm deadline 10000", "connect /run/relay.sock"}},
+                            {0, "start", {"arm deadline 10000", "connect @tfslurm-0/relay-12.0-2"}},
                             {1, "refused No such file or directory", retry(21)},
-                            {21, "timer retry", {"connect /run/relay.sock"}},
+                            {21, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}},
                             {21, "refused No such file or directory", retry(61)},
-                            {61, "timer retry", {"connect /run/relay.sock"}},
+                            {61, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}},
                             {61, "refused No such file or directory", retry(141)},
-                            {141, "timer retry", {"connect /run/relay.sock"}},
+                            {141, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}},
                             {141, "refused No such file or directory", retry(241)},
-                            {241, "timer retry", {"connect /run/relay.sock"}},
+                            {241, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}},
                             {241, "refused No such file or directory", retry(341)},
                         });
-    CHECK(c.control() == "rank 2's relay /run/relay.sock");
+    CHECK(c.control() == "rank 2's relay @tfslurm-0/relay-12.0-2");
 }
 
 TEST_CASE("connector: an endpoint that cannot be resolved is tried again after the back-off",
@@ -279,7 +293,7 @@ TEST_CASE("connector: a peer that does not prove itself is left for the next can
         {"a bad proof",
          Row{{6, "challenge", k_challenged},
              {6, "proved", k_hello},
-             {7, "welcome", {"verify proof n0nce"}},
+             {7, "welcome", verify()},
              {7, "bad proof bad secret proof", next(32000)}},
          "bad secret proof"},
         {"a second challenge",
@@ -339,7 +353,7 @@ TEST_CASE("connector: another step's coordinator is left for the next candidate 
              {0, "proved", k_hello},
              {1, "reject wrong_step wrong step 12.0 (this is step 12.1)", next(32000)},
              {1, "connected", {"arm challenge 2001"}},
-             {1, "challenge", k_challenged},
+             {1, "challenge", challenged("tcp:32000")},
              {1, "proved", k_hello},
              {2, "reject wrong_job wrong job 12 (this is job 13)", next(32001)},
              {2, "refused Connection refused", retry(22)},
@@ -416,9 +430,9 @@ TEST_CASE("connector: a fallback candidate is named when it proves to be the coo
                  {0, "start", {"arm deadline 10000", "connect n1:29000"}},
                  {1, "refused Connection refused", next(32000)},
                  {2, "connected", {"arm challenge 2002"}},
-                 {2, "challenge", k_challenged},
+                 {2, "challenge", challenged("tcp:32000")},
                  {2, "proved", k_hello},
-                 {3, "welcome", {"verify proof n0nce"}},
+                 {3, "welcome", verify("tcp:32000")},
                  {3,
                   "verified",
                   {"cancel deadline", "cancel retry", "cancel challenge", "registered n1:32000"}},
@@ -451,5 +465,58 @@ TEST_CASE("connector: each rank's place in the tree", "[connector]") {
         const NodePlace place = node_place(ranks, c.rank, c.tree);
         CHECK(place.leader == c.leader);
         CHECK(place.followers == c.followers);
+    }
+}
+
+TEST_CASE("connector: a relay socket of another user fails the follower at once", "[connector]") {
+    const std::string line =
+        "fail relay: rank 3 (worker:2): rank 2's relay \"@tfslurm-0/relay-12.0-2\" is held by "
+        "uid 65534 (pid 812), not by this job's user (uid 0) (hint: another process on this node "
+        "took the relay's name; `ss -xlp | grep tfslurm` shows it)";
+    SECTION("before the handshake: nothing is read from it, nothing is retried") {
+        const auto c =
+            play(follower(),
+                 {
+                     {0, "start", {"arm deadline 10000", "connect @tfslurm-0/relay-12.0-2"}},
+                     {3, "foreign 65534 812", {"cancel challenge", "close attempt", line}},
+                     {21, "timer retry", k_nothing},
+                     {10000, "timer deadline", k_nothing},
+                 });
+        CHECK(c.phase() == Connector::Phase::failed);
+    }
+    SECTION("a uid the kernel did not give is refused the same way") {
+        const auto c = play(
+            follower(),
+            {
+                {0, "start", {"arm deadline 10000", "connect @tfslurm-0/relay-12.0-2"}},
+                {3,
+                 "foreign 4294967295 0",
+                 {"cancel challenge",
+                  "close attempt",
+                  "fail relay: rank 3 (worker:2): rank 2's relay \"@tfslurm-0/relay-12.0-2\" is "
+                  "held by a process whose uid the kernel did not give, not by this job's user "
+                  "(uid 0) (hint: another process on this node took the relay's name; `ss -xlp | "
+                  "grep tfslurm` shows it)"}},
+            });
+        CHECK(c.phase() == Connector::Phase::failed);
+    }
+    SECTION("after the session began it changes nothing") {
+        play(follower(),
+             {
+                 {0, "start", {"arm deadline 10000", "connect @tfslurm-0/relay-12.0-2"}},
+                 {5, "connected", {"arm challenge 2005"}},
+                 {6, "challenge", challenged("unix:@tfslurm-0/relay-12.0-2")},
+                 {6,
+                  "proved",
+                  {"send hello 12.0 rank 3 worker on n2 pid 4242 secret cred nonce n0nce"}},
+                 {9, "welcome", verify("unix:@tfslurm-0/relay-12.0-2")},
+                 {9,
+                  "verified",
+                  {"cancel deadline",
+                   "cancel retry",
+                   "cancel challenge",
+                   "registered rank 2's relay @tfslurm-0/relay-12.0-2"}},
+                 {10, "foreign 65534 812", k_nothing},
+             });
     }
 }

@@ -545,7 +545,7 @@ constexpr std::uint64_t k_job = 4242;
 /// A blocking client on 127.0.0.1 with a receive timeout.
 class Client {
   public:
-    explicit Client(std::uint16_t port) {
+    explicit Client(std::uint16_t port) : m_port(port) {
         m_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         sockaddr_in address{};
         address.sin_family = AF_INET;
@@ -618,12 +618,14 @@ class Client {
         h.pid = ::getpid();
         h.auth = protocol::AuthMethod::secret;
         h.nonce = std::string(64, 'a');
-        h.credential = auth.prove(nonce, protocol::StepId{k_job, step}, rank);
+        h.credential =
+            auth.prove(nonce, protocol::StepId{k_job, step}, rank, protocol::tcp_endpoint(m_port));
         send(h);
         return receive();
     }
 
   private:
+    std::uint16_t m_port = 0; ///< dialled: what the proof binds
     int m_fd = -1;
     protocol::FrameDecoder m_decoder;
     bool m_closed = false;

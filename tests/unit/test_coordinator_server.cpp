@@ -3,6 +3,7 @@
 // fallback ports and the tree's leaders. Its pure admission and noise rules:
 // test_connection_limits.cpp.
 #include "log_capture.hpp"
+#include "private_munged.hpp"
 
 #include <tfslurm/auth.hpp>
 #include <tfslurm/coordinator_server.hpp>
@@ -77,8 +78,13 @@ void send_frame(int fd, const std::string& frame) {
 class LiveServer {
   public:
     explicit LiveServer(const CoordinatorSettings& settings)
-        : m_auth(protocol::Authenticator::create(
-              {protocol::AuthMethod::secret, std::string(64, 'c'), "/nonexistent/munge.socket"})),
+        : LiveServer(settings,
+                     protocol::Authenticator::create({protocol::AuthMethod::secret,
+                                                      std::string(64, 'c'),
+                                                      "/nonexistent/munge.socket"})) {}
+    /// The same with `auth` (a munged's, say).
+    LiveServer(const CoordinatorSettings& settings, protocol::Authenticator auth)
+        : m_auth(std::move(auth)),
           m_server(m_io, settings, m_auth, protocol::StepId{7, 0}, "127.0.0.1", 0),
           m_runner([this] { m_io.run(); }) {}
     ~LiveServer() { stop(); }
@@ -152,8 +158,10 @@ TEST_CASE("coordinator_server: a connection flood does not lock out a late launc
     hello.host = "localhost";
     hello.auth = protocol::AuthMethod::secret;
     hello.nonce = std::string(64, 'a');
-    hello.credential = live.auth().prove(
-        std::get<protocol::Challenge>(*challenge).nonce, protocol::StepId{7, 0}, 0);
+    hello.credential = live.auth().prove(std::get<protocol::Challenge>(*challenge).nonce,
+                                         protocol::StepId{7, 0},
+                                         0,
+                                         protocol::tcp_endpoint(port));
     send_frame(fd, protocol::encode_frame(hello));
     const auto welcome = receive(fd, decoder);
     REQUIRE(welcome);
@@ -297,8 +305,10 @@ int register_rank(std::uint16_t port,
     hello.nonce = std::string(64, 'a');
     hello.address = address;
     hello.relay = relay;
-    hello.credential =
-        auth.prove(std::get<protocol::Challenge>(*challenge).nonce, protocol::StepId{7, 0}, rank);
+    hello.credential = auth.prove(std::get<protocol::Challenge>(*challenge).nonce,
+                                  protocol::StepId{7, 0},
+                                  rank,
+                                  protocol::tcp_endpoint(port));
     send_frame(fd, protocol::encode_frame(hello));
     const auto welcome = receive(fd, decoder);
     REQUIRE(welcome);
@@ -425,8 +435,10 @@ TEST_CASE("coordinator_server: a node leader registers and speaks for its node",
         hello.auth = protocol::AuthMethod::secret;
         hello.nonce = std::string(64, 'a');
         hello.relay = true;
-        hello.credential =
-            auth.prove(std::get<protocol::Challenge>(*challenge).nonce, protocol::StepId{7, 0}, 1);
+        hello.credential = auth.prove(std::get<protocol::Challenge>(*challenge).nonce,
+                                      protocol::StepId{7, 0},
+                                      1,
+                                      protocol::tcp_endpoint(server.port()));
         send_frame(fd, protocol::encode_frame(hello));
         const auto answer = receive(fd, in);
         REQUIRE(answer);
@@ -436,6 +448,130 @@ TEST_CASE("coordinator_server: a node leader registers and speaks for its node",
     }
     live.stop();
     ::close(leader);
+}
+
+TEST_CASE("coordinator_server: with the tree, a routed rank registers only through its leader",
+          "[coordinator_server][tree]") {
+    CoordinatorSettings s;
+    s.ranks = {Member{Role::worker, 0, "n1"}, Member{Role::worker, 1, "n1"}};
+    s.ports = {23000, 23001};
+    s.tree = true;
+    LiveServer live(s);
+    const protocol::Authenticator& auth = live.auth();
+    protocol::FrameDecoder leader_in;
+    const int leader = register_rank(live.port(), auth, 0, leader_in, true, "10.0.0.1");
+
+    // Rank 1's hello straight to the control port, properly proved: the plan routes rank 1
+    // through rank 0's relay, so this is not its launcher (or one that went astray).
+    protocol::FrameDecoder direct_in;
+    const int direct = connect_to(live.port());
+    const auto challenge = receive(direct, direct_in);
+    REQUIRE(challenge);
+    protocol::Hello hello;
+    hello.job = 7;
+    hello.rank = 1;
+    hello.role = Role::worker;
+    hello.host = "n";
+    hello.auth = protocol::AuthMethod::secret;
+    hello.nonce = std::string(64, 'a');
+    hello.address = "10.0.0.1";
+    hello.credential = auth.prove(std::get<protocol::Challenge>(*challenge).nonce,
+                                  protocol::StepId{7, 0},
+                                  1,
+                                  protocol::tcp_endpoint(live.port()));
+    send_frame(direct, protocol::encode_frame(hello));
+    const auto answer = receive(direct, direct_in);
+    REQUIRE(answer);
+    CHECK(std::get<protocol::Reject>(*answer).reason ==
+          "rank 1 registers through its node leader's relay (rank 0), not directly");
+    ::close(direct);
+
+    // Through its leader it registers, and the port it bound (exact mode) reaches `cluster`.
+    auto relayed = relayed_hello(1);
+    auto inner = std::get<protocol::Hello>(protocol::decode_payload(relayed.message));
+    inner.address = "10.0.0.1";
+    inner.port = 23009;
+    relayed.message = protocol::encode_payload(inner);
+    send_frame(leader, protocol::encode_frame(relayed));
+    const auto welcome = receive(leader, leader_in);
+    REQUIRE(welcome);
+    CHECK(std::holds_alternative<protocol::Welcome>(
+        protocol::decode_payload(std::get<protocol::Relay>(*welcome).message)));
+    const auto own = receive(leader, leader_in);
+    REQUIRE(own);
+    CHECK(std::get<protocol::Cluster>(*own).ports == std::vector<std::uint16_t>{0, 23009});
+    const auto node = receive(leader, leader_in);
+    REQUIRE(node);
+    const auto cluster = protocol::decode_payload(std::get<protocol::Relay>(*node).message);
+    CHECK(std::get<protocol::Cluster>(cluster).ports == std::vector<std::uint16_t>{0, 23009});
+    live.stop();
+    ::close(leader);
+}
+
+TEST_CASE("coordinator_server: a stopped munged holds up no registered rank's heartbeat",
+          "[coordinator_server][munge]") {
+    const test::PrivateMunged& munged = test::private_munged();
+    if (!munged.running()) {
+        WARN("needs root and munged (a private one): not run");
+        return;
+    }
+    CoordinatorSettings s;
+    s.ranks = {Member{Role::worker, 0, "n1"}, Member{Role::worker, 1, "n2"}};
+    // The coordinator accepts both: rank 0 proves itself with the secret, rank 1 with MUNGE.
+    LiveServer live(s,
+                    protocol::Authenticator::create(
+                        {protocol::AuthMethod::automatic, std::string(64, 'c'), munged.socket()}));
+    const auto secret = protocol::Authenticator::create(
+        {protocol::AuthMethod::secret, std::string(64, 'c'), "/nonexistent/munge.socket"});
+    const auto munge =
+        protocol::Authenticator::create({protocol::AuthMethod::munge, {}, munged.socket()});
+    protocol::FrameDecoder zero_in;
+    const int zero = register_rank(live.port(), secret, 0, zero_in, false);
+
+    protocol::FrameDecoder one_in;
+    const int one = connect_to(live.port());
+    const auto challenge = receive(one, one_in);
+    REQUIRE(challenge);
+    protocol::Hello hello;
+    hello.job = 7;
+    hello.rank = 1;
+    hello.role = Role::worker;
+    hello.host = "n2";
+    hello.auth = protocol::AuthMethod::munge;
+    hello.nonce = std::string(64, 'a');
+    hello.credential = munge.prove(std::get<protocol::Challenge>(*challenge).nonce,
+                                   protocol::StepId{7, 0},
+                                   1,
+                                   protocol::tcp_endpoint(live.port()));
+
+    // munged stops answering: rank 1's hello waits for it, rank 0's heartbeats do not.
+    struct Continue {
+        pid_t pid;
+        ~Continue() { ::kill(pid, SIGCONT); }
+    } const resume{munged.pid()};
+    REQUIRE(::kill(munged.pid(), SIGSTOP) == 0);
+    send_frame(one, protocol::encode_frame(hello));
+    for (int beat = 0; beat < 3; ++beat) {
+        send_frame(zero, protocol::encode_frame(protocol::Heartbeat{}));
+        const auto answer = receive(zero, zero_in);
+        REQUIRE(answer);
+        CHECK(std::holds_alternative<protocol::Heartbeat>(*answer));
+    }
+    pollfd waiting{one, POLLIN, 0};
+    CHECK(::poll(&waiting, 1, 0) == 0); // rank 1 has no answer yet: munged has not answered
+
+    REQUIRE(::kill(munged.pid(), SIGCONT) == 0);
+    const auto welcome = receive(one, one_in);
+    REQUIRE(welcome);
+    CHECK(std::holds_alternative<protocol::Welcome>(*welcome));
+    CHECK_FALSE(munge.verify_coordinator(std::get<protocol::Welcome>(*welcome).credential,
+                                         hello.nonce,
+                                         protocol::StepId{7, 0},
+                                         1,
+                                         protocol::tcp_endpoint(live.port())));
+    live.stop();
+    ::close(zero);
+    ::close(one);
 }
 
 TEST_CASE("coordinator_server: a node leader's heartbeat stands for its followers",

@@ -3,20 +3,28 @@
 // node's followers (Unix-socket clients) and the coordinator (the relay's upstream callback and
 // downstream()), all in one io_context.
 #include "detail/node_relay.hpp"
+#include "log_capture.hpp"
 
 #include <tfslurm/auth.hpp>
+#include <tfslurm/error.hpp>
 #include <tfslurm/protocol.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
+#include <grp.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -47,8 +55,8 @@ bool run_until(asio::io_context& io, const std::function<bool()>& done) {
 /// A local launcher: connects to the relay, collects what it is sent, sends frames.
 class Follower {
   public:
-    Follower(asio::io_context& io, const std::string& path) : m_socket(io) {
-        m_socket.connect(Unix::endpoint(path));
+    Follower(asio::io_context& io, const std::string& path) : m_path(path), m_socket(io) {
+        m_socket.connect(detail::relay_endpoint(path));
         m_decoder.set_limit(protocol::k_max_trusted_frame);
         read();
     }
@@ -69,7 +77,8 @@ class Follower {
         hello.pid = ::getpid();
         hello.auth = protocol::AuthMethod::secret;
         hello.nonce = m_nonce;
-        hello.credential = auth.prove(challenge.nonce, k_step, rank);
+        hello.credential =
+            auth.prove(challenge.nonce, k_step, rank, protocol::unix_endpoint(m_path));
         send(hello);
     }
 
@@ -94,6 +103,7 @@ class Follower {
         });
     }
 
+    std::string m_path; ///< the relay's: what the proofs bind
     Unix::socket m_socket;
     std::array<char, 4096> m_buffer{};
     protocol::FrameDecoder m_decoder;
@@ -137,8 +147,18 @@ TEST_CASE("node relay: followers register, talk and end through the leader's rel
     CHECK(std::get<protocol::Hello>(protocol::decode_payload(up[0].message)).rank == 1);
     relay.downstream({{1}, protocol::encode_payload(protocol::Welcome{3, {}}), {}});
     REQUIRE(run_until(io, [&] { return got<protocol::Welcome>(one); }));
-    CHECK_FALSE(auth.verify_coordinator(
-        std::get<protocol::Welcome>(one.received.back()).credential, one.m_nonce, k_step, 1));
+    CHECK_FALSE(auth.verify_coordinator(std::get<protocol::Welcome>(one.received.back()).credential,
+                                        one.m_nonce,
+                                        k_step,
+                                        1,
+                                        protocol::unix_endpoint(path)));
+    // A welcome proved at the relay does not pass for any other endpoint.
+    CHECK(auth.verify_coordinator(std::get<protocol::Welcome>(one.received.back()).credential,
+                                  one.m_nonce,
+                                  k_step,
+                                  1,
+                                  protocol::tcp_endpoint(25006)) ==
+          std::string("bad secret proof"));
 
     // Its messages go up unchanged, but not its heartbeats: the leader's stand for the node,
     // and the coordinator's answer to the leader's comes down as pulse().
@@ -183,5 +203,92 @@ TEST_CASE("node relay: followers register, talk and end through the leader's rel
     REQUIRE(run_until(io, [&] { return two.eof; })); // its connection was closed
     CHECK(got<protocol::Welcome>(two));
     CHECK_FALSE(relay.busy());
+    relay.close();
+}
+
+TEST_CASE("node relay: the relay's name is abstract, the user's, the job's, the step's and the "
+          "leader's",
+          "[node_relay]") {
+    CHECK(detail::relay_path({12345, 0}, 4) ==
+          fmt::format("@tfslurm-{}/relay-12345.0-4", ::geteuid()));
+    CHECK(detail::relay_endpoint("@tfslurm-0/relay-1.0-2").path() ==
+          std::string("\0tfslurm-0/relay-1.0-2", 22));
+    CHECK(detail::relay_endpoint("/run/relay.sock").path() == "/run/relay.sock");
+}
+
+TEST_CASE("node relay: a name that another process holds fails the leader at once, naming it",
+          "[node_relay]") {
+    asio::io_context io;
+    const auto auth = secret_auth('c');
+    RelaySettings settings;
+    settings.step = k_step;
+    settings.ranks = {1};
+    const std::string path = detail::relay_path(k_step, 910000 + static_cast<unsigned>(::getpid()));
+    // The squatter: a socket listening on the name first (here this process itself, so the
+    // kernel names this pid; another user's is named the same way, by its uid and pid).
+    Unix::acceptor squatter(io, detail::relay_endpoint(path));
+    detail::NodeRelay relay(io, auth, settings, [](const protocol::Message&) {}, {});
+    try {
+        relay.listen(path);
+        FAIL("listen() on a held name did not throw");
+    } catch (const Error& e) {
+        CHECK(e.code() == Errc::auth);
+        CHECK(std::string(e.what()) ==
+              fmt::format("relay: \"{}\" is held by uid {} (pid {}), not by this job's user (uid "
+                          "{})",
+                          path,
+                          ::geteuid(),
+                          ::getpid(),
+                          ::geteuid()));
+        CHECK(e.hint() == "another process on this node took the relay's name; `ss -xlp | grep "
+                          "tfslurm` shows it");
+    }
+}
+
+TEST_CASE("node relay: another user's connection is closed before its first byte", "[node_relay]") {
+    if (::geteuid() != 0) {
+        WARN("needs root to act as another user (nobody): not run");
+        return;
+    }
+    const test::LogCapture log(spdlog::level::warn);
+    asio::io_context io;
+    const auto auth = secret_auth('c');
+    RelaySettings settings;
+    settings.step = k_step;
+    settings.ranks = {1};
+    detail::NodeRelay relay(io, auth, settings, [](const protocol::Message&) {}, {});
+    const std::string path = detail::relay_path(k_step, 920000 + static_cast<unsigned>(::getpid()));
+    relay.listen(path);
+    const auto endpoint = detail::relay_endpoint(path);
+
+    // The other user (uid and gid 65534, nobody): connects and reads. Exit 0: closed without a
+    // byte (refused); 1: the relay sent something (a challenge); 2: it could not connect.
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+            ::setresuid(65534, 65534, 65534) != 0) {
+            ::_exit(3);
+        }
+        const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 ||
+            ::connect(fd, endpoint.data(), static_cast<socklen_t>(endpoint.size())) != 0) {
+            ::_exit(2);
+        }
+        char byte = 0;
+        ::_exit(::read(fd, &byte, 1) == 0 ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(run_until(io, [&] { return ::waitpid(child, &status, WNOHANG) == child; }));
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    CHECK(log.text() ==
+          fmt::format("warning: relay: refused a connection to {} from uid 65534 (pid {}): not "
+                      "this job's user (uid 0)\n",
+                      path,
+                      child));
+    // The relay goes on: this user's followers still get their challenge.
+    Follower one(io, path);
+    REQUIRE(run_until(io, [&] { return got<protocol::Challenge>(one); }));
     relay.close();
 }
