@@ -224,7 +224,7 @@ void CoordinatorServer::Impl::Session::register_hello(const protocol::Hello& hel
                    m_server->proofs_pending);
     asio::post(*m_server->proofs,
                [self = shared_from_this(),
-                hello,
+                hello = hello, // a copy of its own, moved on below
                 nonce = m_nonce,
                 endpoint = m_endpoint,
                 step = m_server->step,
@@ -232,8 +232,8 @@ void CoordinatorServer::Impl::Session::register_hello(const protocol::Hello& hel
                    Proof proof = prove(*auth, hello, nonce, step, endpoint);
                    // `self` goes back to the io thread whole: the last reference to a session
                    // (and its server) never ends on this thread.
-                   auto& io = self->m_server->io;
-                   asio::post(io,
+                   auto& context = self->m_server->io;
+                   asio::post(context,
                               [self = std::move(self),
                                hello = std::move(hello),
                                proof = std::move(proof)]() mutable {

@@ -41,9 +41,9 @@ Unix::endpoint relay_endpoint(const std::string& path) {
     if (!path.empty() && path.front() == '@') {
         std::string name = path;
         name.front() = '\0';
-        return Unix::endpoint(name);
+        return {name};
     }
-    return Unix::endpoint(path);
+    return {path};
 }
 
 std::optional<PeerCredentials> peer_credentials(int fd) noexcept {
