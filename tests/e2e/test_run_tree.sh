@@ -10,8 +10,8 @@
 #     followers are done: the step still ends 0;
 #  4. kill -9 of a follower's launcher is reported as that rank's launcher lost;
 #  5. kill -9 of a node LEADER's launcher: the coordinator reports the leader's rank lost, its
-#     follower loses its relay (`aborting: coordinator at rank 2's relay /tmp/tfslurm-<uid>/
-#     relay-<job>.<step>-2.sock lost (connection closed); cancelling step ...`), stops its trainer
+#     follower loses its relay (`aborting: coordinator at rank 2's relay @tfslurm-<uid>/
+#     relay-<job>.<step>-2 lost (connection closed); cancelling step ...`), stops its trainer
 #     and cancels the step; srun exits 137 and nothing is left on that node.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -98,7 +98,7 @@ assert_eq 137 "$rc" "srun reports the killed leader's status"$'\n'"$out"
 line="tfslurm: error: aborting: rank 2 (worker:2) on n2 launcher lost (connection closed)"
 assert_eq 1 "$(grep -cF "$line" "$dir/task-0.out")" "rank 0's launcher names the leader"$'\n'"$out"
 # The follower's own observation: its relay (in the killed launcher) is gone.
-line="tfslurm: error: aborting: coordinator at rank 2's relay /tmp/tfslurm-$(id -u)/relay-[0-9]+\.[0-9]+-2\.sock lost \(connection closed\); cancelling step [0-9]+\.[0-9]+ through Slurm"
+line="tfslurm: error: aborting: coordinator at rank 2's relay @tfslurm-$(id -u)/relay-[0-9]+\.[0-9]+-2 lost \(connection closed\); cancelling step [0-9]+\.[0-9]+ through Slurm"
 assert_eq 1 "$(grep -cxE "$line" "$dir/task-3.out")" \
     "rank 3 reports its relay lost and cancels the step"$'\n'"$out"
 assert_contains "$(cat "$dir/task-3.out")" "received SIGTERM" "rank 3's trainer was stopped"
