@@ -30,7 +30,7 @@ for relay in "rank 0 (worker:0): relaying for ranks 1" "rank 2 (worker:2): relay
     "rank 4 (worker:4): relaying for ranks 5"; do
     assert_eq 1 "$(grep -cF "$relay" <<<"$out")" "each leader relays for its node"$'\n'"$out"
 done
-assert_eq 3 "$(grep -c "coordinator at rank [024]'s relay /tmp/" <<<"$out")" \
+assert_eq 3 "$(grep -c "coordinator at rank [024]'s relay @tfslurm-" <<<"$out")" \
     "every follower registered through its relay"$'\n'"$out"
 assert_eq 0 "$(grep -c 'tfslurm: \(error\|warning\)' <<<"$out")" "no error or warning"$'\n'"$out"
 e2e_log "success through the tree"
