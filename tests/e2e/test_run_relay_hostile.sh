@@ -59,7 +59,7 @@ $hint" "$(grep '^tfslurm: \(error\|hint\)' "$dir/squat-3.out")" \
     "rank 3 refuses the squatter's socket"$'\n'"$(cat -- "$dir/squat-3.out")"
 assert_eq 0 "$(cat -- "$dir/squat-2.out" "$dir/squat-3.out" | grep -c 'tf_trainer\[' || true)" \
     "no trainer of n2 started"
-assert_eq 0 "$(grep -c 'connect timeout\|within 60 s' "$dir"/squat-*.out || true)" \
+assert_eq 0 "$(cat -- "$dir"/squat-*.out | grep -c 'connect timeout\|within 60 s' || true)" \
     "nothing waited for the connect timeout"
 e2e_log "relay name squatted by nobody: ranks 2 and 3 failed at once, naming uid $nobody"
 
