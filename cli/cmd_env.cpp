@@ -50,7 +50,7 @@ void setup_env(CLI::App& app, int& exit_status) {
         const auto env = Environment::from_process();
         warn_unknown_variables(env);
         // One task's variables: the other ranks' GPU lists would be built for nothing.
-        const auto resolved = resolve_plan(*args, env, ExchangeUser::env, GpuDetail::self_only);
+        const auto resolved = plan_from_args(*args, env, ExchangeUser::env, GpuDetail::self_only);
         if (!resolved.plan.self_rank && resolved.step.scope == Scope::preview) {
             // A preview reads no SLURM_* variable, SLURM_PROCID included.
             throw errors::make(Errc::invalid_argument,

@@ -22,7 +22,7 @@ void setup_plan(CLI::App& app, int& exit_status) {
     sub->callback([args, json, &exit_status] {
         const auto env = Environment::from_process();
         warn_unknown_variables(env);
-        const auto resolved = resolve_plan(*args, env);
+        const auto resolved = plan_from_args(*args, env);
         write_stdout(*json ? plan_json(resolved.plan) : plan_table(resolved.plan));
         exit_status = 0;
     });

@@ -3,16 +3,13 @@
 
 #include "plan_args.hpp"
 
-#include <tfslurm/auth.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/job_control.hpp>
 #include <tfslurm/launcher_shell.hpp>
 #include <tfslurm/local_run.hpp>
 #include <tfslurm/log.hpp>
-#include <tfslurm/protocol.hpp>
 #include <tfslurm/run.hpp>
 #include <tfslurm/run_task.hpp>
-#include <tfslurm/slurm_config.hpp>
 #include <tfslurm/tf_config.hpp>
 #include <tfslurm/tf_config_file.hpp>
 
@@ -262,16 +259,7 @@ int run_local_job(const PlanArgs& plan_args, const RunArgs& args, const CLI::App
         read_step_of(check, task_env), std::move(settings), task_env, ExchangeUser::run);
     check_until(members_of(checked.plan), run.until);
 
-    if (!env.contains("TFSLURM_SECRET") &&
-        (run.auth == protocol::AuthMethod::secret ||
-         (run.auth == protocol::AuthMethod::automatic &&
-          !protocol::munge_available(find_munge_socket(env).path)))) {
-        env.set("TFSLURM_SECRET", protocol::to_hex(protocol::random_bytes(32)));
-        if (run.auth == protocol::AuthMethod::automatic) {
-            env.set("TFSLURM_AUTH", "secret");
-        }
-        logger().debug("local: munge unavailable, using a fresh TFSLURM_SECRET");
-    }
+    add_local_secret(env, run.auth);
     local.env = std::move(env);
     local.launcher_argv = launcher_command_line(run_app, args.command);
     const LocalResult result = run_local(local);

@@ -177,7 +177,7 @@ StepInfo read_step_of(const PlanArgs& args, const Environment& env) {
 }
 
 ResolvedPlan
-resolve_plan(const PlanArgs& args, const Environment& env, ExchangeUser user, GpuDetail detail) {
+plan_from_args(const PlanArgs& args, const Environment& env, ExchangeUser user, GpuDetail detail) {
     const auto values = given_values(args.given, env);
     record_origins(values);
     static_cast<void>(resolve_settings(output_values(values)));

@@ -30,7 +30,7 @@ namespace tfslurm::cli {
 /// empty when its option was not given.
 using GivenSettings = std::map<std::string, std::string, std::less<>>;
 
-/// Raw option values, converted by resolve_plan().
+/// Raw option values, converted by plan_from_args().
 struct PlanArgs {
     StepOverrides preview;       ///< used when --nodelist is given
     bool nodelist_given = false; ///< --nodelist was given, even as ''
@@ -49,7 +49,7 @@ struct PlanArgs {
 
 /// Add the allocation-preview options and the plan settings (registry groups roles and
 /// network) to a subcommand. Every setting also reads its `TFSLURM_<NAME>` variable (option >
-/// variable > default), in resolve_plan().
+/// variable > default), in plan_from_args().
 void add_plan_options(CLI::App& sub, PlanArgs& args);
 
 /// One rule for empty values: an option given as '' is checked like any other value (`--only ''`
@@ -77,10 +77,10 @@ void add_setting_options(CLI::App& sub, GivenSettings& given, SettingGroup group
 /// resolve the plan (tfslurm::resolve_plan(), for `user` with `detail`). Records where every
 /// setting came from in invocation_origins() first, so that errors name what the user typed.
 /// \throws Error.
-[[nodiscard]] ResolvedPlan resolve_plan(const PlanArgs& args,
-                                        const Environment& env,
-                                        ExchangeUser user = ExchangeUser::plan,
-                                        GpuDetail detail = GpuDetail::every_rank);
+[[nodiscard]] ResolvedPlan plan_from_args(const PlanArgs& args,
+                                          const Environment& env,
+                                          ExchangeUser user = ExchangeUser::plan,
+                                          GpuDetail detail = GpuDetail::every_rank);
 
 /// Warn about every `TFSLURM_*` variable that is not tfslurm's (unknown_variables()), with the
 /// closest known name: once per step, by the task of rank 0 (SLURM_PROCID 0) or a command run
@@ -90,7 +90,7 @@ void add_setting_options(CLI::App& sub, GivenSettings& given, SettingGroup group
 void warn_unknown_variables(const Environment& env);
 
 /// Where the settings of this invocation came from (one `tfslurm` process runs one command):
-/// filled by resolve_plan() and the launcher options, read when an error is printed.
+/// filled by plan_from_args() and the launcher options, read when an error is printed.
 [[nodiscard]] SettingOrigins& invocation_origins();
 
 /// Record the origins of the winners of `values` in invocation_origins().

@@ -162,7 +162,10 @@ std::size_t utf8_sequence(std::string_view text, std::size_t i) noexcept {
     return length;
 }
 
-void append_escaped(std::string& out, unsigned char c) {
+/// Append byte `c` as quote() shows it: printable ASCII as it is, `\"`, `\\`, `\t`, `\n`, `\r`,
+/// and every other byte as `\xNN` (what a log line or a terminal may safely show; not JSON,
+/// which tf_config.cpp's append_json_escaped() writes).
+void append_quoted_byte(std::string& out, unsigned char c) {
     switch (c) {
     case '"':
         out += "\\\"";
@@ -206,7 +209,7 @@ std::string quote(std::string_view value) {
             out.append(value.substr(i, length));
             i += length;
         } else {
-            append_escaped(out, c);
+            append_quoted_byte(out, c);
             ++i;
         }
     }

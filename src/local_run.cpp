@@ -2,11 +2,13 @@
 // `tfslurm run --local N`: N launchers on this machine, each in a Slurm-like environment.
 #include "detail/fd.hpp"
 
+#include <tfslurm/auth.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/exit_status.hpp>
 #include <tfslurm/local_run.hpp>
 #include <tfslurm/log.hpp>
 #include <tfslurm/run.hpp>
+#include <tfslurm/slurm_config.hpp>
 #include <tfslurm/spawn.hpp>
 
 #include <boost/asio/io_context.hpp>
@@ -411,6 +413,19 @@ LocalResult run_local(const LocalOptions& options) {
     }
     LocalRun local(options);
     return local.run();
+}
+
+void add_local_secret(Environment& env, protocol::AuthMethod auth) {
+    if (env.contains(k_secret_variable) || auth == protocol::AuthMethod::munge ||
+        (auth == protocol::AuthMethod::automatic &&
+         protocol::munge_available(find_munge_socket(env).path))) {
+        return;
+    }
+    env.set(std::string(k_secret_variable), protocol::to_hex(protocol::random_bytes(32)));
+    if (auth == protocol::AuthMethod::automatic) {
+        env.set("TFSLURM_AUTH", "secret");
+    }
+    logger().debug("local: munge unavailable, using a fresh TFSLURM_SECRET");
 }
 
 } // namespace tfslurm

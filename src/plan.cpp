@@ -8,11 +8,6 @@
 
 #include <fmt/format.h>
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <array>
 #include <limits>

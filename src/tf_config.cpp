@@ -20,10 +20,11 @@ using OrderedJson = nlohmann::ordered_json;
 constexpr std::array<Role, 4> k_roles{Role::chief, Role::evaluator, Role::ps, Role::worker};
 
 /// Append `text` to a JSON string being written by hand, with quotes, backslashes and control
-/// characters escaped. TF_CONFIG is written by hand because it is built for every task and can
-/// hold 100k entries: a JSON DOM would cost far more than the string. Host names and addresses
-/// are printable ASCII (validated), which still allows a quote or a backslash.
-void append_escaped(std::string& out, std::string_view text) {
+/// characters escaped as JSON does (`\u00NN`; error.cpp's quote() escapes for logs instead).
+/// TF_CONFIG is written by hand because it is built for every task and can hold 100k entries: a
+/// JSON DOM would cost far more than the string. Host names and addresses are printable ASCII
+/// (validated), which still allows a quote or a backslash.
+void append_json_escaped(std::string& out, std::string_view text) {
     for (const char c : text) {
         switch (c) {
         case '"':
@@ -52,7 +53,7 @@ void append_members(std::string& out, const Plan& plan, const std::vector<std::u
         }
         first = false;
         out.push_back('"');
-        append_escaped(out, host_port(plan.ranks[rank].address, plan.ranks[rank].port));
+        append_json_escaped(out, host_port(plan.ranks[rank].address, plan.ranks[rank].port));
         out.push_back('"');
     }
     out.push_back(']');
@@ -172,7 +173,7 @@ std::string tf_config_json(const Plan& plan, std::uint32_t rank) {
     out.push_back('}');
     if (!plan.rpc_layer.empty()) {
         out += R"(,"rpc_layer":")";
-        append_escaped(out, plan.rpc_layer);
+        append_json_escaped(out, plan.rpc_layer);
         out.push_back('"');
     }
     out.push_back('}');
@@ -461,7 +462,7 @@ std::string plan_json(const Plan& plan) {
     ranks.reserve(plan.ranks.size() * 160 + 16);
     const auto quoted = [&ranks](std::string_view text) {
         ranks.push_back('"');
-        append_escaped(ranks, text);
+        append_json_escaped(ranks, text);
         ranks.push_back('"');
     };
     for (std::size_t i = 0; i < plan.ranks.size(); ++i) {

@@ -5,6 +5,7 @@
 /// `tfslurm run --local N`: the whole job on this machine, one launcher per task.
 
 #include <tfslurm/env.hpp>
+#include <tfslurm/protocol.hpp>
 #include <tfslurm/run.hpp>
 
 #include <cstdint>
@@ -64,6 +65,14 @@ struct LocalResult {
 /// \throws Error (Errc::spawn_failed) when a launcher cannot be started, (Errc::invalid_argument)
 ///         for 0 tasks or an empty launcher command.
 [[nodiscard]] LocalResult run_local(const LocalOptions& options);
+
+/// How the launchers of `--local` authenticate, given the `auth` setting: `env` as it is when it
+/// holds TFSLURM_SECRET or MUNGE will do (`auth` munge, or auto with munged answering at the
+/// socket find_munge_socket() names); else a fresh secret of 32 random bytes (and, for auto,
+/// TFSLURM_AUTH=secret) that the launchers inherit and nobody else learns. Touches the OS
+/// (munged, getrandom). Input: auto, munged not answering, no secret. Output: `env` with
+/// TFSLURM_SECRET=<64 hex digits> and TFSLURM_AUTH=secret.
+void add_local_secret(Environment& env, protocol::AuthMethod auth);
 
 // --- the status channel: launchers -> run_local --------------------------------------------------
 

@@ -25,11 +25,11 @@ struct RelaySettings {
     protocol::StepId step;
     std::set<std::uint32_t> ranks; ///< the node's other ranks (the leader's own is not relayed)
     /// How often the leader heartbeats for its node while its closing waits (hold()).
-    Millis heartbeat{1000};
+    Millis heartbeat = k_default_heartbeat;
     /// A registered local launcher silent this long is closed, and reported upstream as
     /// `closed` (`no heartbeat for 10 s`): its heartbeats stop here, so the coordinator cannot
     /// see it.
-    Millis heartbeat_timeout{10000};
+    Millis heartbeat_timeout = k_default_heartbeat_timeout;
     /// The connect timeout's end: ranks that did not come by then are not waited for
     /// (stop_waiting()); nullopt: until stop_waiting().
     std::optional<Clock::time_point> wait_until;

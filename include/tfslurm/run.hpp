@@ -24,6 +24,11 @@ namespace tfslurm {
 using Clock = std::chrono::steady_clock;
 using Millis = std::chrono::milliseconds;
 
+/// The defaults of the `heartbeat` and `heartbeat_timeout` settings (RunSettings), written once:
+/// the relay's settings (relay.hpp) start from them too.
+inline constexpr Millis k_default_heartbeat{1000};
+inline constexpr Millis k_default_heartbeat_timeout{10000};
+
 /// When the work is done.
 enum class Until {
     workers, ///< every worker and the chief (if any) exited 0: stop ps and evaluator

@@ -24,12 +24,12 @@ namespace tfslurm {
 /// Every setting of `tfslurm run`, with its default. Set by resolve_settings() (one registry row
 /// each, named in the comments), checked there by check_run_settings().
 struct RunSettings {
-    Until until = Until::workers; ///< `until`
-    Millis grace{10000};          ///< `grace`: SIGTERM to SIGKILL of a stopped trainer
-    Millis heartbeat{1000};       ///< `heartbeat`: between two heartbeats
+    Until until = Until::workers;           ///< `until`
+    Millis grace{10000};                    ///< `grace`: SIGTERM to SIGKILL of a stopped trainer
+    Millis heartbeat = k_default_heartbeat; ///< `heartbeat`: between two heartbeats
     /// `heartbeat_timeout`: a launcher, relay or coordinator silent this long is lost
     /// (silent_too_long() in run.hpp).
-    Millis heartbeat_timeout{10000};
+    Millis heartbeat_timeout = k_default_heartbeat_timeout;
     Millis connect_timeout{60000}; ///< `connect_timeout`: every rank registers within this
     /// `stall_timeout`: a trainer that makes no progress for this long is stuck (nullopt: never).
     std::optional<Millis> stall_timeout;
