@@ -152,16 +152,31 @@ std::string secret_message(std::string_view nonce_hex,
     return bound_message("tfslurm/6 launcher ", nonce_hex, step, rank, endpoint);
 }
 
-std::string munge_payload(std::string_view nonce_hex,
+namespace {
+
+/// `prefix` job=<job> step=<step> rank=<rank> nonce=<nonce> endpoint=<endpoint>: the text both
+/// MUNGE proofs carry.
+std::string bound_payload(std::string_view prefix,
+                          std::string_view nonce_hex,
                           StepId step,
                           std::uint32_t rank,
                           std::string_view endpoint) {
-    return fmt::format("tfslurm/6 job={} step={} rank={} nonce={} endpoint={}",
+    return fmt::format("{}job={} step={} rank={} nonce={} endpoint={}",
+                       prefix,
                        step.job,
                        step.step,
                        rank,
                        nonce_hex,
                        endpoint);
+}
+
+} // namespace
+
+std::string munge_payload(std::string_view nonce_hex,
+                          StepId step,
+                          std::uint32_t rank,
+                          std::string_view endpoint) {
+    return bound_payload("tfslurm/6 ", nonce_hex, step, rank, endpoint);
 }
 
 std::string coordinator_secret_message(std::string_view nonce_hex,
@@ -176,12 +191,7 @@ std::string coordinator_munge_payload(std::string_view nonce_hex,
                                       StepId step,
                                       std::uint32_t rank,
                                       std::string_view endpoint) {
-    return fmt::format("tfslurm/6 coordinator job={} step={} rank={} nonce={} endpoint={}",
-                       step.job,
-                       step.step,
-                       rank,
-                       nonce_hex,
-                       endpoint);
+    return bound_payload("tfslurm/6 coordinator ", nonce_hex, step, rank, endpoint);
 }
 
 // --- MUNGE -------------------------------------------------------------------------------------

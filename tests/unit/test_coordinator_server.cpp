@@ -286,6 +286,26 @@ TEST_CASE("coordinator_server: listens on the first free candidate port, or name
 
 namespace {
 
+/// The hello of worker `rank` of step 7.0 answering `challenge` at 127.0.0.1:`port`, proved by
+/// `auth` with its own method.
+protocol::Hello proved_hello(const std::optional<protocol::Message>& challenge,
+                             const protocol::Authenticator& auth,
+                             std::uint32_t rank,
+                             std::uint16_t port) {
+    protocol::Hello hello;
+    hello.job = 7;
+    hello.rank = rank;
+    hello.role = Role::worker;
+    hello.host = "n";
+    hello.auth = auth.method();
+    hello.nonce = std::string(64, 'a');
+    hello.credential = auth.prove(std::get<protocol::Challenge>(*challenge).nonce,
+                                  protocol::StepId{7, 0},
+                                  rank,
+                                  protocol::tcp_endpoint(port));
+    return hello;
+}
+
 /// Connect and register `rank` (a node leader when `relay`); returns the descriptor.
 int register_rank(std::uint16_t port,
                   const protocol::Authenticator& auth,
@@ -296,19 +316,9 @@ int register_rank(std::uint16_t port,
     const int fd = connect_to(port);
     const auto challenge = receive(fd, decoder);
     REQUIRE(challenge);
-    protocol::Hello hello;
-    hello.job = 7;
-    hello.rank = rank;
-    hello.role = Role::worker;
-    hello.host = "n";
-    hello.auth = protocol::AuthMethod::secret;
-    hello.nonce = std::string(64, 'a');
+    protocol::Hello hello = proved_hello(challenge, auth, rank, port);
     hello.address = address;
     hello.relay = relay;
-    hello.credential = auth.prove(std::get<protocol::Challenge>(*challenge).nonce,
-                                  protocol::StepId{7, 0},
-                                  rank,
-                                  protocol::tcp_endpoint(port));
     send_frame(fd, protocol::encode_frame(hello));
     const auto welcome = receive(fd, decoder);
     REQUIRE(welcome);
@@ -467,18 +477,8 @@ TEST_CASE("coordinator_server: with the tree, a routed rank registers only throu
     const int direct = connect_to(live.port());
     const auto challenge = receive(direct, direct_in);
     REQUIRE(challenge);
-    protocol::Hello hello;
-    hello.job = 7;
-    hello.rank = 1;
-    hello.role = Role::worker;
-    hello.host = "n";
-    hello.auth = protocol::AuthMethod::secret;
-    hello.nonce = std::string(64, 'a');
+    protocol::Hello hello = proved_hello(challenge, auth, 1, live.port());
     hello.address = "10.0.0.1";
-    hello.credential = auth.prove(std::get<protocol::Challenge>(*challenge).nonce,
-                                  protocol::StepId{7, 0},
-                                  1,
-                                  protocol::tcp_endpoint(live.port()));
     send_frame(direct, protocol::encode_frame(hello));
     const auto answer = receive(direct, direct_in);
     REQUIRE(answer);
@@ -532,17 +532,7 @@ TEST_CASE("coordinator_server: a stopped munged holds up no registered rank's he
     const int one = connect_to(live.port());
     const auto challenge = receive(one, one_in);
     REQUIRE(challenge);
-    protocol::Hello hello;
-    hello.job = 7;
-    hello.rank = 1;
-    hello.role = Role::worker;
-    hello.host = "n2";
-    hello.auth = protocol::AuthMethod::munge;
-    hello.nonce = std::string(64, 'a');
-    hello.credential = munge.prove(std::get<protocol::Challenge>(*challenge).nonce,
-                                   protocol::StepId{7, 0},
-                                   1,
-                                   protocol::tcp_endpoint(live.port()));
+    const protocol::Hello hello = proved_hello(challenge, munge, 1, live.port());
 
     // munged stops answering: rank 1's hello waits for it, rank 0's heartbeats do not.
     struct Continue {
