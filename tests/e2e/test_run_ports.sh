@@ -51,14 +51,19 @@ assert_contains "$out" "rank 1 (worker:1): coordinator at n1:$fallback" \
 e2e_log "job $job: control port $control held, coordinator on $fallback"
 
 # --- (2) two jobs at once on the same ports -----------------------------------------------------
+# The first job's trainers run until the second job has ended (a file, not a time: on a busy
+# machine the second srun may take seconds to start).
+# shellcheck disable=SC2016 # expanded by the task's shell
 timeout -k 5 60 srun -N2 --ntasks-per-node=1 "$E2E_TFSLURM" run -v --auth munge \
-    --port-base 23100 -- sleep 6 >"$dir/a.out" 2>&1 &
+    --port-base 23100 -- bash -c 'until [[ -e $1 ]]; do sleep 0.1; done' _ "$dir/b.done" \
+    >"$dir/a.out" 2>&1 &
 a=$!
 on_exit "kill $a 2>/dev/null || true"
 wait_for_lines 'coordinator: listening on 0.0.0.0:23101' 1 30 "$dir/a.out"
 b_rc=0
 b_out=$(run_bounded 60 srun -N2 --ntasks-per-node=1 "$E2E_TFSLURM" run -v --auth munge \
     --port-base 23100 -- true 2>&1) || b_rc=$?
+: >"$dir/b.done"
 a_rc=0
 wait "$a" || a_rc=$?
 a_out=$(cat -- "$dir/a.out")
