@@ -17,6 +17,7 @@
 //
 // The trainers of 1 and 2 are this program itself (`bench_run --trainer DIR`).
 #include <tfslurm/auth.hpp>
+#include <tfslurm/channel.hpp>
 #include <tfslurm/coordinator.hpp>
 #include <tfslurm/coordinator_server.hpp>
 #include <tfslurm/error.hpp>
@@ -361,6 +362,9 @@ class FakeNode : public std::enable_shared_from_this<FakeNode> {
                 }
                 self->m_decoder.feed(std::string_view(self->m_buffer.data(), n));
                 while (auto payload = self->m_decoder.next()) {
+                    if (self->m_channel) {
+                        payload = self->m_channel->open(std::move(*payload));
+                    }
                     // Envelope and message in one parse (the leader's part of a node's cost
                     // is simulated here, sharing the coordinator's cores).
                     auto unwrapped = protocol::decode_unwrapped(*payload);
@@ -410,10 +414,22 @@ class FakeNode : public std::enable_shared_from_this<FakeNode> {
             // Our challenge to the coordinator (a real launcher checks the welcome's proof of
             // it; the benchmark trusts its own coordinator, but the hello must carry one).
             own.nonce = protocol::to_hex(protocol::random_bytes(protocol::k_nonce_size));
+            m_challenge = challenge->nonce;
+            m_nonce = own.nonce;
             send(own);
         } else if (std::holds_alternative<protocol::Welcome>(message)) {
             release();
-            m_decoder.set_limit(protocol::k_max_trusted_frame);
+            // From here on every frame is sealed, both ways, as a real launcher's.
+            m_channel.emplace(m_auth.session_keys(protocol::AuthMethod::secret,
+                                                  {},
+                                                  {},
+                                                  m_challenge,
+                                                  m_nonce,
+                                                  protocol::StepId{k_job, 0},
+                                                  m_leader,
+                                                  protocol::tcp_endpoint(m_port)),
+                              protocol::End::launcher);
+            m_decoder.set_limit(protocol::k_max_trusted_frame + protocol::k_tag_size);
             for (std::uint32_t follower = 1; follower < m_shape.per_node; ++follower) {
                 protocol::Hello relayed = hello(m_leader + follower);
                 relayed.credential = std::string(64, '0'); // checked by the node's relay
@@ -459,7 +475,9 @@ class FakeNode : public std::enable_shared_from_this<FakeNode> {
     /// As a launcher writes (launcher_connection.cpp): one write in flight, and what queued up
     /// meanwhile goes out in the next one, gathered.
     void send(const protocol::Message& message) {
-        m_queue.push_back(protocol::encode_frame(message, protocol::k_max_relay_frame));
+        m_queue.push_back(m_channel ? m_channel->seal(protocol::encode_payload(message),
+                                                      protocol::k_max_relay_frame)
+                                    : protocol::encode_frame(message, protocol::k_max_relay_frame));
         if (!m_writing) {
             write();
         }
@@ -517,6 +535,9 @@ class FakeNode : public std::enable_shared_from_this<FakeNode> {
     std::function<void(bool)> m_done;
     std::array<char, 65536> m_buffer{};
     protocol::FrameDecoder m_decoder;
+    std::string m_challenge; ///< the coordinator's, answered by our hello
+    std::string m_nonce;     ///< ours, in the hello
+    std::optional<protocol::Channel> m_channel;
     std::deque<std::string> m_queue;
     std::vector<asio::const_buffer> m_buffers;
     std::size_t m_in_flight = 0;

@@ -3,6 +3,8 @@
 // comparison and random bytes from libsodium (checked against the FIPS 180-4 and RFC 4231
 // vectors in tests/unit/test_auth.cpp), the per-job secret, and MUNGE credentials through
 // libmunge.
+#include "detail/sodium.hpp"
+
 #include <tfslurm/auth.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/log.hpp>
@@ -24,26 +26,9 @@ namespace tfslurm::protocol {
 
 // --- Primitives (libsodium) -------------------------------------------------------------------
 
-namespace {
-
-/// sodium_init() once per process, before the first call into libsodium (it picks the CPU's
-/// implementations and opens the random source). Thread-safe: a function-local static.
-void ensure_sodium() {
-    static const bool ready = sodium_init() >= 0;
-    if (!ready) {
-        throw std::runtime_error("libsodium: sodium_init failed (no random source?)");
-    }
-}
-
-const unsigned char* as_bytes(std::string_view text) noexcept {
-    return reinterpret_cast<const unsigned char*>(text.data());
-}
-
-std::string_view as_chars(const Digest& digest) noexcept {
-    return {reinterpret_cast<const char*>(digest.data()), digest.size()};
-}
-
-} // namespace
+using detail::as_bytes;
+using detail::as_chars;
+using detail::ensure_sodium;
 
 Digest sha256(std::string_view data) {
     ensure_sodium();
@@ -149,24 +134,26 @@ std::string secret_message(std::string_view nonce_hex,
                            StepId step,
                            std::uint32_t rank,
                            std::string_view endpoint) {
-    return bound_message("tfslurm/6 launcher ", nonce_hex, step, rank, endpoint);
+    return bound_message("tfslurm/7 launcher ", nonce_hex, step, rank, endpoint);
 }
 
 namespace {
 
-/// `prefix` job=<job> step=<step> rank=<rank> nonce=<nonce> endpoint=<endpoint>: the text both
-/// MUNGE proofs carry.
+/// `prefix` job=<job> step=<step> rank=<rank> nonce=<nonce> key=<key> endpoint=<endpoint>: the
+/// text both MUNGE proofs carry (`key`: hex, of fixed size or empty, before the endpoint).
 std::string bound_payload(std::string_view prefix,
                           std::string_view nonce_hex,
                           StepId step,
                           std::uint32_t rank,
+                          std::string_view key_hex,
                           std::string_view endpoint) {
-    return fmt::format("{}job={} step={} rank={} nonce={} endpoint={}",
+    return fmt::format("{}job={} step={} rank={} nonce={} key={} endpoint={}",
                        prefix,
                        step.job,
                        step.step,
                        rank,
                        nonce_hex,
+                       key_hex,
                        endpoint);
 }
 
@@ -175,8 +162,9 @@ std::string bound_payload(std::string_view prefix,
 std::string munge_payload(std::string_view nonce_hex,
                           StepId step,
                           std::uint32_t rank,
-                          std::string_view endpoint) {
-    return bound_payload("tfslurm/6 ", nonce_hex, step, rank, endpoint);
+                          std::string_view endpoint,
+                          std::string_view key) {
+    return bound_payload("tfslurm/7 ", nonce_hex, step, rank, to_hex(key), endpoint);
 }
 
 std::string coordinator_secret_message(std::string_view nonce_hex,
@@ -184,14 +172,15 @@ std::string coordinator_secret_message(std::string_view nonce_hex,
                                        std::uint32_t rank,
                                        std::string_view endpoint) {
     // A distinct prefix: a launcher's proof can never pass for the coordinator's.
-    return bound_message("tfslurm/6 coordinator ", nonce_hex, step, rank, endpoint);
+    return bound_message("tfslurm/7 coordinator ", nonce_hex, step, rank, endpoint);
 }
 
 std::string coordinator_munge_payload(std::string_view nonce_hex,
                                       StepId step,
                                       std::uint32_t rank,
-                                      std::string_view endpoint) {
-    return bound_payload("tfslurm/6 coordinator ", nonce_hex, step, rank, endpoint);
+                                      std::string_view endpoint,
+                                      std::string_view key) {
+    return bound_payload("tfslurm/7 coordinator ", nonce_hex, step, rank, to_hex(key), endpoint);
 }
 
 // --- MUNGE -------------------------------------------------------------------------------------
@@ -241,6 +230,12 @@ std::string munged_at(const AuthSettings& settings) {
 std::optional<std::string>
 munge_encode_payload(const std::string& socket, std::string_view payload, std::string& error) {
     const MungeContext ctx = make_context(socket);
+    // Only this user may decode it (munged refuses every other uid): the key material inside
+    // stays with the job's user even if another user copies the credential off the wire.
+    if (munge_ctx_set(ctx.get(), MUNGE_OPT_UID_RESTRICTION, ::getuid()) != EMUNGE_SUCCESS) {
+        error = "cannot restrict the credential to this uid";
+        return std::nullopt;
+    }
     char* raw = nullptr;
     const munge_err_t status =
         munge_encode(&raw, ctx.get(), payload.data(), static_cast<int>(payload.size()));
@@ -333,13 +328,14 @@ Authenticator Authenticator::create(const AuthSettings& settings) {
 std::string Authenticator::prove(std::string_view nonce_hex,
                                  StepId step,
                                  std::uint32_t rank,
-                                 std::string_view endpoint) const {
+                                 std::string_view endpoint,
+                                 std::string_view key) const {
     if (m_method == AuthMethod::secret) {
         return to_hex(hmac_sha256(m_secret, secret_message(nonce_hex, step, rank, endpoint)));
     }
     std::string error;
-    auto credential =
-        munge_encode_payload(m_munge_socket, munge_payload(nonce_hex, step, rank, endpoint), error);
+    auto credential = munge_encode_payload(
+        m_munge_socket, munge_payload(nonce_hex, step, rank, endpoint, key), error);
     if (!credential) {
         throw errors::make(
             Errc::auth, "munge", fmt::format("cannot encode a credential: {}", error));
@@ -366,7 +362,8 @@ std::optional<Reject> check_step(const Hello& hello, StepId step) {
 std::optional<Reject> Authenticator::verify(const Hello& hello,
                                             std::string_view nonce_hex,
                                             StepId step,
-                                            std::string_view endpoint) const {
+                                            std::string_view endpoint,
+                                            std::string* key) const {
     if (auto other = check_step(hello, step)) {
         return other;
     }
@@ -388,15 +385,24 @@ std::optional<Reject> Authenticator::verify(const Hello& hello,
     if (hello.auth != AuthMethod::munge || m_requested == AuthMethod::secret) {
         return refused("munge authentication is not enabled");
     }
-    if (auto why =
-            check_munge(hello.credential, munge_payload(nonce_hex, step, hello.rank, endpoint))) {
+    std::string material;
+    if (auto why = check_munge(hello.credential,
+                               munge_payload(nonce_hex, step, hello.rank, endpoint, {}),
+                               &material)) {
         return refused(std::move(*why));
+    }
+    if (key != nullptr) {
+        if (material.size() != k_key_material_size) {
+            return refused("munge credential carries no key material for the session");
+        }
+        *key = std::move(material);
     }
     return std::nullopt;
 }
 
 std::optional<std::string> Authenticator::check_munge(const std::string& credential,
-                                                      const std::string& expected) const {
+                                                      const std::string& expected,
+                                                      std::string* key) const {
     MungeContext ctx;
     try {
         ctx = make_context(m_munge_socket);
@@ -420,10 +426,28 @@ std::optional<std::string> Authenticator::check_munge(const std::string& credent
     }
     const std::string_view got(static_cast<const char*>(payload.get()),
                                payload ? static_cast<std::size_t>(length) : 0U);
-    if (got != expected) {
+    // `expected` has an empty key: everything before ` key=` and from ` endpoint=` on must
+    // match, and between them the sender's key material (hex of k_key_material_size bytes, or
+    // nothing).
+    constexpr std::string_view k_key_field = " key=";
+    const std::size_t at = expected.find(" key= endpoint=");
+    const std::string_view want(expected);
+    const std::string_view head = want.substr(0, at + k_key_field.size());
+    const std::string_view tail = want.substr(at + k_key_field.size());
+    std::optional<std::string> material;
+    if (at != std::string::npos && got.size() >= head.size() + tail.size() &&
+        got.substr(0, head.size()) == head && got.substr(got.size() - tail.size()) == tail) {
+        const std::string_view hex =
+            got.substr(head.size(), got.size() - head.size() - tail.size());
+        if (hex.empty() || hex.size() == 2 * k_key_material_size) {
+            material = from_hex(hex);
+        }
+    }
+    if (!material) {
         return std::string(
             "munge credential payload does not match the job, step, rank, challenge and endpoint");
     }
+    *key = std::move(*material);
     return std::nullopt;
 }
 
@@ -431,7 +455,8 @@ std::string Authenticator::prove_coordinator(AuthMethod method,
                                              std::string_view nonce_hex,
                                              StepId step,
                                              std::uint32_t rank,
-                                             std::string_view endpoint) const {
+                                             std::string_view endpoint,
+                                             std::string_view key) const {
     if (method == AuthMethod::secret) {
         if (m_secret.empty()) {
             throw errors::make(Errc::auth, "coordinator", "no secret to prove itself with");
@@ -441,7 +466,7 @@ std::string Authenticator::prove_coordinator(AuthMethod method,
     }
     std::string error;
     auto credential = munge_encode_payload(
-        m_munge_socket, coordinator_munge_payload(nonce_hex, step, rank, endpoint), error);
+        m_munge_socket, coordinator_munge_payload(nonce_hex, step, rank, endpoint, key), error);
     if (!credential) {
         throw errors::make(
             Errc::auth, "munge", fmt::format("cannot encode a credential: {}", error));
@@ -453,7 +478,8 @@ std::optional<std::string> Authenticator::verify_coordinator(const std::string& 
                                                              std::string_view nonce_hex,
                                                              StepId step,
                                                              std::uint32_t rank,
-                                                             std::string_view endpoint) const {
+                                                             std::string_view endpoint,
+                                                             std::string* key) const {
     if (m_method == AuthMethod::secret) {
         const auto mac = from_hex(credential);
         const Digest expected =
@@ -463,7 +489,87 @@ std::optional<std::string> Authenticator::verify_coordinator(const std::string& 
         }
         return std::nullopt;
     }
-    return check_munge(credential, coordinator_munge_payload(nonce_hex, step, rank, endpoint));
+    std::string material;
+    if (auto why = check_munge(credential,
+                               coordinator_munge_payload(nonce_hex, step, rank, endpoint, {}),
+                               &material)) {
+        return why;
+    }
+    if (key != nullptr) {
+        if (material.size() != k_key_material_size) {
+            return std::string("munge credential carries no key material for the session");
+        }
+        *key = std::move(material);
+    }
+    return std::nullopt;
+}
+
+namespace {
+
+void append_be(std::string& out, std::uint64_t value, int bytes) {
+    for (int shift = 8 * (bytes - 1); shift >= 0; shift -= 8) {
+        out.push_back(static_cast<char>((value >> static_cast<unsigned>(shift)) & 0xffU));
+    }
+}
+
+} // namespace
+
+SessionKeys session_keys(std::string_view ikm,
+                         std::string_view challenge_hex,
+                         std::string_view hello_nonce_hex,
+                         StepId step,
+                         std::uint32_t rank,
+                         std::string_view endpoint) {
+    if (ikm.empty()) {
+        throw errors::make(Errc::auth, "session", "no key material to derive the session keys");
+    }
+    // Fixed-size fields first, the endpoint (of variable length) last: no two handshakes give
+    // the same bytes. A nonce that is not hex (never sent by tfslurm) is taken as it is.
+    std::string transcript = "tfslurm/7 session ";
+    transcript += from_hex(challenge_hex).value_or(std::string(challenge_hex));
+    transcript += from_hex(hello_nonce_hex).value_or(std::string(hello_nonce_hex));
+    append_be(transcript, step.job, 8);
+    append_be(transcript, step.step, 8);
+    append_be(transcript, rank, 4);
+    transcript += endpoint;
+    const Digest base = hmac_sha256(ikm, transcript);
+    const Digest up = hmac_sha256(as_chars(base), "launcher to coordinator");
+    const Digest down = hmac_sha256(as_chars(base), "coordinator to launcher");
+    return {std::string(as_chars(up)), std::string(as_chars(down))};
+}
+
+SessionKeys Authenticator::session_keys(AuthMethod method,
+                                        std::string_view launcher_key,
+                                        std::string_view coordinator_key,
+                                        std::string_view challenge_hex,
+                                        std::string_view hello_nonce_hex,
+                                        StepId step,
+                                        std::uint32_t rank,
+                                        std::string_view endpoint) const {
+    if (method == AuthMethod::secret) {
+        if (m_secret.empty()) {
+            throw errors::make(Errc::auth, "session", "no secret to derive the session keys from");
+        }
+        return protocol::session_keys(
+            m_secret, challenge_hex, hello_nonce_hex, step, rank, endpoint);
+    }
+    // Each end's key material came inside its own credential, which munged decodes only for
+    // this uid: someone who forwarded both credentials knows neither.
+    if (launcher_key.size() != k_key_material_size ||
+        coordinator_key.size() != k_key_material_size) {
+        throw errors::make(Errc::auth,
+                           "session",
+                           fmt::format("MUNGE key material of {} and {} bytes (expected {} each)",
+                                       launcher_key.size(),
+                                       coordinator_key.size(),
+                                       k_key_material_size));
+    }
+    std::string ikm(launcher_key);
+    ikm += coordinator_key;
+    SessionKeys keys =
+        protocol::session_keys(ikm, challenge_hex, hello_nonce_hex, step, rank, endpoint);
+    sodium_memzero(ikm.data(), ikm.size());
+    return keys;
 }
 
 } // namespace tfslurm::protocol

@@ -208,8 +208,7 @@ void CoordinatorServer::Impl::flush() {
     // A verdict or `cluster` is one Outgoing for every rank: encoded once, sent once per
     // connection.
     for (const auto& out : coordinator.take_outgoing()) {
-        deliver(out.ranks,
-                std::make_shared<const std::string>(protocol::encode_payload(out.message)));
+        deliver(out.ranks, shared_payload(out.message));
     }
     // After the messages: the record never delays a verdict.
     auto events = coordinator.take_events();
@@ -229,8 +228,9 @@ void CoordinatorServer::Impl::flush() {
     }
 }
 
-void CoordinatorServer::Impl::deliver(const std::vector<std::uint32_t>& ranks,
-                                      const std::shared_ptr<const std::string>& payload) {
+void CoordinatorServer::Impl::deliver(
+    const std::vector<std::uint32_t>& ranks,
+    const std::shared_ptr<const protocol::SharedPayload>& payload) {
     // Connections in order of first appearance, each with its ranks in order.
     std::vector<std::pair<Session*, std::vector<std::uint32_t>>> targets;
     std::unordered_map<Session*, std::size_t> index;

@@ -59,15 +59,20 @@ void CoordinatorServer::Impl::Session::send(const protocol::Message& message) {
     }
     try {
         // Only a registered launcher is sent more than a challenge, welcome or reject: it
-        // accepts trusted frames (a `cluster` of a large step exceeds k_max_frame).
-        send_frame({protocol::encode_frame(message, protocol::k_max_trusted_frame), {}, {}});
+        // accepts trusted frames (a `cluster` of a large step exceeds k_max_frame), sealed.
+        send_frame({m_channel ? m_channel->seal(protocol::encode_payload(message),
+                                                protocol::k_max_trusted_frame)
+                              : protocol::encode_frame(message, protocol::k_max_trusted_frame),
+                    {},
+                    {}});
     } catch (const std::exception& e) {
         logger().error("coordinator: cannot encode {}: {}", protocol::type_name(message), e.what());
     }
 }
 
-void CoordinatorServer::Impl::Session::send_to(const std::vector<std::uint32_t>& ranks,
-                                               const std::shared_ptr<const std::string>& payload) {
+void CoordinatorServer::Impl::Session::send_to(
+    const std::vector<std::uint32_t>& ranks,
+    const std::shared_ptr<const protocol::SharedPayload>& payload) {
     if (m_closed) {
         return;
     }
@@ -86,9 +91,18 @@ void CoordinatorServer::Impl::Session::send_to(const std::vector<std::uint32_t>&
 }
 
 void CoordinatorServer::Impl::Session::send_shared(
-    const std::vector<std::uint32_t>& relayed, const std::shared_ptr<const std::string>& payload) {
+    const std::vector<std::uint32_t>& relayed,
+    const std::shared_ptr<const protocol::SharedPayload>& payload) {
     try {
-        auto parts = protocol::frame_parts(payload->size(), relayed, protocol::k_max_trusted_frame);
+        auto parts = protocol::frame_parts(payload->bytes.size(),
+                                           relayed,
+                                           protocol::k_max_trusted_frame,
+                                           m_channel ? protocol::k_tag_size : 0);
+        if (m_channel) {
+            // The payload was hashed once for every connection; this one hashes its own tail.
+            protocol::Sha256 hash = relayed.empty() ? payload->bare : payload->enveloped;
+            parts.tail += m_channel->next_tag(hash.update(parts.tail).digest());
+        }
         send_frame({std::move(parts.head), payload, std::move(parts.tail)});
     } catch (const std::exception& e) {
         logger().error("coordinator: cannot send to rank {}: {}", m_rank, e.what());
@@ -162,6 +176,9 @@ bool CoordinatorServer::Impl::Session::drain(std::string_view fresh) {
             auto payload = m_decoder.next();
             if (!payload) {
                 return true;
+            }
+            if (m_channel) {
+                payload = m_channel->open(std::move(*payload));
             }
             if (m_node) {
                 // A leader's envelopes are decoded with their message in one parse.
@@ -250,10 +267,16 @@ CoordinatorServer::Impl::Session::prove(const protocol::Authenticator& auth,
                                         const std::string& endpoint) {
     Proof proof;
     try {
-        proof.reject = auth.verify(hello, nonce, step, endpoint);
+        std::string launcher_key;
+        proof.reject = auth.verify(hello, nonce, step, endpoint, &launcher_key);
         if (!proof.reject) {
+            const std::string key = hello.auth == protocol::AuthMethod::munge
+                                        ? protocol::random_bytes(protocol::k_key_material_size)
+                                        : std::string();
             proof.credential =
-                auth.prove_coordinator(hello.auth, hello.nonce, step, hello.rank, endpoint);
+                auth.prove_coordinator(hello.auth, hello.nonce, step, hello.rank, endpoint, key);
+            proof.keys = auth.session_keys(
+                hello.auth, launcher_key, key, nonce, hello.nonce, step, hello.rank, endpoint);
         }
     } catch (const std::exception& e) {
         proof.error = e.what();
@@ -302,14 +325,16 @@ void CoordinatorServer::Impl::Session::finish_hello(const protocol::Hello& hello
     m_registered = true;
     m_rank = hello.rank;
     m_node = hello.relay;
-    if (m_node) {
-        m_decoder.set_limit(protocol::k_max_relay_frame);
-    }
+    // A leader's envelopes carry a relayed launcher's largest frame; every frame has its tag.
+    m_decoder.set_limit((m_node ? protocol::k_max_relay_frame : protocol::k_max_frame) +
+                        protocol::k_tag_size);
     m_hello_timer.cancel();
     m_server->handshakes.remove(m_id);
     m_server->pending.erase(m_id);
     m_server->by_rank[m_rank] = shared_from_this();
     send(protocol::Welcome{static_cast<std::uint32_t>(state.size()), std::move(proof.credential)});
+    // Everything after the welcome is sealed, both ways.
+    m_channel.emplace(proof.keys, protocol::End::coordinator);
     state.registered(m_rank, Clock::now(), hello.address, hello.port);
     m_server->flush();
 }
@@ -440,9 +465,9 @@ void CoordinatorServer::Impl::Session::register_relayed(std::uint32_t rank,
                       m_rank,
                       m_peer,
                       *reason);
-        send_to({rank},
-                std::make_shared<const std::string>(protocol::encode_payload(
-                    protocol::Reject{protocol::RejectCode::refused, std::move(*reason)})));
+        send_to(
+            {rank},
+            shared_payload(protocol::Reject{protocol::RejectCode::refused, std::move(*reason)}));
         return;
     }
     m_server->by_rank[rank] = shared_from_this();
@@ -460,7 +485,7 @@ void CoordinatorServer::Impl::Session::write() {
         const Frame& frame = m_queue[i];
         m_buffers.push_back(asio::buffer(frame.head));
         if (frame.body) {
-            m_buffers.push_back(asio::buffer(*frame.body));
+            m_buffers.push_back(asio::buffer(frame.body->bytes));
         }
         if (!frame.tail.empty()) {
             m_buffers.push_back(asio::buffer(frame.tail));

@@ -72,22 +72,30 @@ void LauncherShell::perform_connector(const ConnectorAction& action) {
         asio::post(m_io, [this, target = *target] { connect(target); });
     } else if (const auto* prove = std::get_if<connect_action::Prove>(&action)) {
         std::string credential;
-        std::string nonce;
+        Handshake handshake{prove->challenge, {}, prove->endpoint, {}, {}};
         try {
-            credential = m_auth->prove(prove->challenge, step_id(), m_rank, prove->endpoint);
-            nonce = protocol::to_hex(protocol::random_bytes(protocol::k_nonce_size));
+            if (m_auth->method() == protocol::AuthMethod::munge) {
+                handshake.own_key = protocol::random_bytes(protocol::k_key_material_size);
+            }
+            credential = m_auth->prove(
+                prove->challenge, step_id(), m_rank, prove->endpoint, handshake.own_key);
+            handshake.nonce = protocol::to_hex(protocol::random_bytes(protocol::k_nonce_size));
         } catch (const std::exception& e) {
             m_connector->proof_failed(e.what(), Clock::now());
             return;
         }
-        m_connector->proved(credential, nonce, Clock::now());
+        m_handshake = handshake;
+        m_connector->proved(credential, handshake.nonce, Clock::now());
     } else if (const auto* send_action = std::get_if<connect_action::Send>(&action)) {
         send(send_action->message);
     } else if (const auto* verify = std::get_if<connect_action::Verify>(&action)) {
-        m_connector->verified(
-            m_auth->verify_coordinator(
-                verify->credential, verify->nonce, step_id(), m_rank, verify->endpoint),
-            Clock::now());
+        m_connector->verified(m_auth->verify_coordinator(verify->credential,
+                                                         verify->nonce,
+                                                         step_id(),
+                                                         m_rank,
+                                                         verify->endpoint,
+                                                         &m_handshake.peer_key),
+                              Clock::now());
     } else if (std::holds_alternative<connect_action::CloseAttempt>(action)) {
         close_attempt();
     } else if (const auto* arm_action = std::get_if<connect_action::ArmTimer>(&action)) {
@@ -102,9 +110,25 @@ void LauncherShell::perform_connector(const ConnectorAction& action) {
     } else if (const auto* cancel = std::get_if<connect_action::CancelTimer>(&action)) {
         connect_timer(cancel->timer).cancel();
     } else if (const auto* registered = std::get_if<connect_action::Registered>(&action)) {
+        try {
+            m_channel.emplace(m_auth->session_keys(m_auth->method(),
+                                                   m_handshake.own_key,
+                                                   m_handshake.peer_key,
+                                                   m_handshake.challenge,
+                                                   m_handshake.nonce,
+                                                   step_id(),
+                                                   m_rank,
+                                                   m_handshake.endpoint),
+                              protocol::End::launcher);
+        } catch (const Error& e) {
+            fatal(e);
+            return;
+        }
+        m_handshake = {};
         m_link = Link::session;
-        // A proven coordinator (or relay) may send more than k_max_frame: a large `cluster`.
-        m_decoder.set_limit(protocol::k_max_trusted_frame);
+        // A proven coordinator (or relay) may send more than k_max_frame: a large `cluster`;
+        // every frame from now on is sealed, both ways.
+        m_decoder.set_limit(protocol::k_max_trusted_frame + protocol::k_tag_size);
         m_machine.registered(registered->control, Clock::now());
         if (leads_node()) {
             start_relay();
@@ -176,6 +200,7 @@ void LauncherShell::connect(const connector_action::Connect& target) {
         }
         m_link = Link::handshake;
         m_decoder = protocol::FrameDecoder{};
+        m_channel.reset();
         m_connector->connected(Clock::now());
         perform_connector();
         read();
@@ -216,6 +241,9 @@ void LauncherShell::on_read(const error_code& ec, std::size_t n) {
     try {
         m_decoder.feed(std::string_view(m_buffer.data(), n));
         while (auto payload = m_decoder.next()) {
+            if (m_link == Link::session) {
+                payload = m_channel->open(std::move(*payload));
+            }
             const protocol::Message message = protocol::decode_payload(*payload);
             if (m_link == Link::handshake) {
                 m_connector->received(message, Clock::now());
@@ -257,8 +285,11 @@ void LauncherShell::send(const protocol::Message& message, bool own) {
     // A relayed message (at most k_max_frame) in its envelope may be slightly larger; it is
     // not the machine's (no written() for it).
     const bool relayed = own || std::holds_alternative<protocol::Relay>(message);
-    m_queue.emplace_back(protocol::encode_frame(message, protocol::k_max_relay_frame),
-                         m_link == Link::session && !relayed);
+    m_queue.emplace_back(
+        m_link == Link::session
+            ? m_channel->seal(protocol::encode_payload(message), protocol::k_max_relay_frame)
+            : protocol::encode_frame(message, protocol::k_max_relay_frame),
+        m_link == Link::session && !relayed);
     if (!m_writing) {
         write();
     }

@@ -123,14 +123,42 @@ class NodeRelay::Impl::Session : public std::enable_shared_from_this<Session> {
 
     void start() { read(); }
 
-    void send(std::shared_ptr<const std::string> frame) {
+    /// Frame `payload` (sealed once the welcome was written) and queue it.
+    void send(std::shared_ptr<const protocol::SharedPayload> payload) {
         if (m_closed) {
             return;
         }
+        Frame frame;
+        frame.head = protocol::frame_parts(payload->bytes.size(),
+                                           {},
+                                           protocol::k_max_trusted_frame,
+                                           m_channel ? protocol::k_tag_size : 0)
+                         .head;
+        if (m_channel) {
+            // The payload was hashed once for all the sessions it goes to.
+            frame.tag = m_channel->next_tag(payload->bare.digest());
+        }
+        frame.body = std::move(payload);
         m_queue.push_back(std::move(frame));
         if (!m_writing) {
             write();
         }
+    }
+
+    /// What Verify learnt: the challenge this session was sent and the launcher's MUNGE key
+    /// material, for the session keys once the welcome is written.
+    void verified(std::string challenge, std::string launcher_key) {
+        m_challenge = std::move(challenge);
+        m_launcher_key = std::move(launcher_key);
+    }
+    [[nodiscard]] const std::string& challenge() const noexcept { return m_challenge; }
+    [[nodiscard]] const std::string& launcher_key() const noexcept { return m_launcher_key; }
+
+    /// Every frame from now on is sealed and checked (after the welcome).
+    void seal(const protocol::SessionKeys& keys) {
+        m_channel.emplace(keys, protocol::End::coordinator);
+        m_decoder.set_limit(protocol::k_max_frame + protocol::k_tag_size);
+        m_launcher_key.clear();
     }
 
     /// Close once what is queued is written, then report `rejected`.
@@ -170,6 +198,9 @@ class NodeRelay::Impl::Session : public std::enable_shared_from_this<Session> {
         try {
             m_decoder.feed(std::string_view(m_buffer.data(), n));
             while (auto payload = m_decoder.next()) {
+                if (m_channel) {
+                    payload = m_channel->open(std::move(*payload));
+                }
                 m_relay->machine.received(m_id, *payload, Clock::now());
                 m_relay->perform();
                 if (m_closed) {
@@ -186,8 +217,11 @@ class NodeRelay::Impl::Session : public std::enable_shared_from_this<Session> {
 
     void write() {
         m_writing = true;
+        const Frame& frame = m_queue.front();
+        m_buffers = {
+            asio::buffer(frame.head), asio::buffer(frame.body->bytes), asio::buffer(frame.tag)};
         asio::async_write(m_socket,
-                          asio::buffer(*m_queue.front()),
+                          m_buffers,
                           [self = shared_from_this()](const error_code& ec, std::size_t /*n*/) {
                               self->m_writing = false;
                               if (self->m_closed) {
@@ -211,7 +245,17 @@ class NodeRelay::Impl::Session : public std::enable_shared_from_this<Session> {
     Unix::socket m_socket;
     std::array<char, 4096> m_buffer{};
     protocol::FrameDecoder m_decoder;
-    std::deque<std::shared_ptr<const std::string>> m_queue;
+    /// A frame: its header, the payload it shares with other sessions, its tag (once sealed).
+    struct Frame {
+        std::string head;
+        std::shared_ptr<const protocol::SharedPayload> body;
+        std::string tag;
+    };
+    std::deque<Frame> m_queue;
+    std::array<asio::const_buffer, 3> m_buffers; ///< of the frame being written
+    std::string m_challenge;
+    std::string m_launcher_key;
+    std::optional<protocol::Channel> m_channel;
     bool m_closed = false;
     bool m_writing = false;
     bool m_close_after_write = false;
@@ -294,27 +338,47 @@ void NodeRelay::Impl::perform(const RelayAction& action) {
     };
     if (const auto* to = std::get_if<act::ToLocal>(&action)) {
         if (auto* s = session(to->session)) {
-            s->send(to->frame);
+            s->send(to->payload);
         }
     } else if (const auto* verify = std::get_if<act::Verify>(&action)) {
         std::optional<protocol::Reject> reject;
+        std::string key;
         try {
-            reject = auth.verify(verify->hello, verify->nonce, step, protocol::unix_endpoint(path));
+            reject = auth.verify(
+                verify->hello, verify->nonce, step, protocol::unix_endpoint(path), &key);
         } catch (const std::exception& e) {
             logger().warn("relay: closing a local connection: {}", e.what());
             end(verify->session, "protocol error");
             return;
         }
+        if (auto* s = session(verify->session)) {
+            s->verified(verify->nonce, std::move(key));
+        }
         machine.verified(verify->session, reject, Clock::now());
     } else if (const auto* welcome = std::get_if<act::Welcome>(&action)) {
         const auto& hello = welcome->hello;
         try {
-            protocol::Welcome proved = welcome->welcome;
-            proved.credential = auth.prove_coordinator(
-                hello.auth, hello.nonce, step, hello.rank, protocol::unix_endpoint(path));
-            if (auto* s = session(welcome->session)) {
-                s->send(std::make_shared<const std::string>(protocol::encode_frame(proved)));
+            auto* s = session(welcome->session);
+            if (s == nullptr) {
+                return;
             }
+            const std::string endpoint = protocol::unix_endpoint(path);
+            const std::string key = hello.auth == protocol::AuthMethod::munge
+                                        ? protocol::random_bytes(protocol::k_key_material_size)
+                                        : std::string();
+            protocol::Welcome proved = welcome->welcome;
+            proved.credential =
+                auth.prove_coordinator(hello.auth, hello.nonce, step, hello.rank, endpoint, key);
+            s->send(
+                std::make_shared<const protocol::SharedPayload>(protocol::encode_payload(proved)));
+            s->seal(auth.session_keys(hello.auth,
+                                      s->launcher_key(),
+                                      key,
+                                      s->challenge(),
+                                      hello.nonce,
+                                      step,
+                                      hello.rank,
+                                      endpoint));
         } catch (const std::exception& e) {
             logger().error("relay: rank {}: {}", hello.rank, e.what());
             end(welcome->session, e.what());

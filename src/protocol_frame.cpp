@@ -47,8 +47,10 @@ std::string frame_payload(std::string_view payload, std::size_t limit) {
     return frame;
 }
 
-FrameParts
-frame_parts(std::size_t payload_size, const std::vector<std::uint32_t>& ranks, std::size_t limit) {
+FrameParts frame_parts(std::size_t payload_size,
+                       const std::vector<std::uint32_t>& ranks,
+                       std::size_t limit,
+                       std::size_t trailer) {
     FrameParts parts;
     if (!ranks.empty()) {
         // What encode_payload(Relay) makes, keys sorted: `msg` first, then `ranks`, `type`, `v`.
@@ -63,9 +65,10 @@ frame_parts(std::size_t payload_size, const std::vector<std::uint32_t>& ranks, s
             "protocol",
             fmt::format("message of {} bytes exceeds the {}-byte frame limit", size, limit));
     }
-    std::string header = frame_payload({}, limit);
+    const std::size_t framed = size + trailer;
+    std::string header(k_header_size, '\0');
     for (std::size_t i = 0; i < k_header_size; ++i) {
-        header[i] = static_cast<char>((size >> (8U * (k_header_size - 1 - i))) & 0xffU);
+        header[i] = static_cast<char>((framed >> (8U * (k_header_size - 1 - i))) & 0xffU);
     }
     parts.head.insert(0, header);
     return parts;

@@ -18,10 +18,10 @@ namespace action = relay_action;
 
 namespace {
 
-/// The message type of an encoded frame (its payload after the 4-byte length).
-std::string frame_type(const std::string& frame) {
+/// The message type of an encoded payload.
+std::string payload_type(const std::string& payload) {
     try {
-        return std::string(protocol::type_name(protocol::decode_payload(frame.substr(4))));
+        return std::string(protocol::type_name(protocol::decode_payload(payload)));
     } catch (const Error&) {
         return "?";
     }
@@ -31,7 +31,7 @@ struct RelayDescriber {
     Clock::time_point epoch;
 
     std::string operator()(const action::ToLocal& a) const {
-        return fmt::format("to {} {}", a.session, a.frame ? frame_type(*a.frame) : "?");
+        return fmt::format("to {} {}", a.session, a.payload ? payload_type(a.payload->bytes) : "?");
     }
     std::string operator()(const action::Verify& a) const {
         return fmt::format("verify {} rank {}", a.session, a.hello.rank);
@@ -81,8 +81,7 @@ std::string describe(const RelayAction& action, Clock::time_point epoch) {
 RelayMachine::RelayMachine(RelaySettings settings)
     : m_settings(std::move(settings)), m_unseen(m_settings.ranks),
       m_heartbeat(protocol::encode_payload(protocol::Heartbeat{})),
-      m_heartbeat_frame(
-          std::make_shared<const std::string>(protocol::encode_frame(protocol::Heartbeat{}))) {}
+      m_heartbeat_shared(std::make_shared<const protocol::SharedPayload>(m_heartbeat)) {}
 
 std::vector<RelayAction> RelayMachine::take_actions() {
     return std::exchange(m_actions, {});
@@ -105,9 +104,10 @@ void RelayMachine::accepted(SessionId session, const std::string& nonce, Clock::
     Session& s = m_sessions[session];
     s.nonce = nonce;
     s.last_heard = now;
-    m_actions.emplace_back(action::ToLocal{
-        session,
-        std::make_shared<const std::string>(protocol::encode_frame(protocol::Challenge{nonce}))});
+    m_actions.emplace_back(
+        action::ToLocal{session,
+                        std::make_shared<const protocol::SharedPayload>(
+                            protocol::encode_payload(protocol::Challenge{nonce}))});
 }
 
 void RelayMachine::received(SessionId id, const std::string& payload, Clock::time_point now) {
@@ -198,8 +198,8 @@ void RelayMachine::reject(SessionId id, Session& session, const protocol::Reject
                   session.hello.rank,
                   session.hello.pid,
                   reject.reason);
-    m_actions.emplace_back(
-        action::ToLocal{id, std::make_shared<const std::string>(protocol::encode_frame(reject))});
+    m_actions.emplace_back(action::ToLocal{
+        id, std::make_shared<const protocol::SharedPayload>(protocol::encode_payload(reject))});
     m_actions.emplace_back(action::CloseLocal{id, action::CloseWhen::after_writes});
     session.state = State::closing;
 }
@@ -245,24 +245,24 @@ void RelayMachine::end(SessionId id, const std::string& why, bool close_it) {
 }
 
 void RelayMachine::downstream(const protocol::Relay& relay, Clock::time_point /*now*/) {
-    const auto frame = std::make_shared<const std::string>(
-        protocol::frame_payload(relay.message, protocol::k_max_trusted_frame));
+    // Hashed once here; each session MACs only the digest (channel.hpp).
+    const auto shared = std::make_shared<const protocol::SharedPayload>(relay.message);
     for (const std::uint32_t rank : relay.ranks) {
         const auto owner = m_by_rank.find(rank);
         if (owner == m_by_rank.end()) {
             continue;
         }
         const SessionId id = owner->second;
-        deliver(id, m_sessions.at(id), relay.message, frame);
+        deliver(id, m_sessions.at(id), relay.message, shared);
     }
 }
 
 void RelayMachine::deliver(SessionId id,
                            Session& session,
                            const std::string& payload,
-                           const std::shared_ptr<const std::string>& frame) {
+                           const std::shared_ptr<const protocol::SharedPayload>& shared) {
     if (session.state == State::registered) {
-        m_actions.emplace_back(action::ToLocal{id, frame});
+        m_actions.emplace_back(action::ToLocal{id, shared});
         return;
     }
     if (session.state != State::pending) {
@@ -277,7 +277,7 @@ void RelayMachine::deliver(SessionId id,
             return;
         }
         if (std::holds_alternative<protocol::Reject>(answer)) {
-            m_actions.emplace_back(action::ToLocal{id, frame});
+            m_actions.emplace_back(action::ToLocal{id, shared});
             m_actions.emplace_back(action::CloseLocal{id, action::CloseWhen::after_writes});
             session.state = State::closing;
             return;
@@ -296,7 +296,7 @@ void RelayMachine::deliver(SessionId id,
 void RelayMachine::pulse(Clock::time_point /*now*/) {
     for (const auto& [id, session] : m_sessions) {
         if (session.state == State::registered) {
-            m_actions.emplace_back(action::ToLocal{id, m_heartbeat_frame});
+            m_actions.emplace_back(action::ToLocal{id, m_heartbeat_shared});
         }
     }
 }

@@ -47,7 +47,7 @@ using Digest = std::array<std::uint8_t, 32>;
 /// Output: `unix:@tfslurm-0/relay-12.0-2`.
 [[nodiscard]] std::string unix_endpoint(std::string_view path);
 
-/// The bytes a launcher MACs with the secret: `tfslurm/6 launcher ` || nonce (raw) || job (u64
+/// The bytes a launcher MACs with the secret: `tfslurm/7 launcher ` || nonce (raw) || job (u64
 /// BE) || step (u64 BE) || rank (u32 BE) || endpoint (tcp_endpoint(), unix_endpoint(); last, the
 /// only field of variable length).
 [[nodiscard]] std::string secret_message(std::string_view nonce_hex,
@@ -55,12 +55,14 @@ using Digest = std::array<std::uint8_t, 32>;
                                          std::uint32_t rank,
                                          std::string_view endpoint);
 
-/// The payload a launcher MUNGE-encodes:
-/// `tfslurm/6 job=<job> step=<step> rank=<rank> nonce=<nonce_hex> endpoint=<endpoint>`.
+/// The payload a launcher MUNGE-encodes: `tfslurm/7 job=<job> step=<step> rank=<rank>
+/// nonce=<nonce_hex> key=<key, hex> endpoint=<endpoint>`. `key`: the launcher's key material for
+/// the session keys (k_key_material_size random bytes; empty in a proof that starts no session).
 [[nodiscard]] std::string munge_payload(std::string_view nonce_hex,
                                         StepId step,
                                         std::uint32_t rank,
-                                        std::string_view endpoint);
+                                        std::string_view endpoint,
+                                        std::string_view key);
 
 /// What the coordinator (or a node leader's relay) HMACs to prove itself: secret_message() with
 /// `coordinator` for `launcher` (never equal to a launcher's message).
@@ -69,18 +71,41 @@ using Digest = std::array<std::uint8_t, 32>;
                                                      std::uint32_t rank,
                                                      std::string_view endpoint);
 
-/// What the coordinator MUNGE-encodes to prove itself: `tfslurm/6 coordinator job=<job>
-/// step=<step> rank=<rank> nonce=<launcher's nonce> endpoint=<endpoint>`.
+/// What the coordinator MUNGE-encodes to prove itself: `tfslurm/7 coordinator job=<job>
+/// step=<step> rank=<rank> nonce=<launcher's nonce> key=<key, hex> endpoint=<endpoint>`.
 [[nodiscard]] std::string coordinator_munge_payload(std::string_view nonce_hex,
                                                     StepId step,
                                                     std::uint32_t rank,
-                                                    std::string_view endpoint);
+                                                    std::string_view endpoint,
+                                                    std::string_view key);
 
 /// A hello of another job or another step (sharing the control port), named with the code the
 /// launcher acts on; nullopt for this step's. Cheap: no proof is checked.
 /// Input: a hello of 12345.1 at 12345.0. Output:
 /// `{RejectCode::wrong_step, "wrong step 12345.1 (this is step 12345.0)"}`.
 [[nodiscard]] std::optional<Reject> check_step(const Hello& hello, StepId step);
+
+/// Bytes of key material each end puts in its MUNGE credential, for the session keys.
+inline constexpr std::size_t k_key_material_size = 32;
+
+/// The two keys of one connection: `up` for what the launcher sends, `down` for what the
+/// coordinator (or a node leader's relay, in its stead) sends.
+struct SessionKeys {
+    std::string up;
+    std::string down;
+};
+
+/// Derive a connection's keys: HMAC-SHA256 with `ikm` (the step's secret, or the two ends' MUNGE
+/// key material) over `tfslurm/7 session` || the challenge's nonce || the hello's nonce || job ||
+/// step || rank || endpoint, then one HMAC per direction. Both ends get the same keys only when
+/// they saw the same handshake at the same endpoint with the same ikm.
+/// \throws std::runtime_error when libsodium cannot start; Error (Errc::auth) for an empty ikm.
+[[nodiscard]] SessionKeys session_keys(std::string_view ikm,
+                                       std::string_view challenge_hex,
+                                       std::string_view hello_nonce_hex,
+                                       StepId step,
+                                       std::uint32_t rank,
+                                       std::string_view endpoint);
 
 /// What the user configured.
 struct AuthSettings {
@@ -110,44 +135,69 @@ class Authenticator {
     [[nodiscard]] AuthMethod method() const noexcept { return m_method; }
 
     /// The credential for a hello over `endpoint` (the one dialled: tcp_endpoint(),
-    /// unix_endpoint()). \throws Error (Errc::auth) when munge_encode fails.
+    /// unix_endpoint()). MUNGE: it carries `key` (this end's key material, session_keys()),
+    /// readable only by this uid (MUNGE_OPT_UID_RESTRICTION); the secret ignores it.
+    /// \throws Error (Errc::auth) when munge_encode fails.
     [[nodiscard]] std::string prove(std::string_view nonce_hex,
                                     StepId step,
                                     std::uint32_t rank,
-                                    std::string_view endpoint) const;
+                                    std::string_view endpoint,
+                                    std::string_view key = {}) const;
 
     /// nullopt when `hello` proves it belongs to `step` (job and step), answers `nonce_hex` and
     /// was sent to `endpoint` (this end's: the port it listens on, its relay socket); otherwise
     /// the reject to send (its reason also goes to the log). Another job or another step is
     /// named before any proof is checked, with a code the launcher acts on (check_step()).
+    /// With `key` (a session follows), a MUNGE hello must carry key material (refused
+    /// otherwise), and leaves it in `*key`.
     [[nodiscard]] std::optional<Reject> verify(const Hello& hello,
                                                std::string_view nonce_hex,
                                                StepId step,
-                                               std::string_view endpoint) const;
+                                               std::string_view endpoint,
+                                               std::string* key = nullptr) const;
 
     /// The coordinator's credential for the welcome to the launcher of `rank`: it answers the
     /// nonce of that launcher's hello with `method` (the hello's). Both directions are proved,
     /// so that a process holding the control port first cannot pass for the coordinator.
-    /// \throws Error (Errc::auth) when munge_encode fails or there is no secret.
+    /// MUNGE: it carries `key`, as prove(). \throws Error (Errc::auth) when munge_encode fails
+    /// or there is no secret.
     [[nodiscard]] std::string prove_coordinator(AuthMethod method,
                                                 std::string_view nonce_hex,
                                                 StepId step,
                                                 std::uint32_t rank,
-                                                std::string_view endpoint) const;
+                                                std::string_view endpoint,
+                                                std::string_view key = {}) const;
 
     /// Launcher side: nullopt when a welcome's `credential` proves that its sender belongs to
     /// `step` (job and step; same MUNGE uid, or the same secret), answers this launcher's
     /// `nonce_hex` for `rank` and is the one at `endpoint` (the one the launcher dialled);
-    /// otherwise why not.
+    /// otherwise why not. With `key`, a MUNGE credential must carry key material, left in `*key`.
     [[nodiscard]] std::optional<std::string> verify_coordinator(const std::string& credential,
                                                                 std::string_view nonce_hex,
                                                                 StepId step,
                                                                 std::uint32_t rank,
-                                                                std::string_view endpoint) const;
+                                                                std::string_view endpoint,
+                                                                std::string* key = nullptr) const;
+
+    /// The keys of a connection whose handshake used `method`: from the secret, or from both
+    /// ends' MUNGE key material (`launcher_key` from the hello's credential, `coordinator_key`
+    /// from the welcome's), and the handshake (protocol::session_keys()). \throws Error
+    /// (Errc::auth) without a secret, or when MUNGE key material is not k_key_material_size bytes.
+    [[nodiscard]] SessionKeys session_keys(AuthMethod method,
+                                           std::string_view launcher_key,
+                                           std::string_view coordinator_key,
+                                           std::string_view challenge_hex,
+                                           std::string_view hello_nonce_hex,
+                                           StepId step,
+                                           std::uint32_t rank,
+                                           std::string_view endpoint) const;
 
   private:
-    [[nodiscard]] std::optional<std::string> check_munge(const std::string& credential,
-                                                         const std::string& expected) const;
+    /// Decode a MUNGE credential and match its payload with `expected` (built with an empty
+    /// key): why not, or nullopt and the key material it carries (hex of k_key_material_size
+    /// bytes, or none) in `*key`.
+    [[nodiscard]] std::optional<std::string>
+    check_munge(const std::string& credential, const std::string& expected, std::string* key) const;
 
     AuthMethod m_method = AuthMethod::secret;
     AuthMethod m_requested = AuthMethod::automatic;

@@ -6,11 +6,11 @@
 /// proofs carried in a hello are made and checked by auth.hpp.
 ///
 /// A frame is a 4-byte big-endian payload length followed by the payload: one compact JSON
-/// object with `"v":6` and a `"type"`. Frames larger than k_max_frame are refused before any
+/// object with `"v":7` and a `"type"`. Frames larger than k_max_frame are refused before any
 /// allocation. Every malformed input throws Error (Errc::protocol); the coordinator answers it by
 /// closing that one connection.
 ///
-/// Example: `encode_frame(Heartbeat{})` is `\0\0\0\x1a{"type":"heartbeat","v":6}`.
+/// Example: `encode_frame(Heartbeat{})` is `\0\0\0\x1a{"type":"heartbeat","v":7}`.
 
 #include <tfslurm/exit_status.hpp>
 #include <tfslurm/plan.hpp>
@@ -27,7 +27,10 @@
 
 namespace tfslurm::protocol {
 
-/// The protocol's version. 6: both proofs bind the endpoint the launcher dialled (`tcp:<port>`,
+/// The protocol's version. 7: every frame after the handshake is sealed (channel.hpp): a MAC
+/// over its sequence number and payload with a key of its direction, derived from the secret or
+/// from key material each end puts in its MUNGE credential (readable by the same uid only).
+/// 6: both proofs bind the endpoint the launcher dialled (`tcp:<port>`,
 /// `unix:<relay>`, auth.hpp), so that a proof passed on to another endpoint fails; node leaders'
 /// relays listen on an abstract Unix socket whose peers are checked with SO_PEERCRED; with the
 /// tree, a rank routed through its leader may not register directly. 5: `progress`
@@ -43,7 +46,7 @@ namespace tfslurm::protocol {
 /// address) once every rank registered; a launcher sends `stall` (abort cause `stalled`); an abort
 /// may list its missing `ranks`. 2: the hello carries the step id, both proofs bind it, a reject
 /// carries a code.
-inline constexpr int k_version = 6;
+inline constexpr int k_version = 7;
 inline constexpr std::size_t k_header_size = 4;
 /// Largest payload accepted (and sent). Real messages are below 1 KiB; a MUNGE credential of
 /// our payload is about 200 bytes.
@@ -115,7 +118,7 @@ struct Hello {
 /// rank, the message a local launcher sent (its `hello` registers it), or `closed` when its
 /// local connection ended. Downstream: the ranks the message is for (a verdict or `cluster` is
 /// sent once per node) and the message. The relay knows no message type beyond the handshake.
-/// Example: `{"msg":{"type":"heartbeat","v":6},"ranks":[5],"type":"relay","v":6}`.
+/// Example: `{"msg":{"type":"heartbeat","v":7},"ranks":[5],"type":"relay","v":7}`.
 struct Relay {
     std::vector<std::uint32_t> ranks;
     std::string message; ///< one compact JSON object (a payload); empty with `closed`
@@ -150,7 +153,7 @@ struct Reject {
 /// addresses: each node's chosen address, by node name, and the trainer ports the launchers
 /// bound where they differ from the plan's. Trainers start only after it.
 /// Example: `{"addresses":{"n1":"10.1.0.1","n2":"10.1.0.2"},"ports":[0,23005],"type":"cluster",
-/// "v":6}` (rank 1 bound 23005; every other rank the plan's own port).
+/// "v":7}` (rank 1 bound 23005; every other rank the plan's own port).
 struct Cluster {
     std::map<std::string, std::string, std::less<>> addresses;
     /// By rank: the port the rank's launcher bound, 0 where it is the plan's port (or none was
@@ -199,7 +202,7 @@ struct Stop {
 /// Coordinator -> launcher: your trainer failed, start it again (same environment, same ports)
 /// after a short back-off; the step goes on. `count` is this rank's restart number (1 for the
 /// first), `limit` its per-rank budget (`max_restarts`).
-/// Example: `{"count":1,"limit":2,"type":"restart","v":6}`.
+/// Example: `{"count":1,"limit":2,"type":"restart","v":7}`.
 struct Restart {
     std::uint32_t count = 0;
     std::uint32_t limit = 0;
@@ -232,8 +235,8 @@ struct PreflightFailure {
 /// `probe`). With `preflight`, `preflight` is the first check of its node that failed (absent on
 /// the wire when every check passed, or when another rank of the node ran them).
 /// Example: `{"failures":[{"address":"10.78.0.13:23000","error":"Connection timed out",
-/// "rank":2}],"type":"probed","v":6}`; `{"failures":[],"preflight":{"check":"tmpdir",
-/// "detail":"..."},"type":"probed","v":6}`.
+/// "rank":2}],"type":"probed","v":7}`; `{"failures":[],"preflight":{"check":"tmpdir",
+/// "detail":"..."},"type":"probed","v":7}`.
 struct Probed {
     std::vector<ProbeFailure> failures;
     std::optional<PreflightFailure> preflight;
@@ -242,7 +245,7 @@ struct Probed {
 /// Coordinator -> every launcher, with `probe` or `preflight`: every rank reported `probed`,
 /// every peer was reached and every node passed its checks; close the probe listener and start
 /// the trainer. The barrier keeps every listener open until nobody probes it any more, and no
-/// trainer starts before every node is known to be healthy. Example: `{"type":"go","v":6}`.
+/// trainer starts before every node is known to be healthy. Example: `{"type":"go","v":7}`.
 struct Go {};
 
 /// Why the step failed.
@@ -333,13 +336,13 @@ struct Unwrapped {
 /// decode_payload() for the coordinator's side of a node leader's connection: a `relay`'s
 /// message is decoded in the same parse instead of being dumped to text and parsed again (two
 /// parses per relayed hello and exit were most of the coordinator's CPU at 100,000 tasks).
-/// Input: `{"msg":{"type":"heartbeat","v":6},"ranks":[5],"type":"relay","v":6}`. Output:
+/// Input: `{"msg":{"type":"heartbeat","v":7},"ranks":[5],"type":"relay","v":7}`. Output:
 /// Relay{{5}, "", ""} and Heartbeat{}. \throws Error (Errc::protocol) as decode_payload().
 [[nodiscard]] Unwrapped decode_unwrapped(std::string_view payload);
 
 /// Check that `payload` is one JSON object of this version with a `"type"`, whatever the type
 /// (what a relay passes on unchanged). \throws Error (Errc::protocol) as decode_payload().
-/// Input: `{"type":"future","v":6}`: fine. Input: `[1]`: `protocol: not a JSON object: "[1]"`.
+/// Input: `{"type":"future","v":7}`: fine. Input: `[1]`: `protocol: not a JSON object: "[1]"`.
 void check_relayable(std::string_view payload);
 
 /// Header + payload. \throws Error (Errc::protocol) when the payload exceeds `limit`
@@ -347,7 +350,7 @@ void check_relayable(std::string_view payload);
 [[nodiscard]] std::string encode_frame(const Message& message, std::size_t limit = k_max_frame);
 
 /// Header + an already encoded payload (a relayed message). Same limit rule as above.
-/// Input: `{"type":"heartbeat","v":6}`. Output: `\0\0\0\x1a{"type":"heartbeat","v":6}`.
+/// Input: `{"type":"heartbeat","v":7}`. Output: `\0\0\0\x1a{"type":"heartbeat","v":7}`.
 [[nodiscard]] std::string frame_payload(std::string_view payload, std::size_t limit = k_max_frame);
 
 /// A frame around a payload that is sent as it is, not copied: what goes before and after it.
@@ -359,11 +362,14 @@ struct FrameParts {
 
 /// The parts of `frame_payload(payload)` (no `ranks`) or, with `ranks`, of
 /// `frame_payload(encode_payload(Relay{ranks, payload, {}}))`: head + payload + tail is
-/// byte for byte that frame. \throws Error (Errc::protocol) when it exceeds `limit`.
-/// Input: 26 bytes, {5}. Output: `\0\0\0\x4b{"msg":`, `,"ranks":[5],"type":"relay","v":6}`.
+/// byte for byte that frame. `trailer`: bytes the sender puts after the tail (a sealed frame's
+/// tag, channel.hpp), counted in the header, not against `limit`. \throws Error
+/// (Errc::protocol) when it exceeds `limit`.
+/// Input: 26 bytes, {5}. Output: `\0\0\0\x4b{"msg":`, `,"ranks":[5],"type":"relay","v":7}`.
 [[nodiscard]] FrameParts frame_parts(std::size_t payload_size,
                                      const std::vector<std::uint32_t>& ranks,
-                                     std::size_t limit = k_max_frame);
+                                     std::size_t limit = k_max_frame,
+                                     std::size_t trailer = 0);
 
 /// Splits a byte stream into payloads. The length is checked before anything is buffered for
 /// the payload, so a hostile `\xff\xff\xff\xff` header costs nothing.

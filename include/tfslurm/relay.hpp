@@ -7,6 +7,7 @@
 /// other launchers' local connections. The Asio shell that performs the actions is NodeRelay
 /// (src/detail/node_relay.hpp: the Unix socket, its sessions, their reads and writes).
 
+#include <tfslurm/channel.hpp>
 #include <tfslurm/protocol.hpp>
 #include <tfslurm/run.hpp>
 
@@ -47,10 +48,11 @@ enum class RelayTimer {
 
 /// What the relay asks its shell to do.
 namespace relay_action {
-/// Write `frame` (an encoded frame, shared between the sessions it goes to) on `session`.
+/// Write `payload` (an encoded message, shared between the sessions it goes to) on `session`:
+/// framed by the shell, and sealed once the session's welcome was written (channel.hpp).
 struct ToLocal {
     SessionId session = 0;
-    std::shared_ptr<const std::string> frame;
+    std::shared_ptr<const protocol::SharedPayload> payload;
 };
 /// Check `hello` against this session's `nonce` (Authenticator::verify()); report verified().
 struct Verify {
@@ -191,7 +193,7 @@ class RelayMachine {
     void deliver(SessionId id,
                  Session& session,
                  const std::string& payload,
-                 const std::shared_ptr<const std::string>& frame);
+                 const std::shared_ptr<const protocol::SharedPayload>& shared);
     /// End `id` (it is closed, or CloseLocal now is emitted when `close_it`): reported upstream
     /// when its hello went there.
     void end(SessionId id, const std::string& why, bool close_it);
@@ -203,7 +205,7 @@ class RelayMachine {
     std::map<std::uint32_t, SessionId> m_by_rank;
     /// A local launcher's heartbeat, as every launcher encodes it.
     std::string m_heartbeat;
-    std::shared_ptr<const std::string> m_heartbeat_frame;
+    std::shared_ptr<const protocol::SharedPayload> m_heartbeat_shared;
     bool m_waiting = true;
     bool m_closed = false;
     bool m_holding = false;

@@ -9,6 +9,7 @@
 /// caller's io_context; handlers never throw.
 
 #include <tfslurm/auth.hpp>
+#include <tfslurm/channel.hpp>
 #include <tfslurm/coordinator_server.hpp>
 #include <tfslurm/protocol.hpp>
 
@@ -45,6 +46,13 @@ constexpr std::size_t k_warnings_per_window = 10;
 constexpr Millis k_warning_window{10000};
 } // namespace detail
 
+/// `message` encoded once for every connection it goes to, as it is or in a `relay`.
+inline std::shared_ptr<const protocol::SharedPayload>
+shared_payload(const protocol::Message& message) {
+    return std::make_shared<const protocol::SharedPayload>(protocol::encode_payload(message),
+                                                           protocol::SharedPayload::Envelope::also);
+}
+
 struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer::Impl> {
     class Session;
 
@@ -70,7 +78,7 @@ struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer:
     /// Send one message to its ranks: once per connection (a node's ranks in one `relay`),
     /// every connection's frame sharing the one encoded payload.
     void deliver(const std::vector<std::uint32_t>& ranks,
-                 const std::shared_ptr<const std::string>& payload);
+                 const std::shared_ptr<const protocol::SharedPayload>& payload);
     void remove(const std::shared_ptr<Session>& session);
     void close();
     /// Warn about one unauthenticated connection, within the noise budget.
@@ -93,13 +101,12 @@ struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer:
     LogBudget noise;
     std::function<void()> finished_callback;
     std::function<void(const StepEvent&)> event_callback; ///< on_event()
-    /// The answer to every heartbeat, encoded once.
-    const std::shared_ptr<const std::string> heartbeat_payload =
-        std::make_shared<const std::string>(protocol::encode_payload(protocol::Heartbeat{}));
+    /// The answer to every heartbeat, encoded (and hashed) once.
+    const std::shared_ptr<const protocol::SharedPayload> heartbeat_payload =
+        shared_payload(protocol::Heartbeat{});
     /// The welcome of every relayed launcher, encoded once (the leader adds its own proof).
-    const std::shared_ptr<const std::string> relayed_welcome =
-        std::make_shared<const std::string>(protocol::encode_payload(
-            protocol::Welcome{static_cast<std::uint32_t>(coordinator.size()), {}}));
+    const std::shared_ptr<const protocol::SharedPayload> relayed_welcome =
+        shared_payload(protocol::Welcome{static_cast<std::uint32_t>(coordinator.size()), {}});
     bool finished_reported = false;
     bool closed = false;
     std::size_t proofs_pending = 0; ///< hellos on their way through `proofs` (the log says)
@@ -123,18 +130,20 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
     /// to the launcher itself, in one `relay` to the others of its node. The payload is shared
     /// by every connection's frame, never copied (a `cluster` of 10,000 ranks to 1,250 nodes).
     void send_to(const std::vector<std::uint32_t>& ranks,
-                 const std::shared_ptr<const std::string>& payload);
+                 const std::shared_ptr<const protocol::SharedPayload>& payload);
 
-    /// A frame is a head, a payload shared with other connections (may be null) and a tail.
+    /// A frame is a head, a payload shared with other connections (may be null) and a tail
+    /// (which ends with the frame's tag once the connection is sealed).
     struct Frame {
         std::string head;
-        std::shared_ptr<const std::string> body;
+        std::shared_ptr<const protocol::SharedPayload> body;
         std::string tail;
     };
 
-    /// `payload` in one frame: as it is (no `relayed`) or in a `relay` for those ranks.
+    /// `payload` in one frame: as it is (no `relayed`) or in a `relay` for those ranks; sealed
+    /// with a tag over the payload's hash state and this frame's own tail.
     void send_shared(const std::vector<std::uint32_t>& relayed,
-                     const std::shared_ptr<const std::string>& payload);
+                     const std::shared_ptr<const protocol::SharedPayload>& payload);
     /// Queue a frame; the write starts once the handler that queued it is done.
     void send_frame(Frame frame);
     /// Close the connection; its registered ranks are lost (Impl::remove()).
@@ -162,6 +171,7 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
     struct Proof {
         std::optional<protocol::Reject> reject;
         std::string credential;
+        protocol::SessionKeys keys; ///< of the connection, once our credential is made
         std::string error;
     };
     /// Check a hello (its step, then the plan and its route, then its proof), prove ourselves
@@ -217,6 +227,8 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
     std::string m_nonce;
     std::array<char, 4096> m_buffer{};
     protocol::FrameDecoder m_decoder;
+    /// From the welcome on: every frame each way sealed and checked.
+    std::optional<protocol::Channel> m_channel;
     std::deque<Frame> m_queue;
     std::vector<asio::const_buffer> m_buffers; ///< of the frames being written
     std::size_t m_in_flight = 0;               ///< frames being written (the queue's first)

@@ -14,6 +14,7 @@
 #include "detail/signal_reader.hpp"
 
 #include <tfslurm/auth.hpp>
+#include <tfslurm/channel.hpp>
 #include <tfslurm/connector.hpp>
 #include <tfslurm/coordinator_server.hpp>
 #include <tfslurm/error.hpp>
@@ -185,6 +186,18 @@ class LauncherShell {
     Clock::time_point m_connect_deadline;
     std::array<char, 4096> m_buffer{};
     protocol::FrameDecoder m_decoder;
+    /// What the session keys are made of, gathered while the Connector's proofs are performed:
+    /// the challenge answered, this launcher's nonce, the endpoint, both ends' MUNGE key material.
+    struct Handshake {
+        std::string challenge;
+        std::string nonce;
+        std::string endpoint;
+        std::string own_key;
+        std::string peer_key;
+    };
+    Handshake m_handshake;
+    /// From the welcome on (Link::session): every frame each way sealed and checked.
+    std::optional<protocol::Channel> m_channel;
     /// Frames to write; `second`: a machine Send, acknowledged with written().
     std::deque<std::pair<std::string, bool>> m_queue;
     std::vector<asio::const_buffer> m_buffers; ///< of the frames being written

@@ -274,7 +274,7 @@ TEST_CASE("run: a process holding the control port that speaks something else do
     // next candidate, where rank 0's coordinator listens; none ends the step.
     const auto [answer, why] = GENERATE(table<Answer, std::string>({
         {Answer::old_version,
-         R"(protocol: protocol version 3 (this tfslurm speaks version 6): "{\"nonce\":\")" +
+         R"(protocol: protocol version 3 (this tfslurm speaks version 7): "{\"nonce\":\")" +
              std::string(64, 'a') + R"(\",\"type\":\"challenge\",\"v\":3}")"},
         {Answer::garbage,
          R"(protocol: frame of 1397966893 bytes exceeds the 65536-byte limit: "SSH-")"},

@@ -194,7 +194,7 @@ def forward(client, target_file):
     client.setblocking(True)
     upstream.setblocking(True)
     pending = b""
-    version = 6
+    version = 7
     injected = False
     while True:
         ready, _, _ = select.select([client, upstream], [], [], 30)

@@ -56,7 +56,7 @@ squat() {
 
 squat silent 23600 ''
 # shellcheck disable=SC2016 # literal text of the warning
-squat old 23610 'protocol: protocol version 3 (this tfslurm speaks version 6): "{\"nonce\":\"'"$(printf 'ab%.0s' {1..32})"'\",\"type\":\"challenge\",\"v\":3}"'
+squat old 23610 'protocol: protocol version 3 (this tfslurm speaks version 7): "{\"nonce\":\"'"$(printf 'ab%.0s' {1..32})"'\",\"type\":\"challenge\",\"v\":3}"'
 squat garbage 23620 'protocol: frame of 1397966893 bytes exceeds the 65536-byte limit: "SSH-"'
 
 # forward BASE: the squatter holds the control port (BASE + 1) on n1 and, once rank 0's coordinator

@@ -9,7 +9,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <grp.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -121,16 +123,16 @@ TEST_CASE("auth: hex helpers and constant-time comparison", "[auth]") {
     CHECK(secret_message(std::string(64, '0'),
                          StepId{0x0102030405060708ULL, 0x1112U},
                          0x0a0b0c0dU,
-                         "tcp:25006") == "tfslurm/6 launcher " + fields + "tcp:25006");
+                         "tcp:25006") == "tfslurm/7 launcher " + fields + "tcp:25006");
     CHECK(coordinator_secret_message(std::string(64, '0'),
                                      StepId{0x0102030405060708ULL, 0x1112U},
                                      0x0a0b0c0dU,
                                      "tcp:25006") ==
-          "tfslurm/6 coordinator " + fields + "tcp:25006");
-    CHECK(munge_payload("ab", StepId{42, 1}, 3, "tcp:25006") ==
-          "tfslurm/6 job=42 step=1 rank=3 nonce=ab endpoint=tcp:25006");
-    CHECK(coordinator_munge_payload("ab", StepId{42, 1}, 3, "unix:@tfslurm-0/relay-42.1-2") ==
-          "tfslurm/6 coordinator job=42 step=1 rank=3 nonce=ab "
+          "tfslurm/7 coordinator " + fields + "tcp:25006");
+    CHECK(munge_payload("ab", StepId{42, 1}, 3, "tcp:25006", "\x01\xfe") ==
+          "tfslurm/7 job=42 step=1 rank=3 nonce=ab key=01fe endpoint=tcp:25006");
+    CHECK(coordinator_munge_payload("ab", StepId{42, 1}, 3, "unix:@tfslurm-0/relay-42.1-2", {}) ==
+          "tfslurm/7 coordinator job=42 step=1 rank=3 nonce=ab key= "
           "endpoint=unix:@tfslurm-0/relay-42.1-2");
     CHECK(tcp_endpoint(25006) == "tcp:25006");
     CHECK(unix_endpoint("@tfslurm-0/relay-42.1-2") == "unix:@tfslurm-0/relay-42.1-2");
@@ -405,6 +407,63 @@ TEST_CASE("auth: munge authentication with a private munged", "[auth][munge]") {
                                       k_endpoint) ==
               std::string("munge credential payload does not match the job, step, rank, challenge "
                           "and endpoint"));
+    }
+    SECTION("key material: carried to the verifier, required when a session follows") {
+        const std::string key(k_key_material_size, '\x42');
+        Hello keyed = hello;
+        keyed.credential = auth.prove(k_nonce, StepId{99, 0}, 2, k_endpoint, key);
+        std::string got;
+        CHECK_FALSE(auth.verify(keyed, k_nonce, StepId{99, 0}, k_endpoint, &got));
+        CHECK(got == key);
+        std::string none;
+        CHECK(auth.verify(hello, k_nonce, StepId{99, 0}, k_endpoint, &none) ==
+              refused("munge credential carries no key material for the session"));
+        const std::string proof =
+            auth.prove_coordinator(AuthMethod::munge, k_nonce, StepId{99, 0}, 2, k_endpoint, key);
+        got.clear();
+        CHECK_FALSE(auth.verify_coordinator(proof, k_nonce, StepId{99, 0}, 2, k_endpoint, &got));
+        CHECK(got == key);
+        const std::string bare =
+            auth.prove_coordinator(AuthMethod::munge, k_nonce, StepId{99, 0}, 2, k_endpoint);
+        CHECK(auth.verify_coordinator(bare, k_nonce, StepId{99, 0}, 2, k_endpoint, &got) ==
+              std::string("munge credential carries no key material for the session"));
+        // Both ends' material makes the keys; a missing one is an error, not a weak key.
+        CHECK(auth.session_keys(
+                      AuthMethod::munge, key, key, k_nonce, k_nonce, StepId{99, 0}, 2, k_endpoint)
+                  .up.size() == 32);
+        CHECK_THROWS_WITH(
+            auth.session_keys(
+                AuthMethod::munge, key, {}, k_nonce, k_nonce, StepId{99, 0}, 2, k_endpoint),
+            "session: MUNGE key material of 32 and 0 bytes (expected 32 each)");
+    }
+    SECTION("another uid cannot decode a credential, so never learns its key material") {
+        const std::string credential = auth.prove(
+            k_nonce, StepId{99, 0}, 2, k_endpoint, std::string(k_key_material_size, '\x42'));
+        // nobody (65534) asks the same munged to decode it: munged refuses (the credential is
+        // restricted to this uid). The directory of the private munged opens for search
+        // meanwhile (its socket is 0777 inside).
+        const std::string dir = munged.socket().substr(0, munged.socket().rfind('/'));
+        REQUIRE(::chmod(dir.c_str(), 0711) == 0);
+        const pid_t child = ::fork();
+        REQUIRE(child >= 0);
+        if (child == 0) {
+            if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+                ::setresuid(65534, 65534, 65534) != 0) {
+                ::_exit(3);
+            }
+            Hello stolen = hello;
+            stolen.credential = credential;
+            const auto other =
+                Authenticator::create({AuthMethod::munge, std::nullopt, munged.socket()});
+            const auto reason = other.verify(stolen, k_nonce, StepId{99, 0}, k_endpoint);
+            // 0: refused as unauthorized; 1: decoded; 2: refused for another reason.
+            ::_exit(!reason ? 1 : reason->reason.find("Unauthorized") != std::string::npos ? 0 : 2);
+        }
+        int status = 0;
+        REQUIRE(::waitpid(child, &status, 0) == child);
+        ::chmod(dir.c_str(), 0700);
+        REQUIRE(WIFEXITED(status));
+        CHECK(WEXITSTATUS(status) == 0);
     }
     SECTION("munge refused when only the secret is allowed") {
         const auto secret_only =

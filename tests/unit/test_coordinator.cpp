@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <tfslurm/auth.hpp>
+#include <tfslurm/channel.hpp>
 #include <tfslurm/coordinator.hpp>
 #include <tfslurm/coordinator_server.hpp>
 #include <tfslurm/error.hpp>
@@ -561,13 +562,21 @@ class Client {
         // Errors (the server may have closed already) are fine here.
         [[maybe_unused]] const auto n = ::send(m_fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
     }
-    void send(const protocol::Message& message) const { send_raw(protocol::encode_frame(message)); }
+    /// Sealed after the welcome, as a launcher's.
+    void send(const protocol::Message& message) {
+        send_raw(m_channel
+                     ? m_channel->seal(protocol::encode_payload(message), protocol::k_max_frame)
+                     : protocol::encode_frame(message));
+    }
 
     /// The next message, or nullopt on EOF/timeout.
     std::optional<protocol::Message> receive(std::chrono::milliseconds timeout = 5s) {
         const auto deadline = Clock::now() + timeout;
         for (;;) {
             if (auto payload = m_decoder.next()) {
+                if (m_channel) {
+                    payload = m_channel->open(std::move(*payload));
+                }
                 return protocol::decode_payload(*payload);
             }
             const auto left =
@@ -621,13 +630,27 @@ class Client {
         h.credential =
             auth.prove(nonce, protocol::StepId{k_job, step}, rank, protocol::tcp_endpoint(m_port));
         send(h);
-        return receive();
+        auto reply = receive();
+        if (reply && std::holds_alternative<protocol::Welcome>(*reply)) {
+            m_channel.emplace(auth.session_keys(protocol::AuthMethod::secret,
+                                                {},
+                                                {},
+                                                nonce,
+                                                h.nonce,
+                                                protocol::StepId{k_job, step},
+                                                rank,
+                                                protocol::tcp_endpoint(m_port)),
+                              protocol::End::launcher);
+            m_decoder.set_limit(protocol::k_max_trusted_frame + protocol::k_tag_size);
+        }
+        return reply;
     }
 
   private:
     std::uint16_t m_port = 0; ///< dialled: what the proof binds
     int m_fd = -1;
     protocol::FrameDecoder m_decoder;
+    std::optional<protocol::Channel> m_channel; ///< from the welcome on
     bool m_closed = false;
 };
 

@@ -6,6 +6,7 @@
 #include "private_munged.hpp"
 
 #include <tfslurm/auth.hpp>
+#include <tfslurm/channel.hpp>
 #include <tfslurm/coordinator_server.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/log.hpp>
@@ -26,6 +27,7 @@
 #include <array>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +39,49 @@ using namespace std::chrono_literals;
 
 namespace {
 
+/// What a test launcher knows of its connection, by descriptor (connect_to() starts one): its
+/// handshake so far and, from its welcome on, its channel. receive() and send_frame() act as a
+/// launcher does: every frame after the welcome is sealed and checked, with the session keys of
+/// the secret "c" x 64 (LiveServer's).
+struct Link {
+    std::uint16_t port = 0;
+    std::string challenge;
+    std::optional<protocol::Hello> hello;
+    bool welcomed = false;
+    std::optional<protocol::Channel> channel;
+};
+
+std::map<int, Link>& links() {
+    static std::map<int, Link> all;
+    return all;
+}
+
+/// The channel of `fd` once it was welcomed (made at first use: a MUNGE test that stops at the
+/// welcome checks the welcome's credential itself, which munged decodes only once).
+protocol::Channel* channel_of(int fd) {
+    Link& link = links()[fd];
+    if (!link.welcomed) {
+        return nullptr;
+    }
+    if (!link.channel) {
+        REQUIRE(link.hello);
+        REQUIRE(link.hello->auth == protocol::AuthMethod::secret);
+        const auto secret = protocol::Authenticator::create(
+            {protocol::AuthMethod::secret, std::string(64, 'c'), "/nonexistent/munge.socket"});
+        link.channel.emplace(
+            secret.session_keys(protocol::AuthMethod::secret,
+                                {},
+                                {},
+                                link.challenge,
+                                link.hello->nonce,
+                                protocol::StepId{link.hello->job, link.hello->step},
+                                link.hello->rank,
+                                protocol::tcp_endpoint(link.port)),
+            protocol::End::launcher);
+    }
+    return &*link.channel;
+}
+
 int connect_to(std::uint16_t port) {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in address{};
@@ -44,15 +89,27 @@ int connect_to(std::uint16_t port) {
     address.sin_port = htons(port);
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+    links()[fd] = Link{port, {}, {}, false, {}};
     return fd;
 }
 
-/// The next frame on `fd` within 5 s.
+/// The next frame on `fd` within 5 s (opened with its channel after the welcome).
 std::optional<protocol::Message> receive(int fd, protocol::FrameDecoder& decoder) {
     const auto deadline = std::chrono::steady_clock::now() + 5s;
     while (std::chrono::steady_clock::now() < deadline) {
         if (auto payload = decoder.next()) {
-            return protocol::decode_payload(*payload);
+            if (auto* channel = channel_of(fd)) {
+                payload = channel->open(std::move(*payload));
+            }
+            auto message = protocol::decode_payload(*payload);
+            Link& link = links()[fd];
+            if (const auto* challenge = std::get_if<protocol::Challenge>(&message)) {
+                link.challenge = challenge->nonce;
+            } else if (std::holds_alternative<protocol::Welcome>(message) && link.hello) {
+                link.welcomed = true;
+                decoder.set_limit(protocol::k_max_trusted_frame + protocol::k_tag_size);
+            }
+            return message;
         }
         pollfd p{fd, POLLIN, 0};
         if (::poll(&p, 1, 100) <= 0) {
@@ -68,9 +125,29 @@ std::optional<protocol::Message> receive(int fd, protocol::FrameDecoder& decoder
     return std::nullopt;
 }
 
+/// Write `bytes` as they are.
+void send_raw(int fd, const std::string& bytes) {
+    REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(bytes.size()));
+}
+
+/// Write `frame` (encode_frame()'s): sealed after the welcome, as a launcher does; a hello is
+/// remembered for the session keys.
 void send_frame(int fd, const std::string& frame) {
-    REQUIRE(::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL) ==
-            static_cast<ssize_t>(frame.size()));
+    const std::string payload = frame.substr(protocol::k_header_size);
+    if (auto* channel = channel_of(fd)) {
+        send_raw(fd, channel->seal(payload, protocol::k_max_relay_frame));
+        return;
+    }
+    try {
+        auto message = protocol::decode_payload(payload);
+        if (const auto* hello = std::get_if<protocol::Hello>(&message)) {
+            links()[fd].hello = *hello;
+        }
+    } catch (const Error&) {
+        // not a message: sent as it is
+    }
+    send_raw(fd, frame);
 }
 
 /// A coordinator server of job 7, step 0, on a free port of 127.0.0.1 with the secret "c" x 64,
@@ -287,7 +364,7 @@ TEST_CASE("coordinator_server: listens on the first free candidate port, or name
 namespace {
 
 /// The hello of worker `rank` of step 7.0 answering `challenge` at 127.0.0.1:`port`, proved by
-/// `auth` with its own method.
+/// `auth` with its own method (a MUNGE proof carries key material for the session).
 protocol::Hello proved_hello(const std::optional<protocol::Message>& challenge,
                              const protocol::Authenticator& auth,
                              std::uint32_t rank,
@@ -302,7 +379,10 @@ protocol::Hello proved_hello(const std::optional<protocol::Message>& challenge,
     hello.credential = auth.prove(std::get<protocol::Challenge>(*challenge).nonce,
                                   protocol::StepId{7, 0},
                                   rank,
-                                  protocol::tcp_endpoint(port));
+                                  protocol::tcp_endpoint(port),
+                                  hello.auth == protocol::AuthMethod::munge
+                                      ? std::string(protocol::k_key_material_size, 'k')
+                                      : std::string());
     return hello;
 }
 
@@ -323,7 +403,6 @@ int register_rank(std::uint16_t port,
     const auto welcome = receive(fd, decoder);
     REQUIRE(welcome);
     REQUIRE(std::holds_alternative<protocol::Welcome>(*welcome));
-    decoder.set_limit(protocol::k_max_trusted_frame);
     return fd;
 }
 
@@ -627,4 +706,89 @@ TEST_CASE("coordinator_server: a cluster larger than a frame reaches proven laun
     for (const int fd : fds) {
         ::close(fd);
     }
+}
+
+namespace {
+
+/// `127.0.0.1:<port>`: how the coordinator names the peer at the other end of `fd`.
+std::string peer_name(int fd) {
+    sockaddr_in local{};
+    socklen_t size = sizeof local;
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &size) == 0);
+    return fmt::format("127.0.0.1:{}", ntohs(local.sin_port));
+}
+
+/// Whether the coordinator closed `fd` within 5 s, having sent nothing more.
+bool closed_by_coordinator(int fd, protocol::FrameDecoder& decoder) {
+    return !receive(fd, decoder);
+}
+
+} // namespace
+
+TEST_CASE("coordinator_server: a frame that fails its MAC ends its connection, with one line",
+          "[coordinator_server][channel]") {
+    const test::LogCapture log(spdlog::level::warn);
+    CoordinatorSettings s;
+    s.ranks = {Member{Role::worker, 0, "n1"}, Member{Role::worker, 1, "n2"}};
+    LiveServer live(s);
+    protocol::FrameDecoder in;
+    const int fd = register_rank(live.port(), live.auth(), 0, in, false);
+    const std::string peer = peer_name(fd);
+    protocol::Channel& channel = *channel_of(fd);
+    const std::string heartbeat = protocol::encode_payload(protocol::Heartbeat{});
+    const std::string exit0 = protocol::encode_payload(protocol::Exit{ExitStatus::exited(0), {}});
+    const auto refused = [&](std::uint64_t frame) {
+        return fmt::format("warning: coordinator: closing connection from {} (rank 0): protocol: "
+                           "frame {} fails its MAC (tampered, replayed, reordered or cut short)\n",
+                           peer,
+                           frame);
+    };
+    std::string expected;
+
+    SECTION("tampered: one bit of the payload flipped") {
+        std::string frame = channel.seal(exit0, protocol::k_max_frame);
+        frame[protocol::k_header_size + 20] ^= 0x01;
+        send_raw(fd, frame);
+        expected = refused(0);
+    }
+    SECTION("replayed: a frame that passed, sent again") {
+        const std::string frame = channel.seal(heartbeat, protocol::k_max_frame);
+        send_raw(fd, frame);
+        const auto answer = receive(fd, in);
+        REQUIRE(answer);
+        CHECK(std::holds_alternative<protocol::Heartbeat>(*answer));
+        send_raw(fd, frame);
+        expected = refused(1);
+    }
+    SECTION("reordered: the second frame first") {
+        const std::string first = channel.seal(heartbeat, protocol::k_max_frame);
+        const std::string second = channel.seal(exit0, protocol::k_max_frame);
+        send_raw(fd, second + first);
+        expected = refused(0);
+    }
+    SECTION("cut short: the payload's last byte dropped, the length fixed") {
+        std::string frame = channel.seal(exit0, protocol::k_max_frame);
+        frame.erase(protocol::k_header_size + exit0.size() - 1, 1);
+        frame[protocol::k_header_size - 1] = static_cast<char>(frame[3] - 1);
+        send_raw(fd, frame);
+        expected = refused(0);
+    }
+    SECTION("unauthenticated: a frame without a tag") {
+        send_raw(fd, protocol::encode_frame(protocol::Exit{ExitStatus::exited(0), {}}));
+        expected = refused(0);
+    }
+    SECTION("shorter than a tag") {
+        send_raw(fd, protocol::frame_payload("{}"));
+        expected = fmt::format("warning: coordinator: closing connection from {} (rank 0): "
+                               "protocol: frame 0 of 2 bytes is shorter than its 32-byte MAC\n",
+                               peer);
+    }
+    CHECK(closed_by_coordinator(fd, in));
+    live.stop([](CoordinatorServer& in_its_thread) {
+        // The forged `exit 0` never counted: rank 0 is lost, not done.
+        CHECK(in_its_thread.state().verdict() != Verdict::done);
+    });
+    // One line for the frame, first; what losing rank 0 does to the step comes after it.
+    CHECK_THAT(log.text(), Catch::StartsWith(expected));
+    ::close(fd);
 }

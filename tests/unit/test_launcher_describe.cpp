@@ -27,7 +27,7 @@ using namespace std::chrono_literals;
 
 TEST_CASE("launcher: actions are described in one line", "[launcher]") {
     CHECK(describe(launcher_action::Send{protocol::Interrupt{15}}, k_t0) ==
-          R"(send {"signal":15,"type":"interrupt","v":6})");
+          R"(send {"signal":15,"type":"interrupt","v":7})");
     CHECK(describe(launcher_action::ArmTimer{LauncherTimer::grace, k_t0 + 10s}, k_t0) ==
           "arm grace 10000");
     CHECK(describe(launcher_action::CancelTimer{LauncherTimer::close}, k_t0) == "cancel close");

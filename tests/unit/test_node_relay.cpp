@@ -6,6 +6,7 @@
 #include "log_capture.hpp"
 
 #include <tfslurm/auth.hpp>
+#include <tfslurm/channel.hpp>
 #include <tfslurm/error.hpp>
 #include <tfslurm/protocol.hpp>
 
@@ -57,12 +58,19 @@ class Follower {
   public:
     Follower(asio::io_context& io, const std::string& path) : m_path(path), m_socket(io) {
         m_socket.connect(detail::relay_endpoint(path));
-        m_decoder.set_limit(protocol::k_max_trusted_frame);
+        m_decoder.set_limit(protocol::k_max_trusted_frame + protocol::k_tag_size);
         read();
     }
 
+    /// Sealed after the welcome, as a launcher's.
     void send(const protocol::Message& message) {
-        auto frame = std::make_shared<std::string>(protocol::encode_frame(message));
+        send_raw(channel ? channel->seal(protocol::encode_payload(message), protocol::k_max_frame)
+                         : protocol::encode_frame(message));
+    }
+
+    /// `bytes` as they are.
+    void send_raw(std::string bytes) {
+        auto frame = std::make_shared<std::string>(std::move(bytes));
         asio::async_write(m_socket, asio::buffer(*frame), [frame](auto /*ec*/, auto /*n*/) {});
     }
 
@@ -79,12 +87,24 @@ class Follower {
         hello.nonce = m_nonce;
         hello.credential =
             auth.prove(challenge.nonce, k_step, rank, protocol::unix_endpoint(m_path));
+        // The session keys, should the relay welcome it (with this secret or not).
+        m_keys = auth.session_keys(protocol::AuthMethod::secret,
+                                   {},
+                                   {},
+                                   challenge.nonce,
+                                   m_nonce,
+                                   k_step,
+                                   rank,
+                                   protocol::unix_endpoint(m_path));
         send(hello);
     }
 
     void close() { m_socket.close(); }
 
     std::vector<protocol::Message> received;
+    /// From the welcome on: what it sends is sealed, what it receives checked.
+    std::optional<protocol::Channel> channel;
+    std::string refused; ///< why a received frame failed its check
     bool eof = false;
     const std::string m_nonce = std::string(64, 'a');
 
@@ -97,7 +117,18 @@ class Follower {
             }
             m_decoder.feed(std::string_view(m_buffer.data(), n));
             while (auto payload = m_decoder.next()) {
+                if (channel) {
+                    try {
+                        payload = channel->open(std::move(*payload));
+                    } catch (const Error& e) {
+                        refused = e.what();
+                        return;
+                    }
+                }
                 received.push_back(protocol::decode_payload(*payload));
+                if (std::holds_alternative<protocol::Welcome>(received.back()) && m_keys) {
+                    channel.emplace(*m_keys, protocol::End::launcher);
+                }
             }
             read();
         });
@@ -107,6 +138,7 @@ class Follower {
     Unix::socket m_socket;
     std::array<char, 4096> m_buffer{};
     protocol::FrameDecoder m_decoder;
+    std::optional<protocol::SessionKeys> m_keys;
 };
 
 template <typename T> bool got(const Follower& follower) {
@@ -203,6 +235,65 @@ TEST_CASE("node relay: followers register, talk and end through the leader's rel
     REQUIRE(run_until(io, [&] { return two.eof; })); // its connection was closed
     CHECK(got<protocol::Welcome>(two));
     CHECK_FALSE(relay.busy());
+    relay.close();
+}
+
+TEST_CASE("node relay: every frame after the welcome is sealed, each way, per session",
+          "[node_relay][channel]") {
+    const test::LogCapture log(spdlog::level::warn);
+    asio::io_context io;
+    const auto auth = secret_auth('c');
+    std::vector<protocol::Relay> up;
+    RelaySettings settings;
+    settings.step = k_step;
+    settings.ranks = {1, 2};
+    detail::NodeRelay relay(
+        io,
+        auth,
+        settings,
+        [&](const protocol::Message& m) { up.push_back(std::get<protocol::Relay>(m)); },
+        {});
+    const std::string path = detail::relay_path(k_step, 930000 + static_cast<unsigned>(::getpid()));
+    relay.listen(path);
+    std::vector<std::unique_ptr<Follower>> followers;
+    for (const std::uint32_t rank : {1U, 2U}) {
+        followers.push_back(std::make_unique<Follower>(io, path));
+        Follower& follower = *followers.back();
+        REQUIRE(run_until(io, [&] { return got<protocol::Challenge>(follower); }));
+        follower.hello(auth, rank);
+        REQUIRE(run_until(io, [&] { return up.size() == rank; }));
+        relay.downstream({{rank}, protocol::encode_payload(protocol::Welcome{3, {}}), {}});
+        REQUIRE(run_until(io, [&] { return got<protocol::Welcome>(follower); }));
+    }
+    Follower& one = *followers[0];
+    Follower& two = *followers[1];
+
+    // One broadcast, sealed for each session with its own keys: both open it.
+    relay.downstream({{1, 2}, protocol::encode_payload(protocol::Stop{}), {}});
+    REQUIRE(run_until(io, [&] { return got<protocol::Stop>(one) && got<protocol::Stop>(two); }));
+    CHECK(one.refused.empty());
+    CHECK(two.refused.empty());
+
+    // Rank 1 sends a sealed `exit 3` with its status changed to 0 on the way: refused, one
+    // line, its connection closed and reported; the forged status never goes up.
+    std::string frame = one.channel->seal(
+        protocol::encode_payload(protocol::Exit{ExitStatus::exited(3), {}}), protocol::k_max_frame);
+    frame[frame.find(R"("status":3)") + 9] = '0';
+    one.send_raw(frame);
+    REQUIRE(run_until(io, [&] { return up.size() == 3; }));
+    CHECK(up[2].ranks == std::vector<std::uint32_t>{1});
+    CHECK(up[2].closed == "protocol error");
+    REQUIRE(run_until(io, [&] { return one.eof; }));
+    CHECK(log.text() == "warning: relay: closing a local connection (rank 1): protocol: frame 0 "
+                        "fails its MAC (tampered, replayed, reordered or cut short)\n");
+
+    // Rank 2's frame of another session (rank 1's keys) fails the same way: a frame is good
+    // only on the connection it was sealed for.
+    two.send_raw(
+        one.channel->seal(protocol::encode_payload(protocol::Heartbeat{}), protocol::k_max_frame));
+    REQUIRE(run_until(io, [&] { return up.size() == 4; }));
+    CHECK(up[3].ranks == std::vector<std::uint32_t>{2});
+    CHECK(up[3].closed == "protocol error");
     relay.close();
 }
 

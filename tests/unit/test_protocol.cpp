@@ -92,46 +92,46 @@ TEST_CASE("protocol: every message survives a round trip", "[protocol]") {
 }
 
 TEST_CASE("protocol: payloads are compact JSON with a version and a type", "[protocol]") {
-    CHECK(encode_payload(Heartbeat{}) == R"({"type":"heartbeat","v":6})");
-    CHECK(encode_payload(Interrupt{15}) == R"({"signal":15,"type":"interrupt","v":6})");
-    CHECK(encode_payload(Stall{3000}) == R"({"silent_ms":3000,"type":"stall","v":6})");
-    CHECK(encode_payload(Restart{1, 2}) == R"({"count":1,"limit":2,"type":"restart","v":6})");
-    CHECK_THROWS_WITH(decode_payload(R"({"count":-1,"limit":2,"type":"restart","v":6})"),
+    CHECK(encode_payload(Heartbeat{}) == R"({"type":"heartbeat","v":7})");
+    CHECK(encode_payload(Interrupt{15}) == R"({"signal":15,"type":"interrupt","v":7})");
+    CHECK(encode_payload(Stall{3000}) == R"({"silent_ms":3000,"type":"stall","v":7})");
+    CHECK(encode_payload(Restart{1, 2}) == R"({"count":1,"limit":2,"type":"restart","v":7})");
+    CHECK_THROWS_WITH(decode_payload(R"({"count":-1,"limit":2,"type":"restart","v":7})"),
                       Catch::Contains("count"));
     CHECK(encode_payload(Interrupt{15, true}) ==
-          R"({"signal":15,"type":"interrupt","v":6,"whole_step":true})");
+          R"({"signal":15,"type":"interrupt","v":7,"whole_step":true})");
     CHECK(encode_payload(Stop{StopReason::signal, 1, 15, true}) ==
-          R"({"rank":1,"reason":"signal","signal":15,"type":"stop","v":6,"whole_step":true})");
+          R"({"rank":1,"reason":"signal","signal":15,"type":"stop","v":7,"whole_step":true})");
     CHECK(
         std::get<Stop>(
             decode_payload(
-                R"({"rank":1,"reason":"signal","signal":15,"type":"stop","v":6,"whole_step":true})"))
+                R"({"rank":1,"reason":"signal","signal":15,"type":"stop","v":7,"whole_step":true})"))
             .whole_step);
-    CHECK_THROWS_WITH(decode_payload(R"({"signal":15,"type":"interrupt","v":6,"whole_step":1})"),
+    CHECK_THROWS_WITH(decode_payload(R"({"signal":15,"type":"interrupt","v":7,"whole_step":1})"),
                       Catch::Contains("field \"whole_step\" of interrupt is not a boolean"));
     CHECK(encode_payload(Exit{ExitStatus::exited(3), ""}) ==
-          R"({"status":{"code":3,"kind":"exited"},"type":"exit","v":6})");
+          R"({"status":{"code":3,"kind":"exited"},"type":"exit","v":7})");
     CHECK(encode_payload(Stop{StopReason::done, 0, 0}) ==
-          R"({"reason":"done","type":"stop","v":6})");
+          R"({"reason":"done","type":"stop","v":7})");
     const std::string frame = encode_frame(Heartbeat{});
     CHECK(frame.substr(0, 4) == std::string("\0\0\0\x1a", 4));
     CHECK(frame.size() == 4 + 26);
     const auto exit = std::get<Exit>(
-        decode_payload(R"({"v":6,"type":"exit","status":{"kind":"signaled","signal":9}})"));
+        decode_payload(R"({"v":7,"type":"exit","status":{"kind":"signaled","signal":9}})"));
     CHECK(exit.status == ExitStatus::signaled(9));
     CHECK(exit.error.empty());
 }
 
 TEST_CASE("protocol: v3 carries the chosen addresses", "[protocol]") {
     CHECK(encode_payload(Cluster{{{"n1", "10.1.0.1"}, {"n2", "fd00::2"}}, {}}) ==
-          R"({"addresses":{"n1":"10.1.0.1","n2":"fd00::2"},"type":"cluster","v":6})");
+          R"({"addresses":{"n1":"10.1.0.1","n2":"fd00::2"},"type":"cluster","v":7})");
     Hello hello;
     hello.nonce = std::string(64, 'e');
     CHECK(encode_payload(hello).find("address") == std::string::npos); // names: absent
     hello.address = "10.1.0.1";
     CHECK(encode_payload(hello).find(R"("address":"10.1.0.1")") != std::string::npos);
     const std::string nonce(64, 'a');
-    const std::string head = R"({"v":6,"type":"hello","job":1,"step":0,"rank":0,"role":"ps",)"
+    const std::string head = R"({"v":7,"type":"hello","job":1,"step":0,"rank":0,"role":"ps",)"
                              R"("host":"n","pid":1,"auth":"secret","credential":"","nonce":")" +
                              nonce + R"(","address":)";
     for (const std::string bad : {R"("n1")", R"("10.1.0.1:22")", R"("[fd00::1]")", R"(3)"}) {
@@ -144,12 +144,12 @@ TEST_CASE("protocol: v3 carries the chosen addresses", "[protocol]") {
                     : R"(protocol: field "address" of hello is not an IPv4 or IPv6 address)"));
     }
     CHECK_THROWS_WITH(
-        decode_payload(R"({"v":6,"type":"cluster","addresses":{"n1":"n1"}})"),
-        R"(protocol: field "addresses" of cluster maps a node name to an IPv4 or IPv6 address: "{\"v\":6,\"type\":\"cluster\",\"addresses\":{\"n1\":\"n1\"}}")");
-    CHECK_THROWS_WITH(decode_payload(R"({"v":6,"type":"cluster","addresses":{"n\"1":"10.0.0.1"}})"),
+        decode_payload(R"({"v":7,"type":"cluster","addresses":{"n1":"n1"}})"),
+        R"(protocol: field "addresses" of cluster maps a node name to an IPv4 or IPv6 address: "{\"v\":7,\"type\":\"cluster\",\"addresses\":{\"n1\":\"n1\"}}")");
+    CHECK_THROWS_WITH(decode_payload(R"({"v":7,"type":"cluster","addresses":{"n\"1":"10.0.0.1"}})"),
                       Catch::StartsWith(R"(protocol: field "addresses" of cluster maps)"));
     CHECK_THROWS_WITH(
-        decode_payload(R"({"v":6,"type":"cluster","addresses":["10.0.0.1"]})"),
+        decode_payload(R"({"v":7,"type":"cluster","addresses":["10.0.0.1"]})"),
         Catch::StartsWith(R"(protocol: field "addresses" of cluster is not an object)"));
 }
 
@@ -163,19 +163,19 @@ TEST_CASE("protocol: v4 carries the bound ports", "[protocol]") {
     CHECK(std::get<Hello>(decode_payload(encode_payload(hello))).port == 23005);
     Cluster cluster{{{"n1", "10.1.0.1"}}, {0, 23005}};
     CHECK(encode_payload(cluster) ==
-          R"({"addresses":{"n1":"10.1.0.1"},"ports":[0,23005],"type":"cluster","v":6})");
+          R"({"addresses":{"n1":"10.1.0.1"},"ports":[0,23005],"type":"cluster","v":7})");
     CHECK(std::get<Cluster>(decode_payload(encode_payload(cluster))).ports ==
           std::vector<std::uint16_t>{0, 23005});
-    CHECK(std::get<Cluster>(decode_payload(R"({"v":6,"type":"cluster","addresses":{}})"))
+    CHECK(std::get<Cluster>(decode_payload(R"({"v":7,"type":"cluster","addresses":{}})"))
               .ports.empty());
     for (const std::string bad : {"[-1]", "[65536]", R"(["1"])", R"({"0":1})", "[1.5]", "3"}) {
         INFO(bad);
         CHECK_THROWS_WITH(
-            decode_payload(R"({"v":6,"type":"cluster","addresses":{},"ports":)" + bad + "}"),
+            decode_payload(R"({"v":7,"type":"cluster","addresses":{},"ports":)" + bad + "}"),
             Catch::StartsWith(
                 R"(protocol: field "ports" of cluster is not a list of ports (0 to 65535): )"));
     }
-    const std::string head = R"({"v":6,"type":"hello","job":1,"step":0,"rank":0,"role":"ps",)"
+    const std::string head = R"({"v":7,"type":"hello","job":1,"step":0,"rank":0,"role":"ps",)"
                              R"("host":"n","pid":1,"auth":"secret","credential":"","nonce":")" +
                              std::string(64, 'a') + R"(","port":)";
     for (const std::string bad : {"0", "65536", R"("80")"}) {
@@ -191,11 +191,11 @@ TEST_CASE("protocol: the reachability probe's messages", "[protocol][probe]") {
     const Probed probed{{{2, "10.78.0.13:23000", "Connection timed out"}}, {}};
     CHECK(encode_payload(probed) ==
           R"({"failures":[{"address":"10.78.0.13:23000","error":"Connection timed out",)"
-          R"("rank":2}],"type":"probed","v":6})");
+          R"("rank":2}],"type":"probed","v":7})");
     CHECK(std::get<Probed>(decode_payload(encode_payload(probed))).failures == probed.failures);
-    CHECK(encode_payload(Probed{}) == R"({"failures":[],"type":"probed","v":6})");
-    CHECK(encode_payload(Go{}) == R"({"type":"go","v":6})");
-    CHECK(encode_payload(Progress{42000}) == R"({"idle_ms":42000,"type":"progress","v":6})");
+    CHECK(encode_payload(Probed{}) == R"({"failures":[],"type":"probed","v":7})");
+    CHECK(encode_payload(Go{}) == R"({"type":"go","v":7})");
+    CHECK(encode_payload(Progress{42000}) == R"({"idle_ms":42000,"type":"progress","v":7})");
     std::string many = "[";
     for (int i = 0; i < 9; ++i) {
         many += std::string(i == 0 ? "" : ",") + R"({"rank":1,"address":"a","error":"e"})";
@@ -204,13 +204,13 @@ TEST_CASE("protocol: the reachability probe's messages", "[protocol][probe]") {
     for (const std::string& bad : {many, std::string("[1]"), std::string("{}")}) {
         INFO(bad);
         CHECK_THROWS_WITH(
-            decode_payload(R"({"v":6,"type":"probed","failures":)" + bad + "}"),
+            decode_payload(R"({"v":7,"type":"probed","failures":)" + bad + "}"),
             Catch::StartsWith(
                 R"(protocol: field "failures" of probed is not a list of at most 8 objects: )"));
     }
     CHECK_THROWS_WITH(
         decode_payload(
-            R"({"v":6,"type":"probed","failures":[{"rank":-1,"address":"a","error":"e"}]})"),
+            R"({"v":7,"type":"probed","failures":[{"rank":-1,"address":"a","error":"e"}]})"),
         Catch::StartsWith(R"(protocol: field "rank" of probed is not an integer)"));
     Failure failure = failure_of_rank(2, Role::worker, 1, "n3", FailureCause::unreachable, 12);
     failure.detail = "rank 0 (ps:0) at 10.78.0.11:23000: Connection timed out";
@@ -225,12 +225,12 @@ TEST_CASE("protocol: a probed carries its node's failed health check", "[protoco
         PreflightFailure{"command", R"("test $(hostname) != n2" exited with status 1)"};
     const std::string payload =
         R"({"failures":[],"preflight":{"check":"command","detail":"\"test $(hostname) != n2\" )"
-        R"(exited with status 1"},"type":"probed","v":6})";
+        R"(exited with status 1"},"type":"probed","v":7})";
     CHECK(encode_payload(probed) == payload);
     const auto decoded = std::get<Probed>(decode_payload(payload));
     CHECK(decoded.failures.empty());
     CHECK(decoded.preflight == probed.preflight);
-    CHECK_FALSE(std::get<Probed>(decode_payload(R"({"failures":[],"type":"probed","v":6})"))
+    CHECK_FALSE(std::get<Probed>(decode_payload(R"({"failures":[],"type":"probed","v":7})"))
                     .preflight.has_value());
     const std::vector<std::pair<std::string, std::string>> bad{
         {R"("preflight":[])", R"(protocol: field "preflight" of probed is not an object: )"},
@@ -242,7 +242,7 @@ TEST_CASE("protocol: a probed carries its node's failed health check", "[protoco
     };
     for (const auto& [field, message] : bad) {
         INFO(field);
-        CHECK_THROWS_WITH(decode_payload(R"({"v":6,"type":"probed","failures":[],)" + field + "}"),
+        CHECK_THROWS_WITH(decode_payload(R"({"v":7,"type":"probed","failures":[],)" + field + "}"),
                           Catch::StartsWith(message));
     }
     Failure failure = failure_of_rank(1, Role::worker, 0, "n2", FailureCause::preflight, 13);
@@ -285,51 +285,51 @@ TEST_CASE("protocol: malformed payloads are protocol errors", "[protocol]") {
         {"{", R"(protocol: not valid JSON: "{")"},
         {"[1,2]", R"(protocol: not a JSON object: "[1,2]")"},
         {R"({"type":"heartbeat"})",
-         R"(protocol: unsupported protocol version (expected "v":6): "{\"type\":\"heartbeat\"}")"},
+         R"(protocol: unsupported protocol version (expected "v":7): "{\"type\":\"heartbeat\"}")"},
         // Version 1 (a hello without a step) is no longer understood.
         {R"({"v":1,"type":"heartbeat"})",
-         R"(protocol: protocol version 1 (this tfslurm speaks version 6): "{\"v\":1,\"type\":\"heartbeat\"}")"},
+         R"(protocol: protocol version 1 (this tfslurm speaks version 7): "{\"v\":1,\"type\":\"heartbeat\"}")"},
         {R"({"v":"1","type":"heartbeat"})",
-         R"(protocol: unsupported protocol version (expected "v":6): "{\"v\":\"1\",\"type\":\"heartbeat\"}")"},
-        {R"({"v":6})", R"(protocol: missing field "type" in message: "{\"v\":6}")"},
-        {R"({"v":6,"type":"launch"})",
-         R"(protocol: unknown message type "launch": "{\"v\":6,\"type\":\"launch\"}")"},
-        {R"({"v":6,"type":"interrupt"})",
-         R"(protocol: missing field "signal" in interrupt: "{\"v\":6,\"type\":\"interrupt\"}")"},
-        {R"({"v":6,"type":"interrupt","signal":"15"})",
-         R"(protocol: field "signal" of interrupt is not an integer in [1, 127]: "{\"v\":6,\"type\":\"interrupt\",\"signal\":\"15\"}")"},
-        {R"({"v":6,"type":"interrupt","signal":0})",
-         R"(protocol: field "signal" of interrupt is not an integer in [1, 127]: "{\"v\":6,\"type\":\"interrupt\",\"signal\":0}")"},
-        {R"({"v":6,"type":"welcome","ranks":-1})",
-         R"(protocol: field "ranks" of welcome is not an integer in [0, 4294967295]: "{\"v\":6,\"type\":\"welcome\",\"ranks\":-1}")"},
-        {R"({"v":6,"type":"exit","status":{"kind":"stopped"}})",
-         R"(protocol: field "status.kind" of exit has an unknown value: "{\"v\":6,\"type\":\"exit\",\"status\":{\"kind\":\"stopped\"}}")"},
-        {R"({"v":6,"type":"exit","status":3})",
-         R"(protocol: field "status" of exit is not an object: "{\"v\":6,\"type\":\"exit\",\"status\":3}")"},
-        {R"({"v":6,"type":"challenge","nonce":"zz"})",
-         R"(protocol: field "nonce" of challenge is not 32 bytes of hex: "{\"v\":6,\"type\":\"challenge\",\"nonce\":\"zz\"}")"},
-        {R"({"v":6,"type":"stop","reason":"bored"})",
-         R"(protocol: field "reason" of stop has an unknown value: "{\"v\":6,\"type\":\"stop\",\"reason\":\"bored\"}")"},
-        {R"({"v":6,"type":"hello","job":1,"step":0,"rank":0,"role":"master","host":"n","pid":1,"auth":"secret","credential":""})",
+         R"(protocol: unsupported protocol version (expected "v":7): "{\"v\":\"1\",\"type\":\"heartbeat\"}")"},
+        {R"({"v":7})", R"(protocol: missing field "type" in message: "{\"v\":7}")"},
+        {R"({"v":7,"type":"launch"})",
+         R"(protocol: unknown message type "launch": "{\"v\":7,\"type\":\"launch\"}")"},
+        {R"({"v":7,"type":"interrupt"})",
+         R"(protocol: missing field "signal" in interrupt: "{\"v\":7,\"type\":\"interrupt\"}")"},
+        {R"({"v":7,"type":"interrupt","signal":"15"})",
+         R"(protocol: field "signal" of interrupt is not an integer in [1, 127]: "{\"v\":7,\"type\":\"interrupt\",\"signal\":\"15\"}")"},
+        {R"({"v":7,"type":"interrupt","signal":0})",
+         R"(protocol: field "signal" of interrupt is not an integer in [1, 127]: "{\"v\":7,\"type\":\"interrupt\",\"signal\":0}")"},
+        {R"({"v":7,"type":"welcome","ranks":-1})",
+         R"(protocol: field "ranks" of welcome is not an integer in [0, 4294967295]: "{\"v\":7,\"type\":\"welcome\",\"ranks\":-1}")"},
+        {R"({"v":7,"type":"exit","status":{"kind":"stopped"}})",
+         R"(protocol: field "status.kind" of exit has an unknown value: "{\"v\":7,\"type\":\"exit\",\"status\":{\"kind\":\"stopped\"}}")"},
+        {R"({"v":7,"type":"exit","status":3})",
+         R"(protocol: field "status" of exit is not an object: "{\"v\":7,\"type\":\"exit\",\"status\":3}")"},
+        {R"({"v":7,"type":"challenge","nonce":"zz"})",
+         R"(protocol: field "nonce" of challenge is not 32 bytes of hex: "{\"v\":7,\"type\":\"challenge\",\"nonce\":\"zz\"}")"},
+        {R"({"v":7,"type":"stop","reason":"bored"})",
+         R"(protocol: field "reason" of stop has an unknown value: "{\"v\":7,\"type\":\"stop\",\"reason\":\"bored\"}")"},
+        {R"({"v":7,"type":"hello","job":1,"step":0,"rank":0,"role":"master","host":"n","pid":1,"auth":"secret","credential":""})",
          "protocol: field \"role\" of hello has an unknown value: "},
-        {R"({"v":6,"type":"hello","job":1,"step":0,"rank":0,"role":"ps","host":"n","pid":1,"auth":"none","credential":""})",
+        {R"({"v":7,"type":"hello","job":1,"step":0,"rank":0,"role":"ps","host":"n","pid":1,"auth":"none","credential":""})",
          "protocol: field \"auth\" of hello has an unknown value: "},
-        {R"({"v":6,"type":"hello","job":1,"step":0,"rank":4294967296,"role":"ps","host":"n","pid":1,"auth":"secret","credential":""})",
+        {R"({"v":7,"type":"hello","job":1,"step":0,"rank":4294967296,"role":"ps","host":"n","pid":1,"auth":"secret","credential":""})",
          "protocol: field \"rank\" of hello is not an integer in [0, 4294967295]: "},
-        {R"({"v":6,"type":"hello","job":1,"step":0,"rank":0,"role":"ps","host":"n","pid":1,"auth":"secret","credential":"","nonce":"ab"})",
+        {R"({"v":7,"type":"hello","job":1,"step":0,"rank":0,"role":"ps","host":"n","pid":1,"auth":"secret","credential":"","nonce":"ab"})",
          "protocol: field \"nonce\" of hello is not 32 bytes of hex: "},
-        {R"({"v":6,"type":"hello","job":1,"step":0,"rank":0,"role":"ps","host":"n","pid":1,"auth":"secret","credential":""})",
+        {R"({"v":7,"type":"hello","job":1,"step":0,"rank":0,"role":"ps","host":"n","pid":1,"auth":"secret","credential":""})",
          "protocol: missing field \"nonce\" in hello: "},
-        {R"({"v":6,"type":"hello","job":1,"rank":0,"role":"ps","host":"n","pid":1,"auth":"secret","credential":"","nonce":"ab"})",
+        {R"({"v":7,"type":"hello","job":1,"rank":0,"role":"ps","host":"n","pid":1,"auth":"secret","credential":"","nonce":"ab"})",
          "protocol: missing field \"step\" in hello: "},
-        {R"({"v":6,"type":"reject","reason":"no"})",
+        {R"({"v":7,"type":"reject","reason":"no"})",
          "protocol: missing field \"code\" in reject: "},
-        {R"({"v":6,"type":"reject","code":"wrong job","reason":"no"})",
+        {R"({"v":7,"type":"reject","code":"wrong job","reason":"no"})",
          "protocol: field \"code\" of reject has an unknown value: "},
-        {R"({"v":6,"type":"welcome","ranks":2})",
+        {R"({"v":7,"type":"welcome","ranks":2})",
          "protocol: missing field \"credential\" in welcome: "},
         {"[[[[[[[[[[1]]]]]]]]]]", R"(protocol: nested too deeply: "[[[[[[[[[[1]]]]]]]]]]")"},
-        {"{\"v\":6,\"type\":\"reject\",\"reason\":\"\xff\"}", "protocol: not valid JSON: "},
+        {"{\"v\":7,\"type\":\"reject\",\"reason\":\"\xff\"}", "protocol: not valid JSON: "},
     }));
     INFO(payload);
     try {
@@ -348,7 +348,7 @@ TEST_CASE("protocol: deep nesting is refused without recursion", "[protocol]") {
                          }));
     // Brackets inside strings do not count.
     const auto reject = std::get<Reject>(
-        decode_payload(R"({"v":6,"type":"reject","code":"refused","reason":"[[[[[[[[[[[["})"));
+        decode_payload(R"({"v":7,"type":"reject","code":"refused","reason":"[[[[[[[[[[[["})"));
     CHECK(reject.reason == "[[[[[[[[[[[[");
 }
 
@@ -366,11 +366,11 @@ TEST_CASE("protocol: relay envelopes carry any message unchanged (the tree)", "[
     SECTION("upstream: one rank and its message, spliced in as text") {
         const Relay up{{5}, encode_payload(Heartbeat{}), {}};
         CHECK(encode_payload(up) ==
-              R"({"msg":{"type":"heartbeat","v":6},"ranks":[5],"type":"relay","v":6})");
+              R"({"msg":{"type":"heartbeat","v":7},"ranks":[5],"type":"relay","v":7})");
         CHECK(round_trip(up) == encode_payload(up));
     }
     SECTION("a message type the relay does not know passes through") {
-        const std::string future = R"({"ports":[1,2],"type":"future","v":6})";
+        const std::string future = R"({"ports":[1,2],"type":"future","v":7})";
         check_relayable(future);
         const auto relay = std::get<Relay>(decode_payload(encode_payload(Relay{{7}, future, {}})));
         CHECK(relay.message == future);
@@ -396,22 +396,22 @@ TEST_CASE("protocol: relay envelopes carry any message unchanged (the tree)", "[
     SECTION("a local connection's end") {
         const Relay closed{{4}, {}, "connection closed"};
         CHECK(encode_payload(closed) ==
-              R"({"closed":"connection closed","ranks":[4],"type":"relay","v":6})");
+              R"({"closed":"connection closed","ranks":[4],"type":"relay","v":7})");
         CHECK(round_trip(closed) == encode_payload(closed));
     }
     SECTION("malformed envelopes") {
-        CHECK_THROWS_WITH(decode_payload(R"({"msg":{},"ranks":[],"type":"relay","v":6})"),
+        CHECK_THROWS_WITH(decode_payload(R"({"msg":{},"ranks":[],"type":"relay","v":7})"),
                           Catch::StartsWith("protocol: field \"ranks\" of relay is not a list"));
-        CHECK_THROWS_WITH(decode_payload(R"({"msg":{},"ranks":[-1],"type":"relay","v":6})"),
+        CHECK_THROWS_WITH(decode_payload(R"({"msg":{},"ranks":[-1],"type":"relay","v":7})"),
                           Catch::StartsWith("protocol: field \"ranks\" of relay holds"));
-        CHECK_THROWS_WITH(decode_payload(R"({"msg":"x","ranks":[1],"type":"relay","v":6})"),
+        CHECK_THROWS_WITH(decode_payload(R"({"msg":"x","ranks":[1],"type":"relay","v":7})"),
                           Catch::StartsWith("protocol: field \"msg\" of relay is not an object"));
-        CHECK_THROWS_WITH(decode_payload(R"({"ranks":[1],"type":"relay","v":6})"),
+        CHECK_THROWS_WITH(decode_payload(R"({"ranks":[1],"type":"relay","v":7})"),
                           Catch::StartsWith("protocol: relay carries neither"));
         CHECK_THROWS_WITH(check_relayable("[1]"), "protocol: not a JSON object: \"[1]\"");
         CHECK_THROWS_WITH(
             check_relayable(R"({"type":"x","v":2})"),
-            Catch::StartsWith("protocol: protocol version 2 (this tfslurm speaks version 6)"));
-        CHECK_THROWS_AS(check_relayable(R"({"v":6})"), Error);
+            Catch::StartsWith("protocol: protocol version 2 (this tfslurm speaks version 7)"));
+        CHECK_THROWS_AS(check_relayable(R"({"v":7})"), Error);
     }
 }
