@@ -56,12 +56,13 @@ fi
 #   and signals (Slurm's own abort), a lost node (libslurm and scancel, and left out of the
 #   requeued run: scontrol's ExcNodeList), checkpoint and requeue, the tree of launchers, exact
 #   ports, PyTorch and the differential hostlist test; another user's attacks on the control
-#   port and the relay; and the SPANK plugin built for that release (above) with its .deb.
+#   port and the relay, and a launcher of another user at a step (e2e_user); and the SPANK
+#   plugin built for that release (above) with its .deb.
 k_full_releases=' 26.05 '
 k_release_tests='^e2e_(cluster_smoke|cluster_release|env_layouts|env_topology|run_topology|env_pmi2|env_gpus|env_sbatch|run_het|run_failure|run_signals|run_kill_launcher|run_node_lost|run_node_lost_scancel|run_requeue_exclude|run_checkpoint|run_checkpoint_libslurm|run_checkpoint_signal|run_exact_ports|run_tree|torch_ddp|diff_hostlist)$'
 k_release_tests=${k_release_tests%')$'}'|spank_srun|spank_sbatch|spank_bad_value|spank_plugstack|spank_release|spank_run|spank_topology|package)$'
 # The attacks of another user on the node (docs/protocol.md, "Threat model") run on every release.
-k_release_tests=${k_release_tests%')$'}'|run_hostile|run_squatter|run_relay_hostile)$'
+k_release_tests=${k_release_tests%')$'}'|run_hostile|run_squatter|run_relay_hostile|user)$'
 if scripts/test-cluster status >/dev/null 2>&1; then
     echo "test.sh: a test cluster started by hand is up: not replacing it with other Slurm releases" >&2
 else

@@ -418,8 +418,14 @@ std::optional<std::string> Authenticator::check_munge(const std::string& credent
     const std::unique_ptr<void, FreeDeleter> payload(raw);
     if (status != EMUNGE_SUCCESS) {
         const char* detail = munge_ctx_strerror(ctx.get());
-        return fmt::format("munge credential rejected: {}",
-                           detail != nullptr ? detail : munge_strerror(status));
+        const std::string why = detail != nullptr ? detail : munge_strerror(status);
+        if (status == EMUNGE_CRED_UNAUTHORIZED) {
+            // Every credential is restricted to its encoder's uid: munged says whom it refused.
+            return fmt::format("munge credential of another user, which munged decodes for that "
+                               "user only ({})",
+                               why);
+        }
+        return fmt::format("munge credential rejected: {}", why);
     }
     if (uid != ::getuid()) {
         return fmt::format("munge credential of uid {} (expected {})", uid, ::getuid());

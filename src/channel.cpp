@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Sealed frames (tfslurm/channel.hpp, docs/protocol.md): session keys from the handshake, one
-// HMAC-SHA256 per frame over its sequence number and its payload's SHA-256 (libsodium).
+// keyed BLAKE2b per frame over its sequence number and its payload's BLAKE2b (libsodium).
 #include "detail/sodium.hpp"
 
 #include <tfslurm/channel.hpp>
@@ -9,64 +9,77 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <tuple>
 #include <utility>
 
 namespace tfslurm::protocol {
 
 using detail::as_bytes;
-using detail::as_chars;
 using detail::ensure_sodium;
 
 namespace {
 
-static_assert(sizeof(crypto_hash_sha256_state) == 104, "Sha256's storage");
-static_assert(sizeof(crypto_auth_hmacsha256_state) == 208, "Channel's HMAC storage");
-static_assert(crypto_auth_hmacsha256_BYTES == k_tag_size);
+static_assert(sizeof(crypto_generichash_state) == 384, "PayloadHash's storage");
+static_assert(alignof(crypto_generichash_state) <= 64, "PayloadHash's alignment");
+static_assert(crypto_generichash_BYTES == k_tag_size);
 
-template <typename State, typename Storage> State* as_state(Storage& storage) noexcept {
-    return reinterpret_cast<State*>(storage.data());
+template <typename Storage> crypto_generichash_state* as_state(Storage& storage) noexcept {
+    return reinterpret_cast<crypto_generichash_state*>(storage.data());
 }
 
-/// HMAC(state's key, seq || digest): a copy of the keyed state finishes it.
+/// BLAKE2b-256 keyed with `key` over seq (u64 BE) || digest.
 std::string
-tag_of(const std::array<unsigned char, 208>& keyed, std::uint64_t seq, const Digest& digest) {
-    crypto_auth_hmacsha256_state state;
-    std::memcpy(&state, keyed.data(), sizeof state);
-    std::array<unsigned char, 8> counter{};
-    for (std::size_t i = 0; i < counter.size(); ++i) {
-        counter[i] = static_cast<unsigned char>((seq >> (8U * (7U - i))) & 0xffU);
+tag_of(const std::array<unsigned char, 32>& key, std::uint64_t seq, const Digest& digest) {
+    std::array<unsigned char, 8 + std::tuple_size_v<Digest>> message{};
+    for (std::size_t i = 0; i < 8; ++i) {
+        message[i] = static_cast<unsigned char>((seq >> (8U * (7U - i))) & 0xffU);
     }
-    crypto_auth_hmacsha256_update(&state, counter.data(), counter.size());
-    crypto_auth_hmacsha256_update(&state, digest.data(), digest.size());
+    std::memcpy(message.data() + 8, digest.data(), digest.size());
     std::string tag(k_tag_size, '\0');
-    crypto_auth_hmacsha256_final(&state, reinterpret_cast<unsigned char*>(tag.data()));
-    sodium_memzero(&state, sizeof state);
+    crypto_generichash(reinterpret_cast<unsigned char*>(tag.data()),
+                       tag.size(),
+                       message.data(),
+                       message.size(),
+                       key.data(),
+                       key.size());
     return tag;
 }
 
-void keyed(std::array<unsigned char, 208>& storage, std::string_view key) {
-    auto* state = as_state<crypto_auth_hmacsha256_state>(storage);
-    crypto_auth_hmacsha256_init(state, as_bytes(key), key.size());
+std::array<unsigned char, 32> key_of(std::string_view key) {
+    std::array<unsigned char, 32> out{};
+    if (key.size() != out.size()) {
+        throw errors::make(
+            Errc::auth,
+            "session",
+            fmt::format("a session key of {} bytes (expected {})", key.size(), out.size()));
+    }
+    std::memcpy(out.data(), key.data(), out.size());
+    return out;
 }
 
 } // namespace
 
-Sha256::Sha256() {
+PayloadHash::PayloadHash() {
     ensure_sodium();
-    crypto_hash_sha256_init(as_state<crypto_hash_sha256_state>(m_state));
+    crypto_generichash_init(as_state(m_state), nullptr, 0, crypto_generichash_BYTES);
 }
 
-Sha256& Sha256::update(std::string_view data) noexcept {
-    crypto_hash_sha256_update(
-        as_state<crypto_hash_sha256_state>(m_state), as_bytes(data), data.size());
+PayloadHash& PayloadHash::update(std::string_view data) noexcept {
+    crypto_generichash_update(as_state(m_state), as_bytes(data), data.size());
     return *this;
 }
 
-Digest Sha256::digest() const noexcept {
-    crypto_hash_sha256_state copy;
-    std::memcpy(&copy, m_state.data(), sizeof copy);
+Digest PayloadHash::digest() const noexcept {
+    alignas(64) std::array<unsigned char, 384> copy = m_state;
     Digest out{};
-    crypto_hash_sha256_final(&copy, out.data());
+    crypto_generichash_final(as_state(copy), out.data(), out.size());
+    return out;
+}
+
+Digest payload_digest(std::string_view payload) {
+    ensure_sodium();
+    Digest out{};
+    crypto_generichash(out.data(), out.size(), as_bytes(payload), payload.size(), nullptr, 0);
     return out;
 }
 
@@ -78,10 +91,10 @@ SharedPayload::SharedPayload(std::string text, Envelope envelope) : bytes(std::m
     }
 }
 
-Channel::Channel(const SessionKeys& keys, End end) {
+Channel::Channel(const SessionKeys& keys, End end)
+    : m_send(key_of(end == End::launcher ? keys.up : keys.down)),
+      m_receive(key_of(end == End::launcher ? keys.down : keys.up)) {
     ensure_sodium();
-    keyed(m_send, end == End::launcher ? keys.up : keys.down);
-    keyed(m_receive, end == End::launcher ? keys.down : keys.up);
 }
 
 std::string Channel::seal(std::string_view payload, std::size_t limit) {
@@ -89,7 +102,7 @@ std::string Channel::seal(std::string_view payload, std::size_t limit) {
     std::string frame = std::move(parts.head);
     frame.reserve(frame.size() + payload.size() + k_tag_size);
     frame += payload;
-    frame += next_tag(sha256(payload));
+    frame += next_tag(payload_digest(payload));
     return frame;
 }
 
@@ -109,7 +122,7 @@ std::string Channel::open(std::string frame) {
     }
     const std::size_t size = frame.size() - k_tag_size;
     const std::string_view payload(frame.data(), size);
-    const std::string expected = tag_of(m_receive, seq, sha256(payload));
+    const std::string expected = tag_of(m_receive, seq, payload_digest(payload));
     if (!constant_time_equal(std::string_view(frame).substr(size), expected)) {
         throw errors::make(
             Errc::auth,

@@ -100,7 +100,7 @@ void CoordinatorServer::Impl::Session::send_shared(
                                            m_channel ? protocol::k_tag_size : 0);
         if (m_channel) {
             // The payload was hashed once for every connection; this one hashes its own tail.
-            protocol::Sha256 hash = relayed.empty() ? payload->bare : payload->enveloped;
+            protocol::PayloadHash hash = relayed.empty() ? payload->bare : payload->enveloped;
             parts.tail += m_channel->next_tag(hash.update(parts.tail).digest());
         }
         send_frame({std::move(parts.head), payload, std::move(parts.tail)});

@@ -4,8 +4,11 @@
 /// \file
 /// Every frame after the handshake carries a MAC (docs/protocol.md, "Sealed frames"): the two
 /// ends of a connection derive a key for each direction from the handshake (session_keys()),
-/// and each frame's tag is HMAC-SHA256(key, sequence number || SHA-256(payload)). A tampered,
-/// replayed, reordered, cut short or unauthenticated frame fails Channel::open().
+/// and each frame's tag is BLAKE2b-256 keyed with it over sequence number || BLAKE2b-256(payload).
+/// A tampered, replayed, reordered, cut short or unauthenticated frame fails Channel::open().
+/// BLAKE2b, not SHA-256: libsodium's SHA-256 is portable C, its BLAKE2b uses the CPU's vector
+/// units, and a frame costs a quarter of the time (about 1 us for a hello: 200,000 frames of a
+/// 100,000-task step on one coordinator core).
 ///
 /// The tag covers a digest of the payload, not the payload itself, so that one broadcast (a
 /// `cluster` of 100,000 ranks to 12,500 node leaders) is hashed once: each connection adds only
@@ -24,19 +27,23 @@ namespace tfslurm::protocol {
 
 /// Bytes of the tag after each sealed frame's payload (the frame's length counts it).
 inline constexpr std::size_t k_tag_size = 32;
-/// Incremental SHA-256 whose state can be copied (libsodium's crypto_hash_sha256 state).
-class Sha256 {
+/// Incremental BLAKE2b-256 of a payload, whose state can be copied (libsodium's
+/// crypto_generichash state).
+class PayloadHash {
   public:
     /// \throws std::runtime_error when libsodium cannot start.
-    Sha256();
+    PayloadHash();
     /// Add `data`. Returns *this.
-    Sha256& update(std::string_view data) noexcept;
+    PayloadHash& update(std::string_view data) noexcept;
     /// The digest of what was added so far (this state is left as it is: a copy is finished).
     [[nodiscard]] Digest digest() const noexcept;
 
   private:
-    alignas(8) std::array<unsigned char, 104> m_state{};
+    alignas(64) std::array<unsigned char, 384> m_state{};
 };
+
+/// BLAKE2b-256 of `payload` (PayloadHash in one call).
+[[nodiscard]] Digest payload_digest(std::string_view payload);
 
 /// An encoded payload that several connections send (the coordinator's broadcasts, a relay's
 /// downstream messages), with the hash states of its two framings computed once.
@@ -47,8 +54,8 @@ struct SharedPayload {
     explicit SharedPayload(std::string bytes, Envelope envelope = Envelope::none);
 
     std::string bytes;
-    Sha256 bare;      ///< over `bytes`
-    Sha256 enveloped; ///< over `{"msg":` + `bytes` (Envelope::also), else empty
+    PayloadHash bare;      ///< over `bytes`
+    PayloadHash enveloped; ///< over `{"msg":` + `bytes` (Envelope::also), else empty
 };
 
 /// Which end of a connection a Channel is: it sends with its own direction's key.
@@ -64,7 +71,7 @@ class Channel {
     /// Header + payload + tag: the next frame this end sends. \throws Error (Errc::protocol) when
     /// the payload exceeds `limit` (frame_payload()).
     [[nodiscard]] std::string seal(std::string_view payload, std::size_t limit);
-    /// The tag of the next frame this end sends, whose payload's SHA-256 is `digest` (a shared
+    /// The tag of the next frame this end sends, whose payload's digest is `digest` (a shared
     /// payload's: SharedPayload, then the connection's own tail).
     [[nodiscard]] std::string next_tag(const Digest& digest);
 
@@ -78,11 +85,8 @@ class Channel {
     [[nodiscard]] std::uint64_t received() const noexcept { return m_received; }
 
   private:
-    /// HMAC-SHA256 states with the key already absorbed (libsodium's, 208 bytes): each frame
-    /// costs two compressions, not four.
-    using HmacState = std::array<unsigned char, 208>;
-    alignas(8) HmacState m_send{};
-    alignas(8) HmacState m_receive{};
+    std::array<unsigned char, 32> m_send{};
+    std::array<unsigned char, 32> m_receive{};
     std::uint64_t m_sent = 0;
     std::uint64_t m_received = 0;
 };

@@ -17,6 +17,7 @@ require_trainer
 
 user=nobody
 uid=$(id -u "$user") || fail "user $user does not exist"
+gid=$(id -g "$user")
 
 # A directory the user owns, reachable through the test's private temporary directory.
 chmod 711 "$E2E_TMPDIR"
@@ -108,8 +109,8 @@ impostor() {
 # A reject proves nothing (any process could send one): the impostor keeps looking for a
 # coordinator that proves itself until its connect timeout, then names the reject.
 job=$(tr '\0' '\n' <"$dir/env-1" | sed -n 's/^SLURM_JOB_ID=//p')
-assert_eq "tfslurm: warning: rank 1 (worker:0): $control did not prove that it is job $job's coordinator: it rejected rank 1 (worker:0): munge credential of uid 0 (expected $uid); trying the next control port
-tfslurm: error: coordinator: $control rejected rank 1 (worker:0): munge credential of uid 0 (expected $uid)
+assert_eq "tfslurm: warning: rank 1 (worker:0): $control did not prove that it is job $job's coordinator: it rejected rank 1 (worker:0): munge credential of another user, which munged decodes for that user only (Unauthorized credential for client UID=$uid GID=$gid); trying the next control port
+tfslurm: error: coordinator: $control rejected rank 1 (worker:0): munge credential of another user, which munged decodes for that user only (Unauthorized credential for client UID=$uid GID=$gid)
 tfslurm: hint: every task must run 'tfslurm run' with the same options, the same TFSLURM_SECRET and as the same user
 status 7" "$(impostor root)" "a launcher of root is rejected"
 touch "$dir/go1"
@@ -127,7 +128,7 @@ out=$(cat "$dir"/task-{0,1,2}.out "$dir/srun.out")
 assert_eq 0 "$rc" "srun status of the job of $user"$'\n'"$out"
 assert_contains "$out" "tfslurm: warning: coordinator: rejected rank 1 from 10.77.0.12:" \
     "the coordinator reports the rejected connection"
-assert_contains "$out" "munge credential of uid 0 (expected $uid)" "the coordinator names the uid"
+assert_contains "$out" "munge credential of another user, which munged decodes for that user only (Unauthorized credential for client UID=$uid GID=$gid)" "the coordinator names the uid"
 assert_eq 2 "$(grep -c 'exiting with status 0' <<<"$out")" "both workers finished"$'\n'"$out"
 assert_contains "$out" "tfslurm: info: rank 0 (ps:0): the work is done: stopping the trainer" \
     "the ps was stopped"

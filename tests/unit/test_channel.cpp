@@ -157,11 +157,11 @@ TEST_CASE("channel: a shared payload's tag is the one of its own frame", "[chann
     CHECK(launcher.open(received(bare.head + k_exit + bare_tag)) == k_exit);
     // In a relay envelope for ranks 5 and 6: the state after `{"msg":` + payload, then the tail.
     const FrameParts parts = frame_parts(k_exit.size(), {5, 6}, k_max_frame, k_tag_size);
-    Sha256 hash = shared.enveloped;
+    PayloadHash hash = shared.enveloped;
     const std::string frame =
         parts.head + k_exit + parts.tail + a.next_tag(hash.update(parts.tail).digest());
     CHECK(launcher.open(received(frame)) ==
           R"({"msg":)" + k_exit + R"(,"ranks":[5,6],"type":"relay","v":7})");
     // The shared state is untouched by the copy that finished.
-    CHECK(shared.bare.digest() == sha256(k_exit));
+    CHECK(shared.bare.digest() == payload_digest(k_exit));
 }
