@@ -3,7 +3,7 @@
 // one coordinator takes. A benchmark that prints figures, not a test: nothing here asserts speed.
 //
 //   bench_run [--cli PATH] [--runs N] [--tasks N] [--fanin N]
-//   bench_run --shape NODESxPER_NODE     (only that fan-in, e.g. 12500x8: for profiling)
+//   bench_run --shape NODESxPER_NODE[,exchange]   (only that fan-in, e.g. 12500x8: for profiling)
 //
 // 1. completion: --local 16 (4 ps, 12 workers): time from the last worker's exit to the last
 //    ps receiving SIGTERM, and to the whole job having exited (median and max over --runs).
@@ -743,7 +743,9 @@ int only_fanin(const std::string& text) {
                   << "'\n";
         return 2;
     }
-    const Shape one{nodes, per_node, false};
+    // `12500x8,exchange`: hellos with addresses and a `cluster` to every task (issue #9).
+    const bool exchange = text.size() > 9 && text.compare(text.size() - 9, 9, ",exchange") == 0;
+    const Shape one{nodes, per_node, exchange};
     const auto result = fanin(one);
     print_fanin(
         fmt::format("{} tasks ({} nodes x {})", one.ranks(), nodes, per_node), one, result, "");
@@ -774,7 +776,7 @@ int bench_main(int argc, char** argv) {
             fanin_n = static_cast<std::uint32_t>(std::atoi(argv[i + 1]));
         } else {
             std::cerr << "usage: bench_run [--cli PATH] [--runs N] [--tasks N] [--fanin N]\n"
-                         "       bench_run --shape NODESxPER_NODE\n";
+                         "       bench_run --shape NODESxPER_NODE[,exchange]\n";
             return 2;
         }
     }

@@ -28,14 +28,13 @@ template <typename Storage> crypto_generichash_state* as_state(Storage& storage)
 }
 
 /// BLAKE2b-256 keyed with `key` over seq (u64 BE) || digest.
-std::string
-tag_of(const std::array<unsigned char, 32>& key, std::uint64_t seq, const Digest& digest) {
+Tag tag_of(const std::array<unsigned char, 32>& key, std::uint64_t seq, const Digest& digest) {
     std::array<unsigned char, 8 + std::tuple_size_v<Digest>> message{};
     for (std::size_t i = 0; i < 8; ++i) {
         message[i] = static_cast<unsigned char>((seq >> (8U * (7U - i))) & 0xffU);
     }
     std::memcpy(message.data() + 8, digest.data(), digest.size());
-    std::string tag(k_tag_size, '\0');
+    Tag tag{};
     crypto_generichash(reinterpret_cast<unsigned char*>(tag.data()),
                        tag.size(),
                        message.data(),
@@ -102,11 +101,12 @@ std::string Channel::seal(std::string_view payload, std::size_t limit) {
     std::string frame = std::move(parts.head);
     frame.reserve(frame.size() + payload.size() + k_tag_size);
     frame += payload;
-    frame += next_tag(payload_digest(payload));
+    const Tag tag = next_tag(payload_digest(payload));
+    frame.append(tag.data(), tag.size());
     return frame;
 }
 
-std::string Channel::next_tag(const Digest& digest) {
+Tag Channel::next_tag(const Digest& digest) {
     return tag_of(m_send, m_sent++, digest);
 }
 
@@ -122,8 +122,9 @@ std::string Channel::open(std::string frame) {
     }
     const std::size_t size = frame.size() - k_tag_size;
     const std::string_view payload(frame.data(), size);
-    const std::string expected = tag_of(m_receive, seq, payload_digest(payload));
-    if (!constant_time_equal(std::string_view(frame).substr(size), expected)) {
+    const Tag expected = tag_of(m_receive, seq, payload_digest(payload));
+    if (!constant_time_equal(std::string_view(frame).substr(size),
+                             std::string_view(expected.data(), expected.size()))) {
         throw errors::make(
             Errc::auth,
             "protocol",

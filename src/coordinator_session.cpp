@@ -57,6 +57,9 @@ void CoordinatorServer::Impl::Session::send(const protocol::Message& message) {
     if (m_closed) {
         return;
     }
+    // A welcome goes before anything else for its rank (a verdict, `cluster`), and is sealed
+    // before it: tags follow the order of the queue.
+    send_welcomes();
     try {
         // Only a registered launcher is sent more than a challenge, welcome or reject: it
         // accepts trusted frames (a `cluster` of a large step exceeds k_max_frame), sealed.
@@ -93,6 +96,7 @@ void CoordinatorServer::Impl::Session::send_to(
 void CoordinatorServer::Impl::Session::send_shared(
     const std::vector<std::uint32_t>& relayed,
     const std::shared_ptr<const protocol::SharedPayload>& payload) {
+    send_welcomes(); // as in send() (from send_welcomes() itself: none left)
     try {
         auto parts = protocol::frame_parts(payload->bytes.size(),
                                            relayed,
@@ -101,11 +105,18 @@ void CoordinatorServer::Impl::Session::send_shared(
         if (m_channel) {
             // The payload was hashed once for every connection; this one hashes its own tail.
             protocol::PayloadHash hash = relayed.empty() ? payload->bare : payload->enveloped;
-            parts.tail += m_channel->next_tag(hash.update(parts.tail).digest());
+            const protocol::Tag tag = m_channel->next_tag(hash.update(parts.tail).digest());
+            parts.tail.append(tag.data(), tag.size());
         }
         send_frame({std::move(parts.head), payload, std::move(parts.tail)});
     } catch (const std::exception& e) {
         logger().error("coordinator: cannot send to rank {}: {}", m_rank, e.what());
+    }
+}
+
+void CoordinatorServer::Impl::Session::send_welcomes() {
+    if (!m_welcomed.empty()) {
+        send_shared(std::exchange(m_welcomed, {}), m_server->relayed_welcome);
     }
 }
 
@@ -175,6 +186,7 @@ bool CoordinatorServer::Impl::Session::drain(std::string_view fresh) {
         while (!m_proving) {
             auto payload = m_decoder.next();
             if (!payload) {
+                send_welcomes(); // the relayed hellos of this read, answered in one envelope
                 return true;
             }
             if (m_channel) {
@@ -472,8 +484,10 @@ void CoordinatorServer::Impl::Session::register_relayed(std::uint32_t rank,
     }
     m_server->by_rank[rank] = shared_from_this();
     m_relayed.push_back(rank);
-    // The leader proves itself to its launcher: the welcome carries no credential here.
-    send_to({rank}, m_server->relayed_welcome);
+    // The leader proves itself to its launcher: the welcome carries no credential here. One
+    // envelope answers every relayed hello of this read (send_welcomes()): one frame, one MAC
+    // per node instead of one per rank.
+    m_welcomed.push_back(rank);
     state.registered(rank, now, hello.address, hello.port);
 }
 

@@ -137,6 +137,7 @@ class NodeRelay::Impl::Session : public std::enable_shared_from_this<Session> {
         if (m_channel) {
             // The payload was hashed once for all the sessions it goes to.
             frame.tag = m_channel->next_tag(payload->bare.digest());
+            frame.sealed = true;
         }
         frame.body = std::move(payload);
         m_queue.push_back(std::move(frame));
@@ -218,8 +219,9 @@ class NodeRelay::Impl::Session : public std::enable_shared_from_this<Session> {
     void write() {
         m_writing = true;
         const Frame& frame = m_queue.front();
-        m_buffers = {
-            asio::buffer(frame.head), asio::buffer(frame.body->bytes), asio::buffer(frame.tag)};
+        m_buffers = {asio::buffer(frame.head),
+                     asio::buffer(frame.body->bytes),
+                     asio::buffer(frame.tag.data(), frame.sealed ? frame.tag.size() : 0)};
         asio::async_write(m_socket,
                           m_buffers,
                           [self = shared_from_this()](const error_code& ec, std::size_t /*n*/) {
@@ -249,7 +251,8 @@ class NodeRelay::Impl::Session : public std::enable_shared_from_this<Session> {
     struct Frame {
         std::string head;
         std::shared_ptr<const protocol::SharedPayload> body;
-        std::string tag;
+        protocol::Tag tag{};
+        bool sealed = false;
     };
     std::deque<Frame> m_queue;
     std::array<asio::const_buffer, 3> m_buffers; ///< of the frame being written

@@ -57,6 +57,7 @@ FrameParts frame_parts(std::size_t payload_size,
         parts.head = R"({"msg":)";
         parts.tail = fmt::format(
             R"(,"ranks":[{}],"type":"relay","v":{}}})", fmt::join(ranks, ","), k_version);
+        parts.tail.reserve(parts.tail.size() + trailer); // the tag goes there, no reallocation
     }
     const std::size_t size = parts.head.size() + payload_size + parts.tail.size();
     if (size > limit) {

@@ -95,9 +95,10 @@ struct SessionKeys {
     std::string down;
 };
 
-/// Derive a connection's keys: HMAC-SHA256 with `ikm` (the step's secret, or the two ends' MUNGE
-/// key material) over `tfslurm/7 session` || the challenge's nonce || the hello's nonce || job ||
-/// step || rank || endpoint, then one HMAC per direction. Both ends get the same keys only when
+/// Derive a connection's keys: BLAKE2b-256 keyed with `ikm` (the step's secret, or the two ends'
+/// MUNGE key material; BLAKE2b-256(ikm) when longer than 64 bytes) over `tfslurm/7 session ` ||
+/// the challenge's nonce || the hello's nonce || job || step || rank || endpoint, then one keyed
+/// BLAKE2b of a label per direction. Both ends get the same keys only when
 /// they saw the same handshake at the same endpoint with the same ikm.
 /// \throws std::runtime_error when libsodium cannot start; Error (Errc::auth) for an empty ikm.
 [[nodiscard]] SessionKeys session_keys(std::string_view ikm,

@@ -58,6 +58,9 @@ struct SharedPayload {
     PayloadHash enveloped; ///< over `{"msg":` + `bytes` (Envelope::also), else empty
 };
 
+/// A frame's tag, as it goes on the wire after the payload.
+using Tag = std::array<char, k_tag_size>;
+
 /// Which end of a connection a Channel is: it sends with its own direction's key.
 enum class End { launcher, coordinator };
 
@@ -73,7 +76,7 @@ class Channel {
     [[nodiscard]] std::string seal(std::string_view payload, std::size_t limit);
     /// The tag of the next frame this end sends, whose payload's digest is `digest` (a shared
     /// payload's: SharedPayload, then the connection's own tail).
-    [[nodiscard]] std::string next_tag(const Digest& digest);
+    [[nodiscard]] Tag next_tag(const Digest& digest);
 
     /// Check the next frame received: `frame` is what FrameDecoder::next() returned (payload,
     /// then tag); returns the payload. \throws Error (Errc::auth) `frame 4 fails its MAC

@@ -146,6 +146,8 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
                      const std::shared_ptr<const protocol::SharedPayload>& payload);
     /// Queue a frame; the write starts once the handler that queued it is done.
     void send_frame(Frame frame);
+    /// The welcome of every rank relayed since the last call, in one `relay` envelope.
+    void send_welcomes();
     /// Close the connection; its registered ranks are lost (Impl::remove()).
     void close();
 
@@ -241,6 +243,7 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
     bool m_proving = false;
     std::uint32_t m_rank = 0;
     std::vector<std::uint32_t> m_relayed;
+    std::vector<std::uint32_t> m_welcomed; ///< relayed ranks whose welcome is not sent yet
 };
 
 } // namespace tfslurm

@@ -151,15 +151,17 @@ TEST_CASE("channel: a shared payload's tag is the one of its own frame", "[chann
     Channel launcher(keys_of(), End::launcher);
 
     // As it is: the tag of a frame sealed whole.
-    const std::string bare_tag = a.next_tag(shared.bare.digest());
+    const Tag tag = a.next_tag(shared.bare.digest());
+    const std::string bare_tag(tag.data(), tag.size());
     CHECK(bare_tag == b.seal(k_exit, k_max_frame).substr(4 + k_exit.size()));
     const FrameParts bare = frame_parts(k_exit.size(), {}, k_max_frame, k_tag_size);
     CHECK(launcher.open(received(bare.head + k_exit + bare_tag)) == k_exit);
     // In a relay envelope for ranks 5 and 6: the state after `{"msg":` + payload, then the tail.
     const FrameParts parts = frame_parts(k_exit.size(), {5, 6}, k_max_frame, k_tag_size);
     PayloadHash hash = shared.enveloped;
+    const Tag envelope_tag = a.next_tag(hash.update(parts.tail).digest());
     const std::string frame =
-        parts.head + k_exit + parts.tail + a.next_tag(hash.update(parts.tail).digest());
+        parts.head + k_exit + parts.tail + std::string(envelope_tag.data(), envelope_tag.size());
     CHECK(launcher.open(received(frame)) ==
           R"({"msg":)" + k_exit + R"(,"ranks":[5,6],"type":"relay","v":7})");
     // The shared state is untouched by the copy that finished.
