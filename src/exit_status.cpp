@@ -3,23 +3,9 @@
 
 #include <fmt/format.h>
 
-#include <sys/wait.h>
-
 #include <cstring>
 
 namespace tfslurm {
-
-ExitStatus ExitStatus::from_wait_status(int status) noexcept {
-    if (WIFSIGNALED(status)) {
-        return signaled(WTERMSIG(status));
-    }
-    if (WIFEXITED(status)) {
-        return exited(WEXITSTATUS(status));
-    }
-    // Stopped/continued statuses are only reported with WUNTRACED/WCONTINUED, which tfslurm
-    // never asks for; treat anything else as a failure rather than a success.
-    return exited(255);
-}
 
 int ExitStatus::shell_status() const noexcept {
     return kind == Kind::signaled ? 128 + value : value;

@@ -30,6 +30,20 @@
 
 namespace tfslurm {
 
+// ExitStatus's constructor from waitpid(): the wait status is the OS's encoding, decoded here,
+// where processes are waited for, so that exit_status.cpp stays pure.
+ExitStatus ExitStatus::from_wait_status(int status) noexcept {
+    if (WIFSIGNALED(status)) {
+        return signaled(WTERMSIG(status));
+    }
+    if (WIFEXITED(status)) {
+        return exited(WEXITSTATUS(status));
+    }
+    // Stopped/continued statuses are only reported with WUNTRACED/WCONTINUED, which tfslurm
+    // never asks for; treat anything else as a failure rather than a success.
+    return exited(255);
+}
+
 namespace {
 
 using detail::await_stop_signal;

@@ -7,10 +7,10 @@
 /// RunSettings rather than copies of its fields. A run setting is one registry row whose parser
 /// writes a field here, plus the code that uses it; its default is written once, below.
 
+#include <tfslurm/containment.hpp>
 #include <tfslurm/plan.hpp>
 #include <tfslurm/protocol.hpp>
 #include <tfslurm/run.hpp>
-#include <tfslurm/spawn.hpp>
 
 #include <csignal>
 #include <cstdint>

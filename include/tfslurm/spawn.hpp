@@ -7,6 +7,7 @@
 /// a launcher (a child subreaper) has inherited. This component and the Asio shells of `run`
 /// (launcher, local_run) are the only parts of libtfslurm that start or stop processes.
 
+#include <tfslurm/containment.hpp>
 #include <tfslurm/exit_status.hpp>
 
 #include <sys/types.h>
@@ -23,13 +24,6 @@ namespace tfslurm {
 enum class ProcessGroup {
     inherit,  ///< stay in the parent's group
     new_group ///< `setpgid(0, 0)`: the child leads a new group (pgid == pid)
-};
-
-/// How a command is kept from leaving processes behind (see spawn_process()).
-enum class Containment {
-    none,          ///< the command alone: what leaves its process group may outlive the caller
-    keeper,        ///< under a keeper process, a child subreaper: the command keeps real pids
-    pid_namespace, ///< under a supervisor, in a PID namespace of its own (its pid is 2 there)
 };
 
 /// What to start and how.

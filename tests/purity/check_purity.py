@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The purity rule of docs/ARCHITECTURE.md, checked: a component whose "OS?" cell is `no` is
+pure, and none of its files sees Asio or a header of the operating system, directly or through
+the project's headers it includes. (A header of a component that touches the OS may be
+included: such a component declares pure types too, and its OS calls are in its .cpp files.)
+
+A component's files: include/tfslurm/<name>.hpp, src/<name>.cpp and every other file its row
+names in backticks (`protocol_frame.cpp`). Prints one line per violation, naming the file, the
+include and the chain that brought it in; exits 1 when there is one, 0 otherwise.
+
+Usage: check_purity.py ROOT
+"""
+import os
+import re
+import sys
+
+# What a pure file may not see: Asio, and the headers of the operating system (POSIX, Linux,
+# MUNGE, Slurm). The C++ standard library is fine.
+FORBIDDEN = re.compile(
+    r"^(boost/asio(/.*|\.hpp)|sys/.*|linux/.*|net/.*|netinet/.*|arpa/.*|unistd\.h|fcntl\.h|"
+    r"signal\.h|poll\.h|netdb\.h|dlfcn\.h|pwd\.h|grp\.h|ifaddrs\.h|spawn\.h|dirent\.h|"
+    r"sched\.h|munge\.h|slurm/.*)$"
+)
+INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
+ROW = re.compile(r"^\| `([a-z0-9_]+)` \|(.*)\| ([^|]*) \|\s*$")
+NAMED_FILE = re.compile(r"`((?:detail/)?[a-z0-9_]+\.(?:cpp|hpp))`")
+
+
+def components(architecture):
+    """(name, files named in the row, pure) for every row of the component tables."""
+    rows = []
+    with open(architecture, encoding="utf-8") as text:
+        for line in text:
+            match = ROW.match(line)
+            if match:
+                name, description, os_cell = match.groups()
+                rows.append((name, NAMED_FILE.findall(description), os_cell.strip() == "no"))
+    return rows
+
+
+def resolve(root, including, name):
+    """The project file an include names, or None (a system or library header)."""
+    candidates = [
+        os.path.join(root, "include", name),
+        os.path.join(root, "src", name),
+        os.path.join(os.path.dirname(including), name),
+    ]
+    for candidate in candidates:
+        if os.path.isfile(candidate):
+            return os.path.normpath(candidate)
+    return None
+
+
+def includes(path):
+    with open(path, encoding="utf-8") as text:
+        return [m.group(1) for m in map(INCLUDE.match, text) if m]
+
+
+def check(root):
+    rows = components(os.path.join(root, "docs", "ARCHITECTURE.md"))
+    if not rows:
+        return ["docs/ARCHITECTURE.md: no component table found"]
+    violations = []
+    for name, named, pure in rows:
+        if not pure:
+            continue
+        files = {os.path.join("include", "tfslurm", name + ".hpp"), os.path.join("src", name + ".cpp")}
+        for other in named:
+            files.add(os.path.join("src", other) if other.endswith(".cpp") or "/" in other
+                      else os.path.join("include", "tfslurm", other))
+        for relative in sorted(files):
+            start = os.path.normpath(os.path.join(root, relative))
+            if not os.path.isfile(start):
+                if relative.endswith(".cpp") and relative != os.path.join("src", name + ".cpp"):
+                    violations.append(f"{relative}: named by the row of `{name}` but missing")
+                continue
+            # Depth-first over the project's headers, keeping the chain for the message.
+            seen = set()
+            stack = [(start, [relative])]
+            while stack:
+                path, chain = stack.pop()
+                if path in seen:
+                    continue
+                seen.add(path)
+                for header in includes(path):
+                    found = resolve(root, path, header)
+                    via = " -> ".join(chain)
+                    if found is None:
+                        if FORBIDDEN.match(header):
+                            violations.append(
+                                f"{relative}: pure component `{name}` includes <{header}> ({via})")
+                        continue
+                    stack.append((found, chain + [os.path.relpath(found, root)]))
+    return violations
+
+
+def main(argv):
+    if len(argv) != 2:
+        print("usage: check_purity.py ROOT", file=sys.stderr)
+        return 2
+    violations = check(argv[1])
+    for line in violations:
+        print(f"check_purity: {line}")
+    return 1 if violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
