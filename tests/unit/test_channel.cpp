@@ -94,7 +94,7 @@ TEST_CASE("channel: what fails the MAC, each way", "[channel]") {
 
     SECTION("tampered") {
         std::string frame = received(sender.seal(k_exit, k_max_frame));
-        frame[frame.find("3")] = '0'; // status 3 becomes 0
+        frame[frame.find('3')] = '0'; // status 3 becomes 0
         open(frame);
         CHECK(error == refused(0));
     }
