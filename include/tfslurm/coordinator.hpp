@@ -244,9 +244,8 @@ class Coordinator {
     int m_step_status = 0;
     bool m_finished = false;
     std::vector<Outgoing> m_outgoing;
-    std::vector<StepEvent> m_events;  ///< take_events()
-    bool m_recording = false;         ///< run.events names a record
-    bool m_waits_for_release = false; ///< trainers start at `cluster` or `go`, not at once
+    std::vector<StepEvent> m_events; ///< take_events()
+    bool m_recording = false;        ///< run.events names a record
 };
 
 } // namespace tfslurm
