@@ -124,10 +124,34 @@ std::vector<std::string> parse_device_list(std::string_view text) {
     return devices;
 }
 
-/// A comma-separated device list from the variable `name`. \throws Error (Errc::invalid_argument).
+/// A comma-separated device list from the variable `name`, as its reader takes it. Slurm's
+/// `NoDevFiles` (GPUs allocated, but gres.conf names no device file) means no device at all.
+/// CUDA reads CUDA_VISIBLE_DEVICES up to its first empty item and ignores the rest: the list
+/// ends there, with a warning (Slurm's own lists skip an empty item). \throws Error
+/// (Errc::invalid_argument) for an unprintable character.
 std::vector<std::string> env_device_list(std::string_view text, std::string_view name) {
     if (const auto bad = first_unprintable(text)) {
         throw errors::invalid_argument(name, unprintable_problem(text, *bad), text);
+    }
+    if (text == "NoDevFiles") {
+        logger().debug("{}=NoDevFiles: Slurm allocated GPUs without device files: no GPU", name);
+        return {};
+    }
+    if (name == "CUDA_VISIBLE_DEVICES") {
+        const auto fields = detail::split(text, ',');
+        const auto empty = std::find(fields.begin(), fields.end(), std::string_view{});
+        if (empty != fields.end() && !text.empty()) {
+            std::vector<std::string> devices(fields.begin(), empty);
+            logger().warn("{}: item {} is empty, and CUDA reads no further: {} means {} ({})",
+                          name,
+                          empty - fields.begin() + 1,
+                          quote(text),
+                          devices.empty() ? std::string("no GPU")
+                                          : quote(detail::join(devices, ",")),
+                          devices.empty() ? "remove the empty item"
+                                          : "remove the empty item to make the others visible");
+            return devices;
+        }
     }
     return parse_device_list(text);
 }
@@ -586,6 +610,18 @@ void preview_ids(StepInfo& step, const StepOverrides& overrides) {
         if (const auto bad = first_unprintable(overrides.gpus)) {
             throw errors::invalid_setting(
                 "gpus", unprintable_problem(overrides.gpus, *bad), overrides.gpus);
+        }
+        // What CUDA would stop at is refused here: the value was typed, not inherited.
+        const auto fields = detail::split(overrides.gpus, ',');
+        if (const auto empty = std::find(fields.begin(), fields.end(), std::string_view{});
+            empty != fields.end()) {
+            throw errors::invalid_setting(
+                "gpus",
+                fmt::format("item {} is empty (expected GPU indices or names separated by "
+                            "single commas, as in CUDA_VISIBLE_DEVICES, which ends at an empty "
+                            "item)",
+                            empty - fields.begin() + 1),
+                overrides.gpus);
         }
         step.gpus.visible = parse_device_list(overrides.gpus);
     }

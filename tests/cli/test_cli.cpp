@@ -393,6 +393,13 @@ TEST_CASE("cli: env --format task-prolog prints what Slurm's TaskProlog reads", 
     CHECK(r.out.empty());
     CHECK(r.err == "tfslurm: error: --gpus: device names are printable ASCII: byte 0x0a at "
                    "offset 3: \"0,1\\nprint x\"\n");
+    // An empty item, where CUDA would stop reading: refused, not silently dropped.
+    r = tfslurm_cli({"plan", "--nodelist", "n1", "--tasks-per-node", "2", "--gpus", "0,,1"});
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err == "tfslurm: error: --gpus: item 2 is empty (expected GPU indices or names "
+                   "separated by single commas, as in CUDA_VISIBLE_DEVICES, which ends at an "
+                   "empty item): \"0,,1\"\n");
 }
 
 TEST_CASE("cli: a bad setting is named as the user typed it", "[cli]") {

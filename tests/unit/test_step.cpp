@@ -2,6 +2,7 @@
 // Unit tests of the step snapshot (include/tfslurm/step.hpp): read_step(), the batch
 // script's fallback, every variable's error, parse_distribution(), preview_step().
 #include "fixtures.hpp"
+#include "log_capture.hpp"
 #include "topology_conf.hpp"
 
 #include <tfslurm/error.hpp>
@@ -291,5 +292,48 @@ TEST_CASE("tasks: every task of a real 26.05 step laid out in topology order ref
         const auto older_step = tfslurm::read_step(older, files);
         CHECK(older_step.topology_order.empty());
         CHECK_THROWS_AS(tfslurm::resolve_allocation(older_step), Error);
+    }
+}
+
+TEST_CASE("step: GPU lists read as their readers read them", "[step]") {
+    const tfslurm::test::LogCapture log(spdlog::level::debug);
+    auto env = tfslurm::test::load_env_dump("slurm-env/srun-N3-n6-SLURM-env-task3.txt");
+    SECTION("NoDevFiles: GPUs allocated without device files are no GPU") {
+        env.set("CUDA_VISIBLE_DEVICES", "NoDevFiles");
+        env.set("SLURM_STEP_GPUS", "NoDevFiles");
+        const auto step = tfslurm::read_step(env);
+        REQUIRE(step.gpus.visible);
+        CHECK(step.gpus.visible->empty());
+        REQUIRE(step.gpus.step_gpus);
+        CHECK(step.gpus.step_gpus->empty());
+        CHECK_THAT(log.text(),
+                   Catch::Contains("debug: CUDA_VISIBLE_DEVICES=NoDevFiles: Slurm allocated GPUs "
+                                   "without device files: no GPU\n"));
+    }
+    SECTION("an empty item ends CUDA_VISIBLE_DEVICES, as it does for CUDA") {
+        env.set("CUDA_VISIBLE_DEVICES", "0,,1");
+        const auto step = tfslurm::read_step(env);
+        CHECK(step.gpus.visible == std::vector<std::string>{"0"});
+        CHECK_THAT(log.text(),
+                   Catch::Contains("warning: CUDA_VISIBLE_DEVICES: item 2 is empty, and CUDA "
+                                   "reads no further: \"0,,1\" means \"0\" (remove the empty item "
+                                   "to make the others visible)\n"));
+    }
+    SECTION("a leading empty item: no GPU") {
+        env.set("CUDA_VISIBLE_DEVICES", ",0");
+        const auto step = tfslurm::read_step(env);
+        CHECK(step.gpus.visible == std::vector<std::string>{});
+        CHECK_THAT(log.text(),
+                   Catch::Contains("warning: CUDA_VISIBLE_DEVICES: item 1 is empty, and CUDA "
+                                   "reads no further: \",0\" means no GPU (remove the empty "
+                                   "item)\n"));
+    }
+    SECTION("Slurm's own lists skip an empty item, and an empty value is no GPU, quietly") {
+        env.set("SLURM_STEP_GPUS", "0,,1");
+        env.set("CUDA_VISIBLE_DEVICES", "");
+        const auto step = tfslurm::read_step(env);
+        CHECK(step.gpus.step_gpus == std::vector<std::string>{"0", "1"});
+        CHECK(step.gpus.visible == std::vector<std::string>{});
+        CHECK(log.text().find("warning") == std::string::npos);
     }
 }
