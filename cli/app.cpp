@@ -183,6 +183,20 @@ int report_parse_error(const CLI::App& app,
     const bool after_separator =
         !extras.empty() && std::find(separator, args.end(), extras.front()) != args.end();
     const auto typed = std::find(args.begin(), separator, extras.empty() ? "" : extras.front());
+    const auto is_srun_option = [&](auto word) {
+        return srun_option_words(args, static_cast<std::size_t>(word - args.begin())) > 0;
+    };
+    // srun's option that the user typed: the word CLI11 refused, or, when it names another one
+    // (`--` itself, after `-N2 --`), the first of srun's options before `--`.
+    auto srun_word = typed != separator && is_srun_option(typed) ? typed : separator;
+    if (srun_word == separator && !top) {
+        for (auto word = args.begin(); word != separator; ++word) {
+            if (is_srun_option(word)) {
+                srun_word = word;
+                break;
+            }
+        }
+    }
     if (!top && !extras.empty() && after_separator && command.get_option_no_throw(extras.front())) {
         // `tfslurm plan ... -- --ps 1`: after `--` nothing is an option, and plan takes no
         // arguments.
@@ -192,13 +206,12 @@ int report_parse_error(const CLI::App& app,
                                 subject,
                                 quote(extras.front())),
                     "put the options before '--', or leave '--' out");
-    } else if (!top && typed != separator &&
-               srun_option_words(args, static_cast<std::size_t>(typed - args.begin())) > 0) {
+    } else if (!top && srun_word != separator) {
         // `tfslurm run -N2 ...`: srun's option; srun makes the allocation.
         print_error(fmt::format("{}: an option of srun, not of tfslurm {}: {}",
                                 subject,
                                 command.get_name(),
-                                quote(*typed)),
+                                quote(*srun_word)),
                     command.get_name() == "plan"
                         ? "preview an allocation with --nodelist, --tasks-per-node and "
                           "--distribution, or run tfslurm plan inside srun"

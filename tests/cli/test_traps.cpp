@@ -288,6 +288,12 @@ TEST_CASE("traps: srun's options after tfslurm are named as srun's", "[cli]") {
     CHECK(r.err == "tfslurm: error: run: an option of srun, not of tfslurm run: \"-w\"\n"
                    "tfslurm: hint: srun makes the allocation and starts one tfslurm per task: "
                    "srun -w n[1-2] tfslurm run --ps 1 -- python t.py\n");
+    // The same with `--` before the trainer's command (CLI11 names `--` itself there).
+    r = tfslurm_cli({"run", "-N2", "--", "python", "train.py"});
+    CHECK(r.status == 2);
+    CHECK(r.err == "tfslurm: error: run: an option of srun, not of tfslurm run: \"-N2\"\n"
+                   "tfslurm: hint: srun makes the allocation and starts one tfslurm per task: "
+                   "srun -N2 tfslurm run -- python train.py\n");
     r = tfslurm_cli({"plan", "--nodes=3"});
     CHECK(r.status == 2);
     CHECK(r.err == "tfslurm: error: plan: an option of srun, not of tfslurm plan: \"--nodes=3\"\n"
