@@ -86,6 +86,28 @@ std::string cli11_problem(const CLI::ParseError& e) {
     return problem;
 }
 
+/// A value given to a flag of the top level (`--verbose=abc`), which CLI11 reports as a
+/// conversion error of whichever command ran: the flag's name and the value, else nullopt.
+std::optional<std::pair<std::string, std::string>> global_flag_value(const CLI::App& app,
+                                                                     const CLI::ParseError& e) {
+    if (dynamic_cast<const CLI::ConversionError*>(&e) == nullptr) {
+        return std::nullopt;
+    }
+    // "Could not convert: --verbose = abc".
+    const std::string text = e.what();
+    const auto colon = text.find(": ");
+    const auto equals = text.find(" = ", colon == std::string::npos ? 0 : colon);
+    if (colon == std::string::npos || equals == std::string::npos) {
+        return std::nullopt;
+    }
+    std::string name = text.substr(colon + 2, equals - colon - 2);
+    const CLI::Option* option = app.get_option_no_throw(name);
+    if (option == nullptr || option->get_expected_max() != 0) { // a flag expects no value
+        return std::nullopt;
+    }
+    return std::make_pair(std::move(name), text.substr(equals + 3));
+}
+
 /// An option of srun that users write after `tfslurm run` (srun makes the allocation): its
 /// short and long names (empty where tfslurm has an option of that name, such as the preview's
 /// `--nodelist`) and whether it takes a value.
@@ -229,6 +251,12 @@ int report_parse_error(const CLI::App& app,
                     help_hint);
     } else if (no_command) {
         print_error("command: missing", commands_hint);
+    } else if (const auto global = global_flag_value(app, e)) {
+        // `tfslurm --verbose=abc hostnames`: the option is every command's, not `hostnames`'.
+        print_error(fmt::format("{}: an option of every command, a flag that takes no value: {}",
+                                global->first,
+                                quote(global->second)),
+                    "-v for more log output on stderr, -vv for trace");
     } else {
         print_error(fmt::format("{}: {}", subject, cli11_problem(e)), help_hint);
     }

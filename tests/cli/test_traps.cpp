@@ -301,6 +301,18 @@ TEST_CASE("traps: srun's options after tfslurm are named as srun's", "[cli]") {
                    "--distribution, or run tfslurm plan inside srun\n");
 }
 
+TEST_CASE("traps: a value given to a global flag names the flag, not the command", "[cli]") {
+    for (const auto& args : {std::vector<std::string>{"--verbose=abc", "hostnames", "n1"},
+                             std::vector<std::string>{"hostnames", "--verbose=abc", "n1"}}) {
+        const auto r = tfslurm_cli(args);
+        CHECK(r.status == 2);
+        CHECK(r.out.empty());
+        CHECK(r.err == "tfslurm: error: --verbose: an option of every command, a flag that takes "
+                       "no value: \"abc\"\n"
+                       "tfslurm: hint: -v for more log output on stderr, -vv for trace\n");
+    }
+}
+
 TEST_CASE("traps: options after '--' and empty values follow one rule", "[cli]") {
     auto r = tfslurm_cli({"plan", "--nodelist", "n1", "--", "--ps", "1"});
     CHECK(r.status == 2);
