@@ -221,22 +221,28 @@ wait_requeued() {
     fail "job $jid was not requeued within $secs s: $info; $label: $(cat -- $glob 2>/dev/null)"
 }
 
-# sacct_of NAME SECONDS: the accounting lines "JOBID|STATE|EXITCODE" of the job named NAME (srun
-# -J NAME) and of its steps (JOBID.0, ...), in sacct's order, once none is pending, running or
-# completing: slurmctld sends the records to slurmdbd a moment after srun returns. Fails after
-# SECONDS with what sacct said last.
+# sacct_of NAME SECONDS [WANT]: the accounting lines "JOBID|STATE|EXITCODE" of the job named NAME
+# (srun -J NAME) and of its steps (JOBID.0, ...), in sacct's order, once none is pending, running
+# or completing: slurmctld sends the records to slurmdbd a moment after srun returns. With WANT
+# ("STATE|EXITCODE" of each line, space-separated: "FAILED|1:0 FAILED|1:0"), until they say that:
+# a step's record can be final before its exit code is (seen on 22.05 under load: FAILED|0:0,
+# then FAILED|1:0). Fails after SECONDS with what sacct said last, when nothing final came; a
+# final record that never became WANT is printed for the caller's assertion to show.
 sacct_of() {
-    local name=$1 secs=$2 lines='' i
+    local name=$1 secs=$2 want=${3-} lines='' final='' i
     for ((i = 0; i < secs * 5; i++)); do
         lines=$(timeout 10 sacct -a -n -P -S now-1days --name "$name" -o JobID,State,ExitCode 2>&1 || true)
         if [[ $lines == *"|"* && $lines != *"|PENDING|"* && $lines != *"|RUNNING|"* &&
             $lines != *"|COMPLETING|"* && $lines == *.0"|"* ]]; then
-            printf '%s\n' "$lines"
-            return 0
+            final=$lines
+            if [[ -z $want || "$(cut -d'|' -f2- <<<"$lines" | tr '\n' ' ' | sed 's/ $//')" == "$want" ]]; then
+                break
+            fi
         fi
         sleep 0.2
     done
-    fail "sacct has no final record of job \"$name\" and its step after $secs s: $lines"
+    [[ -n $final ]] || fail "sacct has no final record of job \"$name\" and its step after $secs s: $lines"
+    printf '%s\n' "$final"
 }
 
 # run_stdout STATUS SECONDS CMD...: run CMD bounded by SECONDS, expect exit STATUS; its stdout

@@ -31,7 +31,7 @@ e2e_log "worker exit 1: srun status $rc"
 # itself also ends a step's other tasks after a bad exit: the verdict must stay the same).
 assert_eq 0 "$(grep '^srun: error: ' <<<"$out" | grep -vc 'Exited with exit code 1$')" \
     "srun reports status 1 for every task"$'\n'"$out"
-records=$(sacct_of "$name" 30)
+records=$(sacct_of "$name" 30 "FAILED|1:0 FAILED|1:0")
 assert_eq "FAILED|1:0 FAILED|1:0" "$(cut -d'|' -f2- <<<"$records" | tr '\n' ' ' | sed 's/ $//')" \
     "sacct: the job and its step failed with the worker's status"$'\n'"$records"
 
@@ -52,7 +52,7 @@ assert_eq "tfslurm: error: aborting: rank 0 (ps:0) on n1 exited with status 3" \
 assert_eq 0 "$(grep '^srun: error: ' <<<"$out" | grep -vc 'Exited with exit code 3$')" \
     "srun reports status 3 for every task"$'\n'"$out"
 assert_eq 0 "$(grep -c 'finished' <<<"$out")" "workers stopped early"$'\n'"$out"
-records=$(sacct_of "$name" 30)
+records=$(sacct_of "$name" 30 "FAILED|3:0 FAILED|3:0")
 assert_eq "FAILED|3:0 FAILED|3:0" "$(cut -d'|' -f2- <<<"$records" | tr '\n' ' ' | sed 's/ $//')" \
     "sacct: the job and its step failed with the ps's status"$'\n'"$records"
 e2e_log "ps exit 3: srun status $rc"
