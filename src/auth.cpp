@@ -525,12 +525,6 @@ Digest blake2b(std::string_view key, std::string_view data) {
     return out;
 }
 
-void append_be(std::string& out, std::uint64_t value, int bytes) {
-    for (int shift = 8 * (bytes - 1); shift >= 0; shift -= 8) {
-        out.push_back(static_cast<char>((value >> static_cast<unsigned>(shift)) & 0xffU));
-    }
-}
-
 } // namespace
 
 SessionKeys session_keys(std::string_view ikm,
@@ -542,15 +536,14 @@ SessionKeys session_keys(std::string_view ikm,
     if (ikm.empty()) {
         throw errors::make(Errc::auth, "session", "no key material to derive the session keys");
     }
-    // Fixed-size fields first, the endpoint (of variable length) last: no two handshakes give
-    // the same bytes. A nonce that is not hex (never sent by tfslurm) is taken as it is.
-    std::string transcript = "tfslurm/7 session ";
-    transcript += from_hex(challenge_hex).value_or(std::string(challenge_hex));
-    transcript += from_hex(hello_nonce_hex).value_or(std::string(hello_nonce_hex));
-    append_be(transcript, step.job, 8);
-    append_be(transcript, step.step, 8);
-    append_be(transcript, rank, 4);
-    transcript += endpoint;
+    // The proofs' layout (bound_message()), the challenge's nonce first: `tfslurm/7 session `
+    // || challenge (raw) || hello nonce (raw) || job || step || rank || endpoint.
+    const std::string transcript = bound_message(
+        "tfslurm/7 session " + from_hex(challenge_hex).value_or(std::string(challenge_hex)),
+        hello_nonce_hex,
+        step,
+        rank,
+        endpoint);
     // BLAKE2b (keyed, a PRF) rather than HMAC-SHA256: the coordinator of 12,500 nodes derives
     // 12,500 pairs, and libsodium's BLAKE2b is several times faster than its SHA-256. A key
     // longer than BLAKE2b takes (a long secret) is hashed first, as HMAC would.
