@@ -79,10 +79,6 @@ static_assert(sizeof(SlurmStepId) == 24, "slurm_step_id_t is 24 bytes");
 
 } // namespace
 
-std::string to_string(const StepRef& step) {
-    return fmt::format("{}.{}", step.job, step.step);
-}
-
 SlurmAbi slurm_abi(long api_version) noexcept {
     const long current = api_current(api_version);
     if (current <= k_newest_api) {

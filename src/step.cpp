@@ -158,6 +158,10 @@ std::vector<std::string> env_device_list(std::string_view text, std::string_view
 
 } // namespace
 
+std::string to_string(const StepRef& step) {
+    return fmt::format("{}.{}", step.job, step.step);
+}
+
 std::string_view to_string(Distribution distribution) noexcept {
     switch (distribution) {
     case Distribution::block:

@@ -13,7 +13,6 @@
 #include <tfslurm/protocol.hpp>
 #include <tfslurm/run.hpp>
 #include <tfslurm/run_settings.hpp>
-#include <tfslurm/spawn.hpp>
 
 #include <chrono>
 #include <csignal>

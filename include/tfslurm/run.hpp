@@ -8,7 +8,7 @@
 /// machine (local_run.hpp). The wire protocol is in protocol.hpp and docs/protocol.md.
 
 #include <tfslurm/plan.hpp>
-#include <tfslurm/slurm_api.hpp>
+#include <tfslurm/step.hpp>
 
 #include <array>
 #include <chrono>

@@ -8,6 +8,8 @@
 /// here), and only for three things: cancel a step whose node was lost, read a job's end time
 /// (`--checkpoint-before`) and requeue a job (`--requeue`).
 
+#include <tfslurm/step.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <ctime>
@@ -16,19 +18,6 @@
 #include <vector>
 
 namespace tfslurm {
-
-/// A step of a Slurm job, `<job>.<step>`.
-struct StepRef {
-    std::uint64_t job = 0;
-    std::uint64_t step = 0;
-
-    friend bool operator==(const StepRef& a, const StepRef& b) noexcept {
-        return a.job == b.job && a.step == b.step;
-    }
-};
-
-/// `12.0`.
-[[nodiscard]] std::string to_string(const StepRef& step);
 
 /// How a Slurm release declares slurm_kill_job_step().
 enum class KillStepAbi {

@@ -31,6 +31,19 @@ struct DistributionSpec {
 };
 [[nodiscard]] DistributionSpec parse_distribution(std::string_view text, std::string_view subject);
 
+/// A step of a Slurm job, `<job>.<step>`.
+struct StepRef {
+    std::uint64_t job = 0;
+    std::uint64_t step = 0;
+
+    friend bool operator==(const StepRef& a, const StepRef& b) noexcept {
+        return a.job == b.job && a.step == b.step;
+    }
+};
+
+/// `12.0`.
+[[nodiscard]] std::string to_string(const StepRef& step);
+
 /// Where the values came from: a step (srun task) or only the job (a batch script).
 enum class Scope { step, job, preview };
 

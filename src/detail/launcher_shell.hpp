@@ -24,6 +24,7 @@
 #include <tfslurm/launcher_shell.hpp>
 #include <tfslurm/plan.hpp>
 #include <tfslurm/protocol.hpp>
+#include <tfslurm/spawn.hpp>
 
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
