@@ -12,9 +12,9 @@
 // slurm.conf in a temporary directory; its stdout goes to a pipe that is drained (and its
 // lines counted), so its times include process start-up, reading the configuration and
 // printing every host. `scontrol show hostnames n1` is printed as the start-up baseline.
-#include <tfslurm/error.hpp>
-#include <tfslurm/hostlist.hpp>
-#include <tfslurm/spawn.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/os/spawn.hpp>
+#include <tfslurm/resolve/hostlist.hpp>
 
 #include <fcntl.h>
 #include <spawn.h>

@@ -4,13 +4,13 @@
 // table and the plan JSON; then `tfslurm env` for one task of that step as a whole process
 // (started, run to its end, output to /dev/null), against the 50 ms target of issue 12. Prints
 // median and min over several runs. Usage: bench_plan [RUNS [TFSLURM]].
-#include <tfslurm/env.hpp>
-#include <tfslurm/placement.hpp>
-#include <tfslurm/plan.hpp>
-#include <tfslurm/plan_settings.hpp>
-#include <tfslurm/step.hpp>
-#include <tfslurm/tf_config.hpp>
-#include <tfslurm/tf_config_file.hpp>
+#include <tfslurm/common/env.hpp>
+#include <tfslurm/resolve/placement.hpp>
+#include <tfslurm/resolve/plan.hpp>
+#include <tfslurm/resolve/step.hpp>
+#include <tfslurm/resolve/tf_config.hpp>
+#include <tfslurm/resolve/tf_config_file.hpp>
+#include <tfslurm/settings/plan_settings.hpp>
 
 #include <fmt/format.h>
 

@@ -16,14 +16,14 @@
 //    exchange (hellos with addresses, `cluster` to every task) through the tree.
 //
 // The trainers of 1 and 2 are this program itself (`bench_run --trainer DIR`).
-#include <tfslurm/auth.hpp>
-#include <tfslurm/channel.hpp>
-#include <tfslurm/coordinator.hpp>
-#include <tfslurm/coordinator_server.hpp>
-#include <tfslurm/error.hpp>
-#include <tfslurm/protocol.hpp>
-#include <tfslurm/run.hpp>
-#include <tfslurm/spawn.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/os/spawn.hpp>
+#include <tfslurm/run/auth.hpp>
+#include <tfslurm/run/channel.hpp>
+#include <tfslurm/run/coordinator.hpp>
+#include <tfslurm/run/protocol.hpp>
+#include <tfslurm/run/run.hpp>
+#include <tfslurm/shell/coordinator_server.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>

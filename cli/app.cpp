@@ -8,8 +8,8 @@
 #include "logging.hpp"
 #include "plan_args.hpp"
 
-#include <tfslurm/error.hpp>
-#include <tfslurm/log.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/common/log.hpp>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>

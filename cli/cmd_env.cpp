@@ -3,11 +3,11 @@
 #include "io.hpp"
 #include "plan_args.hpp"
 
-#include <tfslurm/error.hpp>
-#include <tfslurm/log.hpp>
-#include <tfslurm/pmi2.hpp>
-#include <tfslurm/tf_config.hpp>
-#include <tfslurm/tf_config_file.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/common/log.hpp>
+#include <tfslurm/os/pmi2.hpp>
+#include <tfslurm/resolve/tf_config.hpp>
+#include <tfslurm/resolve/tf_config_file.hpp>
 
 #include <memory>
 #include <string>

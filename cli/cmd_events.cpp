@@ -3,9 +3,9 @@
 #include "commands.hpp"
 #include "io.hpp"
 
-#include <tfslurm/error.hpp>
-#include <tfslurm/events.hpp>
-#include <tfslurm/log.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/common/log.hpp>
+#include <tfslurm/run/events.hpp>
 
 #include <memory>
 #include <string>

@@ -2,8 +2,8 @@
 #include "commands.hpp"
 #include "io.hpp"
 
-#include <tfslurm/error.hpp>
-#include <tfslurm/hostlist.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/resolve/hostlist.hpp>
 
 #include <memory>
 #include <string>

@@ -2,9 +2,9 @@
 #include "commands.hpp"
 #include "io.hpp"
 
-#include <tfslurm/env.hpp>
-#include <tfslurm/error.hpp>
-#include <tfslurm/hostlist.hpp>
+#include <tfslurm/common/env.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/resolve/hostlist.hpp>
 
 #include <string>
 #include <string_view>

@@ -3,7 +3,7 @@
 #include "io.hpp"
 #include "plan_args.hpp"
 
-#include <tfslurm/tf_config.hpp>
+#include <tfslurm/resolve/tf_config.hpp>
 
 #include <memory>
 

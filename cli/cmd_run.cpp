@@ -3,15 +3,15 @@
 
 #include "plan_args.hpp"
 
-#include <tfslurm/error.hpp>
-#include <tfslurm/job_control.hpp>
-#include <tfslurm/launcher_shell.hpp>
-#include <tfslurm/local_run.hpp>
-#include <tfslurm/log.hpp>
-#include <tfslurm/run.hpp>
-#include <tfslurm/run_task.hpp>
-#include <tfslurm/tf_config.hpp>
-#include <tfslurm/tf_config_file.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/common/log.hpp>
+#include <tfslurm/os/job_control.hpp>
+#include <tfslurm/resolve/tf_config.hpp>
+#include <tfslurm/resolve/tf_config_file.hpp>
+#include <tfslurm/run/run.hpp>
+#include <tfslurm/shell/launcher_shell.hpp>
+#include <tfslurm/shell/local_run.hpp>
+#include <tfslurm/task/run_task.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h> // fmt::join (fmt 11 has it only there)

@@ -3,8 +3,8 @@
 
 #include "io.hpp"
 
-#include <tfslurm/error.hpp>
-#include <tfslurm/plan_settings.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/settings/plan_settings.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h> // fmt::join (fmt 11 has it only there)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "io.hpp"
 
-#include <tfslurm/error.hpp>
+#include <tfslurm/common/error.hpp>
 
 #include <fmt/format.h>
 

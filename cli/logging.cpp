@@ -3,8 +3,8 @@
 
 #include "plan_args.hpp"
 
-#include <tfslurm/error.hpp>
-#include <tfslurm/log.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/common/log.hpp>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/sinks/stdout_sinks.h>

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 #include "plan_args.hpp"
 
-#include "detail/text.hpp"
+#include "common/detail/text.hpp"
 
-#include <tfslurm/controller_layout.hpp>
-#include <tfslurm/error.hpp>
-#include <tfslurm/local_run.hpp>
-#include <tfslurm/log.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/common/log.hpp>
+#include <tfslurm/os/controller_layout.hpp>
+#include <tfslurm/shell/local_run.hpp>
 
 #include <fmt/format.h>
 

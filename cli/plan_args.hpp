@@ -6,14 +6,14 @@
 /// environment, or a preview from options) and the settings of the registry (plan_settings.hpp),
 /// with the CLI's spelling of each setting for messages.
 
-#include <tfslurm/env.hpp>
-#include <tfslurm/error.hpp>
-#include <tfslurm/exchange.hpp>
-#include <tfslurm/placement.hpp>
-#include <tfslurm/plan.hpp>
-#include <tfslurm/plan_settings.hpp>
-#include <tfslurm/resolve_plan.hpp>
-#include <tfslurm/step.hpp>
+#include <tfslurm/common/env.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/resolve/exchange.hpp>
+#include <tfslurm/resolve/placement.hpp>
+#include <tfslurm/resolve/plan.hpp>
+#include <tfslurm/resolve/step.hpp>
+#include <tfslurm/settings/plan_settings.hpp>
+#include <tfslurm/task/resolve_plan.hpp>
 
 #include <CLI/CLI.hpp>
 

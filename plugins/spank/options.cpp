@@ -2,12 +2,12 @@
 // Part of spank_tfslurm.so; see plugins/spank/LICENSE-NOTE.md for the licence of the built plugin.
 #include "options.hpp"
 
-#include <tfslurm/controller_layout.hpp>
-#include <tfslurm/error.hpp>
-#include <tfslurm/exchange.hpp>
-#include <tfslurm/resolve_plan.hpp>
-#include <tfslurm/slurm_api.hpp>
-#include <tfslurm/step.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/os/controller_layout.hpp>
+#include <tfslurm/os/slurm_api.hpp>
+#include <tfslurm/resolve/exchange.hpp>
+#include <tfslurm/resolve/step.hpp>
+#include <tfslurm/task/resolve_plan.hpp>
 
 #include <fmt/format.h>
 

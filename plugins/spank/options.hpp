@@ -13,11 +13,11 @@
 /// task_environment): the plugin maps its settings onto the same apply_plan_setting() keys as
 /// the `tfslurm` CLI and has no second implementation.
 
-#include <tfslurm/env.hpp>
-#include <tfslurm/error.hpp>
-#include <tfslurm/plan.hpp>
-#include <tfslurm/plan_settings.hpp>
-#include <tfslurm/tf_config.hpp>
+#include <tfslurm/common/env.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/resolve/plan.hpp>
+#include <tfslurm/resolve/tf_config.hpp>
+#include <tfslurm/settings/plan_settings.hpp>
 
 #include <cstdint>
 #include <optional>

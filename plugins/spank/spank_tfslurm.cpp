@@ -9,8 +9,8 @@
 // and returns -1 on failure (Slurm's src/common/plugstack.c ignores positive return codes).
 #include "options.hpp"
 
-#include <tfslurm/error.hpp>
-#include <tfslurm/log.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/common/log.hpp>
 
 #include <spdlog/sinks/base_sink.h>
 

@@ -2,8 +2,8 @@
 // `tfslurm run --local` under test (run_local_cli.hpp).
 #include "run_local_cli.hpp"
 
-#include <tfslurm/env.hpp>
-#include <tfslurm/plan.hpp>
+#include <tfslurm/common/env.hpp>
+#include <tfslurm/resolve/plan.hpp>
 
 #include <catch2/catch.hpp>
 

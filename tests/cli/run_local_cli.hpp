@@ -7,7 +7,7 @@
 #include "process.hpp"
 #include "temp_dir.hpp"
 
-#include <tfslurm/exit_status.hpp>
+#include <tfslurm/common/exit_status.hpp>
 
 #include <sys/types.h>
 

@@ -2,7 +2,7 @@
 #include "process.hpp"
 #include "temp_dir.hpp"
 
-#include <tfslurm/plan_settings.hpp>
+#include <tfslurm/settings/plan_settings.hpp>
 
 #include <catch2/catch.hpp>
 

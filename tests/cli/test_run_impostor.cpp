@@ -4,9 +4,9 @@
 // launcher finds it.
 #include "cli_runner.hpp"
 
-#include <tfslurm/auth.hpp>
-#include <tfslurm/plan.hpp>
-#include <tfslurm/protocol.hpp>
+#include <tfslurm/resolve/plan.hpp>
+#include <tfslurm/run/auth.hpp>
+#include <tfslurm/run/protocol.hpp>
 
 #include <catch2/catch.hpp>
 

@@ -4,15 +4,15 @@
 // (run_local_cli.hpp). Every test checks that no process carrying its marker survives. Stalls,
 // output files, restarts, checkpoints and the barrier before the start have files of their own
 // (test_run_local_*.cpp); the pure parts of local mode are tested in
-// tests/unit/test_local_run.cpp.
+// tests/unit/shell/test_local_run.cpp.
 #include "run_local_cli.hpp"
 
-#include <tfslurm/env.hpp>
-#include <tfslurm/error.hpp>
-#include <tfslurm/held_port.hpp>
-#include <tfslurm/local_run.hpp>
-#include <tfslurm/plan.hpp>
-#include <tfslurm/run.hpp>
+#include <tfslurm/common/env.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/resolve/plan.hpp>
+#include <tfslurm/run/run.hpp>
+#include <tfslurm/shell/held_port.hpp>
+#include <tfslurm/shell/local_run.hpp>
 
 #include <catch2/catch.hpp>
 

@@ -2,8 +2,8 @@
 // `tfslurm run --local` before a job's end: the checkpoint signal and the requeue options.
 #include "run_local_cli.hpp"
 
-#include <tfslurm/error.hpp>
-#include <tfslurm/run.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/run/run.hpp>
 
 #include <catch2/catch.hpp>
 

@@ -2,7 +2,7 @@
 // `tfslurm run --local` with --max-restarts: a failed worker started again.
 #include "run_local_cli.hpp"
 
-#include <tfslurm/error.hpp>
+#include <tfslurm/common/error.hpp>
 
 #include <catch2/catch.hpp>
 

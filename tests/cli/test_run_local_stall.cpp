@@ -2,8 +2,8 @@
 // `tfslurm run --local` with --stall-timeout: a stuck trainer named, and the stall options.
 #include "run_local_cli.hpp"
 
-#include <tfslurm/error.hpp>
-#include <tfslurm/run.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/run/run.hpp>
 
 #include <catch2/catch.hpp>
 

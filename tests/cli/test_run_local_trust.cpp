@@ -5,8 +5,8 @@
 // it on a shared file system.
 #include "run_local_cli.hpp"
 
-#include <tfslurm/error.hpp>
-#include <tfslurm/exit_status.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/common/exit_status.hpp>
 
 #include <catch2/catch.hpp>
 

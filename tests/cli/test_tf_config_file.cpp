@@ -5,11 +5,11 @@
 #include "process.hpp"
 #include "temp_dir.hpp"
 
-#include <tfslurm/error.hpp>
-#include <tfslurm/placement.hpp>
-#include <tfslurm/plan.hpp>
-#include <tfslurm/step.hpp>
-#include <tfslurm/tf_config.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/resolve/placement.hpp>
+#include <tfslurm/resolve/plan.hpp>
+#include <tfslurm/resolve/step.hpp>
+#include <tfslurm/resolve/tf_config.hpp>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>

@@ -3,8 +3,8 @@
 
 #include "emulate_slurm.hpp"
 
-#include <tfslurm/error.hpp>
-#include <tfslurm/hostlist.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/resolve/hostlist.hpp>
 
 #include <iostream>
 #include <utility>

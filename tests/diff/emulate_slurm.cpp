@@ -3,8 +3,8 @@
 
 #include "scontrol.hpp"
 
-#include <tfslurm/error.hpp>
-#include <tfslurm/hostlist.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/resolve/hostlist.hpp>
 
 #include <algorithm>
 #include <cstdint>

@@ -44,8 +44,8 @@
 #include "process.hpp"
 #include "scontrol.hpp"
 
-#include <tfslurm/error.hpp>
-#include <tfslurm/hostlist.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/resolve/hostlist.hpp>
 
 #include <unistd.h>
 

@@ -3,8 +3,8 @@
 
 #include "process.hpp"
 
-#include <tfslurm/error.hpp>
-#include <tfslurm/spawn.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/os/spawn.hpp>
 
 #include <sys/wait.h>
 #include <unistd.h>

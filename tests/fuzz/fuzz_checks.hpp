@@ -8,8 +8,8 @@
 /// crashes the fuzzer). On success the result's invariants are checked; the return value
 /// describes the first violated invariant, or is empty.
 
-#include <tfslurm/error.hpp>
-#include <tfslurm/hostlist.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/resolve/hostlist.hpp>
 
 #include <algorithm>
 #include <cstdint>

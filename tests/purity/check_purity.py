@@ -5,8 +5,9 @@ pure, and none of its files sees Asio or a header of the operating system, direc
 the project's headers it includes. (A header of a component that touches the OS may be
 included: such a component declares pure types too, and its OS calls are in its .cpp files.)
 
-A component's files: include/tfslurm/<name>.hpp, src/<name>.cpp and every other file its row
-names in backticks (`protocol_frame.cpp`). Prints one line per violation, naming the file, the
+A component's files: include/tfslurm/<folder>/<name>.hpp, src/<folder>/<name>.cpp and every
+other file its row names in backticks (`protocol_frame.cpp`, `detail/node_check.hpp`), found in
+the folders of the layers. Prints one line per violation, naming the file, the
 include and the chain that brought it in; exits 1 when there is one, 0 otherwise.
 
 Usage: check_purity.py ROOT
@@ -39,6 +40,16 @@ def components(architecture):
     return rows
 
 
+def find(root, base, name):
+    """`base/<folder>/name` (name may be `detail/x.hpp`) for each folder of base that has it."""
+    found = []
+    top = os.path.join(root, base)
+    for folder in sorted(os.listdir(top)) if os.path.isdir(top) else []:
+        if os.path.isfile(os.path.join(top, folder, name)):
+            found.append(os.path.join(base, folder, name))
+    return found
+
+
 def resolve(root, including, name):
     """The project file an include names, or None (a system or library header)."""
     candidates = [
@@ -65,16 +76,15 @@ def check(root):
     for name, named, pure in rows:
         if not pure:
             continue
-        files = {os.path.join("include", "tfslurm", name + ".hpp"), os.path.join("src", name + ".cpp")}
+        files = set(find(root, "include/tfslurm", name + ".hpp") + find(root, "src", name + ".cpp"))
         for other in named:
-            files.add(os.path.join("src", other) if other.endswith(".cpp") or "/" in other
-                      else os.path.join("include", "tfslurm", other))
+            found = (find(root, "src", other) if other.endswith(".cpp") or "/" in other
+                     else find(root, "include/tfslurm", other))
+            if not found and other.endswith(".cpp"):
+                violations.append(f"{other}: named by the row of `{name}` but missing")
+            files.update(found)
         for relative in sorted(files):
             start = os.path.normpath(os.path.join(root, relative))
-            if not os.path.isfile(start):
-                if relative.endswith(".cpp") and relative != os.path.join("src", name + ".cpp"):
-                    violations.append(f"{relative}: named by the row of `{name}` but missing")
-                continue
             # Depth-first over the project's headers, keeping the chain for the message.
             seen = set()
             stack = [(start, [relative])]

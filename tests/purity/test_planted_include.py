@@ -39,12 +39,12 @@ def main(argv):
     if code != 0:
         failures.append(f"the tree as it is fails:\n{out}")
     cases = [
-        ("src/coordinator.cpp", "#include <unistd.h>",
-         "check_purity: src/coordinator.cpp: pure component `coordinator` includes <unistd.h> "
-         "(src/coordinator.cpp)\n"),
-        ("include/tfslurm/exit_status.hpp", "#include <boost/asio/io_context.hpp>",
-         "check_purity: src/coordinator.cpp: pure component `coordinator` includes "
-         "<boost/asio/io_context.hpp> (src/coordinator.cpp -> include/tfslurm/coordinator.hpp -> "),
+        ("src/run/coordinator.cpp", "#include <unistd.h>",
+         "check_purity: src/run/coordinator.cpp: pure component `coordinator` includes <unistd.h> "
+         "(src/run/coordinator.cpp)\n"),
+        ("include/tfslurm/common/exit_status.hpp", "#include <boost/asio/io_context.hpp>",
+         "check_purity: src/run/coordinator.cpp: pure component `coordinator` includes "
+         "<boost/asio/io_context.hpp> (src/run/coordinator.cpp -> include/tfslurm/run/coordinator.hpp -> "),
     ]
     for relative, line, expected in cases:
         root = planted(source, relative, line)

@@ -4,7 +4,7 @@
 /// \file
 /// The library's log lines, captured for a test's assertions.
 
-#include <tfslurm/log.hpp>
+#include <tfslurm/common/log.hpp>
 
 #include <spdlog/sinks/ostream_sink.h>
 

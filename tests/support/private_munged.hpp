@@ -6,7 +6,7 @@
 /// a daemon (not a child of the test process, whose tests check that it has none) and stopped
 /// by the pid in its pid file. Tests that need MUNGE skip themselves when it is not running.
 
-#include <tfslurm/auth.hpp>
+#include <tfslurm/run/auth.hpp>
 
 #include <sys/stat.h>
 #include <sys/types.h>

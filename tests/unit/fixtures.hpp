@@ -5,17 +5,17 @@
 /// Loaders for the real task environments in tests/data/slurm-env/ (captured on a Slurm
 /// 22.05.8 cluster), header-only so every test file can use them.
 
-#include <tfslurm/env.hpp>
-#include <tfslurm/error.hpp>
-#include <tfslurm/hostfile.hpp>
-#include <tfslurm/hostlist.hpp>
-#include <tfslurm/placement.hpp>
-#include <tfslurm/plan.hpp>
-#include <tfslurm/plan_settings.hpp>
-#include <tfslurm/protocol.hpp>
-#include <tfslurm/run_settings.hpp>
-#include <tfslurm/step.hpp>
-#include <tfslurm/tf_config.hpp>
+#include <tfslurm/common/env.hpp>
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/resolve/hostfile.hpp>
+#include <tfslurm/resolve/hostlist.hpp>
+#include <tfslurm/resolve/placement.hpp>
+#include <tfslurm/resolve/plan.hpp>
+#include <tfslurm/resolve/step.hpp>
+#include <tfslurm/resolve/tf_config.hpp>
+#include <tfslurm/run/protocol.hpp>
+#include <tfslurm/run/run_settings.hpp>
+#include <tfslurm/settings/plan_settings.hpp>
 
 #include <catch2/catch.hpp>
 

@@ -2,7 +2,7 @@
 // The launcher machine's table tests' shared parts (launcher_table.hpp).
 #include "launcher_table.hpp"
 
-#include <tfslurm/exit_status.hpp>
+#include <tfslurm/common/exit_status.hpp>
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>

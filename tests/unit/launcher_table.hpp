@@ -4,9 +4,9 @@
 // produce, the last one being the launcher's result (see feed() for the events' words).
 #pragma once
 
-#include <tfslurm/launcher.hpp>
-#include <tfslurm/protocol.hpp>
-#include <tfslurm/run.hpp>
+#include <tfslurm/run/launcher.hpp>
+#include <tfslurm/run/protocol.hpp>
+#include <tfslurm/run/run.hpp>
 
 #include <cstdint>
 #include <string>

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+/// \file
+/// Job control's pure rules (`--requeue`, `--checkpoint-before`): which failures are a node's
+/// fault, the node left out of the requeued run and why, whether the requeue budget allows
+/// another run, the job's merged ExcNodeList, the record of the exclusion that the job's
+/// comment carries to the next run and the line that run prints, and the job's end from
+/// SLURM_JOB_END_TIME. job_control.hpp performs them through Slurm; nothing here touches the OS.
+
+#include <tfslurm/run/protocol.hpp>
+#include <tfslurm/run/run.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tfslurm {
+
+/// Whether a step that failed for `cause` failed because of a node, so that a requeued run
+/// without that node may succeed: `lost` (the launcher vanished or fell silent: its node died
+/// or was cut off) and `preflight` (the node failed its health checks, `--preflight`). Not the
+/// trainer's own failures (`trainer`, `start`, `stalled`: they would
+/// fail again anywhere), nor `unregistered` (often a slow start or a blocked control port, not
+/// one node) nor `unreachable` (a pair of nodes that cannot talk: which of the two is at fault,
+/// or whether the network setting is, no rank can tell).
+/// Input: FailureCause::lost. Output: true.
+[[nodiscard]] bool node_fault(protocol::FailureCause cause) noexcept;
+
+/// For a node's fault (node_fault()), what happened to the rank, as the requeued run's line
+/// says it; nullopt for any other cause. Input: FailureCause::lost. Output: `launcher lost`.
+[[nodiscard]] std::optional<std::string_view>
+node_fault_reason(protocol::FailureCause cause) noexcept;
+
+/// The node to leave out of the requeued run when `failure` is a node's fault (node_fault()),
+/// with why, in the run that failed (`restart_count` + 1); nullopt otherwise, or when the
+/// failure names no host.
+/// Input: {rank 2, host n3, lost}, 0. Output: {{"n3"}, "rank 2 launcher lost", 1}.
+[[nodiscard]] std::optional<NodeExclusion> node_exclusion(const protocol::Failure& failure,
+                                                          std::uint32_t restart_count);
+
+/// Whether a job that was requeued `restart_count` times (SLURM_RESTART_COUNT) may be requeued
+/// once more within `max_requeues`. Input: 1, 1. Output: false.
+[[nodiscard]] bool requeue_allowed(std::uint32_t restart_count,
+                                   std::uint32_t max_requeues) noexcept;
+
+/// The job's ExcNodeList with `nodes` added: `existing` (a hostlist; empty or `(null)` for
+/// none, as squeue and scontrol print it) keeps its order, nodes already in it are not added
+/// twice, and the result is compressed.
+/// Input: `n[1-2]`, {"n3"}. Output: `n[1-3]`. Input: `(null)`, {"n3"}. Output: `n3`.
+/// \throws Error (Errc::invalid_hostlist) naming `ExcNodeList` for a list that is not one.
+[[nodiscard]] std::string merged_exclusion(std::string_view existing,
+                                           const std::vector<std::string>& nodes);
+
+/// The exclusion as the job's comment carries it to the next run (Slurm keeps a job's
+/// comment across a requeue, and every release lets its owner change it while it runs).
+/// Input: {{"n3"}, "rank 2 launcher lost", 1}. Output: `tfslurm run 1: n3 left out (rank 2
+/// launcher lost)`.
+[[nodiscard]] std::string exclusion_record(const NodeExclusion& exclusion);
+
+/// The job's comment with `record` (exclusion_record()) in place of an earlier record of
+/// tfslurm's: the user's own comment is kept, before it, separated by `; `.
+/// Input: `nightly`, `tfslurm run 1: n3 left out (rank 2 launcher lost)`.
+/// Output: `nightly; tfslurm run 1: n3 left out (rank 2 launcher lost)`.
+[[nodiscard]] std::string comment_with_record(std::string_view comment, std::string_view record);
+
+/// The comment without tfslurm's record (the user's own part). Input: `nightly; tfslurm run
+/// 1: n3 left out (x)`. Output: `nightly`.
+[[nodiscard]] std::string comment_without_record(std::string_view comment);
+
+/// The record in a job's comment, if there is one that exclusion_record() wrote.
+/// Input: `nightly; tfslurm run 1: n3 left out (rank 2 launcher lost)`.
+/// Output: {{"n3"}, "rank 2 launcher lost", 1}.
+[[nodiscard]] std::optional<NodeExclusion> record_in_comment(std::string_view comment);
+
+/// The line the requeued run's rank 0 prints about the exclusion `record`, in the run after
+/// the one that failed (restart_count == record.run), else nullopt (an older record: this run
+/// was requeued for another reason). `job_nodes` are the run's own nodes (SLURM_JOB_NODELIST):
+/// a left-out node among them means that the exclusion did not reach Slurm in time.
+/// Input: {{"n3"}, "rank 2 launcher lost", 1}, 1, 2, {"n1", "n2", "n4"}.
+/// Output: `requeued run 2 of 3: n3 left out (rank 2 launcher lost in run 1)`.
+[[nodiscard]] std::optional<std::string>
+requeued_run_line(const NodeExclusion& record,
+                  std::uint32_t restart_count,
+                  std::uint32_t max_requeues,
+                  const std::vector<std::string>& job_nodes);
+
+/// A job's ExcNodeList and comment, from squeue's `%x|%k` (one line; the comment may hold
+/// `|`). Input: `n2|nightly`. Output: {"n2", "nightly"}.
+struct JobRecord {
+    std::string excluded; ///< empty for none (squeue's `(null)` too)
+    std::string comment;  ///< empty for none (squeue's `(null)` too)
+};
+
+/// Parse squeue's `%x|%k` line (its trailing newline and spaces dropped).
+/// \throws Error (Errc::io) quoting the text when it has no `|`.
+[[nodiscard]] JobRecord parse_job_record(std::string_view text);
+
+/// The job's end from SLURM_JOB_END_TIME (seconds since the epoch, set by Slurm 23.02 and
+/// later), `now` being the time; nullopt for a job without a time limit (0, or more than 300
+/// days ahead: Slurm puts the end of such a job a year after its start).
+/// Input: `1827235650`, a `now` an hour before. Output: that time.
+/// \throws Error (Errc::invalid_argument) naming SLURM_JOB_END_TIME for a value that is not a
+///         number: `SLURM_JOB_END_TIME: expected an integer from 0 to 9223372036854775807:
+///         "soon"`.
+[[nodiscard]] std::optional<std::chrono::system_clock::time_point>
+job_end_from_variable(std::string_view text, std::chrono::system_clock::time_point now);
+
+} // namespace tfslurm

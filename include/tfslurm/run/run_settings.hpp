@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+/// \file
+/// The settings of `tfslurm run`, typed: the registry's launcher rows (plan_settings.hpp) parse
+/// into one RunSettings, and the launcher, its state machine and the coordinator hold that
+/// RunSettings rather than copies of its fields. A run setting is one registry row whose parser
+/// writes a field here, plus the code that uses it; its default is written once, below.
+
+#include <tfslurm/resolve/plan.hpp>
+#include <tfslurm/run/containment.hpp>
+#include <tfslurm/run/protocol.hpp>
+#include <tfslurm/run/run.hpp>
+
+#include <csignal>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tfslurm {
+
+/// Every setting of `tfslurm run`, with its default. Set by resolve_settings() (one registry row
+/// each, named in the comments), checked there by check_run_settings().
+struct RunSettings {
+    Until until = Until::workers;           ///< `until`
+    Millis grace{10000};                    ///< `grace`: SIGTERM to SIGKILL of a stopped trainer
+    Millis heartbeat = k_default_heartbeat; ///< `heartbeat`: between two heartbeats
+    /// `heartbeat_timeout`: a launcher, relay or coordinator silent this long is lost
+    /// (silent_too_long() in run.hpp).
+    Millis heartbeat_timeout = k_default_heartbeat_timeout;
+    Millis connect_timeout{60000}; ///< `connect_timeout`: every rank registers within this
+    /// `stall_timeout`: a trainer that makes no progress for this long is stuck (nullopt: never).
+    std::optional<Millis> stall_timeout;
+    /// `stall_roles`: the roles whose trainers stall_timeout judges (default: all but ps, which
+    /// may rightly sit idle between requests).
+    std::vector<Role> stall_roles{Role::chief, Role::evaluator, Role::worker};
+    /// `stall_progress`: what counts as a trainer's progress (default: its CPU time and its
+    /// progress file; its output only when asked for).
+    std::vector<ProgressSource> stall_progress{ProgressSource::cpu, ProgressSource::file};
+    int stall_signal = SIGABRT;  ///< `stall_signal`: asks a stuck trainer for its stack traces
+    Millis stall_grace{5000};    ///< `stall_grace`: the stall signal to the step's abort
+    Probe probe = Probe::off;    ///< `probe`
+    Millis probe_timeout{30000}; ///< `probe_timeout`
+    /// `max_restarts`, `max_total_restarts`, `restart_roles`, `restart_delay`.
+    RestartPolicy restarts;
+    /// `checkpoint_before`: the checkpoint signal this long before the job's end (nullopt:
+    /// never).
+    std::optional<Millis> checkpoint_before;
+    int checkpoint_signal = SIGUSR1; ///< `checkpoint_signal`
+    bool requeue = false;            ///< `requeue`: rank 0 requeues a checkpointed job
+    std::uint32_t max_requeues = 3;  ///< `max_requeues`, counted by SLURM_RESTART_COUNT
+    protocol::AuthMethod auth = protocol::AuthMethod::automatic; ///< `auth`
+    /// `port_range`: exact mode's trainer ports without SLURM_STEP_RESV_PORTS.
+    PortRange port_range;
+    /// `contain`: a keeper (real pids) or a PID namespace of its own (spawn.hpp).
+    Containment contain = Containment::keeper;
+    bool label = false; ///< `label`: prefix the trainer's lines with its rank
+    /// `events`: rank 0 records the step's events in this file (events.hpp); empty: no record.
+    std::string events;
+    /// `output`, `error`: each rank's trainer writes its stdout (and its stderr, without
+    /// `error`) and its stderr to a file of its own, named by these patterns (rank_output.hpp);
+    /// empty: inherited from the launcher (srun's).
+    std::string output;
+    std::string error;
+    /// `preflight`: before any trainer starts, each node checks its health (preflight.hpp);
+    /// a failed check aborts the step (k_status_preflight).
+    bool preflight = false;
+    /// `preflight_command`: a site's own check, run with /bin/sh -c on each node; exit 0 passes.
+    /// Turns `preflight` on. Empty: none.
+    std::string preflight_command;
+};
+
+/// Whether the nodes check their health before start: `preflight`, or a `preflight_command`.
+[[nodiscard]] bool preflight_enabled(const RunSettings& settings) noexcept;
+
+/// Whether every trainer waits for the coordinator's `go` (one barrier for `probe` and
+/// `preflight`): each launcher first reports `probed`.
+[[nodiscard]] bool has_start_barrier(const RunSettings& settings) noexcept;
+
+/// The rules between run settings, once every row is parsed: `heartbeat_timeout` must be longer
+/// than `heartbeat` (a launcher would be lost between two of its heartbeats).
+/// `heartbeat_timeout_text`: its value as given (quoted in the message).
+/// Input: heartbeat 2 s, heartbeat_timeout 1 s, "1". Output: throws `heartbeat_timeout: must be
+/// longer than heartbeat: "1"` (hint `e.g. heartbeat=1 heartbeat_timeout=10`).
+/// \throws Error (Errc::invalid_argument) naming `heartbeat_timeout`.
+void check_run_settings(const RunSettings& settings, std::string_view heartbeat_timeout_text);
+
+/// A duration setting: a decimal number of seconds from 0.001 to 86400 (one day), as
+/// milliseconds (less than a millisecond would be 0 ms: a heartbeat of 0 ms spins).
+/// Input: `0.5`. Output: 500 ms.
+/// \throws Error (Errc::invalid_argument) naming setting `key`, hint `e.g. 10 or 0.5`.
+[[nodiscard]] Millis parse_seconds(std::string_view text, std::string_view key);
+
+/// A signal setting: a name (with or without `SIG`, any case) or a number from 1 to 64.
+/// Input: `usr1`. Output: 10 (SIGUSR1).
+/// \throws Error (Errc::invalid_argument) naming setting `key`, hint `e.g. ABRT, USR1 or 10`.
+[[nodiscard]] int parse_signal(std::string_view text, std::string_view key);
+
+} // namespace tfslurm

@@ -1,0 +1,390 @@
+// SPDX-License-Identifier: MIT
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/common/log.hpp>
+#include <tfslurm/os/events_file.hpp>
+#include <tfslurm/os/job_control.hpp>
+#include <tfslurm/resolve/hostlist.hpp>
+#include <tfslurm/run/requeue_policy.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h> // fmt::join (fmt 11 has it only there)
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tfslurm {
+
+namespace {
+
+/// What a Slurm client of PATH said: empty `why` when it exited 0.
+struct ClientRun {
+    std::string output; ///< its stdout and stderr together
+    std::string why;    ///< e.g. `scontrol exited with status 1: Job is no longer pending ...`
+};
+
+/// Trailing newlines and spaces dropped.
+std::string without_trailing_blanks(std::string text) {
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) {
+        text.pop_back();
+    }
+    return text;
+}
+
+/// Run a Slurm client from PATH (`argv[0]`, found as a shell would) with its stdout and stderr
+/// read through one pipe, bounded by 30 s. posix_spawnp: nothing of ours runs in the child,
+/// and the signals this launcher ignores (SIGTERM after a requeue) stay ignored there.
+ClientRun run_client(std::vector<std::string> args) {
+    ClientRun out;
+    std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
+    for (std::string& arg : args) {
+        argv.push_back(arg.data());
+    }
+    argv.push_back(nullptr);
+    std::array<int, 2> pipe{-1, -1};
+    if (::pipe2(pipe.data(), O_CLOEXEC) != 0) {
+        out.why = fmt::format("cannot start {}: {}", args[0], std::strerror(errno));
+        return out;
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, pipe[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, pipe[1], STDERR_FILENO);
+    pid_t pid = 0;
+    const int rc = ::posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(pipe[1]);
+    if (rc != 0) {
+        ::close(pipe[0]);
+        out.why = rc == ENOENT ? fmt::format("{} not found in PATH", args[0])
+                               : fmt::format("cannot start {}: {}", args[0], std::strerror(rc));
+        return out;
+    }
+    ::fcntl(pipe[0], F_SETFL, O_NONBLOCK);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{30};
+    std::array<char, 4096> buffer{};
+    int status = 0;
+    bool ended = false;
+    while (!ended) {
+        for (ssize_t n = 0; (n = ::read(pipe[0], buffer.data(), buffer.size())) > 0;) {
+            if (out.output.size() < 65536) {
+                out.output.append(buffer.data(), static_cast<std::size_t>(n));
+            }
+        }
+        ended = ::waitpid(pid, &status, WNOHANG) != 0;
+        if (!ended && std::chrono::steady_clock::now() > deadline) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, &status, 0);
+            ::close(pipe[0]);
+            out.why = fmt::format("{} did not answer within 30 s", args[0]);
+            return out;
+        }
+        if (!ended) {
+            std::this_thread::sleep_for(std::chrono::milliseconds{1});
+        }
+    }
+    for (ssize_t n = 0; (n = ::read(pipe[0], buffer.data(), buffer.size())) > 0;) {
+        out.output.append(buffer.data(), static_cast<std::size_t>(n));
+    }
+    ::close(pipe[0]);
+    out.output = without_trailing_blanks(std::move(out.output));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        out.why = WIFEXITED(status)
+                      ? fmt::format("{} exited with status {}", args[0], WEXITSTATUS(status))
+                      : fmt::format("{} was killed by signal {}", args[0], WTERMSIG(status));
+        if (!out.output.empty()) {
+            out.why += ": " + out.output;
+        }
+    }
+    return out;
+}
+
+/// `scontrol update JobId=<job> <field>=<value>`; empty on success, else why not.
+std::string update_job(std::uint64_t job, std::string_view field, const std::string& value) {
+    return run_client({"scontrol",
+                       "update",
+                       fmt::format("JobId={}", job),
+                       fmt::format("{}={}", field, value)})
+        .why;
+}
+
+/// The job's ExcNodeList and comment, through `squeue -h -j <job> -o %x|%k`.
+/// \throws Error (Errc::io) when squeue fails or prints something else.
+JobRecord read_job_record(std::uint64_t job) {
+    const ClientRun run = run_client({"squeue", "-h", "-j", std::to_string(job), "-o", "%x|%k"});
+    if (!run.why.empty()) {
+        throw Error(Errc::io, fmt::format("cannot read job {}: {}", job, run.why));
+    }
+    return parse_job_record(run.output);
+}
+
+/// Before the requeue: the record of the exclusion into the job's comment (Slurm takes a
+/// comment while the job runs), so that the next run can say what was left out even if this
+/// launcher is killed before ExcNodeList is set. Returns the job's ExcNodeList and comment as
+/// they were (nullopt when they cannot be read: the exclusion is then not attempted).
+std::optional<JobRecord>
+record_exclusion(std::uint64_t job, const NodeExclusion& exclusion, const JobReport& report) {
+    JobRecord before;
+    try {
+        before = read_job_record(job);
+    } catch (const Error& e) {
+        report(Outcome::interrupted,
+               fmt::format("job {}: cannot leave {} out of its next run: {}",
+                           job,
+                           fmt::join(exclusion.nodes, ","),
+                           e.what()));
+        return std::nullopt;
+    }
+    const std::string comment = comment_with_record(before.comment, exclusion_record(exclusion));
+    if (const std::string why = update_job(job, "Comment", comment); !why.empty()) {
+        logger().debug("job {}: the comment keeps no record of the exclusion: {}", job, why);
+    }
+    return before;
+}
+
+/// Appended to the step's record, which rank 0's coordinator wrote until now.
+void append_requeue_event(const std::string& events,
+                          const RequeueRequest& request,
+                          const std::string& why) {
+    try {
+        EventWriter record(events, setting_ref("events"), EventWriter::Mode::append);
+        StepEvent event;
+        event.kind = EventKind::requeue;
+        event.time = WallClock::now();
+        event.job = std::to_string(request.job);
+        event.why = why;
+        if (request.exclusion) {
+            event.excluded = request.exclusion->nodes;
+        }
+        record.write(event);
+    } catch (const Error& e) {
+        logger().warn("{}", e.what());
+    }
+}
+
+} // namespace
+
+SlurmLibrary load_libslurm(const Environment& env) {
+    std::vector<std::string> names = default_libslurm_names();
+    if (const auto path = env.get("TFSLURM_LIBSLURM"); path && !path->empty()) {
+        names = {std::string(*path)};
+    }
+    return SlurmLibrary::load(names);
+}
+
+std::optional<std::chrono::system_clock::time_point>
+job_end_time(const Plan& plan, const Environment& env, SlurmJob job, const JobReport& report) {
+    if (const auto text = env.get("SLURM_JOB_END_TIME"); text && !text->empty()) {
+        auto end = job_end_from_variable(*text, std::chrono::system_clock::now());
+        if (!end) {
+            logger().debug("SLURM_JOB_END_TIME {}: the job has no time limit, no checkpoint",
+                           *text);
+        }
+        return end;
+    }
+    const auto warn = [&plan, &report](const std::string& why) {
+        const std::string text = fmt::format("{}: cannot read the job's end time: {}; no "
+                                             "checkpoint signal",
+                                             setting_ref("checkpoint_before"),
+                                             why);
+        if (plan.self_rank.value_or(0) == 0) {
+            report(Outcome::interrupted, text);
+        } else {
+            logger().debug("{}", text);
+        }
+    };
+    if (job == SlurmJob::no || !plan.job_id) {
+        warn("not in a Slurm job and SLURM_JOB_END_TIME is not set");
+        return std::nullopt;
+    }
+    try {
+        auto end = load_libslurm(env).job_end_time(*plan.job_id);
+        if (!end) {
+            logger().debug("job {} has no time limit: no checkpoint signal", *plan.job_id);
+        }
+        return end;
+    } catch (const Error& e) {
+        warn(e.what());
+        return std::nullopt;
+    }
+}
+
+// In order (~60 lines), because Slurm ends this process soon after the requeue: the line, the
+// comment (while the job runs), the requeue, ExcNodeList (now that the job is pending again),
+// the record.
+int requeue_job(const LaunchResult& result,
+                const Environment& env,
+                const std::string& events,
+                const JobReport& report) {
+    const RequeueRequest& request = *result.requeue;
+    report(result.outcome, result.message);
+    // Let srun forward the line above before Slurm ends the step.
+    std::this_thread::sleep_for(k_abort_linger);
+    std::optional<JobRecord> before;
+    if (request.exclusion) {
+        before = record_exclusion(request.job, *request.exclusion, report);
+    }
+    // The requeue's SIGTERM reaches every process of the step, this launcher too: it still has
+    // ExcNodeList to set (its SIGKILL comes when the batch script ended).
+    std::signal(SIGTERM, SIG_IGN);
+    try {
+        load_libslurm(env).requeue(request.job);
+    } catch (const Error& e) {
+        report(Outcome::interrupted, fmt::format("job {} not requeued: {}", request.job, e.what()));
+        if (before) {
+            // No next run: the comment goes back to what it was.
+            (void)update_job(request.job, "Comment", before->comment);
+        }
+        return request.status_if_refused;
+    }
+    logger().debug("job {} requeued", request.job);
+    if (before) {
+        const std::string nodes = fmt::format("{}", fmt::join(request.exclusion->nodes, ","));
+        std::string why;
+        std::string excluded;
+        try {
+            excluded = merged_exclusion(before->excluded, request.exclusion->nodes);
+            why = update_job(request.job, "ExcNodeList", excluded);
+        } catch (const Error& e) {
+            why = e.what(); // the job's own ExcNodeList is no hostlist tfslurm reads
+        }
+        if (!why.empty()) {
+            report(Outcome::interrupted,
+                   fmt::format("job {} requeued, but {} is not left out of its next run: {}",
+                               request.job,
+                               nodes,
+                               why));
+        } else {
+            logger().debug("job {}: ExcNodeList={}", request.job, excluded);
+        }
+    }
+    if (!events.empty()) {
+        append_requeue_event(events, request, result.message);
+    }
+    return k_status_requeued;
+}
+
+std::string scancel_step(const StepRef& step) {
+    std::string id = to_string(step);
+    std::string name = "scancel";
+    std::array<char*, 3> argv{name.data(), id.data(), nullptr};
+    pid_t pid = 0;
+    // posix_spawnp: PATH is searched as a shell would, and nothing of ours runs in the child.
+    if (const int rc = ::posix_spawnp(&pid, "scancel", nullptr, nullptr, argv.data(), environ);
+        rc != 0) {
+        return rc == ENOENT ? std::string("scancel not found in PATH")
+                            : fmt::format("cannot start scancel: {}", std::strerror(rc));
+    }
+    int status = 0;
+    // Polled every millisecond: the cancel's SIGKILL also comes for this launcher (see
+    // await_cancel_kill), and scancel itself is a process of the step.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{30};
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, &status, 0);
+            return "scancel did not answer within 30 s";
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds{1});
+    }
+    // Killed by SIGKILL: Slurm is ending the step (scancel is one of its processes), so the
+    // cancel is under way.
+    if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) ||
+        (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
+        return {};
+    }
+    return WIFEXITED(status) ? fmt::format("scancel exited with status {}", WEXITSTATUS(status))
+                             : fmt::format("scancel was killed by signal {}", WTERMSIG(status));
+}
+
+void await_cancel_kill(const StepRef& step) {
+    logger().debug("step {} cancelled: waiting up to {} s for Slurm's SIGKILL",
+                   to_string(step),
+                   k_cancel_kill_wait.count());
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::signal(SIGTERM, SIG_IGN);
+    std::this_thread::sleep_for(k_cancel_kill_wait);
+    logger().debug("no SIGKILL from Slurm within {} s of cancelling step {}",
+                   k_cancel_kill_wait.count(),
+                   to_string(step));
+}
+
+void cancel_step(const StepRef& step,
+                 Outcome outcome,
+                 const std::string& message,
+                 const Environment& env,
+                 const JobReport& report) {
+    const auto line = [&message](const std::string& cancel) {
+        return message.empty() ? cancel : message + "; " + cancel;
+    };
+    std::optional<SlurmLibrary> library;
+    try {
+        library.emplace(load_libslurm(env));
+    } catch (const Error& e) {
+        report(outcome,
+               line(fmt::format("cancelling step {} with scancel (libslurm cannot be called: {})",
+                                to_string(step),
+                                e.what())));
+        std::this_thread::sleep_for(k_abort_linger);
+        if (const std::string why = scancel_step(step); !why.empty()) {
+            report(outcome,
+                   fmt::format("cannot cancel step {}: {}; end it with scancel {}",
+                               to_string(step),
+                               why,
+                               to_string(step)));
+            return;
+        }
+        await_cancel_kill(step);
+        return;
+    }
+    report(outcome, line(fmt::format("cancelling step {} through Slurm", to_string(step))));
+    // Before the cancel: once the step is cancelled srun may stop forwarding task output.
+    std::this_thread::sleep_for(k_abort_linger);
+    try {
+        library->cancel_step(step);
+    } catch (const Error& e) {
+        logger().warn("{}", e.what());
+        return;
+    }
+    await_cancel_kill(step);
+}
+
+void announce_requeued_run(const RequeuePolicy& policy,
+                           std::uint32_t max_requeues,
+                           const Environment& env,
+                           const JobReport& report) {
+    if (policy.restart_count == 0) {
+        return;
+    }
+    try {
+        const JobRecord job = read_job_record(policy.job);
+        const auto record = record_in_comment(job.comment);
+        if (!record) {
+            logger().debug("job {}: no node left out (comment \"{}\")", policy.job, job.comment);
+            return;
+        }
+        std::vector<std::string> nodes;
+        if (const auto list = env.get("SLURM_JOB_NODELIST")) {
+            nodes = expand_hostlist(*list, "SLURM_JOB_NODELIST");
+        }
+        if (const auto text =
+                requeued_run_line(*record, policy.restart_count, max_requeues, nodes)) {
+            report(Outcome::interrupted, *text);
+        }
+    } catch (const Error& e) {
+        logger().debug("job {}: cannot tell which node was left out: {}", policy.job, e.what());
+    }
+}
+
+} // namespace tfslurm

@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: MIT
+// What spawn_process()'s children share (detail/spawn_child.hpp): everything here runs between
+// fork() and exec (or _exit) in a copy of the caller: async-signal-safe calls only, no
+// allocation, no logging.
+#include "os/detail/spawn_child.hpp"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <ctime>
+
+namespace {
+
+/// Set when a namespace's init or a keeper receives SIGTERM or SIGINT: the command is being
+/// stopped.
+volatile sig_atomic_t g_stopping = 0; // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+
+extern "C" void note_stop(int /*signo*/) {
+    g_stopping = 1;
+}
+
+/// How long await_stop_signal() waits.
+constexpr int k_stop_settle_ms = 1000;
+
+} // namespace
+
+namespace tfslurm::detail {
+
+[[noreturn]] void
+exec_child(const ExecArgs& exec, bool new_group, int death_signal, pid_t parent) noexcept {
+    if (new_group) {
+        ::setpgid(0, 0);
+    }
+    if (death_signal != 0) {
+        ::prctl(PR_SET_PDEATHSIG, death_signal);
+        if (::getppid() != parent) {
+            // The parent died before prctl: the death signal will never come.
+            ::_exit(128 + death_signal);
+        }
+    }
+    // Handlers are reset by exec, ignored signals are not, and the mask is inherited.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigemptyset(&dfl.sa_mask);
+    for (int signo = 1; signo < NSIG; ++signo) {
+        if (signo != SIGKILL && signo != SIGSTOP) {
+            ::sigaction(signo, &dfl, nullptr);
+        }
+    }
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (const int fd : *exec.inherit_fds) {
+        ::fcntl(fd, F_SETFD, 0);
+    }
+    // dup2 clears close-on-exec on the copy; the originals close at exec.
+    if (exec.stdout_fd >= 0) {
+        ::dup2(exec.stdout_fd, STDOUT_FILENO);
+    }
+    if (exec.stderr_fd >= 0) {
+        ::dup2(exec.stderr_fd, STDERR_FILENO);
+    }
+    ::execve(exec.path, exec.argv, exec.envp);
+    const int error = errno;
+    [[maybe_unused]] const auto written = ::write(exec.report_fd, &error, sizeof error);
+    ::_exit(127);
+}
+
+pid_t start_command(const ExecArgs& exec, int not_inherited) noexcept {
+    const pid_t self = ::getpid();
+    const pid_t command = ::fork();
+    if (command == 0) {
+        ::close(not_inherited);
+        exec_child(exec, /*new_group=*/false, SIGKILL, self);
+    }
+    if (command < 0) {
+        const int error = errno;
+        [[maybe_unused]] const auto written = ::write(exec.report_fd, &error, sizeof error);
+        ::_exit(127);
+    }
+    ::close(exec.report_fd);
+    return command;
+}
+
+void ignore_signals() noexcept {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigemptyset(&ignore.sa_mask);
+    for (int signo = 1; signo < NSIG; ++signo) {
+        if (signo != SIGKILL && signo != SIGSTOP && signo != SIGCHLD) {
+            ::sigaction(signo, &ignore, nullptr);
+        }
+    }
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+void close_other_fds(const std::vector<int>& keep) noexcept {
+    unsigned first = 3;
+    for (const int fd : keep) {
+        if (fd >= static_cast<int>(first)) {
+            if (fd > static_cast<int>(first)) {
+                ::close_range(first, static_cast<unsigned>(fd) - 1, 0);
+            }
+            first = static_cast<unsigned>(fd) + 1;
+        }
+    }
+    ::close_range(first, ~0U, 0);
+}
+
+[[noreturn]] void end_like(int wait_status) noexcept {
+    if (WIFEXITED(wait_status)) {
+        ::_exit(WEXITSTATUS(wait_status));
+    }
+    const int signo = WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : SIGKILL;
+    const rlimit no_core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigemptyset(&dfl.sa_mask);
+    ::sigaction(signo, &dfl, nullptr);
+    sigset_t only;
+    ::sigemptyset(&only);
+    ::sigaddset(&only, signo);
+    ::sigprocmask(SIG_UNBLOCK, &only, nullptr);
+    ::kill(::getpid(), signo);
+    ::_exit(128 + signo); // not reached for a fatal signal
+}
+
+void install_stop_handler() noexcept {
+    // A handler, not SIG_IGN: a namespace's init only receives signals it handles (from the
+    // parent namespace too). The command's child resets it to the default before exec.
+    struct sigaction stop {};
+    stop.sa_handler = note_stop;
+    ::sigemptyset(&stop.sa_mask);
+    ::sigaction(SIGTERM, &stop, nullptr);
+    ::sigaction(SIGINT, &stop, nullptr);
+}
+
+bool stop_noted() noexcept {
+    return g_stopping != 0;
+}
+
+bool killed_by_stop_signal(int wait_status) noexcept {
+    return WIFSIGNALED(wait_status) &&
+           (WTERMSIG(wait_status) == SIGTERM || WTERMSIG(wait_status) == SIGINT);
+}
+
+void await_stop_signal() noexcept {
+    constexpr int k_step_ms = 5;
+    for (int waited = 0; g_stopping == 0 && waited < k_stop_settle_ms; waited += k_step_ms) {
+        const timespec step{0, k_step_ms * 1000L * 1000L};
+        ::nanosleep(&step, nullptr);
+    }
+}
+
+} // namespace tfslurm::detail

@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: MIT
+// What a launcher's state machine ends with (LauncherMachine::compute_result(), launcher.hpp):
+// the exit status, the outcome, the line for the user and who shows it, the step to cancel and
+// the job to requeue, from what the machine saw.
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/common/exit_status.hpp>
+#include <tfslurm/run/launcher.hpp>
+#include <tfslurm/run/requeue_policy.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h> // fmt::join (fmt 11 has it only there)
+
+#include <string>
+
+namespace tfslurm {
+
+/// The result from what the machine saw, in one place so that every way out (done, aborted,
+/// interrupted, checkpointed, the coordinator lost) sets the status, the line and who shows it
+/// by the same rules; add_requeue() and add_node_requeue() add what rank 0 asks of Slurm.
+LaunchResult LauncherMachine::compute_result() const {
+    LaunchResult out;
+    if (m_abandoned) {
+        out.outcome = Outcome::interrupted;
+        out.exit_status = 128 + m_interrupt;
+        out.step_status = out.exit_status;
+        out.announce = true;
+        out.message = fmt::format("stopping: {} received signal {} ({}) before its trainer started",
+                                  label(),
+                                  m_interrupt,
+                                  signal_description(m_interrupt));
+        return out;
+    }
+    const ExitStatus status = m_status.value_or(ExitStatus::exited(k_status_lost));
+    const int trainer_status = status.shell_status();
+    if (!m_verdict) {
+        // No step status: a trainer that failed by itself keeps its status (it is the likely
+        // culprit); the others say that they lost the coordinator.
+        out.outcome = Outcome::coordinator_lost;
+        out.exit_status = !status.success() && !m_stopped_by_us ? trainer_status : k_status_lost;
+        out.step_status = out.exit_status;
+        out.announce = true; // each launcher's own observation (the reason may differ)
+        out.message = fmt::format(
+            "aborting: coordinator at {} lost ({})", m_settings.control, m_lost.value_or("?"));
+        // Rank 0's node may be the one gone: nobody else would end the step, and srun would
+        // wait for its tasks forever.
+        out.cancel = m_settings.slurm_step;
+        return out;
+    }
+    if (const auto* abort = std::get_if<protocol::Abort>(&*m_verdict)) {
+        const protocol::Failure& failure = abort->failure;
+        out.outcome = Outcome::aborted;
+        // Every launcher exits with the culprit's status: srun reports the highest one.
+        out.exit_status = failure.step_status;
+        out.step_status = failure.step_status;
+        // A failed preflight is the node's, not its launcher's: rank 0's launcher tells it, as
+        // it tells a lost one, since it is the one that may requeue the job without that node
+        // (the line then says so).
+        const bool by_itself = failure.cause == protocol::FailureCause::trainer ||
+                               failure.cause == protocol::FailureCause::start ||
+                               failure.cause == protocol::FailureCause::stalled ||
+                               failure.cause == protocol::FailureCause::unreachable;
+        out.announce =
+            by_itself ? failure.rank == m_settings.rank : m_settings.host == CoordinatorHost::here;
+        out.message = "aborting: " + protocol::describe(failure);
+        if (failure.cause == protocol::FailureCause::lost &&
+            m_settings.host == CoordinatorHost::here) {
+            // The lost launcher's node may be dead or cut off: srun would wait for its tasks
+            // forever. We finish only once every other launcher left (or after the linger
+            // time), so the surviving trainers had their grace before Slurm kills the step.
+            out.cancel = m_settings.slurm_step;
+        }
+        if (const auto exclusion = m_settings.requeue
+                                       ? node_exclusion(failure, m_settings.requeue->restart_count)
+                                       : std::nullopt) {
+            add_node_requeue(out, *exclusion);
+        }
+        return out;
+    }
+    const auto& stop = std::get<protocol::Stop>(*m_verdict);
+    if (stop.reason == protocol::StopReason::done && m_checkpoint) {
+        // The trainers saved and exited because the job's end is near: not the work's end.
+        out.outcome = Outcome::checkpointed;
+        out.exit_status = k_status_checkpointed;
+        out.step_status = k_status_checkpointed;
+        out.announce = m_settings.host == CoordinatorHost::here;
+        out.message = "checkpointed: " + *m_checkpoint;
+        add_requeue(out);
+        return out;
+    }
+    if (stop.reason == protocol::StopReason::done) {
+        out.outcome = Outcome::done;
+        // A trainer stopped because the work is done succeeded, whatever its status.
+        out.exit_status = m_stopped_by_us ? 0 : trainer_status;
+        out.step_status = 0;
+        return out;
+    }
+    out.outcome = Outcome::interrupted;
+    out.exit_status = m_never_started ? 128 + stop.signal : trainer_status;
+    out.step_status = trainer_status;
+    out.announce = stop.rank == m_settings.rank;
+    const Member who = stop.rank < m_settings.ranks.size() ? m_settings.ranks[stop.rank] : Member{};
+    out.message = fmt::format("stopping: {} received signal {} ({})",
+                              rank_label(stop.rank, who),
+                              stop.signal,
+                              signal_description(stop.signal));
+    if (stop.whole_step || m_checkpoint) {
+        // slurmstepd's SIGTERM reached the whole step (a preemption), or it came after the
+        // checkpoint signal: the trainers saved their state.
+        add_requeue(out);
+    }
+    return out;
+}
+
+void LauncherMachine::add_node_requeue(LaunchResult& out, const NodeExclusion& exclusion) const {
+    if (m_settings.host != CoordinatorHost::here) {
+        return;
+    }
+    const RequeuePolicy& policy = *m_settings.requeue;
+    const std::string nodes = fmt::format("{}", fmt::join(exclusion.nodes, ","));
+    if (!requeue_allowed(policy.restart_count, m_settings.run.max_requeues)) {
+        out.message +=
+            fmt::format("; not requeueing job {} without {}: it was requeued {} times already ({})",
+                        policy.job,
+                        nodes,
+                        policy.restart_count,
+                        setting_ref("max_requeues", std::to_string(m_settings.run.max_requeues)));
+        return;
+    }
+    // The step's status if Slurm refuses; the step is then cancelled (`cancel` stays set).
+    out.requeue = RequeueRequest{policy.job, policy.restart_count + 1, out.exit_status, exclusion};
+    out.exit_status = k_status_requeued;
+    out.message += fmt::format("; requeueing job {} without {} (requeue {} of {})",
+                               policy.job,
+                               nodes,
+                               policy.restart_count + 1,
+                               m_settings.run.max_requeues);
+}
+
+void LauncherMachine::add_requeue(LaunchResult& out) const {
+    if (!m_settings.requeue || m_settings.host != CoordinatorHost::here) {
+        return;
+    }
+    const RequeuePolicy& policy = *m_settings.requeue;
+    if (!requeue_allowed(policy.restart_count, m_settings.run.max_requeues)) {
+        out.announce = true;
+        out.message +=
+            fmt::format("; not requeueing job {}: it was requeued {} times already ({})",
+                        policy.job,
+                        policy.restart_count,
+                        setting_ref("max_requeues", std::to_string(m_settings.run.max_requeues)));
+        return;
+    }
+    out.requeue = RequeueRequest{policy.job, policy.restart_count + 1, out.exit_status, {}};
+    out.exit_status = k_status_requeued;
+    out.announce = true;
+    out.message += fmt::format("; requeueing job {} (requeue {} of {})",
+                               policy.job,
+                               policy.restart_count + 1,
+                               m_settings.run.max_requeues);
+}
+
+} // namespace tfslurm

@@ -1,0 +1,612 @@
+// SPDX-License-Identifier: MIT
+// The launcher's state machine: every decision of a launcher after its registration, without
+// I/O, so that each path is table-tested (tests/unit/test_launcher*.cpp). The shell that
+// performs its actions is src/shell/launcher_shell.cpp.
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/common/exit_status.hpp>
+#include <tfslurm/common/log.hpp>
+#include <tfslurm/run/launcher.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <utility>
+
+namespace tfslurm {
+
+namespace action = launcher_action;
+
+/// How long a launcher waits for the coordinator's EOF after its half-close.
+constexpr Millis k_close_timeout{2000};
+
+LauncherMachine::LauncherMachine(LauncherSettings settings)
+    : m_settings(std::move(settings)),
+      m_self(m_settings.rank < m_settings.ranks.size() ? m_settings.ranks[m_settings.rank]
+                                                       : Member{}) {}
+
+std::string LauncherMachine::label() const {
+    return fmt::format("rank {} ({}:{})", m_settings.rank, to_string(m_self.role), m_self.index);
+}
+
+bool LauncherMachine::done_verdict() const noexcept {
+    const auto* stop = m_verdict ? std::get_if<protocol::Stop>(&*m_verdict) : nullptr;
+    return stop != nullptr && stop->reason == protocol::StopReason::done;
+}
+
+std::vector<LauncherAction> LauncherMachine::take_actions() {
+    std::vector<LauncherAction> out;
+    out.swap(m_actions);
+    return out;
+}
+
+void LauncherMachine::send(protocol::Message message) {
+    if (m_phase != Phase::registered) {
+        return;
+    }
+    ++m_unwritten;
+    m_actions.emplace_back(action::Send{std::move(message)});
+}
+
+void LauncherMachine::report_exit(const protocol::Exit& exit) {
+    send(exit);
+}
+
+void LauncherMachine::release_exit() {
+    if (!m_exit_held) {
+        return;
+    }
+    m_exit_held = false;
+    m_actions.emplace_back(action::CancelTimer{LauncherTimer::settle});
+    report_exit(protocol::Exit{*m_status, {}});
+}
+
+// --- events --------------------------------------------------------------------------------------
+
+void LauncherMachine::registered(const std::string& control, Clock::time_point now) {
+    if (!control.empty()) {
+        m_settings.control = control;
+    }
+    m_phase = Phase::registered;
+    m_last_heard = now;
+    logger().debug("{}: registered with {}", label(), m_settings.control);
+    m_actions.emplace_back(
+        action::ArmTimer{LauncherTimer::heartbeat, now + m_settings.run.heartbeat});
+    m_actions.emplace_back(action::ArmTimer{LauncherTimer::watch,
+                                            now + tick_interval(m_settings.run.heartbeat_timeout)});
+    if (m_status) {
+        // Interrupted while connecting: tell the coordinator, start nothing.
+        send(protocol::Interrupt{m_interrupt, m_interrupt_whole_step});
+        report_exit(protocol::Exit{*m_status, {}});
+        return;
+    }
+    if (m_settings.exchange == AddressExchange::coordinator) {
+        m_awaiting_addresses = true; // the trainer's environment needs every node's address
+        return;
+    }
+    begin_start();
+}
+
+void LauncherMachine::begin_start() {
+    if (!has_start_barrier(m_settings.run)) {
+        m_actions.emplace_back(action::ScheduleStart{});
+        return;
+    }
+    m_awaiting_go = true;
+    if (checks_node()) {
+        m_checking_node = true;
+        m_actions.emplace_back(action::CheckNode{});
+        return;
+    }
+    after_checks();
+}
+
+bool LauncherMachine::checks_node() const {
+    if (!preflight_enabled(m_settings.run)) {
+        return false;
+    }
+    if (m_settings.rank >= m_settings.ranks.size()) {
+        return true; // a machine tested without the plan's members: alone on its node
+    }
+    return node_leaders(m_settings.ranks)[m_settings.rank] == m_settings.rank;
+}
+
+void LauncherMachine::after_checks() {
+    if (m_settings.run.probe == Probe::on) {
+        m_actions.emplace_back(action::ProbePeers{
+            probe_targets(m_settings.rank, m_settings.ranks, m_settings.ports, m_cluster)});
+        return;
+    }
+    send(protocol::Probed{{}, m_preflight});
+}
+
+void LauncherMachine::preflight_finished(std::optional<protocol::PreflightFailure> failure,
+                                         Clock::time_point /*now*/) {
+    if (!m_checking_node || !m_awaiting_go) {
+        return; // a verdict or a loss came first: nobody waits for it
+    }
+    m_checking_node = false;
+    if (failure) {
+        logger().debug("{}: preflight failed: {}: {}", label(), failure->check, failure->detail);
+    } else {
+        logger().debug("{}: preflight passed", label());
+    }
+    m_preflight = std::move(failure);
+    // The probe runs even after a failed check: the node's peers probe its listener, and the
+    // coordinator names the failed check rather than the peers that could not reach it.
+    after_checks();
+}
+
+void LauncherMachine::release_start() {
+    if (m_awaiting_addresses || m_awaiting_go) {
+        m_awaiting_addresses = false;
+        m_awaiting_go = false;
+        m_actions.emplace_back(action::ScheduleStart{});
+    }
+}
+
+void LauncherMachine::probe_finished(std::vector<protocol::ProbeFailure> failures,
+                                     Clock::time_point /*now*/) {
+    if (!m_awaiting_go) {
+        return; // a verdict or a loss came first: nobody waits for it
+    }
+    if (failures.size() > protocol::k_max_probe_failures) {
+        failures.resize(protocol::k_max_probe_failures);
+    }
+    logger().debug("{}: probe over: {} peers not reached", label(), failures.size());
+    send(protocol::Probed{std::move(failures), m_preflight});
+}
+
+void LauncherMachine::received(const protocol::Message& message, Clock::time_point now) {
+    m_last_heard = now;
+    if (std::holds_alternative<protocol::Heartbeat>(message)) {
+        return;
+    }
+    if (std::holds_alternative<protocol::Stop>(message) ||
+        std::holds_alternative<protocol::Abort>(message)) {
+        on_verdict(message, now);
+        return;
+    }
+    if (const auto* cluster = std::get_if<protocol::Cluster>(&message);
+        cluster != nullptr && m_awaiting_addresses) {
+        logger().debug(
+            "{}: received the addresses of {} nodes", label(), cluster->addresses.size());
+        m_cluster = *cluster;
+        m_awaiting_addresses = false;
+        begin_start();
+        return;
+    }
+    if (std::holds_alternative<protocol::Go>(message) && has_start_barrier(m_settings.run)) {
+        if (m_awaiting_go && !m_checking_node) {
+            logger().debug("{}: every rank is ready: starting", label());
+            release_start();
+        }
+        return;
+    }
+    if (const auto* restart = std::get_if<protocol::Restart>(&message)) {
+        on_restart(*restart, now);
+        return;
+    }
+    coordinator_lost(fmt::format("unexpected {} message", protocol::type_name(message)), now);
+}
+
+void LauncherMachine::connection_lost(const std::string& reason, Clock::time_point now) {
+    if (m_phase == Phase::closing) {
+        disconnect(now); // the EOF we were waiting for
+        return;
+    }
+    coordinator_lost(reason, now);
+}
+
+void LauncherMachine::written(Clock::time_point now) {
+    if (m_unwritten > 0) {
+        --m_unwritten;
+    }
+    if (m_unwritten == 0) {
+        maybe_finish(now);
+    }
+}
+
+void LauncherMachine::start_due(Clock::time_point now) {
+    if (m_status || m_trainer != TrainerState::not_started) {
+        return;
+    }
+    if (m_verdict || m_lost) {
+        logger().debug("{}: the step ended before the trainer started: not starting it", label());
+        m_never_started = true;
+        m_status = ExitStatus::exited(0);
+        maybe_finish(now);
+        return;
+    }
+    m_actions.emplace_back(action::StartTrainer{m_restarts});
+}
+
+void LauncherMachine::trainer_started(Clock::time_point now) {
+    m_trainer = TrainerState::running;
+    m_last_progress = now;
+    if (m_verdict || m_lost) {
+        stop_trainer(0, now);
+        maybe_finish(now);
+        return;
+    }
+    if (m_settings.run.stall_timeout && judged_for_stalls()) {
+        m_actions.emplace_back(action::ArmTimer{
+            LauncherTimer::stall, now + stall_sample_interval(*m_settings.run.stall_timeout)});
+        m_actions.emplace_back(action::ArmTimer{LauncherTimer::report, now + report_interval()});
+    }
+    if (m_settings.job_end && m_settings.run.checkpoint_before) {
+        arm_checkpoint(now);
+    }
+    maybe_finish(now);
+}
+
+void LauncherMachine::arm_checkpoint(Clock::time_point now) {
+    const Clock::time_point at = *m_settings.job_end - *m_settings.run.checkpoint_before;
+    if (at > now) {
+        m_actions.emplace_back(action::ArmTimer{LauncherTimer::checkpoint, at});
+        return;
+    }
+    // The moment passed before the trainer started (a job script that spent its time before
+    // srun, a restart late in the job): a trainer that has just started has nothing to save
+    // and has probably not installed its handler yet, so the signal would kill it.
+    logger().log(m_settings.rank == 0 ? spdlog::level::warn : spdlog::level::debug,
+                 "{}: the job ends in {}, sooner than {} after the trainer started: no "
+                 "checkpoint signal",
+                 label(),
+                 format_seconds(time_left(now)),
+                 checkpoint_before_ref());
+}
+
+Millis LauncherMachine::time_left(Clock::time_point now) const {
+    return std::max(Millis{0}, std::chrono::duration_cast<Millis>(*m_settings.job_end - now));
+}
+
+std::string LauncherMachine::checkpoint_before_ref() const {
+    const auto before = m_settings.run.checkpoint_before.value_or(Millis{0});
+    return setting_ref("checkpoint_before",
+                       fmt::format("{:g}", static_cast<double>(before.count()) / 1000.0));
+}
+
+void LauncherMachine::trainer_failed(ExitStatus status,
+                                     const std::string& error,
+                                     Clock::time_point now) {
+    m_trainer = TrainerState::ended;
+    m_status = status;
+    report_exit(protocol::Exit{status, error});
+    maybe_finish(now);
+}
+
+void LauncherMachine::trainer_exited(ExitStatus status, Clock::time_point now) {
+    if (!trainer_running()) {
+        return;
+    }
+    m_trainer = TrainerState::ended;
+    m_status = status;
+    m_actions.emplace_back(action::CancelTimer{LauncherTimer::grace});
+    if (m_stall) {
+        report_stall(); // before the exit: the step fails because the trainer was stuck
+    }
+    if (m_stopped_by_us && done_verdict()) {
+        logger().info("{}: trainer stopped ({})", label(), describe(status));
+    } else if (m_stopped_by_us) {
+        logger().debug("{}: trainer stopped ({})", label(), describe(status));
+    } else {
+        logger().debug("{}: trainer {}", label(), describe(status));
+    }
+    const bool interrupt_signal = status.kind == ExitStatus::Kind::signaled &&
+                                  (status.value == SIGTERM || status.value == SIGINT);
+    if (interrupt_signal && !m_stopped_by_us && !m_verdict && !m_lost) {
+        // Perhaps the step's cancel, which reached the trainer before us: hold the report until
+        // our own copy of the signal (sent as `interrupt` first) or the settle window's end.
+        m_exit_held = true;
+        m_actions.emplace_back(action::ArmTimer{LauncherTimer::settle, now + k_settle_window});
+        return;
+    }
+    report_exit(protocol::Exit{status, {}});
+    maybe_finish(now);
+}
+
+void LauncherMachine::signal_received(int signo, Clock::time_point now, SignalOrigin origin) {
+    const bool checkpointing = m_settings.run.checkpoint_before || m_settings.requeue;
+    if (trainer_running() && origin == SignalOrigin::step &&
+        signo == m_settings.run.checkpoint_signal && checkpointing && !m_checkpoint) {
+        // Slurm's own --signal (or scancel --signal) reached the whole step: the trainer saves
+        // now, and our own checkpoint signal would be a second one.
+        m_checkpoint = fmt::format(
+            "the trainers got signal {} ({}) from Slurm", signo, signal_description(signo));
+        logger().info("{}: the trainer received the checkpoint signal {} ({}) from Slurm",
+                      label(),
+                      signo,
+                      signal_description(signo));
+        if (m_settings.job_end && m_settings.run.checkpoint_before) {
+            m_actions.emplace_back(action::CancelTimer{LauncherTimer::checkpoint});
+        }
+    }
+    if (trainer_running() && origin == SignalOrigin::step) {
+        logger().debug("{}: signal {} from slurmstepd reached the trainer too: not forwarding it",
+                       label(),
+                       signo);
+        m_term_delivered = m_term_delivered || signo == SIGTERM;
+    } else if (trainer_running()) {
+        logger().debug("{}: forwarding signal {} to the trainer", label(), signo);
+        m_actions.emplace_back(action::SignalTrainer{signo});
+        m_term_delivered = m_term_delivered || signo == SIGTERM;
+    }
+    if (signo != SIGTERM && signo != SIGINT) {
+        return;
+    }
+    if (m_interrupt == 0) {
+        m_interrupt = signo;
+        logger().info("{}: received signal {} ({}): stopping the step",
+                      label(),
+                      signo,
+                      signal_description(signo));
+        m_interrupt_whole_step = origin == SignalOrigin::step;
+        if (m_phase == Phase::registered && !m_verdict) {
+            send(protocol::Interrupt{signo, m_interrupt_whole_step});
+        }
+    }
+    if (trainer_running()) {
+        stop_trainer(0, now); // already forwarded: only start counting the grace period
+    } else if (m_trainer == TrainerState::not_started && !m_status) {
+        // Not started yet (or waiting for its restart): never start it.
+        if (m_restart_pending) {
+            m_restart_pending = false;
+            m_actions.emplace_back(action::CancelTimer{LauncherTimer::restart});
+        }
+        m_status = ExitStatus::signaled(signo);
+        if (m_phase != Phase::registered) {
+            m_abandoned = true;
+            finish(now);
+            return;
+        }
+        report_exit(protocol::Exit{*m_status, {}});
+    }
+    release_exit(); // a trainer that died of this signal: part of the interrupt
+    maybe_finish(now);
+}
+
+// One case per LauncherTimer (~65 lines): each timer's firing is a short rule of its own, and
+// the switch shows them side by side with the timers the machine arms.
+void LauncherMachine::timer_fired(LauncherTimer timer, Clock::time_point now) {
+    switch (timer) {
+    case LauncherTimer::heartbeat:
+        if (m_phase == Phase::registered) {
+            send(protocol::Heartbeat{});
+            m_actions.emplace_back(
+                action::ArmTimer{LauncherTimer::heartbeat, now + m_settings.run.heartbeat});
+        }
+        return;
+    case LauncherTimer::watch:
+        if (m_phase != Phase::registered) {
+            return;
+        }
+        if (!m_verdict && silent_too_long(m_last_heard, now, m_settings.run.heartbeat_timeout)) {
+            coordinator_lost(no_heartbeat(m_settings.run.heartbeat_timeout), now);
+            return;
+        }
+        m_actions.emplace_back(action::ArmTimer{
+            LauncherTimer::watch, now + tick_interval(m_settings.run.heartbeat_timeout)});
+        return;
+    case LauncherTimer::grace:
+        if (!trainer_running()) {
+            return;
+        }
+        logger().warn("{}: the trainer did not stop within {}: killing it (SIGKILL)",
+                      label(),
+                      format_seconds(m_settings.run.grace));
+        m_killed = true;
+        m_actions.emplace_back(action::SignalTrainer{SIGKILL});
+        return;
+    case LauncherTimer::close:
+        disconnect(now);
+        return;
+    case LauncherTimer::settle:
+        if (m_exit_held) {
+            logger().debug("{}: no signal came within {}: the trainer was killed by itself or "
+                           "by someone else",
+                           label(),
+                           format_seconds(k_settle_window));
+        }
+        release_exit();
+        maybe_finish(now);
+        return;
+    case LauncherTimer::restart:
+        if (m_restart_pending) {
+            m_restart_pending = false;
+            start_due(now);
+        }
+        return;
+    case LauncherTimer::stall:
+        if (m_stall) {
+            report_stall(); // the stall grace is over
+        } else if (watching_progress()) {
+            m_actions.emplace_back(action::SampleProgress{});
+        }
+        return;
+    case LauncherTimer::checkpoint:
+        send_checkpoint(now);
+        return;
+    case LauncherTimer::report:
+        if (watching_progress()) {
+            const auto idle = std::chrono::duration_cast<Millis>(now - m_last_progress);
+            send(protocol::Progress{
+                static_cast<std::uint64_t>(std::max(idle.count(), Millis::rep{0}))});
+            m_actions.emplace_back(
+                action::ArmTimer{LauncherTimer::report, now + report_interval()});
+        }
+        return;
+    }
+}
+
+void LauncherMachine::send_checkpoint(Clock::time_point now) {
+    if (!trainer_running() || m_checkpoint || m_verdict || m_lost || m_stopped_by_us ||
+        m_interrupt != 0 || !m_settings.job_end) {
+        return; // the step is ending anyway, or Slurm's --signal came first
+    }
+    const int signo = m_settings.run.checkpoint_signal;
+    m_checkpoint = fmt::format("the trainers got signal {} ({}) before the job's time limit ({})",
+                               signo,
+                               signal_description(signo),
+                               checkpoint_before_ref());
+    // Every launcher does this at the same moment: rank 0 says it for the step, the others
+    // only at debug level (one line, not one per task, at 100,000 tasks).
+    logger().log(m_settings.rank == 0 ? spdlog::level::info : spdlog::level::debug,
+                 "{}: the job ends in {}: asking the trainer to save a checkpoint (signal {} "
+                 "({}))",
+                 label(),
+                 format_seconds(time_left(now)),
+                 signo,
+                 signal_description(signo));
+    m_actions.emplace_back(action::SignalTrainer{signo});
+}
+
+void LauncherMachine::server_finished(Clock::time_point now) {
+    m_server_finished = true;
+    maybe_finish(now);
+}
+
+// --- decisions -----------------------------------------------------------------------------------
+
+void LauncherMachine::on_restart(const protocol::Restart& restart, Clock::time_point now) {
+    if (m_trainer != TrainerState::ended || !m_status || m_status->success() || m_verdict ||
+        m_lost || m_interrupt != 0 || m_stall || m_restart_pending) {
+        // Only a trainer that failed by itself and was reported is restarted; anything else
+        // (a restart crossing our interrupt, say) is ignored: the step's verdict follows.
+        logger().debug(
+            "{}: ignoring restart {}: the trainer is not waiting for one", label(), restart.count);
+        return;
+    }
+    // Debug only: the coordinator's line names the restart once for the whole step.
+    logger().debug("{}: restarting the trainer (restart {} of {}) in {}",
+                   label(),
+                   restart.count,
+                   restart.limit,
+                   format_seconds(m_settings.run.restarts.delay));
+    m_restarts = restart.count;
+    m_restart_pending = true;
+    // A fresh trainer: nothing of the failed one's supervision carries over.
+    m_trainer = TrainerState::not_started;
+    m_status.reset();
+    m_stopped_by_us = false;
+    m_term_delivered = false;
+    m_killed = false;
+    m_grace_deadline.reset();
+    m_sample.reset();
+    m_actions.emplace_back(
+        action::ArmTimer{LauncherTimer::restart, now + m_settings.run.restarts.delay});
+}
+
+void LauncherMachine::cancel_restart(Clock::time_point now) {
+    if (!m_restart_pending) {
+        return;
+    }
+    m_restart_pending = false;
+    m_actions.emplace_back(action::CancelTimer{LauncherTimer::restart});
+    start_due(now); // records that the trainer never started again (a verdict or a loss came)
+}
+
+void LauncherMachine::on_verdict(const protocol::Message& verdict, Clock::time_point now) {
+    if (m_verdict) {
+        return;
+    }
+    m_verdict = verdict;
+    release_exit();
+    release_start(); // start_due() then records that the trainer never started
+    cancel_restart(now);
+    if (trainer_running()) {
+        if (done_verdict()) {
+            logger().info("{}: the work is done: stopping the trainer", label());
+        }
+        const auto* stop = std::get_if<protocol::Stop>(&verdict);
+        // A cancel from slurmstepd reached every trainer already: only count the grace.
+        stop_trainer(stop != nullptr && stop->whole_step ? 0 : SIGTERM, now);
+    }
+    maybe_finish(now);
+}
+
+void LauncherMachine::coordinator_lost(const std::string& reason, Clock::time_point now) {
+    if (m_verdict || m_lost) {
+        disconnect(now);
+        return;
+    }
+    m_lost = reason;
+    logger().debug("{}: coordinator {} lost: {}", label(), m_settings.control, reason);
+    release_start(); // start_due() then records that the trainer never started
+    disconnect(now);
+    cancel_restart(now); // after the disconnect: nothing left to half-close
+    release_exit();      // nobody to tell any more
+    if (trainer_running()) {
+        stop_trainer(SIGTERM, now);
+    }
+    maybe_finish(now);
+}
+
+void LauncherMachine::stop_trainer(int signo, Clock::time_point now) {
+    if (!trainer_running()) {
+        return;
+    }
+    m_stopped_by_us = true;
+    if (signo == SIGTERM && m_term_delivered) {
+        signo = 0; // its SIGTERM handler (a checkpoint) must run once
+    }
+    if (signo != 0) {
+        m_actions.emplace_back(action::SignalTrainer{signo});
+        m_term_delivered = m_term_delivered || signo == SIGTERM;
+    }
+    if (m_grace_deadline && *m_grace_deadline > now) {
+        return; // already counting
+    }
+    m_grace_deadline = now + m_settings.run.grace;
+    m_actions.emplace_back(action::ArmTimer{LauncherTimer::grace, *m_grace_deadline});
+}
+
+void LauncherMachine::disconnect(Clock::time_point now) {
+    if (m_phase == Phase::closed) {
+        return;
+    }
+    m_phase = Phase::closed;
+    m_unwritten = 0;
+    m_actions.emplace_back(action::Disconnect{});
+    maybe_finish(now);
+}
+
+void LauncherMachine::maybe_finish(Clock::time_point now) {
+    if (m_result || !m_status || m_exit_held || (!m_verdict && !m_lost)) {
+        return;
+    }
+    if (m_phase == Phase::registered) {
+        if (m_unwritten > 0) {
+            return; // the exit report is on its way
+        }
+        // Half-close and wait for the coordinator's EOF, so that nothing we sent is lost to a
+        // reset; bounded in case the coordinator is gone.
+        m_phase = Phase::closing;
+        m_actions.emplace_back(action::HalfClose{});
+        m_actions.emplace_back(action::ArmTimer{LauncherTimer::close, now + k_close_timeout});
+        return;
+    }
+    if (m_phase == Phase::unregistered) {
+        disconnect(now);
+        return;
+    }
+    if (m_phase == Phase::closing ||
+        (m_settings.host == CoordinatorHost::here && !m_server_finished)) {
+        return;
+    }
+    finish(now);
+}
+
+void LauncherMachine::finish(Clock::time_point /*now*/) {
+    m_result = compute_result();
+    if (m_killed && m_result->outcome == Outcome::done) {
+        logger().warn("{}: stopped with SIGKILL after the grace period", label());
+    }
+    m_actions.emplace_back(action::Finish{*m_result});
+}
+
+// One decision table from the launcher's state to its result (~85 lines): every outcome
+// (abandoned, verdict, checkpoint, own failure, lost coordinator) with its status and line side by
+// side, so that the exit statuses of man tfslurm(1) can be checked in one place.
+} // namespace tfslurm

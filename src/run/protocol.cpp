@@ -1,0 +1,677 @@
+// SPDX-License-Identifier: MIT
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/resolve/interfaces.hpp>
+#include <tfslurm/run/protocol.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h> // fmt::join (fmt 11 has it only there)
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <limits>
+#include <type_traits>
+
+namespace tfslurm::protocol {
+
+using nlohmann::json;
+
+namespace {
+
+// The wire names are defined here, not borrowed from the CLI's parsers, so that the protocol
+// cannot change by accident when the command line grows aliases.
+constexpr std::array<std::pair<Role, std::string_view>, 4> k_roles{{
+    {Role::chief, "chief"},
+    {Role::evaluator, "evaluator"},
+    {Role::ps, "ps"},
+    {Role::worker, "worker"},
+}};
+
+constexpr std::array<std::pair<FailureCause, std::string_view>, 7> k_causes{{
+    {FailureCause::trainer, "trainer"},
+    {FailureCause::start, "start"},
+    {FailureCause::lost, "lost"},
+    {FailureCause::unregistered, "unregistered"},
+    {FailureCause::stalled, "stalled"},
+    {FailureCause::unreachable, "unreachable"},
+    {FailureCause::preflight, "preflight"},
+}};
+
+constexpr std::array<std::pair<RejectCode, std::string_view>, 3> k_reject_codes{{
+    {RejectCode::refused, "refused"},
+    {RejectCode::wrong_job, "wrong_job"},
+    {RejectCode::wrong_step, "wrong_step"},
+}};
+
+/// Deepest nesting a valid message has is 2 (`{"status":{...}}`); anything deeper than this
+/// is refused before nlohmann parses it.
+constexpr int k_max_depth = 8;
+/// Longest string field accepted (a MUNGE credential of our payload is ~200 bytes).
+constexpr std::size_t k_max_string = 4096;
+
+bool is_hex(std::string_view text) noexcept {
+    return std::all_of(text.begin(), text.end(), [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+    });
+}
+
+std::string_view role_name(Role role) noexcept {
+    for (const auto& [value, name] : k_roles) {
+        if (value == role) {
+            return name;
+        }
+    }
+    return "worker";
+}
+
+template <typename Enum, std::size_t N>
+std::string_view enum_name(const std::array<std::pair<Enum, std::string_view>, N>& table,
+                           Enum value) noexcept {
+    for (const auto& [entry, name] : table) {
+        if (entry == value) {
+            return name;
+        }
+    }
+    return table.front().second;
+}
+
+[[noreturn]] void fail(std::string_view problem, std::string_view payload) {
+    throw errors::make(Errc::protocol, "protocol", fmt::format("{}: {}", problem, quote(payload)));
+}
+
+/// Reject deep nesting without recursion: count brackets outside strings.
+void check_depth(std::string_view payload) {
+    int depth = 0;
+    bool in_string = false;
+    bool escaped = false;
+    for (const char c : payload) {
+        if (in_string) {
+            if (escaped) {
+                escaped = false;
+            } else if (c == '\\') {
+                escaped = true;
+            } else if (c == '"') {
+                in_string = false;
+            }
+            continue;
+        }
+        if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            if (++depth > k_max_depth) {
+                fail("nested too deeply", payload);
+            }
+        } else if (c == '}' || c == ']') {
+            --depth;
+        }
+    }
+}
+
+/// Field readers: each names the field and the message type in its error.
+class Fields {
+  public:
+    Fields(const json& object, std::string_view type, std::string_view payload)
+        : m_object(object), m_type(type), m_payload(payload) {}
+
+    [[nodiscard]] const json& require(std::string_view key) const {
+        const auto it = m_object.find(key);
+        if (it == m_object.end()) {
+            fail(fmt::format("missing field \"{}\" in {}", key, m_type), m_payload);
+        }
+        return *it;
+    }
+
+    [[nodiscard]] bool has(std::string_view key) const { return m_object.contains(key); }
+
+    /// An optional boolean: false when absent.
+    [[nodiscard]] bool flag(std::string_view key) const {
+        if (!has(key)) {
+            return false;
+        }
+        const json& value = require(key);
+        if (!value.is_boolean()) {
+            fail(fmt::format("field \"{}\" of {} is not a boolean", key, m_type), m_payload);
+        }
+        return value.get<bool>();
+    }
+
+    template <typename Int>
+    [[nodiscard]] Int integer(std::string_view key,
+                              Int min = std::numeric_limits<Int>::min(),
+                              Int max = std::numeric_limits<Int>::max()) const {
+        const json& value = require(key);
+        if constexpr (std::is_unsigned_v<Int>) {
+            if (value.is_number_unsigned()) {
+                const auto number = value.get<std::uint64_t>();
+                if (number >= static_cast<std::uint64_t>(min) &&
+                    number <= static_cast<std::uint64_t>(max)) {
+                    return static_cast<Int>(number);
+                }
+            }
+        } else {
+            if (value.is_number_integer()) {
+                const auto number = value.get<std::int64_t>();
+                if (number >= static_cast<std::int64_t>(min) &&
+                    number <= static_cast<std::int64_t>(max)) {
+                    return static_cast<Int>(number);
+                }
+            }
+        }
+        fail(fmt::format("field \"{}\" of {} is not an integer in [{}, {}]", key, m_type, min, max),
+             m_payload);
+    }
+
+    [[nodiscard]] std::string string(std::string_view key) const {
+        const json& value = require(key);
+        if (!value.is_string() || value.get_ref<const std::string&>().size() > k_max_string) {
+            fail(fmt::format("field \"{}\" of {} is not a string of at most {} bytes",
+                             key,
+                             m_type,
+                             k_max_string),
+                 m_payload);
+        }
+        return value.get<std::string>();
+    }
+
+    template <typename Enum, std::size_t N>
+    [[nodiscard]] Enum choice(std::string_view key,
+                              const std::array<std::pair<Enum, std::string_view>, N>& table) const {
+        const std::string text = string(key);
+        for (const auto& [value, name] : table) {
+            if (name == text) {
+                return value;
+            }
+        }
+        fail(fmt::format("field \"{}\" of {} has an unknown value", key, m_type), m_payload);
+    }
+
+    [[nodiscard]] const json& object(std::string_view key) const {
+        const json& value = require(key);
+        if (!value.is_object()) {
+            fail(fmt::format("field \"{}\" of {} is not an object", key, m_type), m_payload);
+        }
+        return value;
+    }
+
+    [[nodiscard]] ExitStatus status(std::string_view key) const {
+        const json& value = require(key);
+        if (!value.is_object()) {
+            fail(fmt::format("field \"{}\" of {} is not an object", key, m_type), m_payload);
+        }
+        const Fields inner(value, m_type, m_payload);
+        const std::string kind = inner.string("kind");
+        if (kind == "exited") {
+            return ExitStatus::exited(inner.integer<int>("code", 0, 255));
+        }
+        if (kind == "signaled") {
+            return ExitStatus::signaled(inner.integer<int>("signal", 1, 127));
+        }
+        fail(fmt::format("field \"{}.kind\" of {} has an unknown value", key, m_type), m_payload);
+    }
+
+  private:
+    const json& m_object;
+    std::string_view m_type;
+    std::string_view m_payload;
+};
+
+json status_json(const ExitStatus& status) {
+    if (status.kind == ExitStatus::Kind::signaled) {
+        return json{{"kind", "signaled"}, {"signal", status.value}};
+    }
+    return json{{"kind", "exited"}, {"code", status.value}};
+}
+
+struct Encoder {
+    json& out;
+
+    void operator()(const Challenge& m) const { out["nonce"] = m.nonce; }
+    void operator()(const Hello& m) const {
+        out["job"] = m.job;
+        out["step"] = m.step;
+        out["rank"] = m.rank;
+        out["role"] = role_name(m.role);
+        out["host"] = m.host;
+        out["pid"] = m.pid;
+        out["auth"] = to_string(m.auth);
+        out["credential"] = m.credential;
+        out["nonce"] = m.nonce;
+        if (!m.address.empty()) {
+            out["address"] = m.address;
+        }
+        if (m.relay) {
+            out["relay"] = true;
+        }
+        if (m.port != 0) {
+            out["port"] = m.port;
+        }
+    }
+    void operator()(const Relay& m) const {
+        out["ranks"] = m.ranks;
+        if (!m.closed.empty()) {
+            out["closed"] = m.closed;
+        }
+        // `msg` is spliced in as text by encode_payload(): a large `cluster` is not parsed again.
+    }
+    void operator()(const Cluster& m) const {
+        out["addresses"] = json::object();
+        for (const auto& [host, address] : m.addresses) {
+            out["addresses"][host] = address;
+        }
+        if (!m.ports.empty()) {
+            out["ports"] = m.ports;
+        }
+    }
+    void operator()(const Welcome& m) const {
+        out["ranks"] = m.ranks;
+        out["credential"] = m.credential;
+    }
+    void operator()(const Reject& m) const {
+        out["code"] = enum_name(k_reject_codes, m.code);
+        out["reason"] = m.reason;
+    }
+    void operator()(const Heartbeat& /*unused*/) const {}
+    void operator()(const Exit& m) const {
+        out["status"] = status_json(m.status);
+        if (!m.error.empty()) {
+            out["error"] = m.error;
+        }
+    }
+    void operator()(const Interrupt& m) const {
+        out["signal"] = m.signal;
+        if (m.whole_step) {
+            out["whole_step"] = true;
+        }
+    }
+    void operator()(const Stop& m) const {
+        out["reason"] = m.reason == StopReason::done ? "done" : "signal";
+        if (m.reason == StopReason::signal) {
+            out["rank"] = m.rank;
+            out["signal"] = m.signal;
+            if (m.whole_step) {
+                out["whole_step"] = true;
+            }
+        }
+    }
+    void operator()(const Abort& m) const {
+        const Failure& f = m.failure;
+        out["rank"] = f.rank;
+        out["role"] = role_name(f.role);
+        out["index"] = f.index;
+        out["host"] = f.host;
+        out["cause"] = enum_name(k_causes, f.cause);
+        out["status"] = status_json(f.status);
+        out["detail"] = f.detail;
+        out["missing"] = f.missing;
+        if (!f.ranks.empty()) {
+            out["ranks"] = f.ranks;
+        }
+        out["step_status"] = f.step_status;
+    }
+    void operator()(const Stall& m) const { out["silent_ms"] = m.silent_ms; }
+    void operator()(const Restart& m) const {
+        out["count"] = m.count;
+        out["limit"] = m.limit;
+    }
+    void operator()(const Probed& m) const {
+        out["failures"] = json::array();
+        for (const ProbeFailure& failure : m.failures) {
+            out["failures"].push_back(
+                {{"rank", failure.rank}, {"address", failure.address}, {"error", failure.error}});
+        }
+        if (m.preflight) {
+            out["preflight"] = {{"check", m.preflight->check}, {"detail", m.preflight->detail}};
+        }
+    }
+    void operator()(const Go& /*unused*/) const {}
+    void operator()(const Progress& m) const { out["idle_ms"] = m.idle_ms; }
+};
+
+/// `cluster`: node names as in a hostlist (printable, no quotes), IP literals as addresses.
+Cluster decode_cluster(const Fields& f, std::string_view payload) {
+    const json& addresses = f.object("addresses");
+    Cluster m;
+    for (const auto& [host, address] : addresses.items()) {
+        if (!address.is_string() || !is_ip_address(address.get<std::string>()) || host.empty() ||
+            host.size() > 255 || std::any_of(host.begin(), host.end(), [](char c) {
+                return static_cast<unsigned char>(c) <= 0x20 ||
+                       static_cast<unsigned char>(c) >= 0x7f || c == '"' || c == '\\';
+            })) {
+            fail("field \"addresses\" of cluster maps a node name to an IPv4 or IPv6 address",
+                 payload);
+        }
+        m.addresses.emplace(host, address.get<std::string>());
+    }
+    if (f.has("ports")) {
+        const json& ports = f.require("ports");
+        if (!ports.is_array() || std::any_of(ports.begin(), ports.end(), [](const json& port) {
+                return !port.is_number_unsigned() || port.get<std::uint64_t>() > 65535;
+            })) {
+            fail("field \"ports\" of cluster is not a list of ports (0 to 65535)", payload);
+        }
+        m.ports.reserve(ports.size());
+        for (const json& port : ports) {
+            m.ports.push_back(static_cast<std::uint16_t>(port.get<std::uint64_t>()));
+        }
+    }
+    return m;
+}
+
+/// `probed`: at most k_max_probe_failures failures, each a rank, an address and an error.
+Probed decode_probed(const Fields& f, std::string_view payload) {
+    const json& failures = f.require("failures");
+    if (!failures.is_array() || failures.size() > k_max_probe_failures ||
+        std::any_of(failures.begin(), failures.end(), [](const json& failure) {
+            return !failure.is_object();
+        })) {
+        fail(fmt::format("field \"failures\" of probed is not a list of at most {} objects",
+                         k_max_probe_failures),
+             payload);
+    }
+    Probed m;
+    for (const json& failure : failures) {
+        const Fields inner(failure, "probed", payload);
+        m.failures.push_back(
+            {inner.integer<std::uint32_t>("rank"), inner.string("address"), inner.string("error")});
+    }
+    if (f.has("preflight")) {
+        const Fields preflight(f.object("preflight"), "probed", payload);
+        m.preflight = PreflightFailure{preflight.string("check"), preflight.string("detail")};
+        if (m.preflight->check.empty()) {
+            fail("field \"check\" of probed's preflight is empty", payload);
+        }
+    }
+    return m;
+}
+
+/// `relay`: 1 to k_max_relay_ranks ranks; `msg` an object (kept as text, decoded by whoever
+/// handles it, unless `as_text` is false: decode_unwrapped() decodes it in the same parse)
+/// unless `closed` says why a local connection ended.
+Relay decode_relay(const Fields& f, std::string_view payload, bool as_text = true) {
+    constexpr std::size_t k_max_relay_ranks = std::size_t{1} << 20U;
+    Relay m;
+    const json& ranks = f.require("ranks");
+    if (!ranks.is_array() || ranks.empty() || ranks.size() > k_max_relay_ranks) {
+        fail("field \"ranks\" of relay is not a list of 1 to 1048576 ranks", payload);
+    }
+    m.ranks.reserve(ranks.size());
+    for (const json& rank : ranks) {
+        if (!rank.is_number_unsigned() ||
+            rank.get<std::uint64_t>() > std::numeric_limits<std::uint32_t>::max()) {
+            fail("field \"ranks\" of relay holds something other than a rank", payload);
+        }
+        m.ranks.push_back(rank.get<std::uint32_t>());
+    }
+    if (f.has("closed")) {
+        m.closed = f.string("closed");
+    }
+    if (f.has("msg")) {
+        const json& inner = f.object("msg");
+        if (as_text) {
+            m.message = inner.dump(-1, ' ', false, json::error_handler_t::replace);
+        }
+    } else if (m.closed.empty()) {
+        fail(R"(relay carries neither "msg" nor "closed")", payload);
+    }
+    return m;
+}
+
+// One short case per message type (~110 lines): the whole decoded wire format in one place,
+// next to Encoder above.
+Message decode_object(const Fields& f, std::string_view type, std::string_view payload) {
+    if (type == "challenge") {
+        Challenge m;
+        m.nonce = f.string("nonce");
+        if (m.nonce.size() != 2 * k_nonce_size || !is_hex(m.nonce)) {
+            fail("field \"nonce\" of challenge is not 32 bytes of hex", payload);
+        }
+        return m;
+    }
+    if (type == "hello") {
+        Hello m;
+        m.job = f.integer<std::uint64_t>("job");
+        m.step = f.integer<std::uint64_t>("step");
+        m.rank = f.integer<std::uint32_t>("rank");
+        m.role = f.choice("role", k_roles);
+        m.host = f.string("host");
+        m.pid = f.integer<std::int64_t>("pid", 0);
+        m.auth = f.choice("auth",
+                          std::array<std::pair<AuthMethod, std::string_view>, 2>{{
+                              {AuthMethod::munge, "munge"},
+                              {AuthMethod::secret, "secret"},
+                          }});
+        m.credential = f.string("credential");
+        m.nonce = f.string("nonce");
+        if (m.nonce.size() != 2 * k_nonce_size || !is_hex(m.nonce)) {
+            fail("field \"nonce\" of hello is not 32 bytes of hex", payload);
+        }
+        if (f.has("address")) {
+            m.address = f.string("address");
+            if (!is_ip_address(m.address)) {
+                fail("field \"address\" of hello is not an IPv4 or IPv6 address", payload);
+            }
+        }
+        m.relay = f.flag("relay");
+        if (f.has("port")) {
+            m.port = f.integer<std::uint16_t>("port", 1);
+        }
+        return m;
+    }
+    if (type == "cluster") {
+        return decode_cluster(f, payload);
+    }
+    if (type == "welcome") {
+        return Welcome{f.integer<std::uint32_t>("ranks"), f.string("credential")};
+    }
+    if (type == "reject") {
+        return Reject{f.choice("code", k_reject_codes), f.string("reason")};
+    }
+    if (type == "heartbeat") {
+        return Heartbeat{};
+    }
+    if (type == "exit") {
+        Exit m;
+        m.status = f.status("status");
+        if (f.has("error")) {
+            m.error = f.string("error");
+        }
+        return m;
+    }
+    if (type == "interrupt") {
+        return Interrupt{f.integer<int>("signal", 1, 127), f.flag("whole_step")};
+    }
+    if (type == "stop") {
+        Stop m;
+        m.reason = f.choice("reason",
+                            std::array<std::pair<StopReason, std::string_view>, 2>{{
+                                {StopReason::done, "done"},
+                                {StopReason::signal, "signal"},
+                            }});
+        if (m.reason == StopReason::signal) {
+            m.rank = f.integer<std::uint32_t>("rank");
+            m.signal = f.integer<int>("signal", 1, 127);
+            m.whole_step = f.flag("whole_step");
+        }
+        return m;
+    }
+    if (type == "abort") {
+        Failure x;
+        x.rank = f.integer<std::uint32_t>("rank");
+        x.role = f.choice("role", k_roles);
+        x.index = f.integer<std::uint32_t>("index");
+        x.host = f.string("host");
+        x.cause = f.choice("cause", k_causes);
+        x.status = f.status("status");
+        x.detail = f.string("detail");
+        x.missing = f.integer<std::uint32_t>("missing");
+        if (f.has("ranks")) {
+            x.ranks = f.string("ranks");
+        }
+        x.step_status = f.integer<int>("step_status", 0, 255);
+        return Abort{std::move(x)};
+    }
+    if (type == "stall") {
+        return Stall{f.integer<std::uint64_t>("silent_ms")};
+    }
+    if (type == "restart") {
+        return Restart{f.integer<std::uint32_t>("count"), f.integer<std::uint32_t>("limit")};
+    }
+    if (type == "relay") {
+        return decode_relay(f, payload);
+    }
+    if (type == "probed") {
+        return decode_probed(f, payload);
+    }
+    if (type == "go") {
+        return Go{};
+    }
+    if (type == "progress") {
+        return Progress{f.integer<std::uint64_t>("idle_ms")};
+    }
+    fail(fmt::format("unknown message type \"{}\"", type), payload);
+}
+
+} // namespace
+
+std::string_view type_name(const Message& message) noexcept {
+    constexpr std::array<std::string_view, 16> k_names{"challenge",
+                                                       "hello",
+                                                       "welcome",
+                                                       "reject",
+                                                       "heartbeat",
+                                                       "exit",
+                                                       "interrupt",
+                                                       "stop",
+                                                       "abort",
+                                                       "stall",
+                                                       "cluster",
+                                                       "restart",
+                                                       "relay",
+                                                       "probed",
+                                                       "go",
+                                                       "progress"};
+    static_assert(std::variant_size_v<Message> == k_names.size());
+    return k_names.at(message.index());
+}
+
+std::string encode_payload(const Message& message) {
+    json out = json::object();
+    out["v"] = k_version;
+    out["type"] = type_name(message);
+    std::visit(Encoder{out}, message);
+    // Strings such as host names come from the system; never let a stray byte throw here.
+    std::string text = out.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (const auto* relay = std::get_if<Relay>(&message);
+        relay != nullptr && !relay->message.empty()) {
+        // Keys are sorted: `msg` goes after `closed` (if any) and before `ranks`.
+        const std::size_t at = text.rfind("\"ranks\":[");
+        text.insert(at, "\"msg\":" + relay->message + ",");
+    }
+    return text;
+}
+
+namespace {
+
+/// Parse one payload into a JSON object. \throws Error (Errc::protocol).
+json parse_object(std::string_view payload) {
+    check_depth(payload);
+    json object = json::parse(payload, nullptr, false);
+    if (object.is_discarded()) {
+        fail("not valid JSON", payload);
+    }
+    if (!object.is_object()) {
+        fail("not a JSON object", payload);
+    }
+    return object;
+}
+
+/// The `type` of a message object of this version. \throws Error (Errc::protocol).
+std::string type_of(const json& object, std::string_view payload) {
+    if (!object.is_object()) {
+        fail("not a JSON object", payload);
+    }
+    const auto version = object.find("v");
+    if (version == object.end() || !version->is_number_integer()) {
+        fail(fmt::format("unsupported protocol version (expected \"v\":{})", k_version), payload);
+    }
+    if (const auto got = version->get<std::int64_t>(); got != k_version) {
+        // Both versions named: every task of a step must run the same tfslurm.
+        fail(fmt::format("protocol version {} (this tfslurm speaks version {})", got, k_version),
+             payload);
+    }
+    return Fields(object, "message", payload).string("type");
+}
+
+} // namespace
+
+void check_relayable(std::string_view payload) {
+    static_cast<void>(type_of(parse_object(payload), payload));
+}
+
+Message decode_payload(std::string_view payload) {
+    const json object = parse_object(payload);
+    const std::string type = type_of(object, payload);
+    return decode_object(Fields(object, type, payload), type, payload);
+}
+
+Unwrapped decode_unwrapped(std::string_view payload) {
+    const json object = parse_object(payload);
+    const std::string type = type_of(object, payload);
+    const Fields fields(object, type, payload);
+    if (type != "relay") {
+        return {decode_object(fields, type, payload), std::nullopt};
+    }
+    Unwrapped out{decode_relay(fields, payload, false), std::nullopt};
+    if (const auto msg = object.find("msg"); msg != object.end()) {
+        const std::string inner = type_of(*msg, payload);
+        out.inner = decode_object(Fields(*msg, inner, payload), inner, payload);
+    }
+    return out;
+}
+
+std::string to_string(StepId id) {
+    return fmt::format("{}.{}", id.job, id.step);
+}
+
+bool operator==(const PreflightFailure& a, const PreflightFailure& b) noexcept {
+    return a.check == b.check && a.detail == b.detail;
+}
+
+bool operator==(const ProbeFailure& a, const ProbeFailure& b) noexcept {
+    return a.rank == b.rank && a.address == b.address && a.error == b.error;
+}
+
+bool operator==(const Reject& a, const Reject& b) noexcept {
+    return a.code == b.code && a.reason == b.reason;
+}
+
+std::string_view to_string(FailureCause cause) noexcept {
+    return enum_name(k_causes, cause);
+}
+
+std::string_view to_string(AuthMethod method) noexcept {
+    switch (method) {
+    case AuthMethod::automatic:
+        return "auto";
+    case AuthMethod::munge:
+        return "munge";
+    case AuthMethod::secret:
+        return "secret";
+    }
+    return "auto";
+}
+
+AuthMethod parse_auth_method(std::string_view text, std::string_view subject) {
+    if (text == "auto") {
+        return AuthMethod::automatic;
+    }
+    if (text == "munge") {
+        return AuthMethod::munge;
+    }
+    if (text == "secret") {
+        return AuthMethod::secret;
+    }
+    throw errors::invalid_argument(
+        subject, "expected auto, munge or secret", text, "e.g. " + setting_ref("auth", "secret"));
+}
+
+} // namespace tfslurm::protocol

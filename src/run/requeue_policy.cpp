@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: MIT
+#include "common/detail/text.hpp"
+
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/resolve/hostlist.hpp>
+#include <tfslurm/run/requeue_policy.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+namespace tfslurm {
+
+namespace {
+
+/// What starts tfslurm's record in a job's comment (exclusion_record()).
+constexpr std::string_view k_record_start = "tfslurm run ";
+/// Between the user's own comment and the record.
+constexpr std::string_view k_record_separator = "; ";
+constexpr std::string_view k_left_out = " left out (";
+
+/// Where the record starts in `comment`, or npos: at the start, or after the separator.
+std::size_t record_position(std::string_view comment) {
+    if (comment.rfind(k_record_start, 0) == 0) {
+        return 0;
+    }
+    const auto at = comment.rfind(std::string(k_record_separator) + std::string(k_record_start));
+    return at == std::string_view::npos ? at : at + k_record_separator.size();
+}
+
+/// Slurm's text for "none".
+bool slurm_none(std::string_view text) {
+    return text.empty() || text == "(null)" || text == "N/A";
+}
+
+} // namespace
+
+std::optional<std::string_view> node_fault_reason(protocol::FailureCause cause) noexcept {
+    // A switch without default: a new cause does not build until it is sorted here (a cause
+    // that is a node's fault says what happened to the rank, for the requeued run's line).
+    switch (cause) {
+    case protocol::FailureCause::lost:
+        return "launcher lost";
+    case protocol::FailureCause::preflight:
+        return "preflight failed";
+    case protocol::FailureCause::trainer:
+    case protocol::FailureCause::start:
+    case protocol::FailureCause::unregistered:
+    case protocol::FailureCause::stalled:
+    case protocol::FailureCause::unreachable:
+        return std::nullopt;
+    }
+    return std::nullopt;
+}
+
+bool node_fault(protocol::FailureCause cause) noexcept {
+    return node_fault_reason(cause).has_value();
+}
+
+std::optional<NodeExclusion> node_exclusion(const protocol::Failure& failure,
+                                            std::uint32_t restart_count) {
+    const auto reason = node_fault_reason(failure.cause);
+    if (!reason || failure.host.empty()) {
+        return std::nullopt;
+    }
+    NodeExclusion out;
+    out.nodes = {failure.host};
+    out.why = fmt::format("rank {} {}", failure.rank, *reason);
+    out.run = restart_count + 1;
+    return out;
+}
+
+bool requeue_allowed(std::uint32_t restart_count, std::uint32_t max_requeues) noexcept {
+    return restart_count < max_requeues;
+}
+
+std::string merged_exclusion(std::string_view existing, const std::vector<std::string>& nodes) {
+    std::vector<std::string> hosts;
+    if (!slurm_none(existing)) {
+        hosts = expand_hostlist(existing, "ExcNodeList");
+    }
+    for (const std::string& node : nodes) {
+        if (std::find(hosts.begin(), hosts.end(), node) == hosts.end()) {
+            hosts.push_back(node);
+        }
+    }
+    return compress_hostlist(hosts, "ExcNodeList");
+}
+
+std::string exclusion_record(const NodeExclusion& exclusion) {
+    return fmt::format("{}{}: {}{}{})",
+                       k_record_start,
+                       exclusion.run,
+                       compress_hostlist(exclusion.nodes),
+                       k_left_out,
+                       exclusion.why);
+}
+
+std::string comment_without_record(std::string_view comment) {
+    const auto at = record_position(comment);
+    if (at == std::string_view::npos) {
+        return std::string(comment);
+    }
+    return std::string(comment.substr(0, at == 0 ? 0 : at - k_record_separator.size()));
+}
+
+std::string comment_with_record(std::string_view comment, std::string_view record) {
+    const std::string own = comment_without_record(comment);
+    return own.empty() ? std::string(record)
+                       : fmt::format("{}{}{}", own, k_record_separator, record);
+}
+
+std::optional<NodeExclusion> record_in_comment(std::string_view comment) {
+    const auto at = record_position(comment);
+    if (at == std::string_view::npos) {
+        return std::nullopt;
+    }
+    // `tfslurm run <run>: <nodes> left out (<why>)`
+    std::string_view rest = comment.substr(at + k_record_start.size());
+    const auto colon = rest.find(": ");
+    const auto left = rest.find(k_left_out);
+    if (colon == std::string_view::npos || left == std::string_view::npos || left < colon ||
+        rest.empty() || rest.back() != ')') {
+        return std::nullopt;
+    }
+    const auto run = detail::parse_decimal(rest.substr(0, colon));
+    if (!run || *run == 0 || *run > UINT32_MAX) {
+        return std::nullopt;
+    }
+    NodeExclusion out;
+    out.run = static_cast<std::uint32_t>(*run);
+    try {
+        out.nodes = expand_hostlist(rest.substr(colon + 2, left - colon - 2));
+    } catch (const Error&) {
+        return std::nullopt;
+    }
+    const auto why_at = left + k_left_out.size();
+    out.why = std::string(rest.substr(why_at, rest.size() - why_at - 1));
+    if (out.nodes.empty()) {
+        return std::nullopt;
+    }
+    return out;
+}
+
+std::optional<std::string> requeued_run_line(const NodeExclusion& record,
+                                             std::uint32_t restart_count,
+                                             std::uint32_t max_requeues,
+                                             const std::vector<std::string>& job_nodes) {
+    if (record.run != restart_count || restart_count == 0) {
+        return std::nullopt;
+    }
+    std::vector<std::string> still;
+    for (const std::string& node : record.nodes) {
+        if (std::find(job_nodes.begin(), job_nodes.end(), node) != job_nodes.end()) {
+            still.push_back(node);
+        }
+    }
+    const std::string head =
+        fmt::format("requeued run {} of {}: ", restart_count + 1, max_requeues + 1);
+    if (!still.empty()) {
+        return fmt::format("{}{} should have been left out ({} in run {}) but runs this job: its "
+                           "ExcNodeList did not reach Slurm before the requeue ended the step",
+                           head,
+                           compress_hostlist(still),
+                           record.why,
+                           record.run);
+    }
+    return fmt::format("{}{} left out ({} in run {})",
+                       head,
+                       compress_hostlist(record.nodes),
+                       record.why,
+                       record.run);
+}
+
+JobRecord parse_job_record(std::string_view text) {
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) {
+        text.remove_suffix(1);
+    }
+    const auto bar = text.find('|');
+    if (bar == std::string_view::npos) {
+        throw Error(Errc::io,
+                    fmt::format("squeue: expected the job's ExcNodeList|Comment: \"{}\"", text));
+    }
+    JobRecord out;
+    const std::string_view excluded = text.substr(0, bar);
+    const std::string_view comment = text.substr(bar + 1);
+    out.excluded = slurm_none(excluded) ? std::string() : std::string(excluded);
+    out.comment = comment == "(null)" ? std::string() : std::string(comment);
+    return out;
+}
+
+std::optional<std::chrono::system_clock::time_point>
+job_end_from_variable(std::string_view text, std::chrono::system_clock::time_point now) {
+    const auto seconds = detail::parse_decimal(text);
+    if (!seconds || *seconds > static_cast<std::uint64_t>(INT64_MAX)) {
+        throw errors::invalid_argument(
+            "SLURM_JOB_END_TIME", fmt::format("expected an integer from 0 to {}", INT64_MAX), text);
+    }
+    const std::chrono::system_clock::time_point end{
+        std::chrono::seconds{static_cast<std::chrono::seconds::rep>(*seconds)}};
+    // Slurm puts the end of a job without a time limit a year after its start.
+    if (*seconds == 0 || end - now > std::chrono::hours{24 * 300}) {
+        return std::nullopt;
+    }
+    return end;
+}
+
+} // namespace tfslurm

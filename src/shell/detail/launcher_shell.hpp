@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+/// \file
+/// The launcher's Asio shell around LauncherMachine (see launcher.hpp), shared by its two
+/// files: launcher_shell.cpp (the run, the trainer, the machine's actions) and
+/// launcher_connection.cpp (the link to the coordinator: performing what the Connector
+/// (connector.hpp) decides until `welcome`, framed reads and writes, the node leader's relay).
+
+#include "os/detail/node_check.hpp"
+#include "os/detail/signal_reader.hpp"
+#include "shell/detail/labeled_stream.hpp"
+#include "shell/detail/node_relay.hpp"
+#include "shell/detail/reachability_probe.hpp"
+
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/os/events_file.hpp>
+#include <tfslurm/os/spawn.hpp>
+#include <tfslurm/resolve/plan.hpp>
+#include <tfslurm/run/auth.hpp>
+#include <tfslurm/run/channel.hpp>
+#include <tfslurm/run/connector.hpp>
+#include <tfslurm/run/launcher.hpp>
+#include <tfslurm/run/protocol.hpp>
+#include <tfslurm/shell/coordinator_server.hpp>
+#include <tfslurm/shell/held_port.hpp>
+#include <tfslurm/shell/launcher_shell.hpp>
+
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <fmt/format.h>
+
+#include <sys/types.h>
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tfslurm::detail {
+
+namespace asio = boost::asio;
+using Tcp = asio::ip::tcp;
+using Stream = asio::generic::stream_protocol;
+using boost::system::error_code;
+
+/// How long a launcher on its way out waits for the rest of its trainer's labelled output
+/// (`label`): every writer is dead by then, so the pipe's end comes at once.
+inline constexpr Millis k_label_drain{1000};
+
+/// The machine's settings for this task of `plan`.
+[[nodiscard]] LauncherSettings machine_settings(const Plan& plan, const LauncherOptions& options);
+
+/// One timer per LauncherTimer (asio timers cannot be default-constructed).
+template <std::size_t... Index>
+[[nodiscard]] std::array<asio::steady_timer, sizeof...(Index)>
+make_timers(asio::io_context& io, std::index_sequence<Index...> /*timers*/) {
+    return {((void)Index, asio::steady_timer(io))...};
+}
+
+class LauncherShell {
+  public:
+    LauncherShell(const Plan& plan,
+                  const std::vector<std::string>& argv,
+                  const Environment& trainer_env,
+                  const LauncherOptions& options,
+                  bool step_reaches_trainer)
+        : m_plan(plan), m_rank(plan.self_rank.value_or(0)), m_self(plan.ranks.at(m_rank)),
+          m_argv(argv), m_env(trainer_env.to_strings()), m_options(options),
+          m_machine(machine_settings(plan, options)), m_candidates(control_port_candidates(plan)),
+          m_signals(m_io, step_reaches_trainer), m_socket(m_io),
+          m_connect_timers(make_timers(m_io, std::make_index_sequence<k_connector_timer_count>{})),
+          m_timers(make_timers(m_io, std::make_index_sequence<k_launcher_timer_count>{})) {}
+    LauncherShell(const LauncherShell&) = delete;
+    LauncherShell& operator=(const LauncherShell&) = delete;
+    LauncherShell(LauncherShell&&) = delete;
+    LauncherShell& operator=(LauncherShell&&) = delete;
+    ~LauncherShell() {
+        if (!m_progress_file.empty()) {
+            ::unlink(m_progress_file.c_str());
+        }
+        for (const int fd : {m_output_fd, m_error_fd}) {
+            if (fd >= 0) {
+                ::close(fd);
+            }
+        }
+    }
+
+    LaunchResult run();
+
+  private:
+    [[nodiscard]] std::string label() const {
+        return fmt::format("rank {} ({}:{})", m_rank, to_string(m_self.role), m_self.index);
+    }
+    /// This launcher's step, as its hello and both proofs name it.
+    [[nodiscard]] protocol::StepId step_id() const {
+        return {m_plan.job_id.value_or(0), m_plan.step_id.value_or(0)};
+    }
+    /// Whether this launcher leads a node of several ranks (and relays for them).
+    [[nodiscard]] bool leads_node() const noexcept { return !m_place.followers.empty(); }
+    /// Its place in the tree (node_place()), and where a follower connects.
+    void plan_tree();
+    /// Plan the tree and start the Connector at `now` (the connect timeout's start).
+    void start_connecting(Clock::time_point now);
+    void perform_connector();
+    void perform_connector(const ConnectorAction& action);
+    asio::steady_timer& connect_timer(ConnectorTimer which) {
+        return m_connect_timers.at(static_cast<std::size_t>(which));
+    }
+    void start_relay();
+    /// Whether `action` must wait until the relay has no local launcher left.
+    [[nodiscard]] bool defer(const LauncherAction& action);
+    asio::steady_timer& timer(LauncherTimer which) {
+        return m_timers.at(static_cast<std::size_t>(which));
+    }
+
+    void start_coordinator(std::uint64_t job);
+    void fatal(Error error);
+    void wait_signal();
+    void reap();
+    /// Open a connection to `target` (connector_action::Connect); report to the Connector.
+    void connect(const connector_action::Connect& target);
+    void close_attempt();
+    void read();
+    void on_read(const error_code& ec, std::size_t n);
+    void perform();
+    void perform(const LauncherAction& action);
+    void arm(LauncherTimer which, Clock::time_point at);
+    void start_trainer(std::uint32_t restart);
+    /// spawn_process(), with `label` or the output counted as progress (counts_output(), not on
+    /// a terminal): through pipes read by m_stdout and m_stderr.
+    pid_t spawn_trainer(SpawnRequest& request);
+    void start_probe(const std::vector<ProbeTarget>& targets);
+    /// CheckNode: this node's checks, in a child process (NodeCheck).
+    void check_node();
+    /// What the checks look at on this node (preflight.hpp).
+    [[nodiscard]] PreflightSettings preflight_settings() const;
+    void prepare_stall_watch();
+    /// Set `name=value` in the trainer's environment, replacing an earlier value.
+    void set_trainer_variable(std::string_view name, const std::string& value);
+    /// `own`: sent by the shell itself (a relay envelope, the node's heartbeat), not the machine.
+    void send(const protocol::Message& message, bool own = false);
+    void write();
+    void close_socket(asio::socket_base::shutdown_type how);
+    void finish();
+
+    const Plan& m_plan;
+    std::uint32_t m_rank;
+    const RankPlan& m_self;
+    const std::vector<std::string>& m_argv;
+    std::vector<std::string> m_env;
+    const LauncherOptions& m_options;
+    std::optional<protocol::Authenticator> m_auth;
+    LauncherMachine m_machine;
+    /// Where the coordinator may listen (control_port_candidates()), tried in order; rank 0
+    /// knows where its own coordinator listens: that port only.
+    std::vector<std::uint16_t> m_candidates;
+    /// Until `welcome` (made in run(), once the held port and the candidates are known).
+    std::optional<Connector> m_connector;
+
+    asio::io_context m_io;
+    detail::SignalReader m_signals;
+    /// Rank 0 with `events`: the step's record (before m_server, which writes to it).
+    std::unique_ptr<EventWriter> m_events;
+    std::unique_ptr<CoordinatorServer> m_server;
+    Stream::socket m_socket;
+    /// The tree: this node's leader and the ranks a leader relays for, the relay socket a
+    /// follower connects to (empty: the coordinator's control port), a leader's relay.
+    NodePlace m_place;
+    std::string m_relay_path;
+    std::unique_ptr<NodeRelay> m_relay;
+    std::vector<LauncherAction> m_deferred; ///< closing actions waiting for the relay (hold())
+    std::array<asio::steady_timer, k_connector_timer_count>
+        m_connect_timers;                                            ///< indexed by ConnectorTimer
+    std::array<asio::steady_timer, k_launcher_timer_count> m_timers; ///< indexed by LauncherTimer
+    std::string m_progress_file;     ///< TFSLURM_PROGRESS_FILE, with a stall timeout
+    HeldPort m_trainer_port;         ///< exact mode: the trainer's port, held until it starts
+    ReachabilityProbe m_probe{m_io}; ///< `probe`: its listener and attempts
+    NodeCheck m_node_check{m_io};    ///< `preflight`: the node's checks
+    Clock::time_point m_connect_deadline;
+    std::array<char, 4096> m_buffer{};
+    protocol::FrameDecoder m_decoder;
+    /// What the session keys are made of, gathered while the Connector's proofs are performed:
+    /// the challenge answered, this launcher's nonce, the endpoint, both ends' MUNGE key material.
+    struct Handshake {
+        std::string challenge;
+        std::string nonce;
+        std::string endpoint;
+        std::string own_key;
+        std::string peer_key;
+    };
+    Handshake m_handshake;
+    /// From the welcome on (Link::session): every frame each way sealed and checked.
+    std::optional<protocol::Channel> m_channel;
+    /// Frames to write; `second`: a machine Send, acknowledged with written().
+    std::deque<std::pair<std::string, bool>> m_queue;
+    std::vector<asio::const_buffer> m_buffers; ///< of the frames being written
+    std::size_t m_in_flight = 0;               ///< the first frames of m_queue, being written
+    bool m_writing = false;
+
+    /// The connection as the shell sees it, set by performing the Connector's actions (and
+    /// Disconnect); after `welcome` (session) the launcher's machine decides.
+    enum class Link { connecting, handshake, session, closed };
+    Link m_link = Link::connecting;
+
+    pid_t m_pid = 0;
+    /// `label`: the trainer's stdout and stderr, labelled with the rank (made at its first start).
+    std::unique_ptr<LabeledStream> m_stdout;
+    std::unique_ptr<LabeledStream> m_stderr;
+    /// `output`/`error`: the trainer's files, opened at its first start and kept for its
+    /// restarts (which append); the same descriptor for both without `error`.
+    int m_output_fd = -1;
+    int m_error_fd = -1;
+    /// Open the `output`/`error` files once; their descriptors, or -1 (inherited).
+    /// \throws Error (Errc::io) naming the setting and the file.
+    void open_output_files();
+    std::optional<Error> m_fatal; ///< thrown after run(): nothing was supervised yet
+};
+
+} // namespace tfslurm::detail

@@ -1,0 +1,522 @@
+// SPDX-License-Identifier: MIT
+// The node relay's shell (detail/node_relay.hpp): a Unix-socket listener in the node leader's
+// launcher, one socket per local launcher, performing what RelayMachine (relay.cpp) decides.
+// Single-threaded on the launcher's io_context; handlers never throw.
+#include "shell/detail/node_relay.hpp"
+
+#include "os/detail/fd.hpp"
+
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/common/log.hpp>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <fmt/format.h>
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+
+namespace tfslurm::detail {
+
+namespace asio = boost::asio;
+using Unix = asio::local::stream_protocol;
+using boost::system::error_code;
+
+std::string relay_path(protocol::StepId step, std::uint32_t leader) {
+    return fmt::format("@tfslurm-{}/relay-{}.{}-{}", ::geteuid(), step.job, step.step, leader);
+}
+
+Unix::endpoint relay_endpoint(const std::string& path) {
+    if (!path.empty() && path.front() == '@') {
+        std::string name = path;
+        name.front() = '\0';
+        return {name};
+    }
+    return {path};
+}
+
+std::optional<PeerCredentials> peer_credentials(int fd) noexcept {
+    struct ucred credentials {};
+    socklen_t size = sizeof credentials;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0 ||
+        size != sizeof credentials) {
+        return std::nullopt;
+    }
+    return PeerCredentials{credentials.uid, credentials.pid};
+}
+
+namespace {
+
+/// Who holds `path` when binding it failed: the process that answers a connection there, by
+/// its SO_PEERCRED (empty when nobody answers: a socket that is bound but not listening).
+std::string holder_of(asio::io_context& io, const std::string& path) {
+    Unix::socket probe(io);
+    error_code ec;
+    probe.connect(relay_endpoint(path), ec);
+    if (ec) {
+        return {};
+    }
+    const auto peer = peer_credentials(probe.native_handle());
+    return peer ? fmt::format("uid {} (pid {})", peer->uid, peer->pid) : std::string();
+}
+
+} // namespace
+
+struct NodeRelay::Impl : std::enable_shared_from_this<NodeRelay::Impl> {
+    class Session;
+
+    Impl(asio::io_context& context,
+         const protocol::Authenticator& authenticator,
+         RelaySettings settings,
+         std::function<void(const protocol::Message&)> up,
+         std::function<void()> on_idle)
+        : io(context), acceptor(context), watch_timer(context), heartbeat_timer(context),
+          wait_timer(context), auth(authenticator), step(settings.step),
+          machine(std::move(settings)), upstream(std::move(up)), idle(std::move(on_idle)) {}
+
+    void accept();
+    /// Whether an accepted local connection is this user's (SO_PEERCRED): another user on the
+    /// node can connect to an abstract name, and is closed before its first byte; warned about
+    /// once per uid.
+    bool admit(Unix::socket& socket);
+    /// Perform the machine's actions until it is quiet (Verify feeds it again).
+    void perform();
+    void perform(const RelayAction& action);
+    void arm(RelayTimer which, Clock::time_point at);
+    /// Close `id`'s socket and tell the machine why (a read or write error, a failed proof).
+    void end(SessionId id, const std::string& why);
+
+    asio::io_context& io;
+    Unix::acceptor acceptor;
+    asio::steady_timer watch_timer;
+    asio::steady_timer heartbeat_timer;
+    asio::steady_timer wait_timer;
+    const protocol::Authenticator& auth;
+    protocol::StepId step;
+    RelayMachine machine;
+    std::function<void(const protocol::Message&)> upstream;
+    std::function<void()> idle;
+    std::map<SessionId, std::shared_ptr<Session>> sessions;
+    SessionId next_id = 1;
+    std::string path;
+    bool idle_posted = false;
+    std::set<std::uint32_t> refused_uids; ///< foreign uids already warned about
+};
+
+/// One local launcher's socket: frames in (each payload to the machine), frames out (one write
+/// in flight), closed when the machine says so.
+class NodeRelay::Impl::Session : public std::enable_shared_from_this<Session> {
+  public:
+    Session(std::shared_ptr<Impl> relay, SessionId id, Unix::socket socket)
+        : m_relay(std::move(relay)), m_id(id), m_socket(std::move(socket)) {}
+
+    void start() { read(); }
+
+    /// Frame `payload` (sealed once the welcome was written) and queue it.
+    void send(std::shared_ptr<const protocol::SharedPayload> payload) {
+        if (m_closed) {
+            return;
+        }
+        Frame frame;
+        frame.head = protocol::frame_parts(payload->bytes.size(),
+                                           {},
+                                           protocol::k_max_trusted_frame,
+                                           m_channel ? protocol::k_tag_size : 0)
+                         .head;
+        if (m_channel) {
+            // The payload was hashed once for all the sessions it goes to.
+            frame.tag = m_channel->next_tag(payload->bare.digest());
+            frame.sealed = true;
+        }
+        frame.body = std::move(payload);
+        m_queue.push_back(std::move(frame));
+        if (!m_writing) {
+            write();
+        }
+    }
+
+    /// What Verify learnt: the challenge this session was sent and the launcher's MUNGE key
+    /// material, for the session keys once the welcome is written.
+    void verified(std::string challenge, std::string launcher_key) {
+        m_challenge = std::move(challenge);
+        m_launcher_key = std::move(launcher_key);
+    }
+    [[nodiscard]] const std::string& challenge() const noexcept { return m_challenge; }
+    [[nodiscard]] const std::string& launcher_key() const noexcept { return m_launcher_key; }
+
+    /// Every frame from now on is sealed and checked (after the welcome).
+    void seal(const protocol::SessionKeys& keys) {
+        m_channel.emplace(keys, protocol::End::coordinator);
+        m_decoder.set_limit(protocol::k_max_frame + protocol::k_tag_size);
+        m_launcher_key.clear();
+    }
+
+    /// Close once what is queued is written, then report `rejected`.
+    void close_after_writes() {
+        m_close_after_write = true;
+        if (!m_writing && m_queue.empty()) {
+            m_relay->end(m_id, "rejected");
+        }
+    }
+
+    void close() {
+        if (m_closed) {
+            return;
+        }
+        m_closed = true;
+        error_code ignored;
+        m_socket.shutdown(Unix::socket::shutdown_both, ignored);
+        m_socket.close(ignored);
+    }
+
+  private:
+    void read() {
+        m_socket.async_read_some(asio::buffer(m_buffer),
+                                 [self = shared_from_this()](const error_code& ec, std::size_t n) {
+                                     self->on_read(ec, n);
+                                 });
+    }
+
+    void on_read(const error_code& ec, std::size_t n) {
+        if (m_closed) {
+            return;
+        }
+        if (ec) {
+            m_relay->end(m_id, ec == asio::error::eof ? "connection closed" : ec.message());
+            return;
+        }
+        try {
+            m_decoder.feed(std::string_view(m_buffer.data(), n));
+            while (auto payload = m_decoder.next()) {
+                if (m_channel) {
+                    payload = m_channel->open(std::move(*payload));
+                }
+                m_relay->machine.received(m_id, *payload, Clock::now());
+                m_relay->perform();
+                if (m_closed) {
+                    return;
+                }
+            }
+        } catch (const std::exception& e) {
+            m_relay->machine.unreadable(m_id, e.what(), Clock::now());
+            m_relay->perform();
+            return;
+        }
+        read();
+    }
+
+    void write() {
+        m_writing = true;
+        const Frame& frame = m_queue.front();
+        m_buffers = {asio::buffer(frame.head),
+                     asio::buffer(frame.body->bytes),
+                     asio::buffer(frame.tag.data(), frame.sealed ? frame.tag.size() : 0)};
+        asio::async_write(m_socket,
+                          m_buffers,
+                          [self = shared_from_this()](const error_code& ec, std::size_t /*n*/) {
+                              self->m_writing = false;
+                              if (self->m_closed) {
+                                  return;
+                              }
+                              if (ec) {
+                                  self->m_relay->end(self->m_id, ec.message());
+                                  return;
+                              }
+                              self->m_queue.pop_front();
+                              if (!self->m_queue.empty()) {
+                                  self->write();
+                              } else if (self->m_close_after_write) {
+                                  self->m_relay->end(self->m_id, "rejected");
+                              }
+                          });
+    }
+
+    std::shared_ptr<Impl> m_relay;
+    SessionId m_id;
+    Unix::socket m_socket;
+    std::array<char, 4096> m_buffer{};
+    protocol::FrameDecoder m_decoder;
+    /// A frame: its header, the payload it shares with other sessions, its tag (once sealed).
+    struct Frame {
+        std::string head;
+        std::shared_ptr<const protocol::SharedPayload> body;
+        protocol::Tag tag{};
+        bool sealed = false;
+    };
+    std::deque<Frame> m_queue;
+    std::array<asio::const_buffer, 3> m_buffers; ///< of the frame being written
+    std::string m_challenge;
+    std::string m_launcher_key;
+    std::optional<protocol::Channel> m_channel;
+    bool m_closed = false;
+    bool m_writing = false;
+    bool m_close_after_write = false;
+};
+
+void NodeRelay::Impl::accept() {
+    acceptor.async_accept([self = shared_from_this()](const error_code& ec, Unix::socket socket) {
+        if (self->machine.is_closed() || ec == asio::error::operation_aborted) {
+            return;
+        }
+        if (ec) {
+            logger().warn("relay: accept: {}", ec.message());
+        } else if (!self->admit(socket)) {
+            error_code ignored;
+            socket.close(ignored);
+        } else {
+            detail::set_cloexec(socket.native_handle());
+            std::string nonce;
+            try {
+                nonce = protocol::to_hex(protocol::random_bytes(protocol::k_nonce_size));
+            } catch (const std::exception& e) {
+                logger().error("relay: no challenge: {}", e.what());
+                error_code ignored;
+                socket.close(ignored);
+            }
+            if (!nonce.empty()) {
+                const SessionId id = self->next_id++;
+                auto session = std::make_shared<Session>(self, id, std::move(socket));
+                self->sessions.emplace(id, session);
+                self->machine.accepted(id, nonce, Clock::now());
+                self->perform();
+                session->start();
+            }
+        }
+        self->accept();
+    });
+}
+
+bool NodeRelay::Impl::admit(Unix::socket& socket) {
+    const auto peer = peer_credentials(socket.native_handle());
+    if (peer && peer->uid == ::geteuid()) {
+        return true;
+    }
+    const std::uint32_t uid = peer ? peer->uid : std::numeric_limits<std::uint32_t>::max();
+    if (refused_uids.insert(uid).second) {
+        logger().warn("relay: refused a connection to {} from {}: not this job's user (uid {})",
+                      path,
+                      peer ? fmt::format("uid {} (pid {})", peer->uid, peer->pid)
+                           : std::string("a process of unknown uid"),
+                      ::geteuid());
+    }
+    return false;
+}
+
+void NodeRelay::Impl::end(SessionId id, const std::string& why) {
+    if (const auto it = sessions.find(id); it != sessions.end()) {
+        it->second->close();
+        sessions.erase(it);
+    }
+    machine.closed(id, why, Clock::now());
+    perform();
+}
+
+void NodeRelay::Impl::perform() {
+    for (auto actions = machine.take_actions(); !actions.empty();
+         actions = machine.take_actions()) {
+        for (const auto& action : actions) {
+            perform(action);
+        }
+    }
+}
+
+/// Carry out one of the relay machine's actions on the sockets: one branch per action type, each
+/// a few lines of plumbing; the decisions were the machine's (relay.cpp).
+void NodeRelay::Impl::perform(const RelayAction& action) {
+    namespace act = relay_action;
+    const auto session = [this](SessionId id) -> Session* {
+        const auto it = sessions.find(id);
+        return it == sessions.end() ? nullptr : it->second.get();
+    };
+    if (const auto* to = std::get_if<act::ToLocal>(&action)) {
+        if (auto* s = session(to->session)) {
+            s->send(to->payload);
+        }
+    } else if (const auto* verify = std::get_if<act::Verify>(&action)) {
+        std::optional<protocol::Reject> reject;
+        std::string key;
+        try {
+            reject = auth.verify(
+                verify->hello, verify->nonce, step, protocol::unix_endpoint(path), &key);
+        } catch (const std::exception& e) {
+            logger().warn("relay: closing a local connection: {}", e.what());
+            end(verify->session, "protocol error");
+            return;
+        }
+        if (auto* s = session(verify->session)) {
+            s->verified(verify->nonce, std::move(key));
+        }
+        machine.verified(verify->session, reject, Clock::now());
+    } else if (const auto* welcome = std::get_if<act::Welcome>(&action)) {
+        const auto& hello = welcome->hello;
+        try {
+            auto* s = session(welcome->session);
+            if (s == nullptr) {
+                return;
+            }
+            const std::string endpoint = protocol::unix_endpoint(path);
+            const std::string key = hello.auth == protocol::AuthMethod::munge
+                                        ? protocol::random_bytes(protocol::k_key_material_size)
+                                        : std::string();
+            protocol::Welcome proved = welcome->welcome;
+            proved.credential =
+                auth.prove_coordinator(hello.auth, hello.nonce, step, hello.rank, endpoint, key);
+            s->send(
+                std::make_shared<const protocol::SharedPayload>(protocol::encode_payload(proved)));
+            s->seal(auth.session_keys(hello.auth,
+                                      s->launcher_key(),
+                                      key,
+                                      s->challenge(),
+                                      hello.nonce,
+                                      step,
+                                      hello.rank,
+                                      endpoint));
+        } catch (const std::exception& e) {
+            logger().error("relay: rank {}: {}", hello.rank, e.what());
+            end(welcome->session, e.what());
+        }
+    } else if (const auto* close = std::get_if<act::CloseLocal>(&action)) {
+        if (close->when == act::CloseWhen::after_writes) {
+            if (auto* s = session(close->session)) {
+                s->close_after_writes();
+            }
+        } else if (const auto it = sessions.find(close->session); it != sessions.end()) {
+            it->second->close();
+            sessions.erase(it);
+        }
+    } else if (const auto* up = std::get_if<act::Upstream>(&action)) {
+        if (upstream) {
+            upstream(up->message);
+        }
+    } else if (const auto* arm_action = std::get_if<act::ArmTimer>(&action)) {
+        arm(arm_action->timer, arm_action->at);
+    } else if (std::holds_alternative<act::StopListening>(action)) {
+        error_code ignored;
+        acceptor.close(ignored);
+        watch_timer.cancel();
+        heartbeat_timer.cancel();
+        wait_timer.cancel();
+    } else if (std::holds_alternative<act::Idle>(action)) {
+        if (idle && !idle_posted) {
+            idle_posted = true;
+            asio::post(io, [self = shared_from_this()] {
+                self->idle_posted = false;
+                if (!self->machine.busy() && self->idle) {
+                    self->idle();
+                }
+            });
+        }
+    }
+}
+
+void NodeRelay::Impl::arm(RelayTimer which, Clock::time_point at) {
+    auto& timer = which == RelayTimer::watch            ? watch_timer
+                  : which == RelayTimer::node_heartbeat ? heartbeat_timer
+                                                        : wait_timer;
+    timer.expires_at(at);
+    timer.async_wait([self = shared_from_this(), which](const error_code& ec) {
+        if (!ec) {
+            self->machine.timer_fired(which, Clock::now());
+            self->perform();
+        }
+    });
+}
+
+NodeRelay::NodeRelay(asio::io_context& io,
+                     const protocol::Authenticator& auth,
+                     RelaySettings settings,
+                     std::function<void(const protocol::Message&)> upstream,
+                     std::function<void()> idle)
+    : m_impl(std::make_shared<Impl>(
+          io, auth, std::move(settings), std::move(upstream), std::move(idle))) {}
+
+NodeRelay::~NodeRelay() {
+    try {
+        close();
+    } catch (...) {
+        // Closing sockets does not fail in practice; a destructor must not throw anyway.
+    }
+}
+
+void NodeRelay::listen(const std::string& path) {
+    error_code ec;
+    m_impl->acceptor.open(Unix(), ec);
+    if (!ec) {
+        detail::set_cloexec(m_impl->acceptor.native_handle());
+        m_impl->acceptor.bind(relay_endpoint(path), ec);
+    }
+    if (ec == asio::error::address_in_use) {
+        // An abstract name cannot be stale (it goes with its socket): someone else holds it,
+        // another user who knows the job's id, or a launcher of this step that should not be
+        // there. Our followers would find it first, so the node cannot run: fail at once.
+        const std::string holder = holder_of(m_impl->io, path);
+        throw errors::make(
+            Errc::auth,
+            "relay",
+            holder.empty() ? fmt::format("{} is held by another process", quote(path))
+                           : fmt::format("{} is held by {}, not by this job's user (uid {})",
+                                         quote(path),
+                                         holder,
+                                         ::geteuid()),
+            "another process on this node took the relay's name; `ss -xlp | grep tfslurm` "
+            "shows it");
+    }
+    if (!ec) {
+        m_impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    }
+    if (ec) {
+        throw errors::make(
+            Errc::io, "relay", fmt::format("cannot listen on {} ({})", quote(path), ec.message()));
+    }
+    m_impl->path = path;
+    m_impl->accept();
+    m_impl->machine.listening(Clock::now());
+    m_impl->perform();
+}
+
+void NodeRelay::pulse() {
+    m_impl->machine.pulse(Clock::now());
+    m_impl->perform();
+}
+
+void NodeRelay::downstream(const protocol::Relay& relay) {
+    m_impl->machine.downstream(relay, Clock::now());
+    m_impl->perform();
+}
+
+void NodeRelay::upstream_lost() {
+    close();
+}
+
+void NodeRelay::stop_waiting() {
+    m_impl->machine.stop_waiting(Clock::now());
+    m_impl->perform();
+}
+
+bool NodeRelay::busy() const noexcept {
+    return m_impl->machine.busy();
+}
+
+bool NodeRelay::hold() {
+    const bool held = m_impl->machine.hold(Clock::now());
+    m_impl->perform();
+    return held;
+}
+
+void NodeRelay::close() {
+    m_impl->machine.close(Clock::now());
+    m_impl->perform();
+}
+
+} // namespace tfslurm::detail

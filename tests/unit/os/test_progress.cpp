@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: MIT
+// A trainer's progress as /proc shows it (src/os/progress.cpp), on real processes: the tree below a
+// process, the CPU time of that tree (its reaped children's included), and a file's mtime.
+#include "os/detail/progress.hpp"
+#include "temp_dir.hpp"
+
+#include <tfslurm/os/spawn.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace std::chrono_literals;
+
+namespace {
+
+/// `sh -c script` in a process group of its own, killed (the whole group) and reaped with the
+/// object.
+class Shell {
+  public:
+    explicit Shell(const std::string& script) {
+        tfslurm::SpawnRequest request;
+        request.argv = {"sh", "-c", script};
+        request.env = {"PATH=/usr/bin:/bin"};
+        m_pid = tfslurm::spawn_process(request);
+    }
+    ~Shell() {
+        ::kill(-m_pid, SIGKILL);
+        int status = 0;
+        while (::waitpid(m_pid, &status, 0) < 0 && errno == EINTR) {
+        }
+    }
+    Shell(const Shell&) = delete;
+    Shell& operator=(const Shell&) = delete;
+    Shell(Shell&&) = delete;
+    Shell& operator=(Shell&&) = delete;
+    [[nodiscard]] pid_t pid() const noexcept { return m_pid; }
+
+  private:
+    pid_t m_pid = -1;
+};
+
+/// Wait (at most 30 s, polling) until `done` holds.
+template <typename Done> bool eventually(Done done) {
+    for (int i = 0; i < 3000; ++i) {
+        if (done()) {
+            return true;
+        }
+        std::this_thread::sleep_for(10ms);
+    }
+    return done();
+}
+
+} // namespace
+
+TEST_CASE("progress: the tree below a process, every level", "[progress]") {
+    // sh -> { sleep, sh -> sleep }: four processes.
+    const Shell shell("sleep 30 & sh -c 'sleep 30 & wait' & wait");
+    std::vector<pid_t> tree;
+    CHECK(eventually([&] {
+        tree = tfslurm::detail::process_tree(shell.pid());
+        return tree.size() == 4;
+    }));
+    CHECK(std::count(tree.begin(), tree.end(), shell.pid()) == 1);
+}
+
+TEST_CASE("progress: a tree's CPU time counts its reaped children", "[progress]") {
+    const tfslurm::test::TempDir dir("progress");
+    const std::string done = dir.path + "/busy-done";
+    // A child burns CPU and ends (reaped by the shell); then only a sleep is left.
+    const Shell shell("sh -c 'i=0; while [ $i -lt 300000 ]; do i=$((i + 1)); done'; touch " + done +
+                      "; exec sleep 30");
+    REQUIRE(eventually([&] { return tfslurm::test::path_exists(done); }));
+    CHECK(tfslurm::detail::tree_cpu_ticks(shell.pid()) > 0);
+}
+
+TEST_CASE("progress: a file's modification time, 0 when it cannot be read", "[progress]") {
+    const tfslurm::test::TempDir dir("progress");
+    const std::string file = dir.write("progress", "");
+    const timespec times[2] = {{1700000000, 123456789}, {1700000000, 123456789}};
+    REQUIRE(::utimensat(AT_FDCWD, file.c_str(), times, 0) == 0);
+    CHECK(tfslurm::detail::mtime_ns(file) == 1700000000123456789LL);
+    CHECK(tfslurm::detail::mtime_ns(dir.path + "/missing") == 0);
+}

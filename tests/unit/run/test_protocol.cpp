@@ -1,0 +1,417 @@
+// SPDX-License-Identifier: MIT
+// The protocol's messages (src/run/protocol.cpp): round trips, their JSON, what each version added,
+// and malformed payloads as protocol errors. Frames and descriptions have files of their own.
+#include "fixtures.hpp"
+
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/run/auth.hpp>
+#include <tfslurm/run/protocol.hpp>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+using namespace tfslurm;
+using namespace tfslurm::protocol;
+using tfslurm::test::failure_of_rank;
+
+namespace {
+
+std::string round_trip(const Message& message) {
+    FrameDecoder decoder;
+    decoder.feed(encode_frame(message));
+    const auto payload = decoder.next();
+    REQUIRE(payload);
+    CHECK_FALSE(decoder.partial());
+    return encode_payload(decode_payload(*payload));
+}
+
+const std::string k_nonce(64, 'a');
+
+} // namespace
+
+TEST_CASE("protocol: every message survives a round trip", "[protocol]") {
+    Hello hello;
+    hello.job = 18446744073709551615ULL;
+    hello.step = 4294967294ULL;
+    hello.rank = 4294967295U;
+    hello.role = Role::evaluator;
+    hello.host = "n1-ib0";
+    hello.pid = 12345;
+    hello.auth = AuthMethod::munge;
+    hello.credential = "MUNGE:AwQ...:";
+    hello.nonce = std::string(64, 'e');
+    Failure failure = failure_of_rank(3, Role::worker, 2, "n2", FailureCause::trainer, 137);
+    failure.status = ExitStatus::signaled(9);
+    Failure stalled = failure;
+    stalled.cause = FailureCause::stalled;
+    stalled.detail = "300 s";
+    stalled.step_status = 9;
+    Failure unregistered = failure;
+    unregistered.cause = FailureCause::unregistered;
+    unregistered.missing = 4;
+    unregistered.ranks = "3-5,9";
+    unregistered.host = "n[2-3,5]";
+    const std::vector<Message> messages{
+        Challenge{std::string(64, 'f')},
+        hello,
+        Welcome{16, "MUNGE:AwQ...:"},
+        Reject{RejectCode::refused, "rank 3 is already registered"},
+        Reject{RejectCode::wrong_job, "wrong job 8 (this is job 7)"},
+        Reject{RejectCode::wrong_step, "wrong step 7.1 (this is step 7.0)"},
+        Heartbeat{},
+        Exit{ExitStatus::exited(3), ""},
+        Exit{ExitStatus::signaled(15), "port 20001 is already in use"},
+        Interrupt{15},
+        Interrupt{15, true},
+        Stop{StopReason::done, 0, 0},
+        Stop{StopReason::signal, 2, 2},
+        Stop{StopReason::signal, 2, 15, true},
+        Abort{failure},
+        Abort{stalled},
+        Abort{unregistered},
+        Stall{300000},
+        Cluster{{{"n1", "10.1.0.1"}, {"n2", "fd00::2"}}, {}},
+        Cluster{},
+        Restart{1, 2},
+        Probed{},
+        Probed{{{2, "[fd78::13]:23000", "Connection timed out"}, {5, "n3:23001", "No route"}}, {}},
+        Go{},
+        Progress{0},
+        Progress{42000},
+    };
+    hello.address = "fd00:1::5";
+    CHECK(round_trip(hello) == encode_payload(hello));
+    for (const auto& message : messages) {
+        INFO(encode_payload(message));
+        CHECK(round_trip(message) == encode_payload(message));
+        CHECK(decode_payload(encode_payload(message)).index() == message.index());
+    }
+}
+
+TEST_CASE("protocol: payloads are compact JSON with a version and a type", "[protocol]") {
+    CHECK(encode_payload(Heartbeat{}) == R"({"type":"heartbeat","v":7})");
+    CHECK(encode_payload(Interrupt{15}) == R"({"signal":15,"type":"interrupt","v":7})");
+    CHECK(encode_payload(Stall{3000}) == R"({"silent_ms":3000,"type":"stall","v":7})");
+    CHECK(encode_payload(Restart{1, 2}) == R"({"count":1,"limit":2,"type":"restart","v":7})");
+    CHECK_THROWS_WITH(decode_payload(R"({"count":-1,"limit":2,"type":"restart","v":7})"),
+                      Catch::Contains("count"));
+    CHECK(encode_payload(Interrupt{15, true}) ==
+          R"({"signal":15,"type":"interrupt","v":7,"whole_step":true})");
+    CHECK(encode_payload(Stop{StopReason::signal, 1, 15, true}) ==
+          R"({"rank":1,"reason":"signal","signal":15,"type":"stop","v":7,"whole_step":true})");
+    CHECK(
+        std::get<Stop>(
+            decode_payload(
+                R"({"rank":1,"reason":"signal","signal":15,"type":"stop","v":7,"whole_step":true})"))
+            .whole_step);
+    CHECK_THROWS_WITH(decode_payload(R"({"signal":15,"type":"interrupt","v":7,"whole_step":1})"),
+                      Catch::Contains("field \"whole_step\" of interrupt is not a boolean"));
+    CHECK(encode_payload(Exit{ExitStatus::exited(3), ""}) ==
+          R"({"status":{"code":3,"kind":"exited"},"type":"exit","v":7})");
+    CHECK(encode_payload(Stop{StopReason::done, 0, 0}) ==
+          R"({"reason":"done","type":"stop","v":7})");
+    const std::string frame = encode_frame(Heartbeat{});
+    CHECK(frame.substr(0, 4) == std::string("\0\0\0\x1a", 4));
+    CHECK(frame.size() == 4 + 26);
+    const auto exit = std::get<Exit>(
+        decode_payload(R"({"v":7,"type":"exit","status":{"kind":"signaled","signal":9}})"));
+    CHECK(exit.status == ExitStatus::signaled(9));
+    CHECK(exit.error.empty());
+}
+
+TEST_CASE("protocol: v3 carries the chosen addresses", "[protocol]") {
+    CHECK(encode_payload(Cluster{{{"n1", "10.1.0.1"}, {"n2", "fd00::2"}}, {}}) ==
+          R"({"addresses":{"n1":"10.1.0.1","n2":"fd00::2"},"type":"cluster","v":7})");
+    Hello hello;
+    hello.nonce = std::string(64, 'e');
+    CHECK(encode_payload(hello).find("address") == std::string::npos); // names: absent
+    hello.address = "10.1.0.1";
+    CHECK(encode_payload(hello).find(R"("address":"10.1.0.1")") != std::string::npos);
+    const std::string nonce(64, 'a');
+    const std::string head = R"({"v":7,"type":"hello","job":1,"step":0,"rank":0,"role":"ps",)"
+                             R"("host":"n","pid":1,"auth":"secret","credential":"","nonce":")" +
+                             nonce + R"(","address":)";
+    for (const std::string bad : {R"("n1")", R"("10.1.0.1:22")", R"("[fd00::1]")", R"(3)"}) {
+        INFO(bad);
+        CHECK_THROWS_WITH(
+            decode_payload(head + bad + "}"),
+            Catch::StartsWith(
+                bad == "3"
+                    ? R"(protocol: field "address" of hello is not a string)"
+                    : R"(protocol: field "address" of hello is not an IPv4 or IPv6 address)"));
+    }
+    CHECK_THROWS_WITH(
+        decode_payload(R"({"v":7,"type":"cluster","addresses":{"n1":"n1"}})"),
+        R"(protocol: field "addresses" of cluster maps a node name to an IPv4 or IPv6 address: "{\"v\":7,\"type\":\"cluster\",\"addresses\":{\"n1\":\"n1\"}}")");
+    CHECK_THROWS_WITH(decode_payload(R"({"v":7,"type":"cluster","addresses":{"n\"1":"10.0.0.1"}})"),
+                      Catch::StartsWith(R"(protocol: field "addresses" of cluster maps)"));
+    CHECK_THROWS_WITH(
+        decode_payload(R"({"v":7,"type":"cluster","addresses":["10.0.0.1"]})"),
+        Catch::StartsWith(R"(protocol: field "addresses" of cluster is not an object)"));
+}
+
+TEST_CASE("protocol: v4 carries the bound ports", "[protocol]") {
+    Hello hello;
+    hello.nonce = std::string(64, 'e');
+    hello.address = "10.1.0.1";
+    CHECK(encode_payload(hello).find("port") == std::string::npos); // none bound: absent
+    hello.port = 23005;
+    CHECK(encode_payload(hello).find(R"("port":23005)") != std::string::npos);
+    CHECK(std::get<Hello>(decode_payload(encode_payload(hello))).port == 23005);
+    Cluster cluster{{{"n1", "10.1.0.1"}}, {0, 23005}};
+    CHECK(encode_payload(cluster) ==
+          R"({"addresses":{"n1":"10.1.0.1"},"ports":[0,23005],"type":"cluster","v":7})");
+    CHECK(std::get<Cluster>(decode_payload(encode_payload(cluster))).ports ==
+          std::vector<std::uint16_t>{0, 23005});
+    CHECK(std::get<Cluster>(decode_payload(R"({"v":7,"type":"cluster","addresses":{}})"))
+              .ports.empty());
+    for (const std::string bad : {"[-1]", "[65536]", R"(["1"])", R"({"0":1})", "[1.5]", "3"}) {
+        INFO(bad);
+        CHECK_THROWS_WITH(
+            decode_payload(R"({"v":7,"type":"cluster","addresses":{},"ports":)" + bad + "}"),
+            Catch::StartsWith(
+                R"(protocol: field "ports" of cluster is not a list of ports (0 to 65535): )"));
+    }
+    const std::string head = R"({"v":7,"type":"hello","job":1,"step":0,"rank":0,"role":"ps",)"
+                             R"("host":"n","pid":1,"auth":"secret","credential":"","nonce":")" +
+                             std::string(64, 'a') + R"(","port":)";
+    for (const std::string bad : {"0", "65536", R"("80")"}) {
+        INFO(bad);
+        CHECK_THROWS_WITH(
+            decode_payload(head + bad + "}"),
+            Catch::StartsWith(
+                R"(protocol: field "port" of hello is not an integer in [1, 65535])"));
+    }
+}
+
+TEST_CASE("protocol: the reachability probe's messages", "[protocol][probe]") {
+    const Probed probed{{{2, "10.78.0.13:23000", "Connection timed out"}}, {}};
+    CHECK(encode_payload(probed) ==
+          R"({"failures":[{"address":"10.78.0.13:23000","error":"Connection timed out",)"
+          R"("rank":2}],"type":"probed","v":7})");
+    CHECK(std::get<Probed>(decode_payload(encode_payload(probed))).failures == probed.failures);
+    CHECK(encode_payload(Probed{}) == R"({"failures":[],"type":"probed","v":7})");
+    CHECK(encode_payload(Go{}) == R"({"type":"go","v":7})");
+    CHECK(encode_payload(Progress{42000}) == R"({"idle_ms":42000,"type":"progress","v":7})");
+    std::string many = "[";
+    for (int i = 0; i < 9; ++i) {
+        many += std::string(i == 0 ? "" : ",") + R"({"rank":1,"address":"a","error":"e"})";
+    }
+    many += "]";
+    for (const std::string& bad : {many, std::string("[1]"), std::string("{}")}) {
+        INFO(bad);
+        CHECK_THROWS_WITH(
+            decode_payload(R"({"v":7,"type":"probed","failures":)" + bad + "}"),
+            Catch::StartsWith(
+                R"(protocol: field "failures" of probed is not a list of at most 8 objects: )"));
+    }
+    CHECK_THROWS_WITH(
+        decode_payload(
+            R"({"v":7,"type":"probed","failures":[{"rank":-1,"address":"a","error":"e"}]})"),
+        Catch::StartsWith(R"(protocol: field "rank" of probed is not an integer)"));
+    Failure failure = failure_of_rank(2, Role::worker, 1, "n3", FailureCause::unreachable, 12);
+    failure.detail = "rank 0 (ps:0) at 10.78.0.11:23000: Connection timed out";
+    CHECK(describe(failure) == "rank 2 (worker:1) on n3 cannot reach rank 0 (ps:0) at "
+                               "10.78.0.11:23000: Connection timed out");
+    CHECK(round_trip(Abort{failure}) == encode_payload(Abort{failure}));
+}
+
+TEST_CASE("protocol: a probed carries its node's failed health check", "[protocol][preflight]") {
+    Probed probed;
+    probed.preflight =
+        PreflightFailure{"command", R"("test $(hostname) != n2" exited with status 1)"};
+    const std::string payload =
+        R"({"failures":[],"preflight":{"check":"command","detail":"\"test $(hostname) != n2\" )"
+        R"(exited with status 1"},"type":"probed","v":7})";
+    CHECK(encode_payload(probed) == payload);
+    const auto decoded = std::get<Probed>(decode_payload(payload));
+    CHECK(decoded.failures.empty());
+    CHECK(decoded.preflight == probed.preflight);
+    CHECK_FALSE(std::get<Probed>(decode_payload(R"({"failures":[],"type":"probed","v":7})"))
+                    .preflight.has_value());
+    const std::vector<std::pair<std::string, std::string>> bad{
+        {R"("preflight":[])", R"(protocol: field "preflight" of probed is not an object: )"},
+        {R"("preflight":{"detail":"x"})", R"(protocol: missing field "check" in probed: )"},
+        {R"("preflight":{"check":"","detail":"x"})",
+         R"(protocol: field "check" of probed's preflight is empty: )"},
+        {R"("preflight":{"check":"tmpdir","detail":7})",
+         R"(protocol: field "detail" of probed is not a string of at most 4096 bytes: )"},
+    };
+    for (const auto& [field, message] : bad) {
+        INFO(field);
+        CHECK_THROWS_WITH(decode_payload(R"({"v":7,"type":"probed","failures":[],)" + field + "}"),
+                          Catch::StartsWith(message));
+    }
+    Failure failure = failure_of_rank(1, Role::worker, 0, "n2", FailureCause::preflight, 13);
+    failure.detail = R"(tmpdir: "/tmp" has 12 MiB free (at least 1024 MiB needed))";
+    CHECK(describe(failure) == R"(preflight failed on n2 (rank 1, worker:0): tmpdir: "/tmp" has )"
+                               R"(12 MiB free (at least 1024 MiB needed))");
+    CHECK(encode_payload(Abort{failure}).find(R"("cause":"preflight")") != std::string::npos);
+    CHECK(round_trip(Abort{failure}) == encode_payload(Abort{failure}));
+    CHECK(to_string(FailureCause::preflight) == "preflight");
+    CHECK(to_string(FailureCause::trainer) == "trainer");
+}
+
+TEST_CASE("protocol: the cluster of 10,000 ranks stays compact", "[protocol]") {
+    // 1,250 nodes of 8 tasks, each with an IPv4 address.
+    Cluster cluster;
+    for (int node = 1; node <= 1250; ++node) {
+        cluster.addresses.emplace(fmt::format("node{:04}", node),
+                                  fmt::format("10.78.{}.{}", node / 250, node % 250 + 1));
+    }
+    const auto size = [&cluster] { return encode_payload(cluster).size(); };
+    const std::size_t addresses_only = size();
+    CHECK(addresses_only < std::size_t{40} * 1024);
+    // Usually every launcher got its planned port: nothing more is sent.
+    // One moved port per node, in the node's last task: a zero for every other rank.
+    cluster.ports.assign(10000, 0);
+    for (std::size_t rank = 7; rank < 10000; rank += 8) {
+        cluster.ports[rank] = 31999;
+    }
+    CHECK(size() < k_max_frame);
+    // Every port moved (the worst case): above 64 KiB, which an authenticated coordinator's
+    // frames may exceed (docs/protocol.md).
+    cluster.ports.assign(10000, 31999);
+    CHECK(size() > k_max_frame);
+    CHECK(size() < std::size_t{100} * 1024);
+}
+
+TEST_CASE("protocol: malformed payloads are protocol errors", "[protocol]") {
+    const auto [payload, message] = GENERATE(table<std::string, std::string>({
+        {"", R"(protocol: not valid JSON: "")"},
+        {"{", R"(protocol: not valid JSON: "{")"},
+        {"[1,2]", R"(protocol: not a JSON object: "[1,2]")"},
+        {R"({"type":"heartbeat"})",
+         R"(protocol: unsupported protocol version (expected "v":7): "{\"type\":\"heartbeat\"}")"},
+        // Version 1 (a hello without a step) is no longer understood.
+        {R"({"v":1,"type":"heartbeat"})",
+         R"(protocol: protocol version 1 (this tfslurm speaks version 7): "{\"v\":1,\"type\":\"heartbeat\"}")"},
+        {R"({"v":"1","type":"heartbeat"})",
+         R"(protocol: unsupported protocol version (expected "v":7): "{\"v\":\"1\",\"type\":\"heartbeat\"}")"},
+        {R"({"v":7})", R"(protocol: missing field "type" in message: "{\"v\":7}")"},
+        {R"({"v":7,"type":"launch"})",
+         R"(protocol: unknown message type "launch": "{\"v\":7,\"type\":\"launch\"}")"},
+        {R"({"v":7,"type":"interrupt"})",
+         R"(protocol: missing field "signal" in interrupt: "{\"v\":7,\"type\":\"interrupt\"}")"},
+        {R"({"v":7,"type":"interrupt","signal":"15"})",
+         R"(protocol: field "signal" of interrupt is not an integer in [1, 127]: "{\"v\":7,\"type\":\"interrupt\",\"signal\":\"15\"}")"},
+        {R"({"v":7,"type":"interrupt","signal":0})",
+         R"(protocol: field "signal" of interrupt is not an integer in [1, 127]: "{\"v\":7,\"type\":\"interrupt\",\"signal\":0}")"},
+        {R"({"v":7,"type":"welcome","ranks":-1})",
+         R"(protocol: field "ranks" of welcome is not an integer in [0, 4294967295]: "{\"v\":7,\"type\":\"welcome\",\"ranks\":-1}")"},
+        {R"({"v":7,"type":"exit","status":{"kind":"stopped"}})",
+         R"(protocol: field "status.kind" of exit has an unknown value: "{\"v\":7,\"type\":\"exit\",\"status\":{\"kind\":\"stopped\"}}")"},
+        {R"({"v":7,"type":"exit","status":3})",
+         R"(protocol: field "status" of exit is not an object: "{\"v\":7,\"type\":\"exit\",\"status\":3}")"},
+        {R"({"v":7,"type":"challenge","nonce":"zz"})",
+         R"(protocol: field "nonce" of challenge is not 32 bytes of hex: "{\"v\":7,\"type\":\"challenge\",\"nonce\":\"zz\"}")"},
+        {R"({"v":7,"type":"stop","reason":"bored"})",
+         R"(protocol: field "reason" of stop has an unknown value: "{\"v\":7,\"type\":\"stop\",\"reason\":\"bored\"}")"},
+        {R"({"v":7,"type":"hello","job":1,"step":0,"rank":0,"role":"master","host":"n","pid":1,"auth":"secret","credential":""})",
+         "protocol: field \"role\" of hello has an unknown value: "},
+        {R"({"v":7,"type":"hello","job":1,"step":0,"rank":0,"role":"ps","host":"n","pid":1,"auth":"none","credential":""})",
+         "protocol: field \"auth\" of hello has an unknown value: "},
+        {R"({"v":7,"type":"hello","job":1,"step":0,"rank":4294967296,"role":"ps","host":"n","pid":1,"auth":"secret","credential":""})",
+         "protocol: field \"rank\" of hello is not an integer in [0, 4294967295]: "},
+        {R"({"v":7,"type":"hello","job":1,"step":0,"rank":0,"role":"ps","host":"n","pid":1,"auth":"secret","credential":"","nonce":"ab"})",
+         "protocol: field \"nonce\" of hello is not 32 bytes of hex: "},
+        {R"({"v":7,"type":"hello","job":1,"step":0,"rank":0,"role":"ps","host":"n","pid":1,"auth":"secret","credential":""})",
+         "protocol: missing field \"nonce\" in hello: "},
+        {R"({"v":7,"type":"hello","job":1,"rank":0,"role":"ps","host":"n","pid":1,"auth":"secret","credential":"","nonce":"ab"})",
+         "protocol: missing field \"step\" in hello: "},
+        {R"({"v":7,"type":"reject","reason":"no"})",
+         "protocol: missing field \"code\" in reject: "},
+        {R"({"v":7,"type":"reject","code":"wrong job","reason":"no"})",
+         "protocol: field \"code\" of reject has an unknown value: "},
+        {R"({"v":7,"type":"welcome","ranks":2})",
+         "protocol: missing field \"credential\" in welcome: "},
+        {"[[[[[[[[[[1]]]]]]]]]]", R"(protocol: nested too deeply: "[[[[[[[[[[1]]]]]]]]]]")"},
+        {"{\"v\":7,\"type\":\"reject\",\"reason\":\"\xff\"}", "protocol: not valid JSON: "},
+    }));
+    INFO(payload);
+    try {
+        (void)decode_payload(payload);
+        FAIL("no exception");
+    } catch (const Error& e) {
+        CHECK(e.code() == Errc::protocol);
+        CHECK_THAT(e.what(), Catch::StartsWith(message));
+    }
+}
+
+TEST_CASE("protocol: deep nesting is refused without recursion", "[protocol]") {
+    const std::string deep = std::string(60000, '[') + std::string(60000, ']');
+    CHECK_THROWS_MATCHES(decode_payload(deep), Error, Catch::Predicate<Error>([](const Error& e) {
+                             return e.code() == Errc::protocol;
+                         }));
+    // Brackets inside strings do not count.
+    const auto reject = std::get<Reject>(
+        decode_payload(R"({"v":7,"type":"reject","code":"refused","reason":"[[[[[[[[[[[["})"));
+    CHECK(reject.reason == "[[[[[[[[[[[[");
+}
+
+TEST_CASE("protocol: relay envelopes carry any message unchanged (the tree)", "[protocol]") {
+    SECTION("a leader's hello says so; others do not carry the field") {
+        Hello hello;
+        hello.host = "n1";
+        hello.auth = AuthMethod::secret;
+        hello.nonce = k_nonce;
+        CHECK(encode_payload(hello).find("relay") == std::string::npos);
+        hello.relay = true;
+        CHECK(encode_payload(hello).find("\"relay\":true") != std::string::npos);
+        CHECK(std::get<Hello>(decode_payload(encode_payload(hello))).relay);
+    }
+    SECTION("upstream: one rank and its message, spliced in as text") {
+        const Relay up{{5}, encode_payload(Heartbeat{}), {}};
+        CHECK(encode_payload(up) ==
+              R"({"msg":{"type":"heartbeat","v":7},"ranks":[5],"type":"relay","v":7})");
+        CHECK(round_trip(up) == encode_payload(up));
+    }
+    SECTION("a message type the relay does not know passes through") {
+        const std::string future = R"({"ports":[1,2],"type":"future","v":7})";
+        check_relayable(future);
+        const auto relay = std::get<Relay>(decode_payload(encode_payload(Relay{{7}, future, {}})));
+        CHECK(relay.message == future);
+        CHECK(relay.ranks == std::vector<std::uint32_t>{7});
+    }
+    SECTION("downstream: a broadcast once for several ranks") {
+        const Relay down{{1, 2, 3}, encode_payload(Stop{StopReason::done, 0, 0}), {}};
+        const auto decoded = std::get<Relay>(decode_payload(encode_payload(down)));
+        CHECK(decoded.ranks == std::vector<std::uint32_t>{1, 2, 3});
+        CHECK(decode_payload(decoded.message).index() == Message(Stop{}).index());
+    }
+    SECTION("frame parts around a shared payload make the same bytes as encoding") {
+        const std::string stop = encode_payload(Stop{StopReason::done, 0, 0});
+        const auto relayed = frame_parts(stop.size(), {1, 2, 3}, k_max_trusted_frame);
+        CHECK(relayed.head + stop + relayed.tail ==
+              frame_payload(encode_payload(Relay{{1, 2, 3}, stop, {}}), k_max_trusted_frame));
+        const auto direct = frame_parts(stop.size(), {}, k_max_trusted_frame);
+        CHECK(direct.tail.empty());
+        CHECK(direct.head + stop == frame_payload(stop, k_max_trusted_frame));
+        CHECK_THROWS_WITH(frame_parts(k_max_frame, {1}),
+                          Catch::StartsWith("protocol: message of 65577 bytes exceeds the 65536"));
+    }
+    SECTION("a local connection's end") {
+        const Relay closed{{4}, {}, "connection closed"};
+        CHECK(encode_payload(closed) ==
+              R"({"closed":"connection closed","ranks":[4],"type":"relay","v":7})");
+        CHECK(round_trip(closed) == encode_payload(closed));
+    }
+    SECTION("malformed envelopes") {
+        CHECK_THROWS_WITH(decode_payload(R"({"msg":{},"ranks":[],"type":"relay","v":7})"),
+                          Catch::StartsWith("protocol: field \"ranks\" of relay is not a list"));
+        CHECK_THROWS_WITH(decode_payload(R"({"msg":{},"ranks":[-1],"type":"relay","v":7})"),
+                          Catch::StartsWith("protocol: field \"ranks\" of relay holds"));
+        CHECK_THROWS_WITH(decode_payload(R"({"msg":"x","ranks":[1],"type":"relay","v":7})"),
+                          Catch::StartsWith("protocol: field \"msg\" of relay is not an object"));
+        CHECK_THROWS_WITH(decode_payload(R"({"ranks":[1],"type":"relay","v":7})"),
+                          Catch::StartsWith("protocol: relay carries neither"));
+        CHECK_THROWS_WITH(check_relayable("[1]"), "protocol: not a JSON object: \"[1]\"");
+        CHECK_THROWS_WITH(
+            check_relayable(R"({"type":"x","v":2})"),
+            Catch::StartsWith("protocol: protocol version 2 (this tfslurm speaks version 7)"));
+        CHECK_THROWS_AS(check_relayable(R"({"v":7})"), Error);
+    }
+}

@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: MIT
+#include <tfslurm/common/error.hpp>
+#include <tfslurm/run/requeue_policy.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+using namespace tfslurm;
+using protocol::FailureCause;
+
+namespace {
+
+protocol::Failure failure(FailureCause cause, std::uint32_t rank, std::string host) {
+    protocol::Failure out;
+    out.rank = rank;
+    out.host = std::move(host);
+    out.cause = cause;
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("requeue_policy: only a lost launcher and a failed preflight are a node's fault",
+          "[requeue_policy]") {
+    using Row = std::tuple<FailureCause, bool>;
+    const auto [cause, fault] = GENERATE(table<FailureCause, bool>({
+        Row{FailureCause::lost, true},
+        Row{FailureCause::trainer, false},
+        Row{FailureCause::start, false},
+        Row{FailureCause::unregistered, false},
+        Row{FailureCause::stalled, false},
+        Row{FailureCause::unreachable, false},
+        Row{FailureCause::preflight, true},
+    }));
+    INFO(static_cast<int>(cause));
+    CHECK(node_fault(cause) == fault);
+    CHECK(node_fault_reason(cause).has_value() == fault);
+    const auto exclusion = node_exclusion(failure(cause, 2, "n3"), 0);
+    CHECK(exclusion.has_value() == fault);
+}
+
+TEST_CASE("requeue_policy: the failed rank's node is left out, in the run that failed",
+          "[requeue_policy]") {
+    CHECK(node_fault_reason(FailureCause::lost) ==
+          std::optional<std::string_view>("launcher lost"));
+    CHECK(node_exclusion(failure(FailureCause::lost, 2, "n3"), 0) ==
+          std::optional<NodeExclusion>(NodeExclusion{{"n3"}, "rank 2 launcher lost", 1}));
+    CHECK(node_exclusion(failure(FailureCause::lost, 5, "gpu07"), 2) ==
+          std::optional<NodeExclusion>(NodeExclusion{{"gpu07"}, "rank 5 launcher lost", 3}));
+    CHECK(node_exclusion(failure(FailureCause::preflight, 1, "n2"), 0) ==
+          std::optional<NodeExclusion>(NodeExclusion{{"n2"}, "rank 1 preflight failed", 1}));
+    // No host: nothing to leave out.
+    CHECK_FALSE(node_exclusion(failure(FailureCause::lost, 2, ""), 0));
+    // The trainer's own failure on the same node: never.
+    CHECK_FALSE(node_exclusion(failure(FailureCause::trainer, 2, "n3"), 0));
+}
+
+TEST_CASE("requeue_policy: the budget counts the job's restarts", "[requeue_policy]") {
+    using Row = std::tuple<std::uint32_t, std::uint32_t, bool>;
+    const auto [restarts, max, allowed] = GENERATE(table<std::uint32_t, std::uint32_t, bool>({
+        Row{0, 3, true},
+        Row{2, 3, true},
+        Row{3, 3, false},
+        Row{4, 3, false},
+        Row{0, 0, false},
+        Row{0, 1, true},
+        Row{1, 1, false},
+    }));
+    INFO(restarts << " of " << max);
+    CHECK(requeue_allowed(restarts, max) == allowed);
+}
+
+TEST_CASE("requeue_policy: the merged ExcNodeList", "[requeue_policy]") {
+    using Row = std::tuple<std::string, std::vector<std::string>, std::string>;
+    const auto [existing, nodes, merged] =
+        GENERATE(table<std::string, std::vector<std::string>, std::string>({
+            Row{"", {"n3"}, "n3"},
+            Row{"(null)", {"n3"}, "n3"},
+            Row{"n[1-2]", {"n3"}, "n[1-3]"},
+            Row{"n3", {"n3"}, "n3"},                          // already left out
+            Row{"n[1,3]", {"n2"}, "n[1,3,2]"},                // Slurm's order kept, then ours
+            Row{"login,n[01-02]", {"n03"}, "login,n[01-03]"}, // padding kept
+            Row{"n1", {"n2", "n1", "m4"}, "n[1-2],m4"},
+        }));
+    INFO(existing);
+    CHECK(merged_exclusion(existing, nodes) == merged);
+}
+
+TEST_CASE("requeue_policy: an ExcNodeList that is no hostlist is refused", "[requeue_policy]") {
+    try {
+        (void)merged_exclusion("n[1-", {"n3"});
+        FAIL("no error");
+    } catch (const Error& e) {
+        CHECK(e.code() == Errc::invalid_hostlist);
+        CHECK(std::string(e.what()).rfind("ExcNodeList: ", 0) == 0);
+    }
+}
+
+TEST_CASE("requeue_policy: the record in the job's comment", "[requeue_policy]") {
+    const NodeExclusion exclusion{{"n3"}, "rank 2 launcher lost", 1};
+    const std::string record = exclusion_record(exclusion);
+    CHECK(record == "tfslurm run 1: n3 left out (rank 2 launcher lost)");
+    CHECK(exclusion_record({{"n3", "n4"}, "rank 2 launcher lost", 2}) ==
+          "tfslurm run 2: n[3-4] left out (rank 2 launcher lost)");
+
+    using Row = std::tuple<std::string, std::string, std::string>;
+    // The comment before, after, and the user's own part.
+    const auto [before, after, own] = GENERATE_REF(table<std::string, std::string, std::string>({
+        Row{"", record, ""},
+        Row{"nightly", "nightly; " + record, "nightly"},
+        Row{"tfslurm run 3: n9 left out (rank 1 launcher lost)", record, ""},
+        Row{"nightly; tfslurm run 3: n9 left out (x)", "nightly; " + record, "nightly"},
+        Row{"a; b", "a; b; " + record, "a; b"},
+    }));
+    INFO(before);
+    CHECK(comment_with_record(before, record) == after);
+    CHECK(comment_without_record(before) == own);
+    CHECK(record_in_comment(after) == std::optional<NodeExclusion>(exclusion));
+}
+
+TEST_CASE("requeue_policy: comments without a record of ours", "[requeue_policy]") {
+    const auto text = GENERATE(as<std::string>{},
+                               "",
+                               "nightly",
+                               "tfslurm run x: n3 left out (why)",
+                               "tfslurm run 0: n3 left out (why)",
+                               "tfslurm run 1: n3 left out (why",
+                               "tfslurm run 1: n[3 left out (why)",
+                               "tfslurm run 1:  left out (why)",
+                               "tfslurm run 1 n3 left out (why)");
+    INFO(text);
+    CHECK_FALSE(record_in_comment(text));
+}
+
+TEST_CASE("requeue_policy: the requeued run's line", "[requeue_policy]") {
+    const NodeExclusion record{{"n3"}, "rank 2 launcher lost", 1};
+    CHECK(requeued_run_line(record, 1, 2, {"n1", "n2", "n4"}) ==
+          std::optional<std::string>(
+              "requeued run 2 of 3: n3 left out (rank 2 launcher lost in run 1)"));
+    CHECK(requeued_run_line(record, 1, 2, {"n1", "n3"}) ==
+          std::optional<std::string>(
+              "requeued run 2 of 3: n3 should have been left out (rank 2 launcher lost in run 1) "
+              "but runs this job: its ExcNodeList did not reach Slurm before the requeue ended "
+              "the step"));
+    // An older record: this run was requeued for another reason (a checkpoint).
+    CHECK_FALSE(requeued_run_line(record, 2, 2, {"n1", "n2"}));
+    CHECK_FALSE(requeued_run_line(record, 0, 2, {"n1", "n2"}));
+}
+
+TEST_CASE("requeue_policy: squeue's ExcNodeList|Comment", "[requeue_policy]") {
+    using Row = std::tuple<std::string, std::string, std::string>;
+    const auto [text, excluded, comment] = GENERATE(table<std::string, std::string, std::string>({
+        Row{"(null)|(null)\n", "", ""},
+        Row{"|\n", "", ""},
+        Row{"n[2-3]|tfslurm run 1: n3 left out (x)\n", "n[2-3]", "tfslurm run 1: n3 left out (x)"},
+        Row{"n2|a|b", "n2", "a|b"},
+    }));
+    INFO(text);
+    const JobRecord record = parse_job_record(text);
+    CHECK(record.excluded == excluded);
+    CHECK(record.comment == comment);
+    try {
+        (void)parse_job_record("slurm_load_jobs error: Invalid job id specified\n");
+        FAIL("no error");
+    } catch (const Error& e) {
+        CHECK(e.code() == Errc::io);
+        CHECK(std::string(e.what()) == "squeue: expected the job's ExcNodeList|Comment: "
+                                       "\"slurm_load_jobs error: Invalid job id specified\"");
+    }
+}
+
+TEST_CASE("requeue_policy: the job's end from SLURM_JOB_END_TIME", "[requeue_policy]") {
+    using std::chrono::seconds;
+    using std::chrono::system_clock;
+    const system_clock::time_point now{seconds{1827232050}};
+    CHECK(job_end_from_variable("1827235650", now) ==
+          std::optional<system_clock::time_point>(system_clock::time_point{seconds{1827235650}}));
+    // No time limit: 0, or a year ahead.
+    CHECK_FALSE(job_end_from_variable("0", now));
+    CHECK_FALSE(job_end_from_variable(std::to_string(1827232050 + 365 * 24 * 3600), now));
+    for (const char* bad : {"soon", "-1", "", "99999999999999999999"}) {
+        INFO(bad);
+        try {
+            (void)job_end_from_variable(bad, now);
+            FAIL("no error");
+        } catch (const Error& e) {
+            CHECK(e.code() == Errc::invalid_argument);
+            CHECK(std::string(e.what()) ==
+                  "SLURM_JOB_END_TIME: expected an integer from 0 to 9223372036854775807: \"" +
+                      std::string(bad) + "\"");
+        }
+    }
+}
