@@ -10,6 +10,10 @@ other file its row names in backticks (`protocol_frame.cpp`, `detail/node_check.
 the folders of the layers. Prints one line per violation, naming the file, the
 include and the chain that brought it in; exits 1 when there is one, 0 otherwise.
 
+The folders are layers too: docs/ARCHITECTURE.md's folder table lists them from the top down,
+and a file of include/tfslurm/<folder>/ or src/<folder>/ may include only files of its own folder
+and of the folders below it. Each include that points up is a violation of its own.
+
 Usage: check_purity.py ROOT
 """
 import os
@@ -25,6 +29,7 @@ FORBIDDEN = re.compile(
 )
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
 ROW = re.compile(r"^\| `([a-z0-9_]+)` \|(.*)\| ([^|]*) \|\s*$")
+FOLDER_ROW = re.compile(r"^\| `([a-z]+)/` \|")
 NAMED_FILE = re.compile(r"`((?:detail/)?[a-z0-9_]+\.(?:cpp|hpp))`")
 
 
@@ -68,6 +73,50 @@ def includes(path):
         return [m.group(1) for m in map(INCLUDE.match, text) if m]
 
 
+def folders(architecture):
+    """The layers' folders, from the top down, as the folder table lists them."""
+    with open(architecture, encoding="utf-8") as text:
+        return [m.group(1) for m in map(FOLDER_ROW.match, text) if m]
+
+
+def folder_of(root, path):
+    """The layer folder of a project file (include/tfslurm/<folder>/..., src/<folder>/...)."""
+    parts = os.path.relpath(path, root).split(os.sep)
+    if parts[:2] == ["include", "tfslurm"] and len(parts) > 3:
+        return parts[2]
+    if parts[0] == "src" and len(parts) > 2:
+        return parts[1]
+    return None
+
+
+def check_layers(root):
+    """One line per include from a folder's file into a folder above it."""
+    order = folders(os.path.join(root, "docs", "ARCHITECTURE.md"))
+    if not order:
+        return ["docs/ARCHITECTURE.md: no folder table found"]
+    rank = {name: len(order) - index for index, name in enumerate(order)}  # higher: further up
+    violations = []
+    for base in ("include/tfslurm", "src"):
+        for directory, _, names in sorted(os.walk(os.path.join(root, base))):
+            for name in sorted(names):
+                if not name.endswith((".cpp", ".hpp")):
+                    continue
+                path = os.path.join(directory, name)
+                relative = os.path.relpath(path, root)
+                mine = folder_of(root, path)
+                if mine not in rank:
+                    violations.append(f"{relative}: outside the folders of the layers ({', '.join(order)})")
+                    continue
+                for header in includes(path):
+                    found = resolve(root, path, header)
+                    theirs = folder_of(root, found) if found else None
+                    if theirs in rank and rank[theirs] > rank[mine]:
+                        violations.append(
+                            f"{relative}: `{mine}/` includes `{theirs}/`, a folder above it "
+                            f"({os.path.relpath(found, root)})")
+    return violations
+
+
 def check(root):
     rows = components(os.path.join(root, "docs", "ARCHITECTURE.md"))
     if not rows:
@@ -109,7 +158,7 @@ def main(argv):
     if len(argv) != 2:
         print("usage: check_purity.py ROOT", file=sys.stderr)
         return 2
-    violations = check(argv[1])
+    violations = check(argv[1]) + check_layers(argv[1])
     for line in violations:
         print(f"check_purity: {line}")
     return 1 if violations else 0

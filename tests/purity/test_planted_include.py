@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """check_purity.py fails on a planted include: a copy of the tree where a pure component's file
-(the coordinator) includes <unistd.h>, and one where a header it includes pulls in Asio, each
-named with its chain; the tree as it is passes. Exits 0 when all three hold."""
+(the coordinator) includes <unistd.h>, one where a header it includes pulls in Asio, each named
+with its chain, and two where a file includes a folder above its own (run/ including os/, common/
+a private header of shell/); the tree as it is passes. Exits 0 when all five hold."""
 import os
 import shutil
 import subprocess
@@ -45,6 +46,12 @@ def main(argv):
         ("include/tfslurm/common/exit_status.hpp", "#include <boost/asio/io_context.hpp>",
          "check_purity: src/run/coordinator.cpp: pure component `coordinator` includes "
          "<boost/asio/io_context.hpp> (src/run/coordinator.cpp -> include/tfslurm/run/coordinator.hpp -> "),
+        ("include/tfslurm/run/relay.hpp", "#include <tfslurm/os/spawn.hpp>",
+         "check_purity: include/tfslurm/run/relay.hpp: `run/` includes `os/`, a folder above it "
+         "(include/tfslurm/os/spawn.hpp)\n"),
+        ("src/common/log.cpp", '#include "shell/detail/node_relay.hpp"',
+         "check_purity: src/common/log.cpp: `common/` includes `shell/`, a folder above it "
+         "(src/shell/detail/node_relay.hpp)\n"),
     ]
     for relative, line, expected in cases:
         root = planted(source, relative, line)
