@@ -75,43 +75,70 @@ node_side_pids() {
     done
 }
 
-# do_down QUIET: stop and remove everything a (possibly crashed or partial) cluster left.
-do_down() {
-    local quiet=$1 conf pid node ns veth
-    load_settings
-    validate_dir
-    conf=$(conf_path)
-    local -a nodes=()
-    mapfile -t nodes < <(known_nodes)
-    local -a ours=()
-    for node in "${nodes[@]}"; do
+# own_nodes CONF: the known nodes whose network namespace is not another test cluster's (those
+# are named in a warning and left alone).
+own_nodes() {
+    local conf=$1 node
+    while read -r node; do
         if foreign_ns "$(ns_name "$node")" "$conf"; then
             warn "network namespace $(ns_name "$node") belongs to another test cluster; leaving it alone"
         else
-            ours+=("$node")
+            printf '%s\n' "$node"
         fi
-    done
-    nodes=("${ours[@]}")
-    local did=0 failed=0
+    done < <(known_nodes)
+}
 
-    # 1. Cancel the jobs while slurmctld still answers.
-    if daemon_pid slurmctld >/dev/null && [[ -f $conf ]]; then
-        local jobs
-        jobs=$(sctl squeue -h -o %A 2>/dev/null | tr '\n' ' ' || true)
-        if [[ -n ${jobs// /} ]]; then
-            ((quiet)) || log "cancelling jobs: $jobs"
-            # shellcheck disable=SC2086 # one argument per job id
-            sctl scancel $jobs 2>/dev/null || true
-        fi
+# do_down QUIET: stop and remove everything a (possibly crashed or partial) cluster left, in
+# this order. Every process is found by a PID file (verified), this cluster's SLURM_CONF or
+# argument, or a namespace of its nodes: never by its name alone. The steps share do_down's
+# locals (bash's dynamic scope): quiet, conf, nodes (read) and did, failed (set to 1 when a
+# step did something, when something could not be removed).
+do_down() {
+    local quiet=$1 conf did=0 failed=0
+    local -a nodes=()
+    load_settings
+    validate_dir
+    conf=$(conf_path)
+    mapfile -t nodes < <(own_nodes "$conf")
+
+    down_cancel_jobs
+    down_node_processes
+    down_slurmctld
+    down_host_daemons
+    down_network
+    down_netns_dir
+    down_state_dir
+
+    if ((!did && !quiet)); then
+        log "nothing to take down"
     fi
+    if ((failed)); then
+        warn "some processes or namespaces could not be removed (see above)"
+        return 1
+    fi
+    return 0
+}
 
-    # 2. slurmd (PID file, verified, or found by its environment), whatever is left in the
-    #    nodes' namespaces (slurmstepd, tasks, 'node' commands) and the clients of this cluster
-    #    (they would hang forever once the daemons are gone). All get SIGTERM at once and
-    #    SIGKILL after a short grace: a slurmstepd or srun whose slurmctld is gone would
-    #    otherwise wait for it. A second sweep catches anything forked meanwhile.
+# 1. Cancel the jobs while slurmctld still answers.
+down_cancel_jobs() {
+    daemon_pid slurmctld >/dev/null && [[ -f $conf ]] || return 0
+    local jobs
+    jobs=$(sctl squeue -h -o %A 2>/dev/null | tr '\n' ' ' || true)
+    if [[ -n ${jobs// /} ]]; then
+        ((quiet)) || log "cancelling jobs: $jobs"
+        # shellcheck disable=SC2086 # one argument per job id
+        sctl scancel $jobs 2>/dev/null || true
+    fi
+}
+
+# 2. slurmd (PID file, verified, or found by its environment), whatever is left in the nodes'
+#    namespaces (slurmstepd, tasks, 'node' commands) and the clients of this cluster (they
+#    would hang forever once the daemons are gone). All get SIGTERM at once and SIGKILL after a
+#    short grace: a slurmstepd or srun whose slurmctld is gone would otherwise wait for it. A
+#    second sweep catches anything forked meanwhile.
+down_node_processes() {
     local -a slurmds=() on_nodes=() clients=() all=()
-    local sweep comm
+    local sweep node pid comm
     for ((sweep = 0; sweep < 2; sweep++)); do
         slurmds=()
         on_nodes=()
@@ -122,7 +149,7 @@ do_down() {
         # One scan of /proc for this cluster's SLURM_CONF (a scan costs a second on a busy host).
         while read -r pid comm; do
             case $comm in
-            slurmdbd*) ;; # step 3, after slurmctld
+            slurmdbd*) ;; # down_host_daemons, after slurmctld
             slurmd*) slurmds+=("$pid") ;;
             slurmstepd*) on_nodes+=("$pid") ;;
             srun | salloc | sbatch | sattach | sbcast | sstat) clients+=("$pid") ;;
@@ -145,8 +172,11 @@ do_down() {
         kill_pids 3 "${all[@]}" || failed=1
         did=1
     done
+}
 
-    # 3. slurmctld, then slurmdbd, its database and munged.
+# 3. slurmctld, by its PID file (verified) or its environment.
+down_slurmctld() {
+    local pid
     local -a pids=()
     pid=$(daemon_pid slurmctld) && pids+=("$pid")
     mapfile -t -O "${#pids[@]}" pids < <(pids_with_env "SLURM_CONF=$conf" slurmctld)
@@ -156,9 +186,13 @@ do_down() {
         kill_pids 10 "${pids[@]}" || failed=1
         did=1
     fi
-    # slurmdbd after slurmctld (which sends it what it still holds), then its database, then
-    # munged: each by its PID file (verified), or found by its environment or argument.
-    local what grace
+}
+
+# 4. slurmdbd after slurmctld (which sends it what it still holds), then its database, then
+#    munged: each by its PID file (verified), or found by its environment or argument.
+down_host_daemons() {
+    local what grace pid
+    local -a pids=()
     for what in slurmdbd mariadbd munged; do
         pids=()
         pid=$(daemon_pid "$what") && pids+=("$pid")
@@ -176,42 +210,48 @@ do_down() {
             did=1
         fi
     done
+}
 
-    # 4. Network: veths, namespaces, bridge, /run/netns.
-    if command -v ip >/dev/null; then
-        local -a links=()
-        for node in "${nodes[@]}"; do
-            for veth in "$(veth_name "$node")" "$(ib_veth_name "$node")"; do
-                if ip link show dev "$veth" >/dev/null 2>&1; then
-                    ip link del dev "$veth" 2>/dev/null || true
-                    links+=("$veth")
-                fi
-            done
-            ns=$(ns_name "$node")
-            if [[ -e /run/netns/$ns ]]; then
-                ip netns del "$ns" 2>/dev/null || {
-                    warn "cannot delete network namespace $ns"
-                    failed=1
-                }
-                links+=("$ns")
+# 5. Network: the nodes' veths and namespaces, then the bridges (unless another test cluster
+#    still has ports on them).
+down_network() {
+    command -v ip >/dev/null || return 0
+    local node veth ns bridge ports
+    local -a links=()
+    for node in "${nodes[@]}"; do
+        for veth in "$(veth_name "$node")" "$(ib_veth_name "$node")"; do
+            if ip link show dev "$veth" >/dev/null 2>&1; then
+                ip link del dev "$veth" 2>/dev/null || true
+                links+=("$veth")
             fi
         done
-        local bridge ports
-        for bridge in "$TC_BRIDGE" "$TC_IB_BRIDGE"; do
-            ip link show dev "$bridge" >/dev/null 2>&1 || continue
-            ports=$(ip -o link show master "$bridge" 2>/dev/null | awk -F': ' '{ print $2 }' | tr '\n' ' ')
-            if [[ -n ${ports// /} ]]; then
-                warn "bridge $bridge still has ports of another test cluster (${ports% }); leaving it alone"
-            else
-                ip link del dev "$bridge" || failed=1
-                links+=("$bridge")
-            fi
-        done
-        if ((${#links[@]} > 0)); then
-            ((quiet)) || log "removed network: ${links[*]}"
-            did=1
+        ns=$(ns_name "$node")
+        if [[ -e /run/netns/$ns ]]; then
+            ip netns del "$ns" 2>/dev/null || {
+                warn "cannot delete network namespace $ns"
+                failed=1
+            }
+            links+=("$ns")
         fi
+    done
+    for bridge in "$TC_BRIDGE" "$TC_IB_BRIDGE"; do
+        ip link show dev "$bridge" >/dev/null 2>&1 || continue
+        ports=$(ip -o link show master "$bridge" 2>/dev/null | awk -F': ' '{ print $2 }' | tr '\n' ' ')
+        if [[ -n ${ports// /} ]]; then
+            warn "bridge $bridge still has ports of another test cluster (${ports% }); leaving it alone"
+        else
+            ip link del dev "$bridge" || failed=1
+            links+=("$bridge")
+        fi
+    done
+    if ((${#links[@]} > 0)); then
+        ((quiet)) || log "removed network: ${links[*]}"
+        did=1
     fi
+}
+
+# 6. /run/netns, if a test cluster created it and no namespace is left in it.
+down_netns_dir() {
     if [[ -e $k_netns_marker || ${TC_NETNS_CREATED:-0} == 1 ]] &&
         [[ -d /run/netns && -z $(ls -A /run/netns 2>/dev/null) ]]; then
         local n
@@ -222,39 +262,31 @@ do_down() {
         rmdir /run/netns 2>/dev/null || true
     fi
     [[ -d /run/netns ]] || rm -f -- "$k_netns_marker"
+}
 
-    # 5. The state directory (logs optionally kept).
-    if [[ -d $TC_DIR ]]; then
-        if [[ -n ${TFSLURM_TC_KEEP_LOGS:-} ]]; then
-            local keep=$TFSLURM_TC_KEEP_LOGS
-            mkdir -p -- "$keep"
-            cp -a -- "$TC_DIR"/log/. "$keep"/ 2>/dev/null || true
-            cp -a -- "$TC_DIR"/munge/key/munged.log "$TC_DIR"/settings "$keep"/ 2>/dev/null || true
-            if [[ -d $TC_DIR/etc ]]; then
-                mkdir -p -- "$keep/etc"
-                cp -a -- "$TC_DIR"/etc/. "$keep"/etc/ 2>/dev/null || true
-            fi
-            ((quiet)) || log "logs copied to $keep"
+# 7. The state directory (its logs first copied to TFSLURM_TC_KEEP_LOGS, if set).
+down_state_dir() {
+    [[ -d $TC_DIR ]] || return 0
+    if [[ -n ${TFSLURM_TC_KEEP_LOGS:-} ]]; then
+        local keep=$TFSLURM_TC_KEEP_LOGS
+        mkdir -p -- "$keep"
+        cp -a -- "$TC_DIR"/log/. "$keep"/ 2>/dev/null || true
+        cp -a -- "$TC_DIR"/munge/key/munged.log "$TC_DIR"/settings "$keep"/ 2>/dev/null || true
+        if [[ -d $TC_DIR/etc ]]; then
+            mkdir -p -- "$keep/etc"
+            cp -a -- "$TC_DIR"/etc/. "$keep"/etc/ 2>/dev/null || true
         fi
-        if [[ -e $TC_DIR/$k_marker ]]; then
-            rm -rf -- "$TC_DIR"
-            did=1
-        elif rmdir -- "$TC_DIR" 2>/dev/null; then
-            did=1
-        else
-            # 'up' creates the marker before anything else: without it, this is not ours.
-            warn "left $TC_DIR in place: it has no $k_marker, so the test cluster did not create it"
-        fi
+        ((quiet)) || log "logs copied to $keep"
     fi
-
-    if ((!did && !quiet)); then
-        log "nothing to take down"
+    if [[ -e $TC_DIR/$k_marker ]]; then
+        rm -rf -- "$TC_DIR"
+        did=1
+    elif rmdir -- "$TC_DIR" 2>/dev/null; then
+        did=1
+    else
+        # 'up' creates the marker before anything else: without it, this is not ours.
+        warn "left $TC_DIR in place: it has no $k_marker, so the test cluster did not create it"
     fi
-    if ((failed)); then
-        warn "some processes or namespaces could not be removed (see above)"
-        return 1
-    fi
-    return 0
 }
 
 cmd_down() {
