@@ -19,15 +19,16 @@ namespace tfslurm {
 /// by the same rules; add_requeue() and add_node_requeue() add what rank 0 asks of Slurm.
 LaunchResult LauncherMachine::compute_result() const {
     LaunchResult out;
-    if (m_abandoned) {
+    if (m_trainer == TrainerState::abandoned) {
+        const int signo = m_interrupt ? m_interrupt->signo : 0;
         out.outcome = Outcome::interrupted;
-        out.exit_status = 128 + m_interrupt;
+        out.exit_status = 128 + signo;
         out.step_status = out.exit_status;
         out.announce = true;
         out.message = fmt::format("stopping: {} received signal {} ({}) before its trainer started",
                                   label(),
-                                  m_interrupt,
-                                  signal_description(m_interrupt));
+                                  signo,
+                                  signal_description(signo));
         return out;
     }
     const ExitStatus status = m_status.value_or(ExitStatus::exited(k_status_lost));
@@ -36,7 +37,8 @@ LaunchResult LauncherMachine::compute_result() const {
         // No step status: a trainer that failed by itself keeps its status (it is the likely
         // culprit); the others say that they lost the coordinator.
         out.outcome = Outcome::coordinator_lost;
-        out.exit_status = !status.success() && !m_stopped_by_us ? trainer_status : k_status_lost;
+        out.exit_status =
+            !status.success() && m_stopping == Stopping::no ? trainer_status : k_status_lost;
         out.step_status = out.exit_status;
         out.announce = true; // each launcher's own observation (the reason may differ)
         out.message = fmt::format(
@@ -90,12 +92,12 @@ LaunchResult LauncherMachine::compute_result() const {
     if (stop.reason == protocol::StopReason::done) {
         out.outcome = Outcome::done;
         // A trainer stopped because the work is done succeeded, whatever its status.
-        out.exit_status = m_stopped_by_us ? 0 : trainer_status;
+        out.exit_status = m_stopping != Stopping::no ? 0 : trainer_status;
         out.step_status = 0;
         return out;
     }
     out.outcome = Outcome::interrupted;
-    out.exit_status = m_never_started ? 128 + stop.signal : trainer_status;
+    out.exit_status = m_trainer == TrainerState::never_started ? 128 + stop.signal : trainer_status;
     out.step_status = trainer_status;
     out.announce = stop.rank == m_settings.rank;
     const Member who = stop.rank < m_settings.ranks.size() ? m_settings.ranks[stop.rank] : Member{};

@@ -24,7 +24,26 @@ constexpr Millis k_close_timeout{2000};
 LauncherMachine::LauncherMachine(LauncherSettings settings)
     : m_settings(std::move(settings)),
       m_self(m_settings.rank < m_settings.ranks.size() ? m_settings.ranks[m_settings.rank]
-                                                       : Member{}) {}
+                                                       : Member{}),
+      m_server(m_settings.host == CoordinatorHost::here ? Server::serving : Server::elsewhere) {}
+
+bool LauncherMachine::not_started() const noexcept {
+    switch (m_trainer) {
+    case TrainerState::starting:
+    case TrainerState::awaiting_addresses:
+    case TrainerState::checking_node:
+    case TrainerState::awaiting_go:
+    case TrainerState::restart_backoff:
+        return true;
+    case TrainerState::running:
+    case TrainerState::exit_held:
+    case TrainerState::ended:
+    case TrainerState::never_started:
+    case TrainerState::abandoned:
+        return false;
+    }
+    return false;
+}
 
 std::string LauncherMachine::label() const {
     return fmt::format("rank {} ({}:{})", m_settings.rank, to_string(m_self.role), m_self.index);
@@ -54,10 +73,10 @@ void LauncherMachine::report_exit(const protocol::Exit& exit) {
 }
 
 void LauncherMachine::release_exit() {
-    if (!m_exit_held) {
+    if (m_trainer != TrainerState::exit_held) {
         return;
     }
-    m_exit_held = false;
+    m_trainer = TrainerState::ended;
     m_actions.emplace_back(action::CancelTimer{LauncherTimer::settle});
     report_exit(protocol::Exit{*m_status, {}});
 }
@@ -77,12 +96,14 @@ void LauncherMachine::registered(const std::string& control, Clock::time_point n
                                             now + tick_interval(m_settings.run.heartbeat_timeout)});
     if (m_status) {
         // Interrupted while connecting: tell the coordinator, start nothing.
-        send(protocol::Interrupt{m_interrupt, m_interrupt_whole_step});
+        const Interrupt interrupt = m_interrupt.value_or(Interrupt{});
+        send(protocol::Interrupt{interrupt.signo, interrupt.origin == SignalOrigin::step});
         report_exit(protocol::Exit{*m_status, {}});
         return;
     }
     if (m_settings.exchange == AddressExchange::coordinator) {
-        m_awaiting_addresses = true; // the trainer's environment needs every node's address
+        // The trainer's environment needs every node's address.
+        m_trainer = TrainerState::awaiting_addresses;
         return;
     }
     begin_start();
@@ -93,9 +114,9 @@ void LauncherMachine::begin_start() {
         m_actions.emplace_back(action::ScheduleStart{});
         return;
     }
-    m_awaiting_go = true;
+    m_trainer = TrainerState::awaiting_go;
     if (checks_node()) {
-        m_checking_node = true;
+        m_trainer = TrainerState::checking_node;
         m_actions.emplace_back(action::CheckNode{});
         return;
     }
@@ -123,10 +144,10 @@ void LauncherMachine::after_checks() {
 
 void LauncherMachine::preflight_finished(std::optional<protocol::PreflightFailure> failure,
                                          Clock::time_point /*now*/) {
-    if (!m_checking_node || !m_awaiting_go) {
-        return; // a verdict or a loss came first: nobody waits for it
+    if (m_trainer != TrainerState::checking_node) {
+        return; // a verdict, a loss or an interrupt came first: nobody waits for it
     }
-    m_checking_node = false;
+    m_trainer = TrainerState::awaiting_go;
     if (failure) {
         logger().debug("{}: preflight failed: {}: {}", label(), failure->check, failure->detail);
     } else {
@@ -139,17 +160,17 @@ void LauncherMachine::preflight_finished(std::optional<protocol::PreflightFailur
 }
 
 void LauncherMachine::release_start() {
-    if (m_awaiting_addresses || m_awaiting_go) {
-        m_awaiting_addresses = false;
-        m_awaiting_go = false;
+    if (m_trainer == TrainerState::awaiting_addresses || m_trainer == TrainerState::checking_node ||
+        m_trainer == TrainerState::awaiting_go) {
+        m_trainer = TrainerState::starting;
         m_actions.emplace_back(action::ScheduleStart{});
     }
 }
 
 void LauncherMachine::probe_finished(std::vector<protocol::ProbeFailure> failures,
                                      Clock::time_point /*now*/) {
-    if (!m_awaiting_go) {
-        return; // a verdict or a loss came first: nobody waits for it
+    if (m_trainer != TrainerState::awaiting_go && m_trainer != TrainerState::checking_node) {
+        return; // a verdict, a loss or an interrupt came first: nobody waits for it
     }
     if (failures.size() > protocol::k_max_probe_failures) {
         failures.resize(protocol::k_max_probe_failures);
@@ -169,16 +190,16 @@ void LauncherMachine::received(const protocol::Message& message, Clock::time_poi
         return;
     }
     if (const auto* cluster = std::get_if<protocol::Cluster>(&message);
-        cluster != nullptr && m_awaiting_addresses) {
+        cluster != nullptr && m_trainer == TrainerState::awaiting_addresses) {
         logger().debug(
             "{}: received the addresses of {} nodes", label(), cluster->addresses.size());
         m_cluster = *cluster;
-        m_awaiting_addresses = false;
+        m_trainer = TrainerState::starting;
         begin_start();
         return;
     }
     if (std::holds_alternative<protocol::Go>(message) && has_start_barrier(m_settings.run)) {
-        if (m_awaiting_go && !m_checking_node) {
+        if (m_trainer == TrainerState::awaiting_go) {
             logger().debug("{}: every rank is ready: starting", label());
             release_start();
         }
@@ -209,12 +230,12 @@ void LauncherMachine::written(Clock::time_point now) {
 }
 
 void LauncherMachine::start_due(Clock::time_point now) {
-    if (m_status || m_trainer != TrainerState::not_started) {
+    if (!not_started()) {
         return;
     }
     if (m_verdict || m_lost) {
         logger().debug("{}: the step ended before the trainer started: not starting it", label());
-        m_never_started = true;
+        m_trainer = TrainerState::never_started;
         m_status = ExitStatus::exited(0);
         maybe_finish(now);
         return;
@@ -284,22 +305,23 @@ void LauncherMachine::trainer_exited(ExitStatus status, Clock::time_point now) {
     m_trainer = TrainerState::ended;
     m_status = status;
     m_actions.emplace_back(action::CancelTimer{LauncherTimer::grace});
-    if (m_stall) {
+    if (m_stall != Stall::none) {
         report_stall(); // before the exit: the step fails because the trainer was stuck
     }
-    if (m_stopped_by_us && done_verdict()) {
+    const bool stopped_by_us = m_stopping != Stopping::no;
+    if (stopped_by_us && done_verdict()) {
         logger().info("{}: trainer stopped ({})", label(), describe(status));
-    } else if (m_stopped_by_us) {
+    } else if (stopped_by_us) {
         logger().debug("{}: trainer stopped ({})", label(), describe(status));
     } else {
         logger().debug("{}: trainer {}", label(), describe(status));
     }
     const bool interrupt_signal = status.kind == ExitStatus::Kind::signaled &&
                                   (status.value == SIGTERM || status.value == SIGINT);
-    if (interrupt_signal && !m_stopped_by_us && !m_verdict && !m_lost) {
+    if (interrupt_signal && !stopped_by_us && !m_verdict && !m_lost) {
         // Perhaps the step's cancel, which reached the trainer before us: hold the report until
         // our own copy of the signal (sent as `interrupt` first) or the settle window's end.
-        m_exit_held = true;
+        m_trainer = TrainerState::exit_held;
         m_actions.emplace_back(action::ArmTimer{LauncherTimer::settle, now + k_settle_window});
         return;
     }
@@ -327,40 +349,39 @@ void LauncherMachine::signal_received(int signo, Clock::time_point now, SignalOr
         logger().debug("{}: signal {} from slurmstepd reached the trainer too: not forwarding it",
                        label(),
                        signo);
-        m_term_delivered = m_term_delivered || signo == SIGTERM;
+        note_delivered(signo);
     } else if (trainer_running()) {
         logger().debug("{}: forwarding signal {} to the trainer", label(), signo);
         m_actions.emplace_back(action::SignalTrainer{signo});
-        m_term_delivered = m_term_delivered || signo == SIGTERM;
+        note_delivered(signo);
     }
     if (signo != SIGTERM && signo != SIGINT) {
         return;
     }
-    if (m_interrupt == 0) {
-        m_interrupt = signo;
+    if (!m_interrupt) {
+        m_interrupt = Interrupt{signo, origin};
         logger().info("{}: received signal {} ({}): stopping the step",
                       label(),
                       signo,
                       signal_description(signo));
-        m_interrupt_whole_step = origin == SignalOrigin::step;
         if (m_phase == Phase::registered && !m_verdict) {
-            send(protocol::Interrupt{signo, m_interrupt_whole_step});
+            send(protocol::Interrupt{signo, origin == SignalOrigin::step});
         }
     }
     if (trainer_running()) {
         stop_trainer(0, now); // already forwarded: only start counting the grace period
-    } else if (m_trainer == TrainerState::not_started && !m_status) {
+    } else if (not_started()) {
         // Not started yet (or waiting for its restart): never start it.
-        if (m_restart_pending) {
-            m_restart_pending = false;
+        if (m_trainer == TrainerState::restart_backoff) {
             m_actions.emplace_back(action::CancelTimer{LauncherTimer::restart});
         }
         m_status = ExitStatus::signaled(signo);
         if (m_phase != Phase::registered) {
-            m_abandoned = true;
+            m_trainer = TrainerState::abandoned;
             finish(now);
             return;
         }
+        m_trainer = TrainerState::ended;
         report_exit(protocol::Exit{*m_status, {}});
     }
     release_exit(); // a trainer that died of this signal: part of the interrupt
@@ -396,14 +417,14 @@ void LauncherMachine::timer_fired(LauncherTimer timer, Clock::time_point now) {
         logger().warn("{}: the trainer did not stop within {}: killing it (SIGKILL)",
                       label(),
                       format_seconds(m_settings.run.grace));
-        m_killed = true;
+        m_stopping = Stopping::killed;
         m_actions.emplace_back(action::SignalTrainer{SIGKILL});
         return;
     case LauncherTimer::close:
         disconnect(now);
         return;
     case LauncherTimer::settle:
-        if (m_exit_held) {
+        if (m_trainer == TrainerState::exit_held) {
             logger().debug("{}: no signal came within {}: the trainer was killed by itself or "
                            "by someone else",
                            label(),
@@ -413,13 +434,13 @@ void LauncherMachine::timer_fired(LauncherTimer timer, Clock::time_point now) {
         maybe_finish(now);
         return;
     case LauncherTimer::restart:
-        if (m_restart_pending) {
-            m_restart_pending = false;
+        if (m_trainer == TrainerState::restart_backoff) {
+            m_trainer = TrainerState::starting;
             start_due(now);
         }
         return;
     case LauncherTimer::stall:
-        if (m_stall) {
+        if (m_stall != Stall::none) {
             report_stall(); // the stall grace is over
         } else if (watching_progress()) {
             m_actions.emplace_back(action::SampleProgress{});
@@ -441,8 +462,8 @@ void LauncherMachine::timer_fired(LauncherTimer timer, Clock::time_point now) {
 }
 
 void LauncherMachine::send_checkpoint(Clock::time_point now) {
-    if (!trainer_running() || m_checkpoint || m_verdict || m_lost || m_stopped_by_us ||
-        m_interrupt != 0 || !m_settings.job_end) {
+    if (!trainer_running() || m_checkpoint || m_verdict || m_lost || m_stopping != Stopping::no ||
+        m_interrupt || !m_settings.job_end) {
         return; // the step is ending anyway, or Slurm's --signal came first
     }
     const int signo = m_settings.run.checkpoint_signal;
@@ -463,7 +484,7 @@ void LauncherMachine::send_checkpoint(Clock::time_point now) {
 }
 
 void LauncherMachine::server_finished(Clock::time_point now) {
-    m_server_finished = true;
+    m_server = Server::finished;
     maybe_finish(now);
 }
 
@@ -471,7 +492,7 @@ void LauncherMachine::server_finished(Clock::time_point now) {
 
 void LauncherMachine::on_restart(const protocol::Restart& restart, Clock::time_point now) {
     if (m_trainer != TrainerState::ended || !m_status || m_status->success() || m_verdict ||
-        m_lost || m_interrupt != 0 || m_stall || m_restart_pending) {
+        m_lost || m_interrupt || m_stall != Stall::none) {
         // Only a trainer that failed by itself and was reported is restarted; anything else
         // (a restart crossing our interrupt, say) is ignored: the step's verdict follows.
         logger().debug(
@@ -485,13 +506,11 @@ void LauncherMachine::on_restart(const protocol::Restart& restart, Clock::time_p
                    restart.limit,
                    format_seconds(m_settings.run.restarts.delay));
     m_restarts = restart.count;
-    m_restart_pending = true;
     // A fresh trainer: nothing of the failed one's supervision carries over.
-    m_trainer = TrainerState::not_started;
+    m_trainer = TrainerState::restart_backoff;
     m_status.reset();
-    m_stopped_by_us = false;
-    m_term_delivered = false;
-    m_killed = false;
+    m_stopping = Stopping::no;
+    m_term = TermSignal::not_delivered;
     m_grace_deadline.reset();
     m_sample.reset();
     m_actions.emplace_back(
@@ -499,10 +518,10 @@ void LauncherMachine::on_restart(const protocol::Restart& restart, Clock::time_p
 }
 
 void LauncherMachine::cancel_restart(Clock::time_point now) {
-    if (!m_restart_pending) {
+    if (m_trainer != TrainerState::restart_backoff) {
         return;
     }
-    m_restart_pending = false;
+    m_trainer = TrainerState::starting;
     m_actions.emplace_back(action::CancelTimer{LauncherTimer::restart});
     start_due(now); // records that the trainer never started again (a verdict or a loss came)
 }
@@ -547,19 +566,27 @@ void LauncherMachine::stop_trainer(int signo, Clock::time_point now) {
     if (!trainer_running()) {
         return;
     }
-    m_stopped_by_us = true;
-    if (signo == SIGTERM && m_term_delivered) {
+    if (m_stopping == Stopping::no) {
+        m_stopping = Stopping::grace;
+    }
+    if (signo == SIGTERM && m_term == TermSignal::delivered) {
         signo = 0; // its SIGTERM handler (a checkpoint) must run once
     }
     if (signo != 0) {
         m_actions.emplace_back(action::SignalTrainer{signo});
-        m_term_delivered = m_term_delivered || signo == SIGTERM;
+        note_delivered(signo);
     }
     if (m_grace_deadline && *m_grace_deadline > now) {
         return; // already counting
     }
     m_grace_deadline = now + m_settings.run.grace;
     m_actions.emplace_back(action::ArmTimer{LauncherTimer::grace, *m_grace_deadline});
+}
+
+void LauncherMachine::note_delivered(int signo) noexcept {
+    if (signo == SIGTERM) {
+        m_term = TermSignal::delivered;
+    }
 }
 
 void LauncherMachine::disconnect(Clock::time_point now) {
@@ -573,7 +600,7 @@ void LauncherMachine::disconnect(Clock::time_point now) {
 }
 
 void LauncherMachine::maybe_finish(Clock::time_point now) {
-    if (m_result || !m_status || m_exit_held || (!m_verdict && !m_lost)) {
+    if (m_result || !m_status || m_trainer == TrainerState::exit_held || (!m_verdict && !m_lost)) {
         return;
     }
     if (m_phase == Phase::registered) {
@@ -591,8 +618,7 @@ void LauncherMachine::maybe_finish(Clock::time_point now) {
         disconnect(now);
         return;
     }
-    if (m_phase == Phase::closing ||
-        (m_settings.host == CoordinatorHost::here && !m_server_finished)) {
+    if (m_phase == Phase::closing || m_server == Server::serving) {
         return;
     }
     finish(now);
@@ -600,7 +626,7 @@ void LauncherMachine::maybe_finish(Clock::time_point now) {
 
 void LauncherMachine::finish(Clock::time_point /*now*/) {
     m_result = compute_result();
-    if (m_killed && m_result->outcome == Outcome::done) {
+    if (m_stopping == Stopping::killed && m_result->outcome == Outcome::done) {
         logger().warn("{}: stopped with SIGKILL after the grace period", label());
     }
     m_actions.emplace_back(action::Finish{*m_result});

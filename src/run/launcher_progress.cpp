@@ -54,11 +54,11 @@ void LauncherMachine::progress_sampled(const ProgressSample& sample, Clock::time
     }
     // The stall timeout it went past, not the silence measured: that one is only known to a
     // sampling interval (later on a loaded node), and the line naming the rank must not vary.
-    m_stall = *m_settings.run.stall_timeout;
+    m_stall = Stall::stuck;
     logger().warn("{}: no progress for {}: the trainer is stuck; asking for its stack traces "
                   "(signal {} ({})), aborting the step {} later",
                   label(),
-                  format_seconds(*m_stall),
+                  format_seconds(*m_settings.run.stall_timeout),
                   m_settings.run.stall_signal,
                   signal_description(m_settings.run.stall_signal),
                   format_seconds(m_settings.run.stall_grace));
@@ -68,8 +68,9 @@ void LauncherMachine::progress_sampled(const ProgressSample& sample, Clock::time
 }
 
 bool LauncherMachine::watching_progress() const noexcept {
-    return m_settings.run.stall_timeout && judged_for_stalls() && trainer_running() && !m_stall &&
-           !m_verdict && !m_lost && !m_stopped_by_us && m_interrupt == 0;
+    return m_settings.run.stall_timeout && judged_for_stalls() && trainer_running() &&
+           m_stall == Stall::none && !m_verdict && !m_lost && m_stopping == Stopping::no &&
+           !m_interrupt;
 }
 
 bool LauncherMachine::judged_for_stalls() const noexcept {
@@ -92,15 +93,15 @@ Millis LauncherMachine::report_interval() const {
 }
 
 void LauncherMachine::report_stall() {
-    if (m_stall_reported) {
+    if (m_stall == Stall::reported) {
         return;
     }
-    m_stall_reported = true;
+    m_stall = Stall::reported;
     m_actions.emplace_back(launcher_action::CancelTimer{LauncherTimer::stall});
     if (m_verdict || m_lost) {
         return; // the step ends anyway
     }
-    send(protocol::Stall{static_cast<std::uint64_t>(m_stall->count())});
+    send(protocol::Stall{static_cast<std::uint64_t>(m_settings.run.stall_timeout->count())});
 }
 
 } // namespace tfslurm

@@ -349,8 +349,38 @@ class LauncherMachine {
     [[nodiscard]] const std::optional<LaunchResult>& result() const noexcept { return m_result; }
 
   private:
+    /// The link to the coordinator.
     enum class Phase { unregistered, registered, closing, closed };
-    enum class TrainerState { not_started, running, ended };
+    /// The trainer's life, one state at a time: what its start waits for, running, or how it
+    /// ended. A restart goes from `ended` through `restart_backoff` to `starting` again.
+    enum class TrainerState {
+        starting,           ///< not started, and its start waits on nobody (ScheduleStart is out)
+        awaiting_addresses, ///< registered: the start waits for `cluster` (every node's address)
+        checking_node,      ///< the start barrier: the node's checks run (then the probe, `go`)
+        awaiting_go,        ///< the start barrier: the probe runs or `probed` went; waits for `go`
+        restart_backoff,    ///< `restart` came: the back-off runs, then `starting`
+        running,
+        exit_held,     ///< killed by SIGTERM/SIGINT not ours: the report waits for k_settle_window
+        ended,         ///< exited, failed to start, or interrupted before it started
+        never_started, ///< the step ended (a verdict, a loss) before it started
+        abandoned,     ///< interrupted before this launcher registered: nobody to tell
+    };
+    /// Whether this launcher stops the trainer: its grace period runs, or ran out (SIGKILL).
+    enum class Stopping { no, grace, killed };
+    /// Whether the trainer received SIGTERM (ours or slurmstepd's): its handler must run once.
+    enum class TermSignal { not_delivered, delivered };
+    /// A trainer judged stuck (its stack traces asked for), then reported to the coordinator.
+    enum class Stall { none, stuck, reported };
+    /// The coordinator's server, which rank 0's launcher hosts and waits for before finishing.
+    enum class Server { elsewhere, serving, finished };
+    /// The first SIGTERM or SIGINT, and who it was meant for.
+    struct Interrupt {
+        int signo = 0;
+        SignalOrigin origin = SignalOrigin::launcher;
+    };
+
+    /// Before the trainer's first start (or its restart): starting, or waiting to.
+    [[nodiscard]] bool not_started() const noexcept;
 
     [[nodiscard]] std::string label() const;
     [[nodiscard]] bool done_verdict() const noexcept;
@@ -360,6 +390,8 @@ class LauncherMachine {
     void on_verdict(const protocol::Message& verdict, Clock::time_point now);
     void coordinator_lost(const std::string& reason, Clock::time_point now);
     void stop_trainer(int signo, Clock::time_point now);
+    /// A signal that reached the trainer: SIGTERM is remembered (TermSignal).
+    void note_delivered(int signo) noexcept;
     [[nodiscard]] bool watching_progress() const noexcept;
     /// Whether this rank's role is one `stall_roles` judges.
     [[nodiscard]] bool judged_for_stalls() const noexcept;
@@ -398,34 +430,23 @@ class LauncherMachine {
     LauncherSettings m_settings;
     Member m_self;
     Phase m_phase = Phase::unregistered;
-    TrainerState m_trainer = TrainerState::not_started;
+    TrainerState m_trainer = TrainerState::starting;
     std::optional<ExitStatus> m_status; ///< the trainer's (or a synthetic) status
     std::optional<protocol::Message> m_verdict;
     std::optional<std::string> m_lost; ///< the coordinator vanished before a verdict
     Clock::time_point m_last_heard;
     std::optional<Clock::time_point> m_grace_deadline;
-    std::size_t m_unwritten = 0;         ///< Sends not yet acknowledged by written()
-    int m_interrupt = 0;                 ///< first SIGTERM/SIGINT received
-    bool m_interrupt_whole_step = false; ///< m_interrupt came from slurmstepd
-    bool m_stopped_by_us = false;
-    bool m_term_delivered = false; ///< the trainer received SIGTERM (from us or slurmstepd)
-    bool m_exit_held = false;      ///< the trainer's exit waits for k_settle_window
-    bool m_killed = false;         ///< the grace period ran out
-    bool m_abandoned = false;
-    bool m_never_started = false;
-    bool m_server_finished = false;
-    bool m_awaiting_addresses = false; ///< registered, the start waits for `cluster`
-    bool m_awaiting_go = false;        ///< probing: the start waits for `go`
-    /// Checking the node (`preflight`): the probe (or `probed`) waits for preflight_finished().
-    bool m_checking_node = false;
+    std::size_t m_unwritten = 0; ///< Sends not yet acknowledged by written()
+    std::optional<Interrupt> m_interrupt;
+    Stopping m_stopping = Stopping::no;
+    TermSignal m_term = TermSignal::not_delivered;
+    Server m_server = Server::elsewhere;
     std::optional<protocol::PreflightFailure> m_preflight; ///< the node's failed check
     protocol::Cluster m_cluster;                           ///< as received
     std::optional<ProgressSample> m_sample;                ///< the last progress sample
     Clock::time_point m_last_progress;
-    std::optional<Millis> m_stall; ///< the trainer is stuck: how long it was silent
-    bool m_stall_reported = false;
-    std::uint32_t m_restarts = 0;   ///< the last `restart`'s count
-    bool m_restart_pending = false; ///< `restart` came: the back-off is running
+    Stall m_stall = Stall::none;
+    std::uint32_t m_restarts = 0; ///< the last `restart`'s count
     /// The trainer got the checkpoint signal: how (`signal 10 (...) 50 s before the job's end`).
     std::optional<std::string> m_checkpoint;
     std::optional<LaunchResult> m_result;

@@ -173,6 +173,18 @@ TEST_CASE("launcher: preflight: the node's lowest rank checks it, every rank wai
                  {900, "probe fail", {"send probed 1 failed"}},
              });
     }
+    SECTION("an interrupt while checking: never started; the late result and go start nothing") {
+        play(preflight_settings(2, Probe::on),
+             {
+                 {0, "welcome", {"arm heartbeat 1000", "arm watch 250", "check node"}},
+                 {10,
+                  "signal 15",
+                  {"send interrupt 15", "send exit was killed by signal 15 (Terminated)"}},
+                 {20, "node ok", k_nothing},
+                 {30, "go", k_nothing},
+                 {30, "start due", k_nothing},
+             });
+    }
     SECTION("a verdict while checking: never started, a late result is dropped") {
         const std::string line = "aborting: rank 3 (worker:2) on n2 exited with status 3";
         play(preflight_settings(2, Probe::off),
