@@ -21,12 +21,6 @@ set -euo pipefail
 readonly prog=build-in-release.sh
 # Suites this script knows (Debian 12, 13, unstable) and what each packages (for the usage text).
 readonly -a k_suites=(bookworm trixie sid)
-# What the root filesystem holds: building the library, the CLI, the SPANK plugin and the tests
-# (scripts/setup.sh's build packages less the linters and the clang tools), what the tests run
-# (scontrol, python3, readelf, ps, ip), ccache, and dpkg-dev for the .deb (dpkg-shlibdeps).
-readonly -a k_packages=(g++ cmake make libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
-    libboost-dev catch2 libsodium-dev libmunge-dev libpmi2-0-dev python3 slurm-client libslurm-dev
-    ccache procps psmisc iproute2 util-linux bsdutils groff-base file binutils dpkg-dev)
 # The tests that need no cluster (ctest labels; e2e and package need the test cluster or the
 # machine's dpkg tools). diff (tfslurm's hostlists against this release's scontrol) is left out
 # by default: on 24.11 and 26.05 it reports the malformed lists on which those releases and
@@ -34,6 +28,9 @@ readonly -a k_packages=(g++ cmake make libcli11-dev nlohmann-json3-dev libspdlog
 readonly k_default_labels='^(unit|integration|fuzz-replay)$'
 # A file at the top of every root filesystem this script built: what it was built with.
 readonly k_stamp=.tfslurm-build-rootfs
+# apt_mirror, rootfs_ensure and what the root filesystem holds (k_build_rootfs_packages).
+# shellcheck source-path=SCRIPTDIR source=lib/rootfs.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib/rootfs.sh"
 
 log() { printf '%s: %s\n' "$prog" "$*" >&2; }
 die() {
@@ -66,86 +63,6 @@ EOF
 }
 
 now() { date +%s; }
-
-# apt_mirror: the Debian mirror this machine's apt uses (as scripts/test-cluster finds it).
-apt_mirror() {
-    if [[ -n ${TFSLURM_TC_MIRROR:-} ]]; then
-        printf '%s' "$TFSLURM_TC_MIRROR"
-        return 0
-    fi
-    local file line
-    for file in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-        [[ -r $file ]] || continue
-        while IFS= read -r line; do
-            if [[ $line =~ ^URIs:[[:space:]]*([^[:space:]]+/debian)/?$ ]]; then
-                printf '%s' "${BASH_REMATCH[1]}"
-                return 0
-            fi
-            if [[ $line =~ ^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?([^[:space:]]+/debian)/?[[:space:]] ]]; then
-                printf '%s' "${BASH_REMATCH[2]}"
-                return 0
-            fi
-        done <"$file"
-    done
-    printf '%s' http://deb.debian.org/debian
-}
-
-# ensure_rootfs ROOT SUITE: build ROOT once (under a lock, so that two runs never build the same
-# one). The package lists stay in it: they tell which packages the release has. A root
-# filesystem of the suite built with an older package list gets the new packages installed.
-ensure_rootfs() {
-    local root=$1 suite=$2 want
-    want="suite=$suite packages=${k_packages[*]}"
-    [[ -f $root/$k_stamp && $(<"$root/$k_stamp") == "$want" ]] && return 0
-    mkdir -p -- "${root%/*}"
-    local fd
-    exec {fd}>"$root.lock"
-    flock -w 1800 "$fd" || die "another build of $root has held $root.lock for 30 minutes"
-    if [[ -f $root/$k_stamp && $(<"$root/$k_stamp") == "$want" ]]; then
-        exec {fd}>&-
-        return 0
-    fi
-    if [[ -f $root/$k_stamp && $(<"$root/$k_stamp") == "suite=$suite "* ]]; then
-        log "installing the packages that the root filesystem of Debian $suite lacks (log: $root.log)"
-        # shellcheck disable=SC2016 # expanded by the sh inside the root filesystem
-        in_root "$root" sh -c 'apt-get update -q && DEBIAN_FRONTEND=noninteractive \
-            apt-get install -y -q --no-install-recommends "$@"' install "${k_packages[@]}" \
-            >"$root.log" 2>&1 || {
-            exec {fd}>&-
-            tail -n 20 -- "$root.log" >&2
-            die "apt-get could not install the packages in $root (log: $root.log)"
-        }
-        printf '%s\n' "$want" >"$root/$k_stamp"
-        exec {fd}>&-
-        return 0
-    fi
-    command -v mmdebstrap >/dev/null || {
-        exec {fd}>&-
-        die "building a root filesystem of Debian $suite needs mmdebstrap: apt-get install mmdebstrap"
-    }
-    local mirror opts='' t0 packages
-    mirror=$(apt_mirror)
-    # sid's index may be past its Valid-Until date on a mirror snapshot: that suite only may be.
-    [[ $suite == sid ]] && opts='[check-valid-until=no] '
-    packages=$(
-        IFS=,
-        printf '%s' "${k_packages[*]}"
-    )
-    t0=$(now)
-    log "building a root filesystem of Debian $suite in $root (once, several minutes; log: $root.log)"
-    rm -rf -- "$root" "$root.tmp"
-    if ! mmdebstrap --variant=apt --skip=cleanup/apt/lists --include="$packages" "$suite" \
-        "$root.tmp" "deb ${opts}$mirror $suite main" >"$root.log" 2>&1; then
-        rm -rf -- "$root.tmp"
-        exec {fd}>&-
-        tail -n 20 -- "$root.log" >&2
-        die "mmdebstrap could not build the root filesystem of Debian $suite from $mirror (log: $root.log)"
-    fi
-    printf '%s\n' "$want" >"$root.tmp/$k_stamp"
-    mv -- "$root.tmp" "$root"
-    exec {fd}>&-
-    log "root filesystem of Debian $suite ready in $(($(now) - t0)) s ($(du -sh -- "$root" | cut -f1))"
-}
 
 # in_root ROOT CMD...: CMD chrooted into ROOT (scripts/test-cluster.d/enter: a private mount
 # namespace, gone with CMD) with the checkout, the ccache directory and the kernel's file
@@ -219,7 +136,7 @@ main() {
     t_all=$(now)
 
     t0=$(now)
-    ensure_rootfs "$root" "$suite"
+    rootfs_ensure "$root" "$k_stamp" "suite=$suite" "$suite" true "${k_build_rootfs_packages[@]}"
     local t_rootfs=$(($(now) - t0))
 
     # Every package scripts/setup.sh asks for exists in this release (no name only one release

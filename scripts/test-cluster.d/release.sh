@@ -13,11 +13,6 @@
 # Releases this script knows, and the Debian suite that packages each.
 readonly -a k_releases=(22.05 24.11 26.05)
 declare -Ar k_release_suite=([22.05]=bookworm [24.11]=trixie [26.05]=sid)
-# What a release's root filesystem holds: the daemons, the clients, libslurm and its headers
-# (the SPANK plugin and the smoke programs are built there), munge, PMI2, and what the tests'
-# tasks run (python3, ip, ss, ps, runuser).
-readonly -a k_rootfs_packages=(slurmctld slurmd slurm-client slurm-wlm-basic-plugins libslurm-dev
-    libpmi2-0-dev munge procps iproute2 util-linux python3 gcc libc6-dev mawk)
 # Slurm's clients, as wrappers in <state dir>/bin (the host's own would talk to the wrong
 # release): outside the root filesystem each one re-enters it through 'test-cluster exec'.
 readonly -a k_client_commands=(srun sbatch salloc sattach sbcast scancel scontrol sinfo squeue
@@ -25,11 +20,9 @@ readonly -a k_client_commands=(srun sbatch salloc sattach sbcast scancel scontro
 # A file at the top of every root filesystem we built; it also tells a wrapper that it already
 # runs inside one.
 readonly k_rootfs_stamp=.tfslurm-tc-rootfs
-# Installed into a built root filesystem afterwards (apt inside it, stamped in a file of its
-# own, so that adding one never rebuilds the root filesystem): PyTorch, for the tests that run
-# the PyTorch examples (tests/e2e/test_torch_*.sh; about 220 MB to download, once), and the
-# release's slurmdbd (accounting; its database is this machine's MariaDB).
-readonly -a k_rootfs_extras=(python3-torch slurmdbd)
+# What the root filesystem holds (k_cluster_rootfs_packages, and k_cluster_rootfs_extras
+# installed afterwards, stamped in a file of its own) is in scripts/lib/rootfs.sh, with the
+# mmdebstrap build and the mirror lookup that scripts/build-in-release.sh uses too.
 readonly k_rootfs_extras_stamp=.tfslurm-tc-extras
 
 # host_release: the Slurm release of this machine's Debian suite (what runs without a root
@@ -79,28 +72,6 @@ repo_root=$(cd -- "$script_dir/.." && pwd -P)
 readonly repo_root
 readonly -a k_rootfs_binds=(/proc /sys /dev /tmp /etc/passwd /etc/group /etc/hosts "$repo_root")
 
-# apt_mirror: the Debian mirror this machine's apt uses (TFSLURM_TC_MIRROR overrides it).
-apt_mirror() {
-    if [[ -n ${TFSLURM_TC_MIRROR:-} ]]; then
-        printf '%s' "$TFSLURM_TC_MIRROR"
-        return 0
-    fi
-    local file line uri=
-    for file in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-        [[ -r $file ]] || continue
-        while IFS= read -r line; do
-            # deb822 "URIs: http://.../debian" or one-line "deb [opts] http://.../debian suite main"
-            if [[ $line =~ ^URIs:[[:space:]]*([^[:space:]]+/debian)/?$ ||
-                $line =~ ^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?([^[:space:]]+/debian)/?[[:space:]] ]]; then
-                uri=${BASH_REMATCH[-1]}
-                [[ $line == URIs:* ]] && uri=${BASH_REMATCH[1]}
-                break 2
-            fi
-        done <"$file"
-    done
-    printf '%s' "${uri:-http://deb.debian.org/debian}"
-}
-
 # rootfs_release ROOT: the Slurm release (major.minor) installed in ROOT.
 rootfs_release() {
     local version
@@ -118,87 +89,44 @@ ensure_rootfs() {
     ensure_rootfs_extras
 }
 
-# ensure_rootfs_extras: install k_rootfs_extras into TC_ROOTFS once, with its own apt (the
-# suite's sources list that the build wrote; the machine's resolv.conf for the mirror's name),
-# under the root filesystem's lock.
+# ensure_rootfs_extras: install k_cluster_rootfs_extras into TC_ROOTFS once, under the root
+# filesystem's lock.
 ensure_rootfs_extras() {
     local root=$TC_ROOTFS want fd log=$TC_ROOTFS.extras.log t0
-    want="extras=${k_rootfs_extras[*]}"
-    if [[ -f $root/$k_rootfs_extras_stamp && $(<"$root/$k_rootfs_extras_stamp") == "$want" ]]; then
-        return 0
-    fi
+    want="extras=${k_cluster_rootfs_extras[*]}"
+    rootfs_stamped "$root" "$k_rootfs_extras_stamp" "$want" && return 0
     exec {fd}>"$root.lock"
-    flock -w 1200 "$fd" || die "another build of $root has held $root.lock for 20 minutes"
-    if [[ -f $root/$k_rootfs_extras_stamp && $(<"$root/$k_rootfs_extras_stamp") == "$want" ]]; then
+    flock -w 1800 "$fd" || die "another build of $root has held $root.lock for 30 minutes"
+    if rootfs_stamped "$root" "$k_rootfs_extras_stamp" "$want"; then
         exec {fd}>&-
         return 0
     fi
     t0=$(now_us)
-    log "installing ${k_rootfs_extras[*]} into $root (once; log: $log)"
-    if ! "$script_dir/test-cluster.d/enter" "$root" /proc /sys /dev /etc/resolv.conf -- \
-        /usr/bin/env DEBIAN_FRONTEND=noninteractive /bin/sh -c \
-        'apt-get update && apt-get install -y --no-install-recommends "$@" && apt-get clean' \
-        sh "${k_rootfs_extras[@]}" >"$log" 2>&1; then
+    log "installing ${k_cluster_rootfs_extras[*]} into $root (once; log: $log)"
+    if ! rootfs_apt_install "$root" "$log" "${k_cluster_rootfs_extras[@]}"; then
         exec {fd}>&-
-        die_log "$log" "could not install ${k_rootfs_extras[*]} into $root"
+        die_log "$log" "could not install ${k_cluster_rootfs_extras[*]} into $root"
     fi
     printf '%s\n' "$want" >"$root/$k_rootfs_extras_stamp"
     exec {fd}>&-
-    log "${k_rootfs_extras[*]} installed in $(elapsed "$t0") s ($(du -sh -- "$root" | cut -f1))"
+    log "${k_cluster_rootfs_extras[*]} installed in $(elapsed "$t0") s ($(du -sh -- "$root" | cut -f1))"
 }
 
-# ensure_rootfs_base: the root filesystem itself, built by mmdebstrap.
+# ensure_rootfs_base: the root filesystem itself, built by mmdebstrap, of the Debian suite that
+# packages TC_SLURM (checked: rootfs_has_release).
 ensure_rootfs_base() {
-    local root=$TC_ROOTFS want
-    want="release=$TC_SLURM packages=${k_rootfs_packages[*]}"
-    if [[ -f $root/$k_rootfs_stamp && $(<"$root/$k_rootfs_stamp") == "$want" ]]; then
-        return 0
-    fi
-    if ! command -v mmdebstrap >/dev/null; then
-        log "Slurm $TC_SLURM needs a root filesystem of Debian ${k_release_suite[$TC_SLURM]}: installing mmdebstrap"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends mmdebstrap >&2 ||
-            die "cannot install mmdebstrap (see the apt output above); install it with apt-get install mmdebstrap"
-    fi
-    mkdir -p -- "${root%/*}"
-    local lock_file=$root.lock fd
-    exec {fd}>"$lock_file"
-    flock -w 1200 "$fd" || die "another build of $root has held $lock_file for 20 minutes"
-    if [[ -f $root/$k_rootfs_stamp && $(<"$root/$k_rootfs_stamp") == "$want" ]]; then
-        exec {fd}>&-
-        return 0
-    fi
-    local suite=${k_release_suite[$TC_SLURM]} mirror t0 log=$root.log
-    mirror=$(apt_mirror)
-    t0=$(now_us)
-    log "building a root filesystem of Debian $suite for Slurm $TC_SLURM in $root (once; log: $log)"
-    rm -rf -- "$root" "$root.tmp"
-    # A sources list of its own inside the root filesystem: the machine's sources are never
-    # changed. sid's index may be past its Valid-Until date on a mirror snapshot: that suite only
-    # is allowed to be.
-    local opts=''
-    [[ $suite == sid ]] && opts='[check-valid-until=no] '
-    local packages
-    packages=$(
-        IFS=,
-        printf '%s' "${k_rootfs_packages[*]}"
-    )
-    if ! mmdebstrap --variant=apt --include="$packages" "$suite" "$root.tmp" \
-        "deb ${opts}$mirror $suite main" >"$log" 2>&1; then
-        rm -rf -- "$root.tmp"
-        exec {fd}>&-
-        die_log "$log" "mmdebstrap could not build the root filesystem of Debian $suite from $mirror"
-    fi
+    rootfs_ensure "$TC_ROOTFS" "$k_rootfs_stamp" "release=$TC_SLURM" "${k_release_suite[$TC_SLURM]}" \
+        rootfs_has_release "${k_cluster_rootfs_packages[@]}"
+}
+
+# rootfs_has_release ROOT: true if ROOT holds Slurm TC_SLURM; else prints what it holds.
+rootfs_has_release() {
     local got
-    got=$(rootfs_release "$root.tmp") || got=none
-    if [[ $got != "$TC_SLURM" ]]; then
-        rm -rf -- "$root.tmp"
-        exec {fd}>&-
-        die "Debian $suite now packages Slurm $got, not $TC_SLURM; this script needs to learn that release"
-    fi
-    printf '%s\n' "$want" >"$root.tmp/$k_rootfs_stamp"
-    mv -- "$root.tmp" "$root"
-    exec {fd}>&-
-    log "root filesystem of Slurm $TC_SLURM ready in $(elapsed "$t0") s ($(du -sh -- "$root" | cut -f1))"
+    got=$(rootfs_release "$1") || got=none
+    [[ $got == "$TC_SLURM" ]] && return 0
+    printf 'Debian %s now packages Slurm %s, not %s; this script needs to learn that release' \
+        "${k_release_suite[$TC_SLURM]}" "$got" "$TC_SLURM"
+    return 1
 }
 
 # write_client_wrappers: <state dir>/bin/<client> for each of Slurm's clients: outside the root
