@@ -101,7 +101,7 @@ cmd_settings() {
     require_recorded
     local key var i names=
     printf 'TC_DIR=%q\n' "$TC_DIR"
-    for key in "${k_keys[@]}"; do
+    for key in "${k_keys[@]}" "${!k_fixed[@]}"; do
         var=TC_$key
         printf 'TC_%s=%q\n' "$key" "${!var}"
     done

@@ -47,6 +47,9 @@ load_requested() {
         var=TFSLURM_TC_$key
         printf -v "TC_$key" '%s' "${!var-${k_defaults[$key]}}"
     done
+    for key in "${!k_fixed[@]}"; do
+        printf -v "TC_$key" '%s' "${k_fixed[$key]}"
+    done
     TC_HOST=$(short_hostname)
     TC_NETNS_CREATED=0
     # The release: --slurm (cmd_up), else TFSLURM_TC_SLURM, else the machine's own.
@@ -83,7 +86,7 @@ write_settings() {
     {
         printf '# tfslurm test cluster settings, written by scripts/test-cluster up\n'
         printf 'TC_FORMAT=1\n'
-        for key in "${k_keys[@]}"; do
+        for key in "${k_keys[@]}" "${!k_fixed[@]}"; do
             var=TC_$key
             printf 'TC_%s=%q\n' "$key" "${!var}"
         done
@@ -141,15 +144,19 @@ validate_dir() {
 validate() {
     validate_dir
     validate_release
+    local key var
+    for key in "${!k_fixed[@]}"; do
+        var=TFSLURM_TC_$key
+        [[ -z ${!var+set} ]] ||
+            die "TFSLURM_TC_$key: not a setting any more; every test cluster has ${k_fixed[$key]} (docs/test-cluster.md, \"Settings\")"
+    done
     check_range NODES "$TC_NODES" 1 99
     check_range CPUS "$TC_CPUS" 1 1024
     check_range GPUS "$TC_GPUS" 0 64
-    check_range MEMORY "$TC_MEMORY" 1 16777216
     check_range CTLD_PORT "$TC_CTLD_PORT" 1 65535
     check_range SLURMD_PORT "$TC_SLURMD_PORT" 1 65535
-    check_range MIN_JOB_AGE "$TC_MIN_JOB_AGE" 2 86400
     check_range TIMEOUT "$TC_TIMEOUT" 1 3600
-    local key net
+    local net
     for key in NET IB_NET; do
         net=TC_$key
         if ! [[ ${!net} =~ ^([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})$ ]] ||
@@ -157,13 +164,7 @@ validate() {
             die "TFSLURM_TC_$key: expected the first three octets of a /24, e.g. 10.77.0: \"${!net}\""
         fi
     done
-    [[ $TC_IB_NET6 =~ ^[0-9a-f]{1,4}(:[0-9a-f]{1,4}){0,3}::$ ]] ||
-        die "TFSLURM_TC_IB_NET6: expected an IPv6 /64 prefix ending in ::, e.g. fd78::: \"$TC_IB_NET6\""
     [[ $TC_NET != "$TC_IB_NET" ]] || die "TFSLURM_TC_IB_NET: must differ from TFSLURM_TC_NET: \"$TC_IB_NET\""
-    if ! [[ $TC_RESV_PORTS =~ ^([0-9]+)-([0-9]+)$ ]] ||
-        ((BASH_REMATCH[1] == 0 || BASH_REMATCH[1] > BASH_REMATCH[2] || BASH_REMATCH[2] > 65535)); then
-        die "TFSLURM_TC_RESV_PORTS: expected FIRST-LAST: \"$TC_RESV_PORTS\""
-    fi
     [[ $TC_BRIDGE =~ ^[A-Za-z0-9_.-]{1,15}$ ]] ||
         die "TFSLURM_TC_BRIDGE: expected 1-15 characters of [A-Za-z0-9_.-]: \"$TC_BRIDGE\""
     [[ $TC_IB_BRIDGE =~ ^[A-Za-z0-9_.-]{1,15}$ && $TC_IB_BRIDGE != "$TC_BRIDGE" ]] ||
@@ -176,8 +177,6 @@ validate() {
         die "TFSLURM_TC_VETH_PREFIX: expected [A-Za-z0-9_.-]: \"$TC_VETH_PREFIX\""
     [[ $TC_CLUSTER =~ ^[a-z][a-z0-9_]{0,39}$ ]] ||
         die "TFSLURM_TC_CLUSTER: expected a lower-case name: \"$TC_CLUSTER\""
-    [[ $TC_MPI_DEFAULT =~ ^[a-z0-9_]+$ ]] ||
-        die "TFSLURM_TC_MPI_DEFAULT: expected an MPI plugin name such as none or pmi2: \"$TC_MPI_DEFAULT\""
     local longest=$TC_NODE_PREFIX$TC_NODES
     ((${#TC_VETH_PREFIX} + ${#longest} + 1 <= 15)) ||
         die "TFSLURM_TC_VETH_PREFIX: \"$TC_VETH_PREFIX${longest}i\" is longer than 15 characters"
