@@ -32,11 +32,9 @@ readonly k_stamp=.tfslurm-build-rootfs
 # shellcheck source-path=SCRIPTDIR source=lib/rootfs.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib/rootfs.sh"
 
-log() { printf '%s: %s\n' "$prog" "$*" >&2; }
-die() {
-    printf '%s: error: %s\n' "$prog" "$*" >&2
-    exit 1
-}
+# log, die, usage_or_die.
+# shellcheck source-path=SCRIPTDIR source=lib/messages.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib/messages.sh"
 
 usage() {
     cat <<EOF
@@ -96,14 +94,7 @@ main() {
             esac
             shift
             ;;
-        -h | --help | help)
-            usage
-            return 0
-            ;;
-        *)
-            usage >&2
-            die "unknown argument: \"$1\""
-            ;;
+        *) usage_or_die "$1" ;;
         esac
         shift
     done

@@ -28,11 +28,9 @@ readonly k_venv=${TFSLURM_TF_VENV:-/var/cache/tfslurm/venv-tf-${k_tf_version}}
 readonly k_wheels=${TFSLURM_TF_WHEELS:-/var/cache/tfslurm/wheels-tf-${k_tf_version}}
 readonly k_stamp=$k_venv/.tfslurm-tensorflow-$k_tf_version
 
-log() { printf '%s: %s\n' "$prog" "$*" >&2; }
-die() {
-    printf '%s: error: %s\n' "$prog" "$*" >&2
-    exit 1
-}
+# log, die, usage_or_die.
+# shellcheck source-path=SCRIPTDIR source=lib/messages.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib/messages.sh"
 
 usage() {
     cat <<EOF
@@ -104,14 +102,7 @@ main() {
     for arg in "$@"; do
         case $arg in
         --check) check_only=1 ;;
-        -h | --help | help)
-            usage
-            return 0
-            ;;
-        *)
-            usage >&2
-            die "unknown argument: \"$arg\""
-            ;;
+        *) usage_or_die "$arg" ;;
         esac
     done
 

@@ -48,11 +48,9 @@ readonly -a k_cluster_packages=(
     python3-torch mariadb-server-core mariadb-client-core
 )
 
-log() { printf '%s: %s\n' "$prog" "$*" >&2; }
-die() {
-    printf '%s: error: %s\n' "$prog" "$*" >&2
-    exit 1
-}
+# log, die, usage_or_die.
+# shellcheck source-path=SCRIPTDIR source=lib/messages.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib/messages.sh"
 
 usage() {
     cat <<'EOF'
@@ -94,14 +92,7 @@ main() {
         --demo) demo_only=1 ;;
         --check) check_only=1 ;;
         --list) list_only=1 ;;
-        -h | --help | help)
-            usage
-            return 0
-            ;;
-        *)
-            usage >&2
-            die "unknown argument: \"$arg\""
-            ;;
+        *) usage_or_die "$arg" ;;
         esac
     done
 

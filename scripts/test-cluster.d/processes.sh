@@ -128,36 +128,40 @@ pids_in_ns() {
 # kill_pids GRACE PID...: SIGTERM, wait up to GRACE seconds, then SIGKILL. Returns 1 if
 # something survives.
 kill_pids() {
-    local grace=$1 pid i
+    local grace=$1 pid
     shift
-    local -a live=() still=()
+    local -a live=()
     for pid in "$@"; do
         [[ $pid != "$$" ]] && pid_alive "$pid" && live+=("$pid")
     done
     ((${#live[@]} > 0)) || return 0
     kill -TERM "${live[@]}" 2>/dev/null || true
     kill -CONT "${live[@]}" 2>/dev/null || true
-    for ((i = 0; i <= grace * 10; i++)); do
-        still=()
-        for pid in "${live[@]}"; do
-            pid_alive "$pid" && still+=("$pid")
-        done
-        ((${#still[@]} > 0)) || return 0
-        live=("${still[@]}")
-        sleep 0.1
-    done
+    mapfile -t live < <(still_alive_after $((grace * 10 + 1)) "${live[@]}")
+    ((${#live[@]} > 0)) || return 0
     kill -KILL "${live[@]}" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-        still=()
-        for pid in "${live[@]}"; do
-            pid_alive "$pid" && still+=("$pid")
-        done
-        ((${#still[@]} > 0)) || return 0
-        live=("${still[@]}")
-        sleep 0.1
-    done
+    mapfile -t live < <(still_alive_after 50 "${live[@]}")
+    ((${#live[@]} > 0)) || return 0
     warn "still alive after SIGKILL: ${live[*]}"
     return 1
+}
+
+# still_alive_after TENTHS PID...: wait until the processes are gone, looking every tenth of a
+# second, TENTHS times at most; print those still alive then.
+still_alive_after() {
+    local tenths=$1 pid i
+    shift
+    local -a live=("$@") still=()
+    for ((i = 0; i < tenths; i++)); do
+        still=()
+        for pid in "${live[@]}"; do
+            pid_alive "$pid" && still+=("$pid")
+        done
+        ((${#still[@]} > 0)) || return 0
+        live=("${still[@]}")
+        sleep 0.1
+    done
+    printf '%s\n' "${live[@]}"
 }
 
 # uniq_pids ARRAY_NAME: sort the PIDs in the named array and drop duplicates.

@@ -6,12 +6,7 @@
 
 # Messages
 
-log() { printf '%s: %s\n' "$prog" "$*" >&2; }
-warn() { printf '%s: warning: %s\n' "$prog" "$*" >&2; }
-die() {
-    printf '%s: error: %s\n' "$prog" "$*" >&2
-    exit 1
-}
+# log, warn and die: scripts/lib/messages.sh (sourced by scripts/test-cluster).
 # die_log LOGFILE MESSAGE: fail, name the log to read and show its last lines.
 die_log() {
     local file=$1
