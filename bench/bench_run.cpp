@@ -472,7 +472,7 @@ class FakeNode : public std::enable_shared_from_this<FakeNode> {
         return true;
     }
 
-    /// As a launcher writes (launcher_connection.cpp): one write in flight, and what queued up
+    /// As a launcher writes (launcher_link.cpp): one write in flight, and what queued up
     /// meanwhile goes out in the next one, gathered.
     void send(const protocol::Message& message) {
         m_queue.push_back(m_channel ? m_channel->seal(protocol::encode_payload(message),

@@ -4,8 +4,8 @@
 // handlers, and handlers never throw (fatal errors are recorded and re-thrown once
 // io_context::run() has returned). Until `welcome` the Connector decides (its failures are
 // setup errors, thrown); after it every decision is the machine's, and the shell only performs
-// their actions. The link to the coordinator is in
-// launcher_connection.cpp (the Connector's shell).
+// their actions. The link to the coordinator is a LauncherLink (launcher_link.cpp); starting
+// and watching the trainer is in launcher_trainer.cpp.
 #include "shell/detail/launcher_shell.hpp"
 
 #include "os/detail/fd.hpp"
@@ -35,6 +35,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h> // fmt::join (fmt 11 has it only there)
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -62,7 +63,6 @@ namespace tfslurm {
 
 namespace asio = boost::asio;
 namespace action = launcher_action;
-using Tcp = asio::ip::tcp;
 using boost::system::error_code;
 
 namespace detail {
@@ -92,6 +92,9 @@ LauncherSettings machine_settings(const Plan& plan, const LauncherOptions& optio
 void LauncherShell::fatal(Error error) {
     if (!m_fatal) {
         m_fatal = std::move(error);
+    }
+    if (m_link) {
+        m_link->close(); // nothing more is read: the step ends with this error
     }
     m_io.stop();
 }
@@ -295,9 +298,9 @@ void LauncherShell::perform(const LauncherAction& action) {
     } else if (std::holds_alternative<action::CheckNode>(action)) {
         check_node();
     } else if (std::holds_alternative<action::HalfClose>(action)) {
-        close_socket(Tcp::socket::shutdown_send);
+        close_link(false);
     } else if (std::holds_alternative<action::Disconnect>(action)) {
-        close_socket(Tcp::socket::shutdown_both);
+        close_link(true);
     } else if (std::holds_alternative<action::Finish>(action)) {
         finish();
     }
@@ -322,277 +325,148 @@ void LauncherShell::arm(LauncherTimer which, Clock::time_point at) {
     });
 }
 
-void LauncherShell::set_trainer_variable(std::string_view name, const std::string& value) {
-    std::string entry = fmt::format("{}={}", name, value);
-    const auto found = std::find_if(m_env.begin(), m_env.end(), [name](const std::string& e) {
-        return e.size() > name.size() && e.compare(0, name.size(), name) == 0 &&
-               e[name.size()] == '=';
-    });
-    if (found != m_env.end()) {
-        *found = std::move(entry);
-    } else {
-        m_env.push_back(std::move(entry));
+void LauncherShell::plan_tree() {
+    // `--local`: N launchers of one machine for development and tests stay flat, so that the
+    // control port's defences (impostors, fallback ports) stay exercised there.
+    m_place =
+        node_place(members_of(m_plan), m_rank, m_options.slurm_step ? Tree::per_node : Tree::flat);
+    if (m_place.leader != m_rank) {
+        m_relay_path = relay_path(step_id(), m_place.leader);
+        m_candidates = {m_plan.control_port};
     }
 }
 
-void LauncherShell::start_probe(const std::vector<ProbeTarget>& targets) {
-    m_probe.listen(m_trainer_port, m_self.port);
-    logger().debug("{}: probing {} peers for up to {}",
-                   label(),
-                   targets.size(),
-                   format_seconds(m_options.run.probe_timeout));
-    m_probe.start(
-        targets, m_options.run.probe_timeout, [this](std::vector<protocol::ProbeFailure> failures) {
-            m_machine.probe_finished(std::move(failures), Clock::now());
-            perform();
-        });
-}
-
-PreflightSettings LauncherShell::preflight_settings() const {
-    PreflightSettings settings;
-    if (!m_options.address.empty() && !m_plan.socket_interface.empty()) {
-        settings.address = InterfaceAddress{
-            m_plan.socket_interface,
-            m_options.address,
-            m_options.address.find(':') != std::string::npos ? IpFamily::v6 : IpFamily::v4};
-    }
-    // The trainers' TMPDIR (Slurm's job_container/tmpfs gives each job its own).
-    for (const std::string& entry : m_env) {
-        if (entry.rfind("TMPDIR=/", 0) == 0) {
-            settings.tmpdir = entry.substr(7);
-        }
-    }
-    // Every GPU a trainer of this node will see, once each, in the plan's order.
-    for (const RankPlan& rank : m_plan.ranks) {
-        if (rank.host != m_self.host) {
-            continue;
-        }
-        for (const std::string& gpu : rank.gpus) {
-            if (std::find(settings.gpus.begin(), settings.gpus.end(), gpu) == settings.gpus.end()) {
-                settings.gpus.push_back(gpu);
-            }
-        }
-    }
-    settings.command = m_options.run.preflight_command;
-    return settings;
-}
-
-void LauncherShell::check_node() {
-    const PreflightSettings settings = preflight_settings();
-    const auto started = Clock::now();
-    const bool has_gpus = !settings.gpus.empty();
-    const auto done = [this, started, has_gpus](const std::vector<PreflightCheck>& checks) {
-        const auto took = std::chrono::duration_cast<Millis>(Clock::now() - started);
-        std::optional<protocol::PreflightFailure> failure;
-        for (const PreflightCheck& check : checks) {
-            const bool note =
-                check.result == PreflightCheck::Result::skipped && check.name == "gpus" && has_gpus;
-            // A skipped GPU check on a node whose trainers have GPUs is worth a note; the rest
-            // is in the debug log (and a failure in the step's abort line).
-            logger().log(note ? spdlog::level::info : spdlog::level::debug,
-                         "{}: preflight on {}: {} {}: {}",
-                         label(),
-                         m_self.host,
-                         check.name,
-                         check.result == PreflightCheck::Result::passed   ? "passed"
-                         : check.result == PreflightCheck::Result::failed ? "failed"
-                                                                          : "skipped",
-                         check.detail);
-            if (check.result == PreflightCheck::Result::failed && !failure) {
-                failure = protocol::PreflightFailure{check.name, check.detail};
-            }
-        }
-        logger().debug("{}: preflight took {}", label(), format_seconds(took));
-        m_machine.preflight_finished(std::move(failure), Clock::now());
+void LauncherShell::start_connecting(Clock::time_point now) {
+    plan_tree();
+    ConnectorSettings settings;
+    settings.rank = m_rank;
+    settings.self = Member{m_self.role, m_self.index, m_self.host};
+    settings.step = step_id();
+    settings.pid = ::getpid();
+    settings.auth = m_auth->method();
+    settings.address = m_options.address;
+    settings.trainer_port = m_trainer_port.port();
+    settings.leads_node = leads_node();
+    settings.control_address = m_plan.control_address;
+    settings.control_port = m_plan.control_port;
+    settings.candidates = m_candidates;
+    settings.leader = m_place.leader;
+    settings.relay_path = m_relay_path;
+    settings.connect_timeout = m_options.run.connect_timeout;
+    LinkEvents events;
+    events.opened = [this](const std::string& control) { on_opened(control); };
+    events.received = [this](const protocol::Message& message) { on_message(message); };
+    events.lost = [this](const std::string& reason) { on_lost(reason); };
+    events.written = [this] {
+        m_machine.written(Clock::now());
         perform();
     };
-    try {
-        m_node_check.start(settings, done);
-    } catch (const std::exception& e) {
-        done({PreflightCheck{"preflight", PreflightCheck::Result::failed, e.what()}});
-    }
+    events.failed = [this](Error error) { fatal(std::move(error)); };
+    m_link.emplace(m_io, *m_auth, step_id(), m_rank, std::move(events));
+    m_link->start(std::move(settings), now);
 }
 
-// Everything between the start decision and a running trainer (~65 lines): port checks, the
-// environment (exchanged addresses, restart count), the held port's release and the spawn, in
-// the order they must happen.
-void LauncherShell::start_trainer(std::uint32_t restart) {
-    // No probe connection may meet the trainer: the listener closes before it binds the port.
-    m_probe.close();
-    try {
-        if (!m_options.port_candidates.empty() && m_trainer_port.port() == 0) {
-            m_machine.trainer_failed(
-                ExitStatus::exited(exit_status(Errc::io)),
-                fmt::format("trainer: no free port on {} in {}: other processes hold every one",
-                            m_self.host,
-                            m_options.port_pool),
-                Clock::now());
-            return;
-        }
-        if (m_options.port_candidates.empty() && !port_is_free(m_self.port)) {
-            // The step fails before any trainer binds a port of another job. Reported as text
-            // (not thrown): the setting reference must reach the CLI that renders it.
-            m_machine.trainer_failed(
-                ExitStatus::exited(exit_status(Errc::io)),
-                fmt::format("trainer: port {} is already in use on {}: another process holds it; "
-                            "choose other ports with {}, or let Slurm reserve them with srun "
-                            "--resv-ports (MpiParams=ports=... in slurm.conf)",
-                            m_self.port,
-                            m_self.host,
-                            setting_ref("port_base")),
-                Clock::now());
-            return;
-        }
-        if (m_options.trainer_environment) {
-            // Every node's address is known now (`cluster`): the plan is rebuilt with them.
-            m_env = m_options.trainer_environment(m_machine.cluster()).to_strings();
-        }
-        prepare_stall_watch();
-        // A restarted trainer has the same environment (same TF_CONFIG, same ports) but for
-        // its restart count, which tells it to resume from its checkpoint.
-        set_trainer_variable("TFSLURM_RESTART_COUNT", std::to_string(restart));
-        const bool torch = std::any_of(m_env.begin(), m_env.end(), [](const std::string& e) {
-            return e.rfind("MASTER_ADDR=", 0) == 0;
+void LauncherShell::on_opened(const std::string& control) {
+    m_machine.registered(control, Clock::now());
+    if (leads_node()) {
+        start_relay();
+    }
+    perform();
+}
+
+void LauncherShell::on_message(const protocol::Message& message) {
+    if (const auto* relay = std::get_if<protocol::Relay>(&message); relay != nullptr && m_relay) {
+        m_relay->downstream(*relay);
+        return;
+    }
+    if (m_relay && std::holds_alternative<protocol::Heartbeat>(message)) {
+        m_relay->pulse(); // the coordinator is alive for the followers too
+    }
+    m_machine.received(message, Clock::now());
+    perform();
+}
+
+void LauncherShell::on_lost(const std::string& reason) {
+    if (m_relay) {
+        m_relay->upstream_lost();
+    }
+    m_machine.connection_lost(reason, Clock::now());
+    perform();
+}
+
+void LauncherShell::send(const protocol::Message& message, bool own) {
+    if (!m_link) {
+        return;
+    }
+    // A relayed message or the shell's own (no written() for it) is not the machine's.
+    m_link->send(message, !own && !std::holds_alternative<protocol::Relay>(message));
+}
+
+void LauncherShell::start_relay() {
+    RelaySettings settings;
+    settings.step = step_id();
+    settings.ranks = m_place.followers;
+    settings.heartbeat = m_options.run.heartbeat;
+    settings.heartbeat_timeout = m_options.run.heartbeat_timeout;
+    settings.wait_until = m_connect_deadline;
+    m_relay = std::make_unique<NodeRelay>(
+        m_io,
+        *m_auth,
+        std::move(settings),
+        [this](const protocol::Message& message) { send(message, true); },
+        [this] {
+            // Every local launcher finished: what the machine decided can happen now.
+            auto deferred = std::move(m_deferred);
+            m_deferred.clear();
+            for (const auto& action : deferred) {
+                perform(action);
+            }
+            perform();
         });
-        if (torch) {
-            // As torchrun sets them for its restarts.
-            set_trainer_variable("TORCHELASTIC_RESTART_COUNT", std::to_string(restart));
-            set_trainer_variable("TORCHELASTIC_MAX_RESTARTS",
-                                 std::to_string(m_options.run.restarts.per_rank));
-        }
-        // The port is free for the trainer from here: another process binding it in the few
-        // milliseconds until the trainer does is the window that remains (docs/protocol.md).
-        m_trainer_port.release();
-        SpawnRequest request;
-        request.argv = m_argv;
-        request.env = m_env;
-        request.group = ProcessGroup::new_group;
-        request.death_signal = SIGKILL;
-        // Nothing the trainer starts outlives us, even if we are killed by SIGKILL.
-        request.contain = m_options.run.contain;
-        request.before_fork = [this] { m_io.notify_fork(asio::execution_context::fork_prepare); };
-        request.after_fork = [this] { m_io.notify_fork(asio::execution_context::fork_parent); };
-        m_pid = spawn_trainer(request);
-        logger().debug("{}: trainer started (pid {})", label(), m_pid);
-        m_machine.trainer_started(Clock::now());
+    try {
+        m_relay->listen(relay_path(step_id(), m_rank));
     } catch (const Error& e) {
-        // Unrendered: the text crosses the wire to the face that renders its setting references
-        // (`--output`, or TFSLURM_OUTPUT), as the user typed them.
-        m_machine.trainer_failed(
-            ExitStatus::exited(exit_status(e.code())), e.unrendered(), Clock::now());
-    } catch (const std::exception& e) {
-        m_machine.trainer_failed(
-            ExitStatus::exited(exit_status(Errc::spawn_failed)), e.what(), Clock::now());
-    }
-}
-
-void LauncherShell::open_output_files() {
-    if (m_output_fd >= 0 || m_error_fd >= 0 ||
-        (m_options.run.output.empty() && m_options.run.error.empty())) {
+        // Never a relay that someone else can reach, and never a node whose ranks wait for the
+        // connect timeout: the step fails at once, with this line (docs/protocol.md, "Threat
+        // model").
+        fatal(e);
         return;
     }
-    const RankOutputFields fields{
-        m_rank,
-        Member{m_self.role, m_self.index, m_self.host},
-        m_plan.job_id ? std::to_string(*m_plan.job_id) : std::string(),
-        m_plan.step_id ? std::to_string(*m_plan.step_id) : std::string(),
-    };
-    const auto open_file = [&fields](const std::string& pattern, std::string_view key) {
-        const std::string path = expand_rank_pattern(pattern, key, fields);
-        // Truncated once, at the first start; a restarted trainer appends (like srun -o).
-        return open_user_file(path, setting_ref(key), UserFileMode::truncate);
-    };
-    if (!m_options.run.output.empty()) {
-        m_output_fd = open_file(m_options.run.output, "output");
-    }
-    if (!m_options.run.error.empty()) {
-        m_error_fd = open_file(m_options.run.error, "error");
-    } else {
-        m_error_fd = m_output_fd; // stderr with stdout, as srun -o without -e
-    }
+    logger().debug("{}: relaying for ranks {}", label(), fmt::join(m_place.followers, ","));
 }
 
-pid_t LauncherShell::spawn_trainer(SpawnRequest& request) {
-    open_output_files();
-    const int out = m_output_fd >= 0 ? m_output_fd : STDOUT_FILENO;
-    const int err = m_error_fd >= 0 ? m_error_fd : STDERR_FILENO;
-    const bool label = m_options.run.label;
-    // Output as progress without --label: the same bytes through a plain relay that counts
-    // them. A terminal stays the trainer's own: through a pipe its buffering would change
-    // (Python buffers a pipe by blocks), so output to a terminal does not count.
-    const bool relay_out = label || (m_machine.counts_output() && ::isatty(out) == 0);
-    const bool relay_err = label || (m_machine.counts_output() && ::isatty(err) == 0);
-    const std::string prefix = label ? fmt::format("{}: ", m_rank) : std::string();
-    if (relay_out && !m_stdout) {
-        m_stdout = std::make_unique<LabeledStream>(m_io, out, prefix);
+bool LauncherShell::defer(const LauncherAction& action) {
+    const bool closing = std::holds_alternative<launcher_action::HalfClose>(action) ||
+                         std::holds_alternative<launcher_action::Disconnect>(action) ||
+                         std::holds_alternative<launcher_action::Finish>(action);
+    if (!closing || !m_relay || !m_relay->hold()) {
+        return false;
     }
-    if (relay_err && !m_stderr) {
-        m_stderr = std::make_unique<LabeledStream>(m_io, err, prefix);
-    }
-    request.stdout_fd = relay_out ? m_stdout->open() : m_output_fd;
-    request.stderr_fd = relay_err ? m_stderr->open() : m_error_fd;
-    const auto start_relays = [&] {
-        if (relay_out) {
-            m_stdout->start(); // closes our write end
+    // The leader's connection carries its node: it stays until every local launcher is done.
+    m_deferred.push_back(action);
+    return true;
+}
+
+void LauncherShell::close_link(bool both) {
+    timer(LauncherTimer::heartbeat).cancel();
+    timer(LauncherTimer::watch).cancel();
+    if (!both) {
+        if (m_link) {
+            m_link->half_close();
         }
-        if (relay_err) {
-            m_stderr->start();
-        }
-    };
-    pid_t pid = 0;
-    try {
-        pid = spawn_process(request);
-    } catch (...) {
-        start_relays();
-        throw;
-    }
-    start_relays();
-    return pid;
-}
-
-void LauncherShell::prepare_stall_watch() {
-    if (!m_options.run.stall_timeout) {
         return;
     }
-    const auto has = [this](std::string_view name) {
-        return std::any_of(m_env.begin(), m_env.end(), [name](const std::string& entry) {
-            return entry.size() > name.size() && entry.compare(0, name.size(), name) == 0 &&
-                   entry[name.size()] == '=';
-        });
-    };
-    if (!has("PYTHONFAULTHANDLER")) {
-        m_env.emplace_back("PYTHONFAULTHANDLER=1"); // the stall signal dumps every thread
+    timer(LauncherTimer::close).cancel();
+    if (m_link) {
+        m_link->close();
     }
-    if (!m_progress_file.empty()) {
-        // A restart: the same file (the environment may have been rebuilt without it).
-        set_trainer_variable("TFSLURM_PROGRESS_FILE", m_progress_file);
-        return;
-    }
-    const auto tmpdir = std::find_if(m_env.begin(), m_env.end(), [](const std::string& entry) {
-        return entry.rfind("TMPDIR=/", 0) == 0;
-    });
-    std::string path = fmt::format("{}/tfslurm-progress-{}.{}-{}-XXXXXX",
-                                   tmpdir != m_env.end() ? tmpdir->substr(7) : "/tmp",
-                                   m_plan.job_id.value_or(0),
-                                   m_plan.step_id.value_or(0),
-                                   m_rank);
-    const int fd = ::mkstemp(path.data());
-    if (fd < 0) {
-        logger().warn("{}: cannot create a progress file ({}): only CPU time tells progress",
-                      label(),
-                      std::strerror(errno));
-        return;
-    }
-    ::close(fd);
-    m_progress_file = path;
-    m_env.push_back("TFSLURM_PROGRESS_FILE=" + path);
 }
 
 void LauncherShell::finish() {
     m_probe.close();
     m_node_check.close();
-    for (auto& connect_timer : m_connect_timers) {
-        connect_timer.cancel();
+    if (m_link) {
+        m_link->cancel_timers();
     }
     timer(LauncherTimer::grace).cancel();
     m_signals.cancel();

@@ -2,14 +2,15 @@
 #pragma once
 
 /// \file
-/// The launcher's Asio shell around LauncherMachine (see launcher.hpp), shared by its two
-/// files: launcher_shell.cpp (the run, the trainer, the machine's actions) and
-/// launcher_connection.cpp (the link to the coordinator: performing what the Connector
-/// (connector.hpp) decides until `welcome`, framed reads and writes, the node leader's relay).
+/// The launcher's Asio shell around LauncherMachine (see launcher.hpp): launcher_shell.cpp runs
+/// the task (the coordinator on rank 0, signals, the machine's actions, the node leader's relay)
+/// and launcher_trainer.cpp starts and watches the trainer; the link to the coordinator is a
+/// LauncherLink (launcher_link.hpp) of its own.
 
 #include "os/detail/node_check.hpp"
 #include "os/detail/signal_reader.hpp"
 #include "shell/detail/labeled_stream.hpp"
+#include "shell/detail/launcher_link.hpp"
 #include "shell/detail/node_relay.hpp"
 #include "shell/detail/reachability_probe.hpp"
 
@@ -18,7 +19,6 @@
 #include <tfslurm/os/spawn.hpp>
 #include <tfslurm/resolve/plan.hpp>
 #include <tfslurm/run/auth.hpp>
-#include <tfslurm/run/channel.hpp>
 #include <tfslurm/run/connector.hpp>
 #include <tfslurm/run/launcher.hpp>
 #include <tfslurm/run/protocol.hpp>
@@ -26,9 +26,7 @@
 #include <tfslurm/shell/held_port.hpp>
 #include <tfslurm/shell/launcher_shell.hpp>
 
-#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
 
@@ -36,7 +34,6 @@
 
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <set>
@@ -47,8 +44,6 @@
 namespace tfslurm::detail {
 
 namespace asio = boost::asio;
-using Tcp = asio::ip::tcp;
-using Stream = asio::generic::stream_protocol;
 using boost::system::error_code;
 
 /// How long a launcher on its way out waits for the rest of its trainer's labelled output
@@ -57,13 +52,6 @@ inline constexpr Millis k_label_drain{1000};
 
 /// The machine's settings for this task of `plan`.
 [[nodiscard]] LauncherSettings machine_settings(const Plan& plan, const LauncherOptions& options);
-
-/// One timer per LauncherTimer (asio timers cannot be default-constructed).
-template <std::size_t... Index>
-[[nodiscard]] std::array<asio::steady_timer, sizeof...(Index)>
-make_timers(asio::io_context& io, std::index_sequence<Index...> /*timers*/) {
-    return {((void)Index, asio::steady_timer(io))...};
-}
 
 class LauncherShell {
   public:
@@ -75,8 +63,7 @@ class LauncherShell {
         : m_plan(plan), m_rank(plan.self_rank.value_or(0)), m_self(plan.ranks.at(m_rank)),
           m_argv(argv), m_env(trainer_env.to_strings()), m_options(options),
           m_machine(machine_settings(plan, options)), m_candidates(control_port_candidates(plan)),
-          m_signals(m_io, step_reaches_trainer), m_socket(m_io),
-          m_connect_timers(make_timers(m_io, std::make_index_sequence<k_connector_timer_count>{})),
+          m_signals(m_io, step_reaches_trainer),
           m_timers(make_timers(m_io, std::make_index_sequence<k_launcher_timer_count>{})) {}
     LauncherShell(const LauncherShell&) = delete;
     LauncherShell& operator=(const LauncherShell&) = delete;
@@ -107,13 +94,12 @@ class LauncherShell {
     [[nodiscard]] bool leads_node() const noexcept { return !m_place.followers.empty(); }
     /// Its place in the tree (node_place()), and where a follower connects.
     void plan_tree();
-    /// Plan the tree and start the Connector at `now` (the connect timeout's start).
+    /// Plan the tree and start the link at `now` (the connect timeout's start).
     void start_connecting(Clock::time_point now);
-    void perform_connector();
-    void perform_connector(const ConnectorAction& action);
-    asio::steady_timer& connect_timer(ConnectorTimer which) {
-        return m_connect_timers.at(static_cast<std::size_t>(which));
-    }
+    /// The link's events: the session opened, a message, the session lost, a frame written.
+    void on_opened(const std::string& control);
+    void on_message(const protocol::Message& message);
+    void on_lost(const std::string& reason);
     void start_relay();
     /// Whether `action` must wait until the relay has no local launcher left.
     [[nodiscard]] bool defer(const LauncherAction& action);
@@ -125,11 +111,6 @@ class LauncherShell {
     void fatal(Error error);
     void wait_signal();
     void reap();
-    /// Open a connection to `target` (connector_action::Connect); report to the Connector.
-    void connect(const connector_action::Connect& target);
-    void close_attempt();
-    void read();
-    void on_read(const error_code& ec, std::size_t n);
     void perform();
     void perform(const LauncherAction& action);
     void arm(LauncherTimer which, Clock::time_point at);
@@ -147,8 +128,8 @@ class LauncherShell {
     void set_trainer_variable(std::string_view name, const std::string& value);
     /// `own`: sent by the shell itself (a relay envelope, the node's heartbeat), not the machine.
     void send(const protocol::Message& message, bool own = false);
-    void write();
-    void close_socket(asio::socket_base::shutdown_type how);
+    /// HalfClose (`both` false) or Disconnect: the link, and the timers that watch it.
+    void close_link(bool both);
     void finish();
 
     const Plan& m_plan;
@@ -162,53 +143,27 @@ class LauncherShell {
     /// Where the coordinator may listen (control_port_candidates()), tried in order; rank 0
     /// knows where its own coordinator listens: that port only.
     std::vector<std::uint16_t> m_candidates;
-    /// Until `welcome` (made in run(), once the held port and the candidates are known).
-    std::optional<Connector> m_connector;
+    /// The link to the coordinator (made in run(), once the held port and the candidates are
+    /// known).
+    std::optional<LauncherLink> m_link;
 
     asio::io_context m_io;
     detail::SignalReader m_signals;
     /// Rank 0 with `events`: the step's record (before m_server, which writes to it).
     std::unique_ptr<EventWriter> m_events;
     std::unique_ptr<CoordinatorServer> m_server;
-    Stream::socket m_socket;
     /// The tree: this node's leader and the ranks a leader relays for, the relay socket a
     /// follower connects to (empty: the coordinator's control port), a leader's relay.
     NodePlace m_place;
     std::string m_relay_path;
     std::unique_ptr<NodeRelay> m_relay;
     std::vector<LauncherAction> m_deferred; ///< closing actions waiting for the relay (hold())
-    std::array<asio::steady_timer, k_connector_timer_count>
-        m_connect_timers;                                            ///< indexed by ConnectorTimer
     std::array<asio::steady_timer, k_launcher_timer_count> m_timers; ///< indexed by LauncherTimer
     std::string m_progress_file;     ///< TFSLURM_PROGRESS_FILE, with a stall timeout
     HeldPort m_trainer_port;         ///< exact mode: the trainer's port, held until it starts
     ReachabilityProbe m_probe{m_io}; ///< `probe`: its listener and attempts
     NodeCheck m_node_check{m_io};    ///< `preflight`: the node's checks
     Clock::time_point m_connect_deadline;
-    std::array<char, 4096> m_buffer{};
-    protocol::FrameDecoder m_decoder;
-    /// What the session keys are made of, gathered while the Connector's proofs are performed:
-    /// the challenge answered, this launcher's nonce, the endpoint, both ends' MUNGE key material.
-    struct Handshake {
-        std::string challenge;
-        std::string nonce;
-        std::string endpoint;
-        std::string own_key;
-        std::string peer_key;
-    };
-    Handshake m_handshake;
-    /// From the welcome on (Link::session): every frame each way sealed and checked.
-    std::optional<protocol::Channel> m_channel;
-    /// Frames to write; `second`: a machine Send, acknowledged with written().
-    std::deque<std::pair<std::string, bool>> m_queue;
-    std::vector<asio::const_buffer> m_buffers; ///< of the frames being written
-    std::size_t m_in_flight = 0;               ///< the first frames of m_queue, being written
-    bool m_writing = false;
-
-    /// The connection as the shell sees it, set by performing the Connector's actions (and
-    /// Disconnect); after `welcome` (session) the launcher's machine decides.
-    enum class Link { connecting, handshake, session, closed };
-    Link m_link = Link::connecting;
 
     pid_t m_pid = 0;
     /// `label`: the trainer's stdout and stderr, labelled with the rank (made at its first start).
