@@ -41,7 +41,7 @@ std::string group_title(SettingGroup group) {
 /// A preview option: its name and help come from the registry, its typed target from the CLI.
 template <typename T> void add_field(CLI::App& sub, std::string_view key, T& target) {
     const auto* spec = find_setting(key);
-    sub.add_option(std::string{spec->option}, target, std::string{spec->help})
+    sub.add_option(std::string{spec->option}, target, setting_help(*spec))
         ->type_name(std::string{spec->type_name})
         ->group(group_title(spec->group));
 }
@@ -57,7 +57,7 @@ void add_field(CLI::App& sub, std::string_view key, std::optional<T>& target) {
                target = static_cast<T>(
                    parse_option_number(text, setting_ref(key), 0, std::numeric_limits<T>::max()));
            },
-           std::string{spec->help})
+           setting_help(*spec))
         ->type_name(std::string{spec->type_name})
         ->group(group_title(spec->group));
 }
@@ -113,12 +113,12 @@ void add_setting_options(CLI::App& sub, GivenSettings& given, SettingGroup group
         if (spec.kind == SettingKind::flag) {
             const auto name = spec.option.substr(2);
             option = sub.add_flag(
-                fmt::format("--{}{{1}},--no-{}{{0}}", name, name), target, std::string{spec.help});
+                fmt::format("--{}{{1}},--no-{}{{0}}", name, name), target, setting_help(spec));
         } else {
             const auto names = spec.short_option.empty()
                                    ? std::string{spec.option}
                                    : fmt::format("{},{}", spec.short_option, spec.option);
-            option = sub.add_option(names, target, std::string{spec.help})
+            option = sub.add_option(names, target, setting_help(spec))
                          ->type_name(std::string{spec.type_name});
             check_empty_value(*option, spec);
         }

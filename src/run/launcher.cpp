@@ -285,8 +285,7 @@ Millis LauncherMachine::time_left(Clock::time_point now) const {
 
 std::string LauncherMachine::checkpoint_before_ref() const {
     const auto before = m_settings.run.checkpoint_before.value_or(Millis{0});
-    return setting_ref("checkpoint_before",
-                       fmt::format("{:g}", static_cast<double>(before.count()) / 1000.0));
+    return setting_ref("checkpoint_before", seconds_text(before));
 }
 
 void LauncherMachine::trainer_failed(ExitStatus status,

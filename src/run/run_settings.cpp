@@ -60,24 +60,30 @@ Millis parse_seconds(std::string_view text, std::string_view key) {
     return std::chrono::round<Millis>(std::chrono::duration<double>(seconds));
 }
 
+namespace {
+
+/// The signals parse_signal() knows by name.
+constexpr std::array<std::pair<std::string_view, int>, 15> k_signal_names{{
+    {"HUP", SIGHUP},
+    {"INT", SIGINT},
+    {"QUIT", SIGQUIT},
+    {"ILL", SIGILL},
+    {"TRAP", SIGTRAP},
+    {"ABRT", SIGABRT},
+    {"BUS", SIGBUS},
+    {"FPE", SIGFPE},
+    {"KILL", SIGKILL},
+    {"USR1", SIGUSR1},
+    {"SEGV", SIGSEGV},
+    {"USR2", SIGUSR2},
+    {"PIPE", SIGPIPE},
+    {"ALRM", SIGALRM},
+    {"TERM", SIGTERM},
+}};
+
+} // namespace
+
 int parse_signal(std::string_view text, std::string_view key) {
-    static constexpr std::array<std::pair<std::string_view, int>, 15> k_names{{
-        {"HUP", SIGHUP},
-        {"INT", SIGINT},
-        {"QUIT", SIGQUIT},
-        {"ILL", SIGILL},
-        {"TRAP", SIGTRAP},
-        {"ABRT", SIGABRT},
-        {"BUS", SIGBUS},
-        {"FPE", SIGFPE},
-        {"KILL", SIGKILL},
-        {"USR1", SIGUSR1},
-        {"SEGV", SIGSEGV},
-        {"USR2", SIGUSR2},
-        {"PIPE", SIGPIPE},
-        {"ALRM", SIGALRM},
-        {"TERM", SIGTERM},
-    }};
     std::string name;
     for (const char c : text) {
         name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -85,7 +91,7 @@ int parse_signal(std::string_view text, std::string_view key) {
     if (name.rfind("SIG", 0) == 0) {
         name.erase(0, 3);
     }
-    for (const auto& [known, signo] : k_names) {
+    for (const auto& [known, signo] : k_signal_names) {
         if (name == known) {
             return signo;
         }
@@ -100,6 +106,19 @@ int parse_signal(std::string_view text, std::string_view key) {
             key, "expected a signal name or number", text, "e.g. ABRT, USR1 or 10");
     }
     return static_cast<int>(number);
+}
+
+std::string seconds_text(Millis duration) {
+    return fmt::format("{:g}", static_cast<double>(duration.count()) / 1000.0);
+}
+
+std::string signal_text(int signo) {
+    for (const auto& [name, number] : k_signal_names) {
+        if (number == signo) {
+            return std::string{name};
+        }
+    }
+    return std::to_string(signo);
 }
 
 } // namespace tfslurm

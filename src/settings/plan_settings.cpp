@@ -30,6 +30,38 @@ bool detail::parse_bool(std::string_view value, std::string_view key) {
 
 namespace {
 
+/// An output format as parse_env_format() reads it.
+std::string env_format_text(EnvFormat format) {
+    switch (format) {
+    case EnvFormat::export_lines:
+        return "export";
+    case EnvFormat::key_value:
+        return "env";
+    case EnvFormat::json:
+        return "json";
+    case EnvFormat::task_prolog:
+        return "task-prolog";
+    }
+    return "export";
+}
+
+/// An output selection as parse_output_selection() reads it: `all`, or `tf,torch`.
+std::string output_selection_text(const OutputSelection& selection) {
+    if (selection.tf_config && selection.servers && selection.torch && selection.gpus) {
+        return "all";
+    }
+    std::string out;
+    for (const auto& [on, name] : {std::pair{selection.tf_config, "tf"},
+                                   std::pair{selection.servers, "servers"},
+                                   std::pair{selection.torch, "torch"},
+                                   std::pair{selection.gpus, "gpus"}}) {
+        if (on) {
+            out += (out.empty() ? "" : ",") + std::string{name};
+        }
+    }
+    return out;
+}
+
 /// Values that end up inside TF_CONFIG and host names are printable ASCII, like the host names
 /// of a nodelist: a control character or a byte that is not ASCII would reach JSON raw.
 void check_printable(std::string_view value, std::string_view key) {
@@ -118,10 +150,13 @@ std::vector<SettingSpec> build_registry() {
          "",
          K::value,
          G::preview,
-         "block (default), cyclic, plane=N or arbitrary (with --hostfile)",
+         "block, cyclic, plane=N or arbitrary (with --hostfile)",
          nullptr,
          {},
-         "block cyclic arbitrary"},
+         "block cyclic arbitrary",
+         [](const SettingValues& /*v*/) -> std::string {
+             return std::string{to_string(DistributionSpec{}.kind)};
+         }},
         {"hostfile",
          "",
          "--hostfile",
@@ -185,11 +220,14 @@ std::vector<SettingSpec> build_registry() {
          "ps",
          K::value,
          G::roles,
-         "Number of parameter servers (default 0)",
+         "Number of parameter servers",
          [](Values& v, std::string_view s) {
              v.plan.counts.ps =
                  detail::parse_number<std::uint32_t>(s, "ps", 0, k_max_expanded_hosts);
-         }},
+         },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string { return std::to_string(v.plan.counts.ps); }},
         {"chief",
          "TFSLURM_CHIEF",
          "--chief",
@@ -244,7 +282,7 @@ std::vector<SettingSpec> build_registry() {
          "ps_placement",
          K::value,
          G::roles,
-         "first: ranks 0..N-1 (default); spread: one ps per node",
+         "first: ranks 0..N-1; spread: one ps per node",
          [](Values& v, std::string_view s) {
              v.plan.ps_placement = parse_choice<PsPlacement, 2>(
                  s,
@@ -253,7 +291,10 @@ std::vector<SettingSpec> build_registry() {
                  "expected first or spread");
          },
          {},
-         "first spread"},
+         "first spread",
+         [](const SettingValues& v) -> std::string {
+             return std::string{to_string(v.plan.ps_placement)};
+         }},
         {"layout",
          "TFSLURM_LAYOUT",
          "--layout",
@@ -261,7 +302,7 @@ std::vector<SettingSpec> build_registry() {
          "layout",
          K::value,
          G::network,
-         "native (default) or tf-compat (TensorFlow's SlurmClusterResolver spec)",
+         "native or tf-compat (TensorFlow's SlurmClusterResolver spec)",
          [](Values& v, std::string_view s) {
              v.plan.layout = parse_choice<Layout, 3>(s,
                                                      "layout",
@@ -271,7 +312,10 @@ std::vector<SettingSpec> build_registry() {
                                                      "expected native or tf-compat");
          },
          {},
-         "native tf-compat"},
+         "native tf-compat",
+         [](const SettingValues& v) -> std::string {
+             return std::string{to_string(v.plan.layout)};
+         }},
         {"port_base",
          "TFSLURM_PORT_BASE",
          "--port-base",
@@ -279,9 +323,15 @@ std::vector<SettingSpec> build_registry() {
          "port_base",
          K::value,
          G::network,
-         "First port (default: SLURM_STEP_RESV_PORTS, else derived from job and step)",
+         "First port",
          [](Values& v, std::string_view s) {
              v.plan.port_base = detail::parse_number<std::uint16_t>(s, "port_base", 1, 65535);
+         },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string {
+             return v.plan.port_base ? std::to_string(*v.plan.port_base)
+                                     : "SLURM_STEP_RESV_PORTS, else derived from job and step";
          }},
         {"address",
          "TFSLURM_ADDRESS",
@@ -290,13 +340,18 @@ std::vector<SettingSpec> build_registry() {
          "address",
          K::value,
          G::network,
-         "name (default) or ip: what peers connect to",
+         "name or ip: what peers connect to",
          [](Values& v, std::string_view s) {
              v.plan.address = parse_choice<AddressMode, 2>(
                  s,
                  "address",
                  {{{"name", AddressMode::name}, {"ip", AddressMode::ip}}},
                  "expected name or ip");
+         },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string {
+             return std::string{to_string(v.plan.address)};
          }},
         {"host_pattern",
          "TFSLURM_HOST_PATTERN",
@@ -305,10 +360,15 @@ std::vector<SettingSpec> build_registry() {
          "host_pattern",
          K::value,
          G::network,
-         "Network name of a node, e.g. {host}-ib0 (default {host})",
+         "Network name of a node, e.g. {host}-ib0",
          [](Values& v, std::string_view s) {
              validate_pattern(s, "host_pattern");
              v.plan.host_pattern = std::string{s};
+         },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string {
+             return v.plan.host_pattern.empty() ? "{host}" : v.plan.host_pattern;
          }},
         {"iface",
          "TFSLURM_IFACE",
@@ -354,9 +414,14 @@ std::vector<SettingSpec> build_registry() {
          G::network,
          "How the tasks learn the addresses the other nodes chose with --iface/--network: pmi2 "
          "(tfslurm env under srun --mpi=pmi2), coordinator (tfslurm run), env (none: only this "
-         "node's) or auto (default: coordinator under run, pmi2 under env when srun started a PMI2 "
+         "node's) or auto (coordinator under run, pmi2 under env when srun started a PMI2 "
          "server, else env)",
-         [](Values& v, std::string_view s) { v.plan.exchange = parse_exchange(s); }},
+         [](Values& v, std::string_view s) { v.plan.exchange = parse_exchange(s); },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string {
+             return std::string{to_string(v.plan.exchange)};
+         }},
         {"gpus_per_task",
          "TFSLURM_GPUS_PER_TASK",
          "--gpus-per-task",
@@ -364,10 +429,16 @@ std::vector<SettingSpec> build_registry() {
          "gpus_per_task",
          K::value,
          G::network,
-         "GPUs per task (default: split the visible GPUs among the node's tasks)",
+         "GPUs per task",
          [](Values& v, std::string_view s) {
              v.plan.gpus_per_task =
                  detail::parse_number<std::uint32_t>(s, "gpus_per_task", 0, 1U << 16);
+         },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string {
+             return v.plan.gpus_per_task ? std::to_string(*v.plan.gpus_per_task)
+                                         : "split the visible GPUs among the node's tasks";
          }},
         {"gpu_bind",
          "TFSLURM_GPU_BIND",
@@ -377,7 +448,7 @@ std::vector<SettingSpec> build_registry() {
          K::value,
          G::network,
          "What CUDA_VISIBLE_DEVICES lists: task (the task's own GPUs, cuda:0 inside it), node (the "
-         "node's GPUs, pick cuda:LOCAL_RANK) or auto (default: node, task when GPUs per task are "
+         "node's GPUs, pick cuda:LOCAL_RANK) or auto (node, task when GPUs per task are "
          "given)",
          [](Values& v, std::string_view s) {
              v.plan.gpu_bind = parse_choice<GpuBind, 3>(
@@ -385,6 +456,11 @@ std::vector<SettingSpec> build_registry() {
                  "gpu_bind",
                  {{{"auto", GpuBind::automatic}, {"task", GpuBind::task}, {"node", GpuBind::node}}},
                  "expected auto, task or node");
+         },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string {
+             return std::string{to_string(v.plan.gpu_bind)};
          }},
         {"gpus_per_node",
          "TFSLURM_GPUS_PER_NODE",
@@ -422,13 +498,14 @@ std::vector<SettingSpec> build_registry() {
          "",
          K::value,
          G::output,
-         "export (default: 'export NAME=...' lines safe to eval), env (NAME=value lines), json, or "
+         "export ('export NAME=...' lines safe to eval), env (NAME=value lines), json, or "
          "task-prolog (unquoted export lines for srun --task-prolog and TaskProlog)",
          [](Values& v, std::string_view s) {
              v.format = parse_env_format(s, setting_ref("format"));
          },
          "-f",
-         "export env json task-prolog"},
+         "export env json task-prolog",
+         [](const SettingValues& v) -> std::string { return env_format_text(v.format); }},
         {"only",
          "TFSLURM_ONLY",
          "--only",
@@ -436,12 +513,13 @@ std::vector<SettingSpec> build_registry() {
          "only",
          K::list,
          G::output,
-         "all (default) or a comma list of tf, servers, torch, gpus",
+         "all or a comma list of tf, servers, torch, gpus",
          [](Values& v, std::string_view s) {
              v.outputs = parse_output_selection(s, setting_ref("only"));
          },
          {},
-         "all tf servers torch gpus"},
+         "all tf servers torch gpus",
+         [](const SettingValues& v) -> std::string { return output_selection_text(v.outputs); }},
         // The SPANK plugin's only: no CLI option (`tfslurm run` is the CLI's way).
         {"run",
          "TFSLURM_RUN",
@@ -514,6 +592,17 @@ Error unknown_setting(std::string_view key, const std::string& known) {
 
 const std::vector<SettingSpec>& setting_registry() {
     return registry();
+}
+
+std::string setting_help(const SettingSpec& spec) {
+    std::string help{spec.help};
+    if (spec.shown_default != nullptr) {
+        // A value as typed (`10`, `USR1`), or what happens without one (`never`, or a phrase).
+        const std::string shown = spec.shown_default(SettingValues{});
+        help += fmt::format(
+            shown.find(' ') == std::string::npos ? " (default {})" : " (default: {})", shown);
+    }
+    return help;
 }
 
 const SettingSpec* find_setting(std::string_view key) {

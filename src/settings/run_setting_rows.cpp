@@ -10,6 +10,8 @@
 #include <tfslurm/run/run_settings.hpp>
 #include <tfslurm/settings/plan_settings.hpp>
 
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -19,6 +21,24 @@ namespace {
 
 /// The most restarts `max_restarts` and `max_total_restarts` take.
 constexpr std::uint32_t k_max_restarts = 10000;
+
+/// A list of roles as parse_stall_roles() reads it: `chief,evaluator,worker`.
+std::string roles_text(const std::vector<Role>& roles) {
+    std::string out;
+    for (const Role role : roles) {
+        out += (out.empty() ? "" : ",") + std::string{to_string(role)};
+    }
+    return out;
+}
+
+/// The progress sources as parse_stall_progress() reads them: `cpu,file`.
+std::string progress_sources_text(const std::vector<ProgressSource>& sources) {
+    std::string out;
+    for (const ProgressSource source : sources) {
+        out += (out.empty() ? "" : ",") + std::string{to_string(source)};
+    }
+    return out;
+}
 
 } // namespace
 
@@ -36,11 +56,14 @@ std::vector<SettingSpec> run_setting_rows() {
          "",
          K::value,
          G::launcher,
-         "workers (default): stop ps and evaluator when every worker and the chief exited 0; "
+         "workers: stop ps and evaluator when every worker and the chief exited 0; "
          "chief: stop everyone when the chief exited 0 (TF2 PSS)",
          [](SettingValues& v, std::string_view s) {
              v.run.until = parse_until(s, setting_ref("until"));
-         }},
+         },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string { return std::string{to_string(v.run.until)}; }},
         {"grace",
          "TFSLURM_GRACE",
          "--grace",
@@ -48,8 +71,11 @@ std::vector<SettingSpec> run_setting_rows() {
          "",
          K::value,
          G::launcher,
-         "Seconds between SIGTERM and SIGKILL when a trainer is stopped (default 10)",
-         [](SettingValues& v, std::string_view s) { v.run.grace = parse_seconds(s, "grace"); }},
+         "Seconds between SIGTERM and SIGKILL when a trainer is stopped",
+         [](SettingValues& v, std::string_view s) { v.run.grace = parse_seconds(s, "grace"); },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string { return seconds_text(v.run.grace); }},
         {"heartbeat",
          "TFSLURM_HEARTBEAT",
          "--heartbeat",
@@ -57,10 +83,13 @@ std::vector<SettingSpec> run_setting_rows() {
          "",
          K::value,
          G::launcher,
-         "Seconds between heartbeats (default 1)",
+         "Seconds between heartbeats",
          [](SettingValues& v, std::string_view s) {
              v.run.heartbeat = parse_seconds(s, "heartbeat");
-         }},
+         },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string { return seconds_text(v.run.heartbeat); }},
         {"heartbeat_timeout",
          "TFSLURM_HEARTBEAT_TIMEOUT",
          "--heartbeat-timeout",
@@ -68,9 +97,14 @@ std::vector<SettingSpec> run_setting_rows() {
          "",
          K::value,
          G::launcher,
-         "Seconds without heartbeat after which a launcher or the coordinator is lost (default 10)",
+         "Seconds without heartbeat after which a launcher or the coordinator is lost",
          [](SettingValues& v, std::string_view s) {
              v.run.heartbeat_timeout = parse_seconds(s, "heartbeat_timeout");
+         },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string {
+             return seconds_text(v.run.heartbeat_timeout);
          }},
         {"connect_timeout",
          "TFSLURM_CONNECT_TIMEOUT",
@@ -79,10 +113,13 @@ std::vector<SettingSpec> run_setting_rows() {
          "",
          K::value,
          G::launcher,
-         "Seconds for every launcher to register with rank 0's coordinator (default 60)",
+         "Seconds for every launcher to register with rank 0's coordinator",
          [](SettingValues& v, std::string_view s) {
              v.run.connect_timeout = parse_seconds(s, "connect_timeout");
-         }},
+         },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string { return seconds_text(v.run.connect_timeout); }},
         {"stall_timeout",
          "TFSLURM_STALL_TIMEOUT",
          "--stall-timeout",
@@ -92,9 +129,14 @@ std::vector<SettingSpec> run_setting_rows() {
          G::launcher,
          "Seconds without progress (CPU time of the trainer's processes, a touch of "
          "TFSLURM_PROGRESS_FILE, or its output with --stall-progress) after which a trainer is "
-         "stuck and the step aborts (default: never); rank 0 warns of a straggler halfway",
+         "stuck and the step aborts; rank 0 warns of a straggler halfway",
          [](SettingValues& v, std::string_view s) {
              v.run.stall_timeout = parse_seconds(s, "stall_timeout");
+         },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string {
+             return v.run.stall_timeout ? seconds_text(*v.run.stall_timeout) : "never";
          }},
         {"stall_roles",
          "TFSLURM_STALL_ROLES",
@@ -104,13 +146,14 @@ std::vector<SettingSpec> run_setting_rows() {
          K::list,
          G::launcher,
          "The roles whose trainers --stall-timeout judges: a comma list of worker, chief, "
-         "evaluator, ps, or all (default worker,chief,evaluator: a parameter server may rightly "
-         "sit idle between requests)",
+         "evaluator, ps, or all (a parameter server may rightly sit idle "
+         "between requests)",
          [](SettingValues& v, std::string_view s) {
              v.run.stall_roles = parse_stall_roles(s, setting_ref("stall_roles"));
          },
          {},
-         "worker chief evaluator ps all"},
+         "worker chief evaluator ps all",
+         [](const SettingValues& v) -> std::string { return roles_text(v.run.stall_roles); }},
         {"stall_progress",
          "TFSLURM_STALL_PROGRESS",
          "--stall-progress",
@@ -120,12 +163,15 @@ std::vector<SettingSpec> run_setting_rows() {
          G::launcher,
          "What counts as a trainer's progress for --stall-timeout: a comma list of cpu (its "
          "processes' CPU time), file (a touch of TFSLURM_PROGRESS_FILE), output (bytes it writes "
-         "on stdout or stderr), or all (default cpu,file)",
+         "on stdout or stderr), or all",
          [](SettingValues& v, std::string_view s) {
              v.run.stall_progress = parse_stall_progress(s, setting_ref("stall_progress"));
          },
          {},
-         "cpu file output all"},
+         "cpu file output all",
+         [](const SettingValues& v) -> std::string {
+             return progress_sources_text(v.run.stall_progress);
+         }},
         {"stall_signal",
          "TFSLURM_STALL_SIGNAL",
          "--stall-signal",
@@ -133,13 +179,14 @@ std::vector<SettingSpec> run_setting_rows() {
          "",
          K::value,
          G::launcher,
-         "Signal sent to a stuck trainer for its stack traces (default ABRT: Python's faulthandler "
+         "Signal sent to a stuck trainer for its stack traces (with ABRT, Python's faulthandler "
          "dumps every thread, then the trainer ends)",
          [](SettingValues& v, std::string_view s) {
              v.run.stall_signal = parse_signal(s, "stall_signal");
          },
          {},
-         "ABRT QUIT USR1 USR2 TERM INT HUP"},
+         "ABRT QUIT USR1 USR2 TERM INT HUP",
+         [](const SettingValues& v) -> std::string { return signal_text(v.run.stall_signal); }},
         {"stall_grace",
          "TFSLURM_STALL_GRACE",
          "--stall-grace",
@@ -147,10 +194,13 @@ std::vector<SettingSpec> run_setting_rows() {
          "",
          K::value,
          G::launcher,
-         "Seconds between the stall signal and the step's abort (default 5)",
+         "Seconds between the stall signal and the step's abort",
          [](SettingValues& v, std::string_view s) {
              v.run.stall_grace = parse_seconds(s, "stall_grace");
-         }},
+         },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string { return seconds_text(v.run.stall_grace); }},
         {"probe",
          "TFSLURM_PROBE",
          "--probe",
@@ -173,10 +223,13 @@ std::vector<SettingSpec> run_setting_rows() {
          "",
          K::value,
          G::launcher,
-         "Seconds each launcher keeps trying to reach its peers in the probe (default 30)",
+         "Seconds each launcher keeps trying to reach its peers in the probe",
          [](SettingValues& v, std::string_view s) {
              v.run.probe_timeout = parse_seconds(s, "probe_timeout");
-         }},
+         },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string { return seconds_text(v.run.probe_timeout); }},
         {"max_restarts",
          "TFSLURM_MAX_RESTARTS",
          "--max-restarts",
@@ -185,10 +238,15 @@ std::vector<SettingSpec> run_setting_rows() {
          K::value,
          G::launcher,
          "Restarts of each rank's failed trainer (restart roles only), with the same TF_CONFIG and "
-         "ports while the other ranks keep running; past it the step aborts (default 0: none)",
+         "ports while the other ranks keep running; past it the step aborts",
          [](SettingValues& v, std::string_view s) {
              v.run.restarts.per_rank =
                  detail::parse_number<std::uint32_t>(s, "max_restarts", 0, k_max_restarts);
+         },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string {
+             return std::to_string(v.run.restarts.per_rank);
          }},
         {"max_total_restarts",
          "TFSLURM_MAX_TOTAL_RESTARTS",
@@ -197,11 +255,16 @@ std::vector<SettingSpec> run_setting_rows() {
          "",
          K::value,
          G::launcher,
-         "Restarts allowed in the whole step (default: max-restarts for each rank of a restart "
-         "role)",
+         "Restarts allowed in the whole step",
          [](SettingValues& v, std::string_view s) {
              v.run.restarts.total =
                  detail::parse_number<std::uint32_t>(s, "max_total_restarts", 0, k_max_restarts);
+         },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string {
+             return v.run.restarts.total ? std::to_string(*v.run.restarts.total)
+                                         : "max-restarts for each rank of a restart role";
          }},
         {"restart_roles",
          "TFSLURM_RESTART_ROLES",
@@ -211,12 +274,13 @@ std::vector<SettingSpec> run_setting_rows() {
          K::list,
          G::launcher,
          "The roles whose failed trainers are restarted: a comma list of worker, chief, evaluator "
-         "(default worker; never ps: its state dies with it)",
+         "(never ps: its state dies with it)",
          [](SettingValues& v, std::string_view s) {
              v.run.restarts.roles = parse_restart_roles(s, setting_ref("restart_roles"));
          },
          {},
-         "worker chief evaluator"},
+         "worker chief evaluator",
+         [](const SettingValues& v) -> std::string { return roles_text(v.run.restarts.roles); }},
         {"restart_delay",
          "TFSLURM_RESTART_DELAY",
          "--restart-delay",
@@ -225,10 +289,13 @@ std::vector<SettingSpec> run_setting_rows() {
          K::value,
          G::launcher,
          "Seconds between a trainer's failure and its restart, for what it held (a GPU's memory, a "
-         "port) to be released (default 1)",
+         "port) to be released",
          [](SettingValues& v, std::string_view s) {
              v.run.restarts.delay = parse_seconds(s, "restart_delay");
-         }},
+         },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string { return seconds_text(v.run.restarts.delay); }},
         {"checkpoint_before",
          "TFSLURM_CHECKPOINT_BEFORE",
          "--checkpoint-before",
@@ -236,10 +303,14 @@ std::vector<SettingSpec> run_setting_rows() {
          "",
          K::value,
          G::launcher,
-         "Seconds before the job's time limit at which every trainer gets the checkpoint signal "
-         "(default: never)",
+         "Seconds before the job's time limit at which every trainer gets the checkpoint signal",
          [](SettingValues& v, std::string_view s) {
              v.run.checkpoint_before = parse_seconds(s, "checkpoint_before");
+         },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string {
+             return v.run.checkpoint_before ? seconds_text(*v.run.checkpoint_before) : "never";
          }},
         {"checkpoint_signal",
          "TFSLURM_CHECKPOINT_SIGNAL",
@@ -248,13 +319,16 @@ std::vector<SettingSpec> run_setting_rows() {
          "",
          K::value,
          G::launcher,
-         "Signal that asks the trainers to save a checkpoint (default USR1); the same signal from "
+         "Signal that asks the trainers to save a checkpoint; the same signal from "
          "Slurm's own --signal counts too",
          [](SettingValues& v, std::string_view s) {
              v.run.checkpoint_signal = parse_signal(s, "checkpoint_signal");
          },
          {},
-         "USR1 USR2 TERM INT HUP ABRT QUIT"},
+         "USR1 USR2 TERM INT HUP ABRT QUIT",
+         [](const SettingValues& v) -> std::string {
+             return signal_text(v.run.checkpoint_signal);
+         }},
         {"requeue",
          "TFSLURM_REQUEUE",
          "--requeue",
@@ -274,10 +348,13 @@ std::vector<SettingSpec> run_setting_rows() {
          "",
          K::value,
          G::launcher,
-         "Requeue a job at most N times, counted by SLURM_RESTART_COUNT (default 3)",
+         "Requeue a job at most N times, counted by SLURM_RESTART_COUNT",
          [](SettingValues& v, std::string_view s) {
              v.run.max_requeues = detail::parse_number<std::uint32_t>(s, "max_requeues", 0, 1000);
-         }},
+         },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string { return std::to_string(v.run.max_requeues); }},
         {"auth",
          "TFSLURM_AUTH",
          "--auth",
@@ -285,12 +362,15 @@ std::vector<SettingSpec> run_setting_rows() {
          "",
          K::value,
          G::launcher,
-         "auto (default: munge if munged answers, else TFSLURM_SECRET), munge or secret",
+         "auto (munge if munged answers, else TFSLURM_SECRET), munge or secret",
          [](SettingValues& v, std::string_view s) {
              v.run.auth = protocol::parse_auth_method(s, setting_ref("auth"));
          },
          {},
-         "auto munge secret"},
+         "auto munge secret",
+         [](const SettingValues& v) -> std::string {
+             return std::string{protocol::to_string(v.run.auth)};
+         }},
         {"port_range",
          "TFSLURM_PORT_RANGE",
          "--port-range",
@@ -299,10 +379,14 @@ std::vector<SettingSpec> run_setting_rows() {
          K::value,
          G::launcher,
          "Exact mode (--iface/--network): where a launcher looks for a free trainer port when the "
-         "planned one is taken, unless SLURM_STEP_RESV_PORTS reserves the node's ports (default "
-         "20000-31999)",
+         "planned one is taken, unless SLURM_STEP_RESV_PORTS reserves the node's ports",
          [](SettingValues& v, std::string_view s) {
              v.run.port_range = parse_port_range(s, "port_range");
+         },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string {
+             return fmt::format("{}-{}", v.run.port_range.first, v.run.port_range.last);
          }},
         {"contain",
          "TFSLURM_CONTAIN",

@@ -98,4 +98,11 @@ void check_run_settings(const RunSettings& settings, std::string_view heartbeat_
 /// \throws Error (Errc::invalid_argument) naming setting `key`, hint `e.g. ABRT, USR1 or 10`.
 [[nodiscard]] int parse_signal(std::string_view text, std::string_view key);
 
+/// A duration as parse_seconds() reads it. Input: 1500 ms. Output: `1.5`.
+[[nodiscard]] std::string seconds_text(Millis duration);
+
+/// A signal as parse_signal() reads it: its name without `SIG`, else its number.
+/// Input: SIGUSR1. Output: `USR1`. Input: 40. Output: `40`.
+[[nodiscard]] std::string signal_text(int signo);
+
 } // namespace tfslurm

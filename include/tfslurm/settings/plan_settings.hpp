@@ -65,7 +65,16 @@ struct SettingSpec {
     /// The values a fixed list of them allows, space-separated (`native tf-compat`): what shell
     /// completion offers. Empty when the value is free (a number, a name, a pattern).
     std::string_view choices{};
+    /// The default, as the user would type it (or what happens without a value: `never`), read
+    /// from a default SettingValues: `--help` shows it after the help, so that it is the code's
+    /// own. Null: no default worth showing (a flag, a list of names, a path).
+    std::string (*shown_default)(const SettingValues& defaults) = nullptr;
 };
+
+/// The row's help, with ` (default <value>)` when it has one (SettingSpec::shown_default).
+/// Input: the row of `--grace`. Output: `Seconds between SIGTERM and SIGKILL when a trainer is
+/// stopped (default 10)`.
+[[nodiscard]] std::string setting_help(const SettingSpec& spec);
 
 /// Every setting, in the CLI's `--help` order.
 [[nodiscard]] const std::vector<SettingSpec>& setting_registry();

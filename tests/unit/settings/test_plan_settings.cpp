@@ -237,3 +237,50 @@ TEST_CASE("error: setting references are rendered by each face", "[error]") {
               "SLURM_PROCID: not set");
     }
 }
+
+TEST_CASE("plan_settings: --help shows each default from the code, never from the help text",
+          "[plan_settings]") {
+    SECTION("no row writes its default by hand") {
+        for (const auto& spec : tfslurm::setting_registry()) {
+            CAPTURE(spec.key);
+            CHECK(spec.help.find("default") == std::string_view::npos);
+        }
+    }
+    SECTION("the default follows the help: a value as typed, or a phrase after a colon") {
+        const auto help = [](std::string_view key) {
+            return tfslurm::setting_help(*tfslurm::find_setting(key));
+        };
+        CHECK(help("grace") ==
+              "Seconds between SIGTERM and SIGKILL when a trainer is stopped (default 10)");
+        CHECK(help("stall_timeout").substr(help("stall_timeout").size() - 15) == "(default never)");
+        CHECK(help("checkpoint_signal") == "Signal that asks the trainers to save a checkpoint; "
+                                           "the same signal from Slurm's own --signal counts "
+                                           "too (default USR1)");
+        CHECK(help("gpus_per_task") ==
+              "GPUs per task (default: split the visible GPUs among the node's tasks)");
+        CHECK(help("stall_progress").substr(help("stall_progress").size() - 18) ==
+              "(default cpu,file)");
+        CHECK(help("distribution") ==
+              "block, cyclic, plane=N or arbitrary (with --hostfile) (default block)");
+        CHECK(help("only") == "all or a comma list of tf, servers, torch, gpus (default all)");
+        CHECK(help("chief") == std::string{tfslurm::find_setting("chief")->help}); // a flag
+    }
+    SECTION("a default shown as one word is one the setting's parser reads back to itself") {
+        int checked = 0;
+        for (const auto& spec : tfslurm::setting_registry()) {
+            if (spec.shown_default == nullptr || spec.apply == nullptr) {
+                continue;
+            }
+            const std::string shown = spec.shown_default(tfslurm::SettingValues{});
+            CAPTURE(spec.key, shown);
+            if (shown.find(' ') != std::string::npos || shown == "never") {
+                continue; // what happens without a value, not a value
+            }
+            tfslurm::SettingValues given;
+            spec.apply(given, shown);
+            CHECK(spec.shown_default(given) == shown);
+            ++checked;
+        }
+        CHECK(checked >= 25);
+    }
+}
