@@ -8,7 +8,7 @@
 /// (launcher, local_run) are the only parts of libtfslurm that start or stop processes.
 
 #include <tfslurm/common/exit_status.hpp>
-#include <tfslurm/run/containment.hpp>
+#include <tfslurm/run/run.hpp>
 
 #include <sys/types.h>
 

@@ -21,6 +21,13 @@
 
 namespace tfslurm {
 
+/// How a command is kept from leaving processes behind (see spawn_process()).
+enum class Containment {
+    none,          ///< the command alone: what leaves its process group may outlive the caller
+    keeper,        ///< under a keeper process, a child subreaper: the command keeps real pids
+    pid_namespace, ///< under a supervisor, in a PID namespace of its own (its pid is 2 there)
+};
+
 using Clock = std::chrono::steady_clock;
 using Millis = std::chrono::milliseconds;
 

@@ -8,7 +8,6 @@
 /// writes a field here, plus the code that uses it; its default is written once, below.
 
 #include <tfslurm/resolve/plan.hpp>
-#include <tfslurm/run/containment.hpp>
 #include <tfslurm/run/protocol.hpp>
 #include <tfslurm/run/run.hpp>
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The coordinator's defences against unauthenticated connections (src/shell/connection_limits.cpp),
+// The coordinator's defences against unauthenticated connections (src/run/connection_limits.cpp),
 // pure: the handshake pool's admissions and evictions, and the log budget's window.
-#include <tfslurm/shell/coordinator_server.hpp>
+#include <tfslurm/run/connection_limits.hpp>
 
 #include <catch2/catch.hpp>
 

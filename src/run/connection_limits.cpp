@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The coordinator's defences against unauthenticated peers (coordinator_server.hpp):
-// HandshakePool bounds the connections still in their handshake, per peer and in total;
-// LogBudget rate-limits the warnings they cause and owes a summary of the rest.
-#include <tfslurm/shell/coordinator_server.hpp>
+// The coordinator's defences against unauthenticated peers (connection_limits.hpp; the server is
+// coordinator_server.cpp): HandshakePool bounds the connections still in their handshake, per peer
+// and in total; LogBudget rate-limits the warnings they cause and owes a summary of the rest.
+#include <tfslurm/run/connection_limits.hpp>
 
 #include <algorithm>
 #include <cstdint>
