@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "resolve/detail/plan_shared.hpp"
+#include "resolve/plan/plan_shared.hpp"
 
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/common/log.hpp>

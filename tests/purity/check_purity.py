@@ -6,7 +6,7 @@ the project's headers it includes. (A header of a component that touches the OS 
 included: such a component declares pure types too, and its OS calls are in its .cpp files.)
 
 A component's files: include/tfslurm/<folder>/<name>.hpp, src/<folder>/<name>.cpp and every
-other file its row names in backticks (`protocol_frame.cpp`, `detail/node_check.hpp`), found in
+other file its row names in backticks (`protocol_frame.cpp`, `preflight/node_check.hpp`), found in
 the folders of the layers. Prints one line per violation, naming the file, the
 include and the chain that brought it in; exits 1 when there is one, 0 otherwise.
 
@@ -46,12 +46,13 @@ def components(architecture):
 
 
 def find(root, base, name):
-    """`base/<folder>/name` (name may be `detail/x.hpp`) for each folder of base that has it."""
+    """Every `base/<folder>/.../name` (a component of several files is a folder of its layer;
+    name may be `detail/x.hpp`)."""
     found = []
     top = os.path.join(root, base)
-    for folder in sorted(os.listdir(top)) if os.path.isdir(top) else []:
-        if os.path.isfile(os.path.join(top, folder, name)):
-            found.append(os.path.join(base, folder, name))
+    for directory, _, _ in sorted(os.walk(top)):
+        if directory != top and os.path.isfile(os.path.join(directory, name)):
+            found.append(os.path.relpath(os.path.join(directory, name), root))
     return found
 
 

@@ -5,8 +5,8 @@
 /// How one launcher of `tfslurm run` reaches its coordinator, its decisions: a pure state
 /// machine (Connector: events and the time in, actions out) from the first attempt to the
 /// `welcome`, and where the launcher sits in the tree (node_place()). The Asio shell that
-/// performs the actions is the launcher's link (src/shell/launcher_link.cpp); after `welcome`
-/// the launcher's machine (launcher.hpp) decides.
+/// performs the actions is the launcher's link (src/shell/launcher/launcher_link.cpp); after
+/// `welcome` the launcher's machine (launcher.hpp) decides.
 
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/run/protocol.hpp>

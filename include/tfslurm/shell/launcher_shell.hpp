@@ -4,8 +4,8 @@
 /// \file
 /// One task's launcher of `tfslurm run`, its Asio shell: starts the coordinator when it is rank
 /// 0, registers, spawns the trainer, heartbeats, and performs what the state machine
-/// (launcher.hpp) decides, until it obeys the coordinator's verdict (src/shell/launcher_shell.cpp,
-/// src/shell/launcher_link.cpp).
+/// (launcher.hpp) decides, until it obeys the coordinator's verdict
+/// (src/shell/launcher/launcher_shell.cpp, src/shell/launcher/launcher_link.cpp).
 
 #include <tfslurm/common/env.hpp>
 #include <tfslurm/resolve/plan.hpp>

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The keeper's signals (src/os/keeper.cpp): a pid read from /proc is signalled only while it is the
+// The keeper's signals (src/os/spawn/keeper.cpp): a pid read from /proc is signalled only while it is the
 // process the walk found, through a pidfd where the kernel has them. The keeper itself (the
 // subreaper that kills every descendant) is tested through spawn in test_spawn.cpp.
-#include "os/detail/spawn_child.hpp"
+#include "os/spawn/spawn_child.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Tests of src/resolve/hostlist.cpp: hostlist compression, the visitor and its writer, the
+// Tests of src/resolve/hostlist/hostlist.cpp: hostlist compression, the visitor and its writer, the
 // properties that tie compression to expansion, and the counts and port-list grammars. Expansion
 // and its errors: test_hostlist_parser.cpp.
 #include "../fuzz/fuzz_checks.hpp"
@@ -82,7 +82,7 @@ TEST_CASE("hostlist: compression rejects hosts that cannot be written", "[hostli
 namespace {
 
 /// A generated hostlist together with the hosts Slurm expands it to, computed independently
-/// of src/resolve/hostlist.cpp (plain recursion in Slurm's order).
+/// of src/resolve/hostlist/hostlist.cpp (plain recursion in Slurm's order).
 struct Generated {
     std::string list;
     Hosts hosts;

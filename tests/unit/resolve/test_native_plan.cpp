@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The native layout (src/resolve/native_plan.cpp): roles from counts, reserved and explicit ports,
+// The native layout (src/resolve/plan/native_plan.cpp): roles from counts, reserved and explicit ports,
 // and the GPU split.
 #include "fixtures.hpp"
 

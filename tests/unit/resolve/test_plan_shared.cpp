@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// What both layouts share (src/resolve/plan_shared.cpp): addresses from a host pattern and a
+// What both layouts share (src/resolve/plan/plan_shared.cpp): addresses from a host pattern and a
 // resolver, and the system resolver.
 #include "fixtures.hpp"
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The launcher machine's actions as text (src/run/launcher_describe.cpp).
+// The launcher machine's actions as text (src/run/launcher/launcher_describe.cpp).
 #include "launcher_table.hpp"
 #include "log_capture.hpp"
 

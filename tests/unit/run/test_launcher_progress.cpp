@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The launcher machine's stall and straggler rules (src/run/launcher_progress.cpp), table-driven.
+// The launcher machine's stall and straggler rules (src/run/launcher/launcher_progress.cpp), table-driven.
 #include "launcher_table.hpp"
 #include "log_capture.hpp"
 

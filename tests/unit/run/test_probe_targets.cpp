@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Which peers each launcher's reachability probe tries (src/run/probe_targets.cpp).
+// Which peers each launcher's reachability probe tries (src/run/launcher/probe_targets.cpp).
 #include "launcher_table.hpp"
 #include "log_capture.hpp"
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The protocol's messages (src/run/protocol.cpp): round trips, their JSON, what each version added,
+// The protocol's messages (src/run/protocol/protocol.cpp): round trips, their JSON, what each version added,
 // and malformed payloads as protocol errors. Frames and descriptions have files of their own.
 #include "fixtures.hpp"
 

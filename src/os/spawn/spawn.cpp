@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "os/detail/spawn_child.hpp"
+#include "os/spawn/spawn_child.hpp"
 
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/common/log.hpp>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Slurm's hostlist (compression here, expansion in hostlist_parser.cpp), counts-per-node and
 // port-list grammars.
-#include "resolve/detail/hostlist_text.hpp"
+#include "resolve/hostlist/hostlist_text.hpp"
 
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/resolve/hostlist.hpp>

@@ -6,7 +6,7 @@
 // setup errors, thrown); after it every decision is the machine's, and the shell only performs
 // their actions. The link to the coordinator is a LauncherLink (launcher_link.cpp); starting
 // and watching the trainer is in launcher_trainer.cpp.
-#include "shell/detail/launcher_shell.hpp"
+#include "shell/launcher/launcher_shell.hpp"
 
 #include "os/detail/fd.hpp"
 #include "os/detail/progress.hpp"

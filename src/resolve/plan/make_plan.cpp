@@ -2,7 +2,7 @@
 // make_plan() (include/tfslurm/resolve/plan.hpp): the layout's plan, native (plan.cpp) or
 // TensorFlow's (tf_compat.cpp), with the ports the launchers bound in exact mode. Above both
 // layouts, so that neither includes the other.
-#include "resolve/detail/plan_shared.hpp"
+#include "resolve/plan/plan_shared.hpp"
 
 #include <tfslurm/resolve/plan.hpp>
 #include <tfslurm/resolve/tf_compat.hpp>

@@ -2,7 +2,7 @@
 // Plan-building helpers shared by the native layout (plan.cpp) and tf-compat (tf_compat.cpp),
 // with the system address resolver: in a file of their own so that neither layout depends on
 // the other's file.
-#include "resolve/detail/plan_shared.hpp"
+#include "resolve/plan/plan_shared.hpp"
 
 #include "common/detail/text.hpp"
 

@@ -3,7 +3,7 @@
 // Coordinator; each connection is a Session (coordinator_session.cpp). Single-threaded on the
 // caller's io_context; handlers never throw.
 #include "os/detail/fd.hpp"
-#include "shell/detail/coordinator_server_impl.hpp"
+#include "shell/coordinator_server/coordinator_server_impl.hpp"
 
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/common/log.hpp>
@@ -71,9 +71,9 @@ std::string bind_address_for(const std::string& control_address) {
 }
 
 // --- CoordinatorServer ---------------------------------------------------------------------------
-// Its Impl and Session are declared in detail/coordinator_server_impl.hpp; one connection's
-// work is in coordinator_session.cpp. (HandshakePool and LogBudget, its defences against
-// unauthenticated peers, are in connection_limits.cpp.)
+// Its Impl and Session are declared in coordinator_server/coordinator_server_impl.hpp; one
+// connection's work is in coordinator_session.cpp. (HandshakePool and LogBudget, its defences
+// against unauthenticated peers, are in connection_limits.cpp.)
 
 error_code CoordinatorServer::Impl::try_listen(const Tcp::endpoint& endpoint) {
     error_code ec;

@@ -2,7 +2,7 @@
 // The native layout (make_plan() for Layout::native, through make_plan.cpp): roles from counts,
 // lists or components, ports (reserved, derived, explicit), addresses and the GPU split.
 #include "common/detail/text.hpp"
-#include "resolve/detail/plan_shared.hpp"
+#include "resolve/plan/plan_shared.hpp"
 
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/common/log.hpp>

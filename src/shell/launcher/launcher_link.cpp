@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-// The launcher's link to its coordinator (detail/launcher_link.hpp), socket plumbing only: until
+// The launcher's link to its coordinator (launcher/launcher_link.hpp), socket plumbing only: until
 // `welcome` it performs what the Connector (connector.cpp) decides (which endpoint to try, the
 // proofs, the timers, the failure), then it carries framed messages both ways. What a message
 // means is the launcher's (launcher_shell.cpp); every rule is in a machine.
-#include "shell/detail/launcher_link.hpp"
+#include "shell/launcher/launcher_link.hpp"
 
 #include "os/detail/fd.hpp"
 #include "shell/detail/node_relay.hpp"

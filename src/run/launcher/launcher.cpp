@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The launcher's state machine: every decision of a launcher after its registration, without
 // I/O, so that each path is table-tested (tests/unit/test_launcher*.cpp). The shell that
-// performs its actions is src/shell/launcher_shell.cpp.
+// performs its actions is src/shell/launcher/launcher_shell.cpp.
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/common/exit_status.hpp>
 #include <tfslurm/common/log.hpp>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The launcher's trainer (detail/launcher_shell.hpp): what comes before its start on this node
+// The launcher's trainer (launcher/launcher_shell.hpp): what comes before its start on this node
 // (the probe's listener and attempts, the node's checks in a child process), its start (ports,
 // environment, the held port's release, the spawn, its output files or labelled pipes) and the
 // watch for a stuck trainer (the progress file). Performed for LauncherMachine's actions.
@@ -7,7 +7,7 @@
 #include "os/detail/progress.hpp"
 #include "os/detail/signal_reader.hpp"
 #include "os/detail/user_file.hpp"
-#include "shell/detail/launcher_shell.hpp"
+#include "shell/launcher/launcher_shell.hpp"
 
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/common/exit_status.hpp>

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// One connection of the coordinator (detail/coordinator_server_impl.hpp): the challenge, the
-// hello and its proofs, a node leader's `relay` envelopes, the messages handed to the pure
-// Coordinator, and the gathered writes.
-#include "shell/detail/coordinator_server_impl.hpp"
+// One connection of the coordinator (coordinator_server/coordinator_server_impl.hpp): the
+// challenge, the hello and its proofs, a node leader's `relay` envelopes, the messages handed to
+// the pure Coordinator, and the gathered writes.
+#include "shell/coordinator_server/coordinator_server_impl.hpp"
 
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/common/log.hpp>

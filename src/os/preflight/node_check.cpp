@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// A node's health checks in a child process (detail/node_check.hpp): the launcher's event loop
+// A node's health checks in a child process (preflight/node_check.hpp): the launcher's event loop
 // goes on while a site command runs, and the launcher's reaper never meets the command.
-#include "os/detail/node_check.hpp"
+#include "os/preflight/node_check.hpp"
 
 #include <boost/asio/read.hpp>
 #include <nlohmann/json.hpp>

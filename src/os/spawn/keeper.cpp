@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-// The keeper of Containment::keeper (see spawn.hpp and detail/spawn_child.hpp): a child
+// The keeper of Containment::keeper (see spawn.hpp and spawn/spawn_child.hpp): a child
 // subreaper between the launcher and the command that kills every descendant when the launcher
 // dies. Like the supervisor: between fork() and exec (or _exit), async-signal-safe calls only,
 // no allocation; the descendant walk uses fixed buffers.
-#include "os/detail/spawn_child.hpp"
+#include "os/spawn/spawn_child.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

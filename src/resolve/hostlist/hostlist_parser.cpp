@@ -7,7 +7,7 @@
 // two passes: the first validates every token and computes the exact number of hosts and
 // bytes, so that a list that is too large fails before any host is handed out; the second
 // hands the hosts to the visitor, a whole range at a time where a bracket group ends the name.
-#include "resolve/detail/hostlist_text.hpp"
+#include "resolve/hostlist/hostlist_text.hpp"
 
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/resolve/hostlist.hpp>

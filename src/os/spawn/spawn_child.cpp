@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// What spawn_process()'s children share (detail/spawn_child.hpp): everything here runs between
+// What spawn_process()'s children share (spawn/spawn_child.hpp): everything here runs between
 // fork() and exec (or _exit) in a copy of the caller: async-signal-safe calls only, no
 // allocation, no logging.
-#include "os/detail/spawn_child.hpp"
+#include "os/spawn/spawn_child.hpp"
 
 #include <fcntl.h>
 #include <sys/prctl.h>

@@ -7,12 +7,12 @@
 /// and launcher_trainer.cpp starts and watches the trainer; the link to the coordinator is a
 /// LauncherLink (launcher_link.hpp) of its own.
 
-#include "os/detail/node_check.hpp"
 #include "os/detail/signal_reader.hpp"
+#include "os/preflight/node_check.hpp"
 #include "shell/detail/labeled_stream.hpp"
-#include "shell/detail/launcher_link.hpp"
 #include "shell/detail/node_relay.hpp"
 #include "shell/detail/reachability_probe.hpp"
+#include "shell/launcher/launcher_link.hpp"
 
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/os/events_file.hpp>
