@@ -351,7 +351,9 @@ void LocalRun::read_reports() {
         }
         m_text.append(m_buffer.data(), n);
         parse_reports();
-        read_reports();
+        if (m_running > 0) {
+            read_reports(); // after the last launcher, read_remaining_reports() takes the rest
+        }
     });
 }
 
@@ -389,10 +391,12 @@ void LocalRun::reap() {
         logger().debug("local: launcher of rank {} {}", index, describe(*m_statuses[index]));
     }
     if (m_running == 0) {
+        // Not m_io.stop(): a read that has completed but whose handler has not run yet would
+        // be dropped with the report it read (the line that names a failure). Cancelled, the
+        // operations still pending end, every completed one runs, and run() returns.
         error_code ignored;
         m_signals.cancel(ignored);
         m_reports.cancel(ignored);
-        m_io.stop();
     }
 }
 
