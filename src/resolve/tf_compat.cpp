@@ -148,6 +148,7 @@ Plan make_tf_compat_plan(const StepInfo& step,
     plan.step_id = step.step_id;
     plan.rpc_layer = options.rpc_layer;
     plan.port_source = PortSource::explicit_base;
+    plan.control_port_source = PortSource::explicit_base;
     plan.gpus_exact = false;
     if (step.self) {
         plan.self_rank = step.self->rank;

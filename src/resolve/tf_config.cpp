@@ -406,10 +406,11 @@ std::string plan_table(const Plan& plan) {
                        plan.hosts.size(),
                        compress_hostlist(plan.hosts),
                        to_string(plan.layout));
-    out += fmt::format("# ports: {}; launcher control endpoint {}:{}\n",
+    out += fmt::format("# ports: {}; launcher control endpoint {}:{}{}\n",
                        to_string(plan.port_source),
                        plan.control_address,
-                       plan.control_port);
+                       plan.control_port,
+                       plan.control_port_note.empty() ? "" : " (" + plan.control_port_note + ")");
     if (!plan.gpus_exact) {
         out += "# GPUs of other nodes are assumed to match this node's\n";
     }
@@ -438,7 +439,9 @@ std::string plan_json(const Plan& plan) {
     root["layout"] = to_string(plan.layout);
     root["hosts"] = plan.hosts;
     root["port_source"] = to_string(plan.port_source);
-    root["control"] = {{"address", plan.control_address}, {"port", plan.control_port}};
+    root["control"] = {{"address", plan.control_address},
+                       {"port", plan.control_port},
+                       {"port_source", to_string(plan.control_port_source)}};
     root["rpc_layer"] = plan.rpc_layer.empty() ? OrderedJson(nullptr) : OrderedJson(plan.rpc_layer);
     root["self_rank"] = plan.self_rank ? OrderedJson(*plan.self_rank) : OrderedJson(nullptr);
     root["gpus_exact"] = plan.gpus_exact;

@@ -41,6 +41,12 @@ ResolvedPlan resolve_plan(StepInfo step,
             resolved.own_address_error = e;
         }
     }
+    if (!resolved.plan.control_port_note.empty() && resolved.plan.self_rank == 0U) {
+        // Once for the step (rank 0), not once per task; `tfslurm plan` says it in its header.
+        logger().warn("launcher control port {}: {}",
+                      resolved.plan.control_port,
+                      resolved.plan.control_port_note);
+    }
     return resolved;
 }
 

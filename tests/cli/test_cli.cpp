@@ -571,3 +571,24 @@ TEST_CASE("cli: --exchange", "[cli]") {
     CHECK(r.status == 0);
     CHECK(r.out.rfind("TF_CONFIG=", 0) == 0);
 }
+
+TEST_CASE("cli: a control port outside SLURM_STEP_RESV_PORTS is said once, by rank 0", "[cli]") {
+    auto rank0 = task_env("srun-N3-n6-SLURM-env-all-tasks.txt", "0");
+    rank0.emplace_back("SLURM_STEP_RESV_PORTS=23000-23001");
+    auto r = tfslurm_cli({"env", "--format", "env", "--only", "servers"}, rank0);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("\"worker\":[\"n1:23000\",\"n1:23001\",") != std::string::npos);
+    CHECK(r.err == "tfslurm: warning: launcher control port 31009: derived, outside "
+                   "SLURM_STEP_RESV_PORTS \"23000-23001\": it reserves 2 ports for 2 tasks on a "
+                   "node and none for the launcher; srun --resv-ports=3 reserves one\n");
+    // The other ranks say nothing (one line for the step, not one per task).
+    auto rank3 = task_env("srun-N3-n6-SLURM-env-task3.txt");
+    rank3.emplace_back("SLURM_STEP_RESV_PORTS=23000-23001");
+    r = tfslurm_cli({"env", "--format", "env", "--only", "servers"}, rank3);
+    CHECK(r.status == 0);
+    CHECK(r.err.empty());
+    // A spare reserved port is the control port: nothing to say.
+    rank0.back() = "SLURM_STEP_RESV_PORTS=23000-23002";
+    r = tfslurm_cli({"env", "--format", "env", "--only", "servers"}, rank0);
+    CHECK(r.err.empty());
+}

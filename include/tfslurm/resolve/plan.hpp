@@ -152,6 +152,12 @@ struct Plan {
     PortSource port_source = PortSource::derived;
     std::string control_address; ///< the launcher coordinator: rank 0's address
     std::uint16_t control_port = 0;
+    /// Where the control port came from; unlike the trainers' ports when SLURM_STEP_RESV_PORTS
+    /// reserves one per task on a node and none to spare (the control port is then derived).
+    PortSource control_port_source = PortSource::derived;
+    /// Why the control port is not where the trainers' ports are, and how to change that; empty
+    /// when it is (plan_table() prints it, rank 0's resolve_plan() warns with it).
+    std::string control_port_note;
     std::string rpc_layer;
     std::optional<std::uint32_t> self_rank; ///< the calling task's rank, when known
     bool gpus_exact = true; ///< false when other nodes' GPUs are assumed equal to this one's

@@ -100,6 +100,8 @@ struct PortLayout {
     std::vector<std::uint16_t> by_local; ///< port of local task i
     std::uint16_t control = 0;
     PortSource source = PortSource::derived;
+    PortSource control_source = PortSource::derived;
+    std::string control_note; ///< Plan::control_port_note
 };
 
 PortLayout
@@ -119,6 +121,7 @@ layout_ports(const StepInfo& step, const Allocation& allocation, const PlanOptio
         std::iota(ports.by_local.begin(), ports.by_local.end(), static_cast<std::uint16_t>(base));
         ports.control = static_cast<std::uint16_t>(base + per_node);
         ports.source = PortSource::explicit_base;
+        ports.control_source = PortSource::explicit_base;
         return ports;
     }
     const auto derived =
@@ -138,11 +141,18 @@ layout_ports(const StepInfo& step, const Allocation& allocation, const PlanOptio
         std::copy_n(step.resv_ports.begin(), per_node, ports.by_local.begin());
         if (step.resv_ports.size() > per_node) {
             ports.control = step.resv_ports[per_node];
+            ports.control_source = PortSource::reserved;
         } else {
+            // Still a port no other step of the job uses (its window), but outside what Slurm
+            // reserved: another job's task on rank 0's node may hold it.
             ports.control = static_cast<std::uint16_t>(derived + per_node);
-            logger().debug("SLURM_STEP_RESV_PORTS has no spare port for the launcher: control "
-                           "port {} is derived from the job id",
-                           ports.control);
+            ports.control_note = fmt::format(
+                "derived, outside SLURM_STEP_RESV_PORTS \"{}\": it reserves {} ports for {} tasks "
+                "on a node and none for the launcher; srun --resv-ports={} reserves one",
+                format_ports(step.resv_ports),
+                step.resv_ports.size(),
+                per_node,
+                per_node + 1);
         }
         ports.source = PortSource::reserved;
         return ports;
@@ -400,6 +410,8 @@ Plan detail::make_native_plan(const StepInfo& step,
     plan.control_address =
         options.address_selection.active() ? plan.ranks.front().host : plan.ranks.front().address;
     plan.control_port = ports.control;
+    plan.control_port_source = ports.control_source;
+    plan.control_port_note = ports.control_note;
     logger().debug("plan: {} tasks on {} nodes, ports {} (control {}:{})",
                    ntasks,
                    allocation.hosts.size(),

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The hostlist parser (src/resolve/hostlist/hostlist_parser.cpp): expansion as Slurm does it, and its exact
-// errors. The vectors are the examples of tests/data/hostlists.tsv: 90 real `scontrol show
-// hostnames` outputs (S01 to S90), Slurm's documented edge cases, and the examples of
+// The hostlist parser (src/resolve/hostlist/hostlist_parser.cpp): expansion as Slurm does it, and
+// its exact errors. The vectors are the examples of tests/data/hostlists.tsv: 90 real `scontrol
+// show hostnames` outputs (S01 to S90), Slurm's documented edge cases, and the examples of
 // TensorFlow's resolver tests and of submitit.
 #include "fixtures.hpp"
 #include "hostlist_table.hpp"

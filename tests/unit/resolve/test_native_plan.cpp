@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The native layout (src/resolve/plan/native_plan.cpp): roles from counts, reserved and explicit ports,
-// and the GPU split.
+// The native layout (src/resolve/plan/native_plan.cpp): roles from counts, reserved and explicit
+// ports, and the GPU split.
 #include "fixtures.hpp"
 
 #include <tfslurm/common/error.hpp>
@@ -105,6 +105,21 @@ TEST_CASE("plan: reserved and explicit ports", "[plan]") {
     CHECK(built.plan.endpoint(0) == "n1:12000");
     CHECK(built.plan.endpoint(1) == "n1:12005");
     CHECK(built.plan.control_port == 12006);
+    CHECK(built.plan.control_port_source == tfslurm::PortSource::reserved);
+    CHECK(built.plan.control_port_note.empty());
+
+    // One port per task on a node and none to spare: the control port is derived (outside the
+    // reservation), and the plan says so rather than "reserved" alone.
+    env.set("SLURM_STEP_RESV_PORTS", "12000,12005");
+    built = build(env);
+    CHECK(built.plan.port_source == tfslurm::PortSource::reserved);
+    CHECK(built.plan.endpoint(1) == "n1:12005");
+    CHECK(built.plan.control_port_source == tfslurm::PortSource::derived);
+    CHECK(built.plan.control_port_note ==
+          "derived, outside SLURM_STEP_RESV_PORTS \"12000,12005\": it reserves 2 ports for 2 "
+          "tasks on a node and none for the launcher; srun --resv-ports=3 reserves one");
+    CHECK(built.plan.control_port != 12000);
+    CHECK(built.plan.control_port != 12005);
 
     env.set("SLURM_STEP_RESV_PORTS", "12000");
     require_error([&] { (void)build(env); },

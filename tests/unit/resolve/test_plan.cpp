@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The plan's own rules (src/resolve/plan/plan.cpp): derived ports and the control port's candidates. The
-// layouts: test_native_plan.cpp, test_tf_compat.cpp; what they share: test_plan_shared.cpp.
+// The plan's own rules (src/resolve/plan/plan.cpp): derived ports and the control port's
+// candidates. The layouts: test_native_plan.cpp, test_tf_compat.cpp; what they share:
+// test_plan_shared.cpp.
 #include "fixtures.hpp"
 
 #include <tfslurm/common/error.hpp>

@@ -399,6 +399,24 @@ TEST_CASE("tf_config: plan table and JSON", "[tf_config]") {
     CHECK(json["cluster"]["ps"] == nlohmann::json::array({"n1:21863"}));
     CHECK(json["cluster"]["worker"] == nlohmann::json::array({"n1:21864", "n2:21863"}));
     CHECK(json["control"]["port"] == 21865);
+    CHECK(json["control"]["port_source"] == "derived");
     CHECK(json["ranks"][2]["gpus"] == nlohmann::json::array({"0", "1"}));
     CHECK(json["self_rank"].is_null());
+
+    SECTION("a control port outside the reserved ports is named so in the header and the JSON") {
+        const auto reserved = preview_plan("n[1-2]", "2,1", options, "23000-23001");
+        const std::string table = tfslurm::plan_table(reserved);
+        CHECK(table.substr(table.find('\n') + 1, table.find("RANK") - table.find('\n') - 1) ==
+              "# ports: reserved; launcher control endpoint n1:" +
+                  std::to_string(reserved.control_port) +
+                  " (derived, outside SLURM_STEP_RESV_PORTS \"23000-23001\": it reserves 2 "
+                  "ports for 2 tasks on a node and none for the launcher; srun --resv-ports=3 "
+                  "reserves one)\n");
+        const auto parsed = nlohmann::json::parse(tfslurm::plan_json(reserved));
+        CHECK(parsed["port_source"] == "reserved");
+        CHECK(parsed["control"]["port_source"] == "derived");
+        const auto spare = preview_plan("n[1-2]", "2,1", options, "23000-23002");
+        CHECK(tfslurm::plan_table(spare).find(
+                  "# ports: reserved; launcher control endpoint n1:23002\n") != std::string::npos);
+    }
 }
