@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: MIT
+#include "common/detail/text.hpp"
+
 #include <tfslurm/common/error.hpp>
 
 #include <fmt/format.h>
@@ -162,35 +164,6 @@ std::size_t utf8_sequence(std::string_view text, std::size_t i) noexcept {
     return length;
 }
 
-/// Append byte `c` as quote() shows it: printable ASCII as it is, `\"`, `\\`, `\t`, `\n`, `\r`,
-/// and every other byte as `\xNN` (what a log line or a terminal may safely show; not JSON,
-/// which tf_config.cpp's append_json_escaped() writes).
-void append_quoted_byte(std::string& out, unsigned char c) {
-    switch (c) {
-    case '"':
-        out += "\\\"";
-        break;
-    case '\\':
-        out += "\\\\";
-        break;
-    case '\t':
-        out += "\\t";
-        break;
-    case '\n':
-        out += "\\n";
-        break;
-    case '\r':
-        out += "\\r";
-        break;
-    default:
-        if (c < 0x20 || c >= 0x7f) {
-            out += fmt::format("\\x{:02x}", c);
-        } else {
-            out.push_back(static_cast<char>(c));
-        }
-    }
-}
-
 } // namespace
 
 std::string quote(std::string_view value) {
@@ -209,7 +182,7 @@ std::string quote(std::string_view value) {
             out.append(value.substr(i, length));
             i += length;
         } else {
-            append_quoted_byte(out, c);
+            detail::append_escaped(out, c, detail::Escape::log);
             ++i;
         }
     }

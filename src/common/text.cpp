@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "common/detail/text.hpp"
 
+#include <fmt/format.h>
+
 #include <limits>
 
 namespace tfslurm::detail {
@@ -46,6 +48,26 @@ std::string join(const std::vector<std::string>& items, std::string_view separat
         out += items[i];
     }
     return out;
+}
+
+void append_escaped(std::string& out, unsigned char c, Escape style) {
+    if (c == '"' || c == '\\') {
+        out.push_back('\\');
+        out.push_back(static_cast<char>(c));
+    } else if (style == Escape::json) {
+        if (c < 0x20) {
+            out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+        } else {
+            out.push_back(static_cast<char>(c));
+        }
+    } else if (c == '\t' || c == '\n' || c == '\r') {
+        out.push_back('\\');
+        out.push_back(c == '\t' ? 't' : c == '\n' ? 'n' : 'r');
+    } else if (c < 0x20 || c >= 0x7f) {
+        out += fmt::format("\\x{:02x}", c);
+    } else {
+        out.push_back(static_cast<char>(c));
+    }
 }
 
 } // namespace tfslurm::detail

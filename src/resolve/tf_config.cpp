@@ -19,28 +19,13 @@ using OrderedJson = nlohmann::ordered_json;
 
 constexpr std::array<Role, 4> k_roles{Role::chief, Role::evaluator, Role::ps, Role::worker};
 
-/// Append `text` to a JSON string being written by hand, with quotes, backslashes and control
-/// characters escaped as JSON does (`\u00NN`; error.cpp's quote() escapes for logs instead).
-/// TF_CONFIG is written by hand because it is built for every task and can hold 100k entries: a
-/// JSON DOM would cost far more than the string. Host names and addresses are printable ASCII
-/// (validated), which still allows a quote or a backslash.
+/// Append `text` to a JSON string being written by hand, escaped as JSON does
+/// (detail::append_escaped()). TF_CONFIG is written by hand because it is built for every task
+/// and can hold 100k entries: a JSON DOM would cost far more than the string. Host names and
+/// addresses are printable ASCII (validated), which still allows a quote or a backslash.
 void append_json_escaped(std::string& out, std::string_view text) {
     for (const char c : text) {
-        switch (c) {
-        case '"':
-            out += "\\\"";
-            break;
-        case '\\':
-            out += "\\\\";
-            break;
-        default:
-            if (static_cast<unsigned char>(c) < 0x20) {
-                out +=
-                    fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
-            } else {
-                out.push_back(c);
-            }
-        }
+        detail::append_escaped(out, static_cast<unsigned char>(c), detail::Escape::json);
     }
 }
 

@@ -20,6 +20,16 @@ namespace tfslurm::detail {
 /// Input: "". Output: {""}.
 [[nodiscard]] std::vector<std::string_view> split(std::string_view text, char separator);
 
+/// How append_escaped() writes the bytes it does not keep.
+enum class Escape {
+    json, ///< a JSON string: control characters as `\u00NN`, every other byte as it is
+    log,  ///< a log line or a terminal: `\t`, `\n`, `\r`, other non-printable bytes as `\xNN`
+};
+
+/// Append byte `c` inside a double-quoted string: `\"` and `\\` in both styles, the rest by
+/// `style`. Input: '"', json. Output: `\"`. Input: 0x01, json: `\u0001`; log: `\x01`.
+void append_escaped(std::string& out, unsigned char c, Escape style);
+
 /// Join with `separator`.
 [[nodiscard]] std::string join(const std::vector<std::string>& items, std::string_view separator);
 

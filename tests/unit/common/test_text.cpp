@@ -58,3 +58,18 @@ TEST_CASE("text: split keeps every field, join puts them back", "[text]") {
     CHECK(join({"x"}, ", ") == "x");
     CHECK(join({"x", "y", "z"}, ", ") == "x, y, z");
 }
+
+TEST_CASE("text: append_escaped writes JSON or a log line's escapes", "[text]") {
+    using tfslurm::detail::append_escaped;
+    using tfslurm::detail::Escape;
+    const auto escaped = [](std::string_view text, Escape style) {
+        std::string out;
+        for (const char c : text) {
+            append_escaped(out, static_cast<unsigned char>(c), style);
+        }
+        return out;
+    };
+    const std::string input = std::string("a\"b\\c\td\ne\x01") + "\x7f\xc3";
+    CHECK(escaped(input, Escape::json) == "a\\\"b\\\\c\\u0009d\\u000ae\\u0001\x7f\xc3");
+    CHECK(escaped(input, Escape::log) == "a\\\"b\\\\c\\td\\ne\\x01\\x7f\\xc3");
+}
