@@ -31,6 +31,8 @@ readonly k_stamp=$k_venv/.tfslurm-tensorflow-$k_tf_version
 # log, die, usage_or_die.
 # shellcheck source-path=SCRIPTDIR source=lib/messages.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib/messages.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/packages.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib/packages.sh"
 
 usage() {
     cat <<EOF
@@ -42,12 +44,6 @@ Installs tensorflow-cpu==$k_tf_version from PyPI into $k_venv
   --check   print the venv's python and exit 0 if it is installed; exit 1 if not
   --help    this text
 EOF
-}
-
-is_installed() {
-    local status
-    status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$1" 2>/dev/null) || return 1
-    [[ $status == ii* ]]
 }
 
 # install_packages: the Debian packages in k_packages, under the machine's apt lock.

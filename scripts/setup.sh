@@ -51,6 +51,8 @@ readonly -a k_cluster_packages=(
 # log, die, usage_or_die.
 # shellcheck source-path=SCRIPTDIR source=lib/messages.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib/messages.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/packages.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib/packages.sh"
 
 usage() {
     cat <<'EOF'
@@ -66,13 +68,6 @@ Needs root. Daemons are not started.
   --list           print the packages wanted, one a line, installed or not; install nothing
   --help           this text
 EOF
-}
-
-# is_installed PACKAGE: true when dpkg reports the package fully installed.
-is_installed() {
-    local status
-    status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$1" 2>/dev/null) || return 1
-    [[ $status == ii* ]]
 }
 
 # have_candidates PACKAGE...: true when apt knows an installable version of each package.
