@@ -19,6 +19,24 @@ smoke_run() {
     return 0
 }
 
+# smoke_batch NAME OUTPUT DESCRIPTION SBATCH_ARGS...: submit a batch job (sbatch --parsable -o
+# OUTPUT ...) and wait for it; then $jid is the job, $s_rc its exit code, $s_out its output and
+# $s_cmd DESCRIPTION. A failed submission is NAME's failure, and returns 1.
+smoke_batch() {
+    local name=$1 output=$2 description=$3
+    shift 3
+    smoke_run 30 sbatch --parsable -o "$output" "$@"
+    jid=${s_out%%;*}
+    if ((s_rc != 0)) || ! is_uint "$jid"; then
+        smoke_result fail "$name" "submission failed"
+        return 1
+    fi
+    s_rc=0
+    job_wait "$jid" 60 || s_rc=$?
+    s_cmd="$description (job $jid)"
+    s_out=$(cat "$output" 2>/dev/null || true)
+}
+
 s_pass=0
 s_fail=0
 s_skip=0
@@ -116,24 +134,15 @@ cmd_smoke() {
         "PROCID/NODEID/LOCALID/SLURMD_NODENAME/STEP_NODELIST=$nodelist/STEP_TASKS_PER_NODE=$tpn_str for $ntasks tasks"
 
     # 3. sbatch (own polling; the batch script's exit code must come back)
-    local jid rc
-    smoke_run 30 sbatch --parsable "${shape[@]}" -J tc-smoke -o "$s_work/batch.out" \
-        --wrap "srun hostname | sort -V | tr '\\n' ' '; exit 7"
-    jid=${s_out%%;*}
-    if ((s_rc != 0)) || ! is_uint "$jid"; then
-        smoke_result fail "sbatch" "submission failed"
-    else
-        rc=0
-        job_wait "$jid" 60 || rc=$?
-        s_cmd="sbatch ... (job $jid)"
-        s_rc=$rc
-        s_out=$(cat "$s_work/batch.out" 2>/dev/null || true)
+    local jid
+    if smoke_batch sbatch "$s_work/batch.out" "sbatch ..." "${shape[@]}" -J tc-smoke \
+        --wrap "srun hostname | sort -V | tr '\\n' ' '; exit 7"; then
         want=$(printf '%s ' "${layout[@]}")
-        if ((rc == 7)) && [[ $s_out == "$want" ]]; then
+        if ((s_rc == 7)) && [[ $s_out == "$want" ]]; then
             smoke_result pass "sbatch" "job $jid ran srun on ${layout[*]} and exited 7 as its script did"
         else
             s_err="expected exit 7 and output '$want'"
-            smoke_result fail "sbatch" "job $jid: exit $rc"
+            smoke_result fail "sbatch" "job $jid: exit $s_rc"
         fi
     fi
 
@@ -173,17 +182,8 @@ cmd_smoke() {
             smoke_result fail "spank srun" "expected TC_SMOKE=bob:<rank> in every task"
         fi
 
-        smoke_run 30 sbatch --parsable -N"$n" --ntasks-per-node=1 --tc-smoke=fromsbatch \
-            -o "$s_work/spank.out" --wrap 'srun printenv TC_SMOKE'
-        jid=${s_out%%;*}
-        if ((s_rc != 0)) || ! is_uint "$jid"; then
-            smoke_result fail "spank sbatch" "submission with --tc-smoke failed"
-        else
-            rc=0
-            job_wait "$jid" 60 || rc=$?
-            s_cmd="sbatch --tc-smoke=fromsbatch ... (job $jid)"
-            s_rc=$rc
-            s_out=$(cat "$s_work/spank.out" 2>/dev/null || true)
+        if smoke_batch "spank sbatch" "$s_work/spank.out" "sbatch --tc-smoke=fromsbatch ..." \
+            -N"$n" --ntasks-per-node=1 --tc-smoke=fromsbatch --wrap 'srun printenv TC_SMOKE'; then
             want=
             for ((r = 0; r < n; r++)); do
                 want+="fromsbatch:$r"$'\n'
