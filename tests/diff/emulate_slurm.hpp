@@ -5,8 +5,8 @@
 // from tfslurm's: 22.05's older rules, and the rules every release up to 26.05 still has (an
 // error in an earlier bracket group is dropped, a literal host number above ULONG_MAX is
 // re-printed). The tokenizer is re-implemented here on purpose (independently of
-// src/resolve/hostlist/hostlist_parser.cpp); the expansion of one well-formed token is the same in Slurm and
-// in tfslurm, so it is delegated to expand_hostlist().
+// src/resolve/hostlist/hostlist_parser.cpp); the expansion of one well-formed token is the same in
+// Slurm and in tfslurm, so it is delegated to expand_hostlist().
 
 #include <string>
 #include <string_view>
