@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The keeper's signals (src/os/spawn/keeper.cpp): a pid read from /proc is signalled only while it is the
-// process the walk found, through a pidfd where the kernel has them. The keeper itself (the
+// The keeper's signals (src/os/spawn/keeper.cpp): a pid read from /proc is signalled only while it
+// is the process the walk found, through a pidfd where the kernel has them. The keeper itself (the
 // subreaper that kills every descendant) is tested through spawn in test_spawn.cpp.
 #include "os/spawn/spawn_child.hpp"
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// A node's health checks in a child process (src/os/preflight/node_check.cpp): what the child writes to its
-// pipe and how the launcher reads it, a cut or foreign text included, and one real run of the
-// child on an io_context.
+// A node's health checks in a child process (src/os/preflight/node_check.cpp): what the child
+// writes to its pipe and how the launcher reads it, a cut or foreign text included, and one real
+// run of the child on an io_context.
 #include "os/preflight/node_check.hpp"
 #include "temp_dir.hpp"
 

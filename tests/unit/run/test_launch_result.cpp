@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// What a launcher's machine ends with (src/run/launcher/launch_result.cpp): the exit status, the outcome,
-// who shows the line, the step to cancel and the job to requeue.
+// What a launcher's machine ends with (src/run/launcher/launch_result.cpp): the exit status, the
+// outcome, who shows the line, the step to cancel and the job to requeue.
 #include "launcher_table.hpp"
 #include "log_capture.hpp"
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The launcher machine's stall and straggler rules (src/run/launcher/launcher_progress.cpp), table-driven.
+// The launcher machine's stall and straggler rules (src/run/launcher/launcher_progress.cpp),
+// table-driven.
 #include "launcher_table.hpp"
 #include "log_capture.hpp"
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The protocol's messages (src/run/protocol/protocol.cpp): round trips, their JSON, what each version added,
-// and malformed payloads as protocol errors. Frames and descriptions have files of their own.
+// The protocol's messages (src/run/protocol/protocol.cpp): round trips, their JSON, what each
+// version added, and malformed payloads as protocol errors. Frames and descriptions have files of
+// their own.
 #include "fixtures.hpp"
 
 #include <tfslurm/common/error.hpp>
