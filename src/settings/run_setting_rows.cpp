@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The registry's rows of `tfslurm run` (SettingGroup::launcher): each one parses its value into
 // the one RunSettings (run_settings.hpp) that the launcher and the coordinator hold.
+#include "resolve/plan/plan_shared.hpp"
 #include "settings/detail/plan_settings.hpp"
 
 #include <tfslurm/common/error.hpp>
@@ -22,22 +23,13 @@ namespace {
 /// The most restarts `max_restarts` and `max_total_restarts` take.
 constexpr std::uint32_t k_max_restarts = 10000;
 
-/// A list of roles as parse_stall_roles() reads it: `chief,evaluator,worker`.
-std::string roles_text(const std::vector<Role>& roles) {
-    std::string out;
-    for (const Role role : roles) {
-        out += (out.empty() ? "" : ",") + std::string{to_string(role)};
-    }
-    return out;
-}
-
 /// The progress sources as parse_stall_progress() reads them: `cpu,file`.
 std::string progress_sources_text(const std::vector<ProgressSource>& sources) {
-    std::string out;
+    std::vector<std::string> names;
     for (const ProgressSource source : sources) {
-        out += (out.empty() ? "" : ",") + std::string{to_string(source)};
+        names.emplace_back(to_string(source));
     }
-    return out;
+    return detail::join(names, ",");
 }
 
 } // namespace
@@ -153,7 +145,9 @@ std::vector<SettingSpec> run_setting_rows() {
          },
          {},
          "worker chief evaluator ps all",
-         [](const SettingValues& v) -> std::string { return roles_text(v.run.stall_roles); }},
+         [](const SettingValues& v) -> std::string {
+             return detail::join_roles(v.run.stall_roles);
+         }},
         {"stall_progress",
          "TFSLURM_STALL_PROGRESS",
          "--stall-progress",
@@ -280,7 +274,9 @@ std::vector<SettingSpec> run_setting_rows() {
          },
          {},
          "worker chief evaluator",
-         [](const SettingValues& v) -> std::string { return roles_text(v.run.restarts.roles); }},
+         [](const SettingValues& v) -> std::string {
+             return detail::join_roles(v.run.restarts.roles);
+         }},
         {"restart_delay",
          "TFSLURM_RESTART_DELAY",
          "--restart-delay",
