@@ -26,6 +26,7 @@ constexpr std::uint32_t k_max_restarts = 10000;
 /// The progress sources as parse_stall_progress() reads them: `cpu,file`.
 std::string progress_sources_text(const std::vector<ProgressSource>& sources) {
     std::vector<std::string> names;
+    names.reserve(sources.size());
     for (const ProgressSource source : sources) {
         names.emplace_back(to_string(source));
     }
