@@ -4,7 +4,7 @@
 #include "plan_args.hpp"
 
 #include <tfslurm/common/error.hpp>
-#include <tfslurm/common/log.hpp>
+#include <tfslurm/common/log_sink.hpp>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -82,7 +82,7 @@ spdlog::level::level_enum parse_log_level(std::string_view text, std::string_vie
 }
 
 void setup_logging(int verbosity, bool quiet) {
-    auto& log = logger();
+    auto& log = spdlog_logger();
     if (log.sinks().empty()) {
         std::shared_ptr<spdlog::sinks::sink> sink;
         // NO_COLOR (https://no-color.org): present and not empty means no colour.

@@ -10,7 +10,7 @@
 #include "options.hpp"
 
 #include <tfslurm/common/error.hpp>
-#include <tfslurm/common/log.hpp>
+#include <tfslurm/common/log_sink.hpp>
 
 #include <spdlog/sinks/base_sink.h>
 
@@ -124,8 +124,8 @@ class SlurmSink final : public spdlog::sinks::base_sink<std::mutex> {
 
 void install_log_sink() {
     if (!g_sink_installed) {
-        logger().sinks().push_back(std::make_shared<SlurmSink>());
-        logger().set_level(spdlog::level::debug);
+        spdlog_logger().sinks().push_back(std::make_shared<SlurmSink>());
+        spdlog_logger().set_level(spdlog::level::debug);
         g_sink_installed = true;
     }
 }

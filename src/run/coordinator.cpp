@@ -161,7 +161,7 @@ void Coordinator::registered(std::uint32_t rank,
     ++m_registered;
     ++m_connected;
     record(EventKind::registered, rank);
-    if (logger().should_log(spdlog::level::debug)) { // rank_label() costs at 100,000 ranks
+    if (logger().should_log(LogLevel::debug)) { // rank_label() costs at 100,000 ranks
         logger().debug("coordinator: {} registered ({} of {})",
                        rank_label(rank, m_settings.ranks[rank]),
                        m_registered,
@@ -268,7 +268,7 @@ void Coordinator::exited(std::uint32_t rank, const protocol::Exit& exit, Clock::
     if (is_training(member.role)) {
         ++m_training_done;
     }
-    if (logger().should_log(spdlog::level::debug)) {
+    if (logger().should_log(LogLevel::debug)) {
         logger().debug("coordinator: {} exited 0 ({} of {} training ranks done)",
                        rank_label(rank, member),
                        m_training_done,
@@ -629,7 +629,7 @@ void Coordinator::decide(Verdict verdict, Clock::time_point now) {
         const std::size_t remaining = m_ranks.size() - m_succeeded;
         // A normal end where every rank ended by itself says nothing: only stopping ranks that
         // still run (a ps, workers under --until chief) is news.
-        logger().log(remaining == 0 ? spdlog::level::debug : spdlog::level::info,
+        logger().log(remaining == 0 ? LogLevel::debug : LogLevel::info,
                      "coordinator: the work is done ({} exited 0): stopping {} remaining rank{}",
                      m_settings.run.until == Until::chief ? "the chief"
                      : m_training_total == 0              ? "every rank"

@@ -4,7 +4,7 @@
 /// \file
 /// The library's log lines, captured for a test's assertions.
 
-#include <tfslurm/common/log.hpp>
+#include <tfslurm/common/log_sink.hpp>
 
 #include <spdlog/sinks/ostream_sink.h>
 
@@ -20,17 +20,17 @@ namespace tfslurm::test {
 /// restored when it goes, even when an assertion ends the test early.
 class LogCapture {
   public:
-    explicit LogCapture(spdlog::level::level_enum level = logger().level())
+    explicit LogCapture(spdlog::level::level_enum level = spdlog_logger().level())
         : m_sink(std::make_shared<spdlog::sinks::ostream_sink_mt>(m_text)),
-          m_level(logger().level()) {
+          m_level(spdlog_logger().level()) {
         m_sink->set_pattern("%l: %v");
-        logger().sinks().push_back(m_sink);
-        logger().set_level(level);
+        spdlog_logger().sinks().push_back(m_sink);
+        spdlog_logger().set_level(level);
     }
     ~LogCapture() {
-        auto& sinks = logger().sinks();
+        auto& sinks = spdlog_logger().sinks();
         sinks.erase(std::remove(sinks.begin(), sinks.end(), m_sink), sinks.end());
-        logger().set_level(m_level);
+        spdlog_logger().set_level(m_level);
     }
     LogCapture(const LogCapture&) = delete;
     LogCapture& operator=(const LogCapture&) = delete;

@@ -271,7 +271,7 @@ void LauncherMachine::arm_checkpoint(Clock::time_point now) {
     // The moment passed before the trainer started (a job script that spent its time before
     // srun, a restart late in the job): a trainer that has just started has nothing to save
     // and has probably not installed its handler yet, so the signal would kill it.
-    logger().log(m_settings.rank == 0 ? spdlog::level::warn : spdlog::level::debug,
+    logger().log(m_settings.rank == 0 ? LogLevel::warn : LogLevel::debug,
                  "{}: the job ends in {}, sooner than {} after the trainer started: no "
                  "checkpoint signal",
                  label(),
@@ -472,7 +472,7 @@ void LauncherMachine::send_checkpoint(Clock::time_point now) {
                                checkpoint_before_ref());
     // Every launcher does this at the same moment: rank 0 says it for the step, the others
     // only at debug level (one line, not one per task, at 100,000 tasks).
-    logger().log(m_settings.rank == 0 ? spdlog::level::info : spdlog::level::debug,
+    logger().log(m_settings.rank == 0 ? LogLevel::info : LogLevel::debug,
                  "{}: the job ends in {}: asking the trainer to save a checkpoint (signal {} "
                  "({}))",
                  label(),

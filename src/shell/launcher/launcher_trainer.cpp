@@ -125,7 +125,7 @@ void LauncherShell::check_node() {
                 check.result == PreflightCheck::Result::skipped && check.name == "gpus" && has_gpus;
             // A skipped GPU check on a node whose trainers have GPUs is worth a note; the rest
             // is in the debug log (and a failure in the step's abort line).
-            logger().log(note ? spdlog::level::info : spdlog::level::debug,
+            logger().log(note ? LogLevel::info : LogLevel::debug,
                          "{}: preflight on {}: {} {}: {}",
                          label(),
                          m_self.host,
