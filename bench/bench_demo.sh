@@ -25,7 +25,7 @@ tarball=$cache/bookworm-minbase.tar
 mkdir -p -- "$cache"
 if [[ ! -s $tarball ]]; then
     echo "bench_demo: building a minimal Debian 12 root filesystem (once, about 30 s)" >&2
-    mmdebstrap --quiet --variant=minbase --include=git,ca-certificates bookworm "$tarball.tmp" \
+    mmdebstrap --quiet --format=tar --variant=minbase --include=git,ca-certificates bookworm "$tarball.tmp" \
         "deb http://deb.debian.org/debian bookworm main" \
         "deb http://deb.debian.org/debian bookworm-updates main" \
         "deb http://deb.debian.org/debian-security bookworm-security main"

@@ -52,7 +52,7 @@ compiler and libraries; checks that every package of scripts/setup.sh exists the
                   the differential hostlist test against this release's scontrol)
   --tests REGEX   only the tests of those labels whose name matches REGEX
   --no-tests      build without the tests (in build/SUITE-notests) and run none
-  --package DIR   also make the .deb (cpack) and copy it and the SPANK plugin into DIR
+  --package DIR   also make the two .deb (cpack) and copy them and the SPANK plugin into DIR
 
 Settings: TFSLURM_BUILD_CACHE (default /var/cache/tfslurm-build) holds <suite>, the root
 filesystem (about 1 GB, built once in about 8 minutes), and ccache-<suite>;
@@ -184,11 +184,14 @@ main() {
             tail -n 20 -- "$build.cpack.log" >&2
             die "cpack could not make the .deb in Debian $suite (log: $build.cpack.log)"
         }
-        local -a debs
+        # Two packages: the command (tfslurm) and the plugin (tfslurm-spank).
+        local -a debs spank_debs
         mapfile -t debs < <(compgen -G "$build/package/tfslurm_*.deb")
-        ((${#debs[@]} == 1)) || die "cpack made ${#debs[@]} packages named tfslurm_*.deb in $build/package, expected 1"
-        cp -- "$build/plugins/spank/spank_tfslurm.so" "${debs[0]}" "$package/"
-        log "Debian $suite: the SPANK plugin and ${debs[0]##*/} are in $package"
+        mapfile -t spank_debs < <(compgen -G "$build/package/tfslurm-spank_*.deb")
+        ((${#debs[@]} == 1 && ${#spank_debs[@]} == 1)) ||
+            die "cpack made ${#debs[@]} tfslurm_*.deb and ${#spank_debs[@]} tfslurm-spank_*.deb in $build/package, expected one of each"
+        cp -- "$build/plugins/spank/spank_tfslurm.so" "${debs[0]}" "${spank_debs[0]}" "$package/"
+        log "Debian $suite: the SPANK plugin, ${debs[0]##*/} and ${spank_debs[0]##*/} are in $package"
     fi
 
     log "Debian $suite: passed; root filesystem ${t_rootfs} s, build ${t_build} s, tests ${t_tests} s, total $(($(now) - t_all)) s"

@@ -295,7 +295,7 @@ std::optional<std::string> release_mismatch(Release built_for, long running_api)
     }
     const auto target = running.empty() ? std::string{"that release"} : "Slurm " + running;
     return fmt::format("spank_tfslurm.so is built for Slurm {} and cannot run in {}: install the "
-                       "tfslurm package built for {}, or build the plugin against its "
+                       "tfslurm-spank package built for {}, or build the plugin against its "
                        "slurm/spank.h (spank_tfslurm(8), BUILDING)",
                        built_for.text(),
                        slurm_version_text(running_api),

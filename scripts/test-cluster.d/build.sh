@@ -51,7 +51,8 @@ cmd_build() {
     cache=${TFSLURM_TC_CACHE:-/var/cache/tfslurm-tc}
     hash=$(sources_hash)
     out=$cache/tfslurm-$TC_SLURM-$hash
-    if [[ -f $out/spank_tfslurm.so && -n $(compgen -G "$out/tfslurm_*.deb") ]] &&
+    if [[ -f $out/spank_tfslurm.so && -n $(compgen -G "$out/tfslurm_*.deb") &&
+        -n $(compgen -G "$out/tfslurm-spank_*.deb") ]] &&
         { ((!with_tests)) || [[ -f $out/$k_tests_passed ]]; }; then
         printf '%s\n' "$out"
         return 0

@@ -27,7 +27,7 @@ fi
 cp -- "$foreign" "$E2E_TMPDIR/foreign_spank_tfslurm.so"
 foreign=$E2E_TMPDIR/foreign_spank_tfslurm.so
 declare -A api=([22.05]=38 [24.11]=42 [26.05]=45)
-line="tfslurm: spank_tfslurm.so is built for Slurm $foreign_release and cannot run in Slurm $TC_SLURM (API ${api[$TC_SLURM]}): install the tfslurm package built for Slurm $TC_SLURM, or build the plugin against its slurm/spank.h (spank_tfslurm(8), BUILDING)"
+line="tfslurm: spank_tfslurm.so is built for Slurm $foreign_release and cannot run in Slurm $TC_SLURM (API ${api[$TC_SLURM]}): install the tfslurm-spank package built for Slurm $TC_SLURM, or build the plugin against its slurm/spank.h (spank_tfslurm(8), BUILDING)"
 
 if [[ -z ${TC_ROOTFS:-} ]]; then
     # A plugin built on Debian 13 needs its newer glibc and libstdc++ (GLIBC_2.38,

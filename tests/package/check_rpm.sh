@@ -53,8 +53,8 @@ expected_main=$(
 )
 # shellcheck disable=SC2034 # read as ${!want} below
 expected_plugin=$(printf '%s\n' /etc/slurm/plugstack.conf.d/tfslurm.conf \
-    /usr/lib64/slurm/spank_tfslurm.so "$doc/spank-LICENSE-NOTE.md" \
-    /usr/share/man/man8/spank_tfslurm.8.gz | LC_ALL=C sort)
+    /usr/lib64/slurm/spank_tfslurm.so "$doc-spank" "$doc-spank/copyright" \
+    "$doc-spank/LICENSE-NOTE.md" /usr/share/man/man8/spank_tfslurm.8.gz | LC_ALL=C sort)
 for pair in "main:$main" "plugin:$plugin_rpm"; do
     name=${pair%%:*} file=${pair#*:}
     want=expected_$name

@@ -533,15 +533,17 @@ TEST_CASE("release_mismatch: one line naming both releases", "[spank]") {
     CHECK_FALSE(release_mismatch(Release{26, 5}, 0x2d0000).has_value());
     CHECK(release_mismatch(Release{22, 5}, 0x2a0000) ==
           "spank_tfslurm.so is built for Slurm 22.05 and cannot run in Slurm 24.11 (API 42): "
-          "install the tfslurm package built for Slurm 24.11, or build the plugin against its "
+          "install the tfslurm-spank package built for Slurm 24.11, or build the plugin against "
+          "its "
           "slurm/spank.h (spank_tfslurm(8), BUILDING)");
     CHECK(release_mismatch(Release{26, 5}, 0x260000) ==
           "spank_tfslurm.so is built for Slurm 26.05 and cannot run in Slurm 22.05 (API 38): "
-          "install the tfslurm package built for Slurm 22.05, or build the plugin against its "
+          "install the tfslurm-spank package built for Slurm 22.05, or build the plugin against "
+          "its "
           "slurm/spank.h (spank_tfslurm(8), BUILDING)");
     CHECK(release_mismatch(Release{26, 5}, 0x2e0000) ==
           "spank_tfslurm.so is built for Slurm 26.05 and cannot run in Slurm API 46: install the "
-          "tfslurm package built for that release, or build the plugin against its "
+          "tfslurm-spank package built for that release, or build the plugin against its "
           "slurm/spank.h (spank_tfslurm(8), BUILDING)");
 }
 
