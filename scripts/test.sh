@@ -17,8 +17,20 @@ if [ "$(id -u)" -ne 0 ]; then
     exec sudo --preserve-env=TFSLURM_FUZZ_SECONDS,TFSLURM_TEST_RELEASES,TFSLURM_TEST_TOOLCHAINS,CI "$0" "$@"
 fi
 
+# stage NAME: end the stage before (its time on stderr, "test.sh: stage <name>: <s> s") and
+# start NAME; docs/test-cluster.md ("How long the test command takes") lists the stages.
+stage_name='' stage_start=$SECONDS
+stage() {
+    if [[ -n $stage_name ]]; then
+        printf 'test.sh: stage %s: %d s\n' "$stage_name" $((SECONDS - stage_start)) >&2
+    fi
+    stage_name=$1 stage_start=$SECONDS
+}
+
+stage "setup and the dev build"
 scripts/build.sh
 # TensorFlow for the end-to-end tests that run it (a venv outside the repository, cached).
+stage "TensorFlow venv"
 scripts/setup-tensorflow.sh >/dev/null
 # tfslurm built with Slurm 24.11's and 26.05's own toolchains and headers (their SPANK plugin
 # and .deb; 24.11's is also the foreign plugin of e2e_spank_release on 22.05), each in the root
@@ -26,7 +38,9 @@ scripts/setup-tensorflow.sh >/dev/null
 # only when the sources change. 26.05's build, with Debian sid's toolchain (the newest GCC, fmt,
 # CLI11 and CMake; warnings as errors), also builds the tests and runs those that need no
 # cluster (README, "Building with each Debian release").
+stage "the 24.11 build (trixie)"
 scripts/test-cluster build --slurm 24.11 >/dev/null
+stage "the 26.05 build and its tests (sid)"
 scripts/test-cluster build --slurm 26.05 --tests >/dev/null
 
 # Take the test cluster down afterwards unless it was already up (started by hand).
@@ -38,6 +52,7 @@ fi
 trap cleanup EXIT INT TERM
 
 status=0
+stage "ctest on Slurm 22.05 (every test)"
 ctest --preset dev --output-on-failure -j2 || status=$?
 if [ "$status" -ne 0 ]; then
     echo "test.sh: ctest failed (status $status)" >&2
@@ -57,7 +72,9 @@ if scripts/test-cluster status >/dev/null 2>&1; then
     echo "test.sh: a test cluster started by hand is up: not replacing it with other Slurm releases" >&2
 else
     for release in ${TFSLURM_TEST_RELEASES-24.11 26.05}; do
+        stage "the $release root filesystem"
         scripts/test-cluster rootfs --slurm "$release"
+        stage "ctest on Slurm $release"
         if [[ $k_full_releases == *" $release "* ]]; then
             tests=(-L '^e2e$' -LE '^host_python$')
         else
@@ -77,6 +94,7 @@ fi
 # "trixie bookworm"), built once and cached. About 5 minutes for a cold build on 2 cores, under
 # a minute with its ccache warm.
 for suite in ${TFSLURM_TEST_TOOLCHAINS-}; do
+    stage "the $suite toolchain"
     scripts/build-in-release.sh --suite "$suite" || status=$?
     if [ "$status" -ne 0 ]; then
         echo "test.sh: the build or the tests with Debian $suite's toolchain failed (status $status)" >&2
@@ -84,5 +102,7 @@ for suite in ${TFSLURM_TEST_TOOLCHAINS-}; do
     fi
 done
 
+stage "fuzz"
 scripts/fuzz.sh
-echo "test.sh: all tests passed"
+stage ""
+echo "test.sh: all tests passed in $((SECONDS / 60)) min $((SECONDS % 60)) s"
