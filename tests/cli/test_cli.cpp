@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include "cli_runner.hpp"
 #include "process.hpp"
 #include "temp_dir.hpp"
 
@@ -18,19 +19,9 @@
 #include <vector>
 
 using tfslurm::test::Result;
+using tfslurm::test::tfslurm_cli;
 
 namespace {
-
-Result tfslurm_cli(std::vector<std::string> args,
-                   const std::vector<std::string>& env = {},
-                   const std::string& input = {}) {
-    args.insert(args.begin(), TFSLURM_CLI_PATH);
-    Result result = tfslurm::test::run({args, env, input});
-    if (result.timed_out) {
-        throw std::runtime_error("timeout waiting for " + args.front());
-    }
-    return result;
-}
 
 /// `NAME=value` lines of a captured task environment (optionally one `srun -l` label).
 std::vector<std::string> task_env(const std::string& file, const std::string& label = "") {

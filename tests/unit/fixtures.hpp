@@ -14,6 +14,7 @@
 #include <tfslurm/resolve/step.hpp>
 #include <tfslurm/resolve/tf_config.hpp>
 #include <tfslurm/run/protocol.hpp>
+#include <tfslurm/run/run.hpp>
 #include <tfslurm/run/run_settings.hpp>
 #include <tfslurm/settings/plan_settings.hpp>
 
@@ -123,6 +124,12 @@ inline std::vector<Section> load_sections(const std::string& name) {
 inline tfslurm::RunSettings resolve_run(const std::vector<tfslurm::SettingValue>& given) {
     return tfslurm::resolve_settings(given).values.run;
 }
+
+/// The time origin of the tests of the run rules (their clocks are injected).
+inline const tfslurm::Clock::time_point k_t0{};
+
+/// The subject of the errors of a hostfile named `hf` (SLURM_HOSTFILE).
+inline constexpr std::string_view k_hostfile_subject = "SLURM_HOSTFILE (hf)";
 
 /// The variable the hostlist tests expand (the subject of their errors).
 inline constexpr const char* k_nodelist_subject = "SLURM_JOB_NODELIST";

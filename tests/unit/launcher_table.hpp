@@ -4,6 +4,8 @@
 // produce, the last one being the launcher's result (see feed() for the events' words).
 #pragma once
 
+#include "fixtures.hpp"
+
 #include <tfslurm/run/launcher.hpp>
 #include <tfslurm/run/protocol.hpp>
 #include <tfslurm/run/run.hpp>
@@ -13,8 +15,6 @@
 #include <vector>
 
 namespace tfslurm::test {
-
-inline const Clock::time_point k_t0{};
 
 /// rank 0 ps:0 on n1, rank 1 worker:0 on n1, rank 2 worker:1 on n2, rank 3 worker:2 on n2.
 LauncherSettings settings(std::uint32_t rank);

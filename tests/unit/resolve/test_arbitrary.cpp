@@ -26,7 +26,7 @@ using Hosts = std::vector<std::string>;
 
 namespace {
 
-constexpr std::string_view k_subject = "SLURM_HOSTFILE (hf)";
+using tfslurm::test::k_hostfile_subject;
 
 /// The hostfile of each section of srun-arbitrary.txt ('# hostfile: ' lines, '|' = newline).
 std::vector<std::string> section_hostfiles() {
@@ -46,7 +46,7 @@ std::vector<std::string> section_hostfiles() {
 
 TEST_CASE("arbitrary: place_arbitrary puts rank i on the i-th host", "[arbitrary]") {
     const auto allocation = tfslurm::place_arbitrary(
-        {"n1", "n2", "n3"}, {2, 2, 1}, {"n2", "n1", "n2", "n3", "n1"}, k_subject);
+        {"n1", "n2", "n3"}, {2, 2, 1}, {"n2", "n1", "n2", "n3", "n1"}, k_hostfile_subject);
     CHECK(allocation.distribution == Distribution::arbitrary);
     CHECK(allocation.node_ranks == std::vector<std::vector<std::uint32_t>>{{1, 4}, {0, 2}, {3}});
     CHECK(allocation.places[2].node == 1);
@@ -56,21 +56,22 @@ TEST_CASE("arbitrary: place_arbitrary puts rank i on the i-th host", "[arbitrary
 
     require_error(
         [] {
-            (void)tfslurm::place_arbitrary({"n1", "n2"}, {1, 1}, {"n1", "n7"}, k_subject);
+            (void)tfslurm::place_arbitrary({"n1", "n2"}, {1, 1}, {"n1", "n7"}, k_hostfile_subject);
         },
         Errc::inconsistent_allocation,
         "SLURM_HOSTFILE (hf): puts rank 1 on a host that is not one of the step's 2 nodes: "
         "\"n7\"");
     require_error(
         [] {
-            (void)tfslurm::place_arbitrary({"n1", "n2"}, {1, 2}, {"n1", "n1", "n2"}, k_subject);
+            (void)tfslurm::place_arbitrary(
+                {"n1", "n2"}, {1, 2}, {"n1", "n1", "n2"}, k_hostfile_subject);
         },
         Errc::inconsistent_allocation,
         "SLURM_HOSTFILE (hf): puts 2 ranks on n1 where the step has 1 tasks (per node: 1,2): "
         "\"n1\"");
     require_error(
         [] {
-            (void)tfslurm::place_arbitrary({"n1", "n2"}, {1, 1}, {"n1"}, k_subject);
+            (void)tfslurm::place_arbitrary({"n1", "n2"}, {1, 1}, {"n1"}, k_hostfile_subject);
         },
         Errc::inconsistent_allocation,
         "SLURM_HOSTFILE (hf): names 1 hosts for the step's 2 tasks: \"1(x2)\"");

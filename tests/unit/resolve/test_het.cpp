@@ -19,17 +19,7 @@ using tfslurm::test::require_error;
 
 namespace {
 
-/// `host:rank,rank host:rank` in nodelist order.
-std::string layout_of(const tfslurm::Allocation& allocation) {
-    std::string out;
-    for (std::size_t node = 0; node < allocation.hosts.size(); ++node) {
-        out += (node == 0 ? "" : " ") + allocation.hosts[node] + ":";
-        for (std::size_t i = 0; i < allocation.node_ranks[node].size(); ++i) {
-            out += (i == 0 ? "" : ",") + std::to_string(allocation.node_ranks[node][i]);
-        }
-    }
-    return out;
-}
+using tfslurm::test::layout_of;
 
 /// `host@first+ntasks` per component.
 std::string components_of(const tfslurm::StepInfo& step) {
@@ -44,7 +34,8 @@ std::string components_of(const tfslurm::StepInfo& step) {
     return out;
 }
 
-std::string roles_of(const tfslurm::Plan& plan) {
+/// Every rank's role, comma-separated.
+std::string role_list(const tfslurm::Plan& plan) {
     std::string out;
     for (const auto& rank : plan.ranks) {
         out += (out.empty() ? "" : ",") + std::string{tfslurm::to_string(rank.role)};
@@ -148,18 +139,18 @@ TEST_CASE("het: roles by component", "[het]") {
         for (int task = 0; task < 3; ++task) {
             const auto env = tfslurm::test::load_env_dump("slurm-env/srun-het-disjoint.txt", task);
             const auto plan = plan_with(env, {{"roles_by_component", "ps,worker"}});
-            CHECK(roles_of(plan) == "ps,worker,worker");
+            CHECK(role_list(plan) == "ps,worker,worker");
             CHECK(plan.self_rank == static_cast<std::uint32_t>(task));
         }
     }
     SECTION("three components, the first of two tasks") {
         const auto env = tfslurm::test::load_env_dump("slurm-env/srun-het-3-uneven.txt", 1);
-        CHECK(roles_of(plan_with(env, {{"roles_by_component", "ps,chief,worker"}})) ==
+        CHECK(role_list(plan_with(env, {{"roles_by_component", "ps,chief,worker"}})) ==
               "ps,ps,chief,worker");
     }
     SECTION("three components, the last of two tasks") {
         const auto env = tfslurm::test::load_env_dump("slurm-env/srun-het-3-components.txt", 3);
-        CHECK(roles_of(plan_with(env, {{"roles_by_component", "chief,ps,worker"}})) ==
+        CHECK(role_list(plan_with(env, {{"roles_by_component", "chief,ps,worker"}})) ==
               "chief,ps,worker,worker");
     }
 }

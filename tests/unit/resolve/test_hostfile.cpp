@@ -20,49 +20,50 @@ using Hosts = std::vector<std::string>;
 
 namespace {
 
-constexpr std::string_view k_subject = "SLURM_HOSTFILE (hf)";
+using tfslurm::test::k_hostfile_subject;
 
 } // namespace
 
 TEST_CASE("hostfile: the grammar is Slurm's", "[hostfile]") {
-    CHECK(parse_hostfile("n2\nn1\nn2\n", 3, k_subject) == Hosts{"n2", "n1", "n2"});
-    CHECK(parse_hostfile("n3*2\n# a comment\nn1,n2\n\nn2,n3\n", 6, k_subject) ==
+    CHECK(parse_hostfile("n2\nn1\nn2\n", 3, k_hostfile_subject) == Hosts{"n2", "n1", "n2"});
+    CHECK(parse_hostfile("n3*2\n# a comment\nn1,n2\n\nn2,n3\n", 6, k_hostfile_subject) ==
           Hosts{"n3", "n3", "n1", "n2", "n2", "n3"});
     // Names after the first ntasks are ignored, even in the middle of a line or a repeat.
-    CHECK(parse_hostfile("n1,n2,n3\nn4\n", 2, k_subject) == Hosts{"n1", "n2"});
-    CHECK(parse_hostfile("n1*1000000000\n", 3, k_subject) == Hosts{"n1", "n1", "n1"});
+    CHECK(parse_hostfile("n1,n2,n3\nn4\n", 2, k_hostfile_subject) == Hosts{"n1", "n2"});
+    CHECK(parse_hostfile("n1*1000000000\n", 3, k_hostfile_subject) == Hosts{"n1", "n1", "n1"});
     // Without ntasks: every name.
-    CHECK(parse_hostfile("n1,n2\nn3*2", std::nullopt, k_subject) == Hosts{"n1", "n2", "n3", "n3"});
+    CHECK(parse_hostfile("n1,n2\nn3*2", std::nullopt, k_hostfile_subject) ==
+          Hosts{"n1", "n2", "n3", "n3"});
     // Comments after names, an escaped '#', blanks and CRLF line ends.
-    CHECK(parse_hostfile("n1 # first\r\n  n2\t,n3 \r\nrack\\#4\n", 4, k_subject) ==
+    CHECK(parse_hostfile("n1 # first\r\n  n2\t,n3 \r\nrack\\#4\n", 4, k_hostfile_subject) ==
           Hosts{"n1", "n2", "n3", "rack#4"});
     // Empty fields are skipped, as strtok does in Slurm.
-    CHECK(parse_hostfile("n1,,n2,\n", 2, k_subject) == Hosts{"n1", "n2"});
+    CHECK(parse_hostfile("n1,,n2,\n", 2, k_hostfile_subject) == Hosts{"n1", "n2"});
     // A name is one host, not a hostlist expression.
-    CHECK(parse_hostfile("n[1-2]\n", 1, k_subject) == Hosts{"n[1-2]"});
+    CHECK(parse_hostfile("n[1-2]\n", 1, k_hostfile_subject) == Hosts{"n[1-2]"});
 }
 
 TEST_CASE("hostfile: malformed hostfiles are errors that quote the line", "[hostfile]") {
-    require_error([] { (void)parse_hostfile("n1\n-n2\n", 2, k_subject); },
+    require_error([] { (void)parse_hostfile("n1\n-n2\n", 2, k_hostfile_subject); },
                   Errc::invalid_hostlist,
                   "SLURM_HOSTFILE (hf): line 2: a host name must start with a letter or a "
                   "digit: \"-n2\"");
-    require_error([] { (void)parse_hostfile("n1*0\n", 1, k_subject); },
+    require_error([] { (void)parse_hostfile("n1*0\n", 1, k_hostfile_subject); },
                   Errc::invalid_hostlist,
                   "SLURM_HOSTFILE (hf): line 1: expected NAME or NAME*COUNT with a count of at "
                   "least 1: \"n1*0\"");
-    require_error([] { (void)parse_hostfile("# only\n*3\n", 1, k_subject); },
+    require_error([] { (void)parse_hostfile("# only\n*3\n", 1, k_hostfile_subject); },
                   Errc::invalid_hostlist,
                   "SLURM_HOSTFILE (hf): line 2: a host name must start with a letter or a "
                   "digit: \"*3\"");
-    require_error([] { (void)parse_hostfile("n1,x*y\n", 2, k_subject); },
+    require_error([] { (void)parse_hostfile("n1,x*y\n", 2, k_hostfile_subject); },
                   Errc::invalid_hostlist,
                   "SLURM_HOSTFILE (hf): line 1: expected NAME or NAME*COUNT with a count of at "
                   "least 1: \"x*y\"");
-    require_error([] { (void)parse_hostfile("n1\nn2\n", 3, k_subject); },
+    require_error([] { (void)parse_hostfile("n1\nn2\n", 3, k_hostfile_subject); },
                   Errc::invalid_hostlist,
                   R"(SLURM_HOSTFILE (hf): names 2 hosts for 3 tasks: "n1\nn2\n")");
-    require_error([] { (void)parse_hostfile("# nothing\n\n", std::nullopt, k_subject); },
+    require_error([] { (void)parse_hostfile("# nothing\n\n", std::nullopt, k_hostfile_subject); },
                   Errc::invalid_hostlist,
                   R"(SLURM_HOSTFILE (hf): names no host: "# nothing\n\n")");
 }

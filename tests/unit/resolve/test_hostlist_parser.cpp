@@ -24,7 +24,7 @@ using tfslurm::test::expand_nodelist;
 using tfslurm::test::hostlist_examples;
 using tfslurm::test::table_place;
 
-constexpr const char* k_subject = tfslurm::test::k_nodelist_subject;
+using tfslurm::test::k_nodelist_subject;
 
 tfslurm::test::Thrown hostlist_failure(const std::string& list) {
     return tfslurm::test::thrown_by([&] { static_cast<void>(expand_nodelist(list)); });
@@ -34,8 +34,8 @@ void check_error(const Example& example) {
     CAPTURE(table_place(example), example.list);
     const auto failure = hostlist_failure(example.list);
     CHECK(failure.code == "invalid_hostlist");
-    CHECK(failure.message ==
-          std::string(k_subject) + ": " + example.error + ": " + tfslurm::quote(example.list));
+    CHECK(failure.message == std::string(k_nodelist_subject) + ": " + example.error + ": " +
+                                 tfslurm::quote(example.list));
 }
 
 void check_hosts(const Example& example) {
@@ -86,7 +86,7 @@ TEST_CASE("hostlist: submitit vectors", "[hostlist]") {
 TEST_CASE("hostlist: submitit's rejected vector is rejected", "[hostlist]") {
     const Example row = GENERATE(from_range(hostlist_examples("submitit", Expect::error)));
     CHECK(hostlist_failure(row.list).message ==
-          std::string(k_subject) + ": " + row.error + ": " + tfslurm::quote(row.list));
+          std::string(k_nodelist_subject) + ": " + row.error + ": " + tfslurm::quote(row.list));
 }
 
 TEST_CASE("hostlist: n[1-1000][1-1000] gives 1,000,000 hosts in Slurm's order", "[hostlist]") {
@@ -134,9 +134,10 @@ TEST_CASE("hostlist: a bracket with more than 65536 ranges is an error", "[hostl
     }
     CHECK(expand_nodelist("n[" + items + "1]").size() == 65536);
     const std::string too_many = "n[" + items + "1,1]";
-    CHECK(hostlist_failure(too_many).message ==
-          std::string(k_subject) + ": bracket group at offset 1 has more than 65536 ranges: " +
-              tfslurm::quote(too_many));
+    CHECK(
+        hostlist_failure(too_many).message ==
+        std::string(k_nodelist_subject) +
+            ": bracket group at offset 1 has more than 65536 ranges: " + tfslurm::quote(too_many));
 }
 
 TEST_CASE("hostlist: the total caps fail fast with too_large", "[hostlist]") {
@@ -157,7 +158,7 @@ TEST_CASE("hostlist: the total caps fail fast with too_large", "[hostlist]") {
     }));
     const tfslurm::test::Thrown failure = hostlist_failure(std::get<0>(row));
     CHECK(failure.code == "too_large");
-    CHECK(failure.message == std::string(k_subject) + ": " + std::get<1>(row));
+    CHECK(failure.message == std::string(k_nodelist_subject) + ": " + std::get<1>(row));
     CHECK(failure.hint == "split the list");
 }
 

@@ -13,8 +13,9 @@ using namespace tfslurm;
 
 namespace {
 
-/// A FileReader of the files in `files` (path to text): any other path cannot be opened.
-FileReader reader_of(const std::map<std::string, std::string>& files) {
+/// A FileReader of the files in `files` (path to text) as they are when it reads, so that a
+/// test can add files after making it: any other path cannot be opened.
+FileReader live_reader_of(const std::map<std::string, std::string>& files) {
     return [&files](const std::string& path, std::string_view subject) {
         const auto found = files.find(path);
         if (found == files.end()) {
@@ -59,7 +60,7 @@ TEST_CASE("slurm_config: the socket option of AuthInfo", "[slurm_config]") {
 
 TEST_CASE("slurm_config: where munged listens, and where that came from", "[slurm_config]") {
     std::map<std::string, std::string> files;
-    const FileReader read = reader_of(files);
+    const FileReader read = live_reader_of(files);
     SECTION("the variable overrides slurm.conf") {
         files["/etc/slurm/slurm.conf"] = "AuthInfo=socket=/conf\n";
         const auto socket = find_munge_socket(Environment{{"TFSLURM_MUNGE_SOCKET", "/env"}}, read);
@@ -100,7 +101,7 @@ TEST_CASE("slurm_config: where munged listens, and where that came from", "[slur
 TEST_CASE("slurm_config: whether slurmstepd's signals reach every process of a step",
           "[slurm_config]") {
     std::map<std::string, std::string> files;
-    const FileReader read = reader_of(files);
+    const FileReader read = live_reader_of(files);
     CHECK(step_signals_reach_every_process(Environment{}, read)); // Slurm's default: cgroup
     files["/etc/slurm/slurm.conf"] = "ProctrackType=proctrack/linuxproc\n";
     CHECK(step_signals_reach_every_process(Environment{}, read));
@@ -171,7 +172,7 @@ TEST_CASE("slurm_config: the topology a partition's block steps follow", "[slurm
 TEST_CASE("slurm_config: topology order only from Slurm 25.11 on (SLURM_JOB_SLUID)",
           "[slurm_config]") {
     std::map<std::string, std::string> files;
-    const FileReader read = reader_of(files);
+    const FileReader read = live_reader_of(files);
     files["/c/slurm.conf"] = "TopologyPlugin=topology/block\n";
     Environment env{{"SLURM_CONF", "/c/slurm.conf"}, {"SLURM_JOB_PARTITION", "debug"}};
     CHECK(topology_ordering(env, read) == std::nullopt); // 22.05, 24.11: name order

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // How a launcher reaches its coordinator (the Connector), table-driven: each scenario is a list
 // of events (with the time) and the actions each one must produce.
+#include "fixtures.hpp"
 #include "log_capture.hpp"
 
 #include <tfslurm/common/error.hpp>
@@ -21,7 +22,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const Clock::time_point k_t0{};
+using tfslurm::test::k_t0;
 
 /// Rank 1 (worker:0 on n2) of step 12.0, three candidate control ports on n1, 10 s to connect.
 ConnectorSettings settings() {

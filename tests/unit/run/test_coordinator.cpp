@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: MIT
+#include "fixtures.hpp"
+
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/run/auth.hpp>
 #include <tfslurm/run/channel.hpp>
@@ -56,7 +58,7 @@ CoordinatorSettings settings(const std::vector<Role>& roles, Until until = Until
     return s;
 }
 
-const Clock::time_point k_t0{};
+using tfslurm::test::k_t0;
 
 protocol::Exit exited(int code) {
     return {ExitStatus::exited(code), {}};

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The coordinator's record of a step (Coordinator::take_events(), --events): which events a
 // sequence of launcher reports gives, in order, with their fields.
+#include "fixtures.hpp"
+
 #include <tfslurm/run/coordinator.hpp>
 #include <tfslurm/run/events.hpp>
 #include <tfslurm/run/protocol.hpp>
@@ -16,7 +18,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const Clock::time_point k_t0{};
+using tfslurm::test::k_t0;
 
 /// ps 0 on n1, workers 0 and 1 on n2 and n3; recording unless `events` is empty.
 CoordinatorSettings recorded(std::string events = "step.events") {

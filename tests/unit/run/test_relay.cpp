@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // A node leader's relay (RelayMachine), table-driven: each scenario is a list of events (with
 // the time) and the actions each one must produce. The relay's sockets are test_node_relay's.
+#include "fixtures.hpp"
 #include "log_capture.hpp"
 
 #include <tfslurm/common/exit_status.hpp>
@@ -19,7 +20,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const Clock::time_point k_t0{};
+using tfslurm::test::k_t0;
 
 /// The leader of ranks 1 and 2 in step 4242.0: heartbeat 1 s, timeout 10 s, ranks awaited until
 /// 60 s.
