@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string_view>
+#include <unordered_set>
 #include <utility>
 
 namespace tfslurm {
@@ -92,6 +94,11 @@ Coordinator::Coordinator(CoordinatorSettings settings, Clock::time_point start)
     m_restart_budget = policy.total.value_or(policy.per_rank * restartable);
     check_until(m_settings.ranks, m_settings.run.until);
     m_recording = !m_settings.run.events.empty();
+    std::unordered_set<std::string_view> nodes;
+    for (const auto& member : m_settings.ranks) {
+        nodes.insert(member.host);
+    }
+    m_connect_timeout = connect_timeout_for(m_settings.run, nodes.size());
 }
 
 StepEvent* Coordinator::record(EventKind kind, std::uint32_t rank) {
@@ -517,7 +524,7 @@ void Coordinator::connection_lost(std::uint32_t rank, Clock::time_point now, std
 
 void Coordinator::tick(Clock::time_point now) {
     if (m_verdict == Verdict::none) {
-        if (m_registered < m_ranks.size() && now - m_start >= m_settings.run.connect_timeout) {
+        if (m_registered < m_ranks.size() && now - m_start >= m_connect_timeout) {
             const auto first = static_cast<std::uint32_t>(
                 std::find_if(m_ranks.begin(),
                              m_ranks.end(),
@@ -525,7 +532,7 @@ void Coordinator::tick(Clock::time_point now) {
                 m_ranks.begin());
             protocol::Failure failure = failure_of(first);
             failure.cause = protocol::FailureCause::unregistered;
-            failure.detail = format_seconds(m_settings.run.connect_timeout);
+            failure.detail = format_seconds(m_connect_timeout);
             failure.missing = static_cast<std::uint32_t>(m_ranks.size() - m_registered);
             failure.step_status = k_status_unregistered;
             if (failure.missing > 1) {

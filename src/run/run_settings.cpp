@@ -16,6 +16,13 @@
 
 namespace tfslurm {
 
+Millis connect_timeout_for(const RunSettings& settings, std::size_t nodes) noexcept {
+    if (settings.connect_timeout) {
+        return *settings.connect_timeout;
+    }
+    return k_connect_timeout_base + k_connect_timeout_per_node * static_cast<Millis::rep>(nodes);
+}
+
 bool preflight_enabled(const RunSettings& settings) noexcept {
     return settings.preflight || !settings.preflight_command.empty();
 }

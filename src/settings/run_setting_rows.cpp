@@ -112,7 +112,10 @@ std::vector<SettingSpec> run_setting_rows() {
          },
          {},
          {},
-         [](const SettingValues& v) -> std::string { return seconds_text(v.run.connect_timeout); }},
+         [](const SettingValues& v) -> std::string {
+             return v.run.connect_timeout ? seconds_text(*v.run.connect_timeout)
+                                          : "60 and 0.02 more per node of the step";
+         }},
         {"stall_timeout",
          "TFSLURM_STALL_TIMEOUT",
          "--stall-timeout",

@@ -226,6 +226,7 @@ class Coordinator {
 
     CoordinatorSettings m_settings;
     Clock::time_point m_start;
+    Millis m_connect_timeout{}; ///< connect_timeout_for() this step's nodes
     std::vector<RankState> m_ranks;
     std::size_t m_registered = 0;
     std::size_t m_connected = 0;

@@ -12,6 +12,7 @@
 #include <tfslurm/run/run.hpp>
 
 #include <csignal>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -29,7 +30,9 @@ struct RunSettings {
     /// `heartbeat_timeout`: a launcher, relay or coordinator silent this long is lost
     /// (silent_too_long() in run.hpp).
     Millis heartbeat_timeout = k_default_heartbeat_timeout;
-    Millis connect_timeout{60000}; ///< `connect_timeout`: every rank registers within this
+    /// `connect_timeout`: every rank registers within this (nullopt: the default, which grows
+    /// with the step's nodes: connect_timeout_for()).
+    std::optional<Millis> connect_timeout;
     /// `stall_timeout`: a trainer that makes no progress for this long is stuck (nullopt: never).
     std::optional<Millis> stall_timeout;
     /// `stall_roles`: the roles whose trainers stall_timeout judges (default: all but ps, which
@@ -70,6 +73,17 @@ struct RunSettings {
     /// Turns `preflight` on. Empty: none.
     std::string preflight_command;
 };
+
+/// The default `connect_timeout`'s two parts: a base, and as much more for each node of the
+/// step (Slurm itself takes tens of seconds to start a step of thousands of nodes).
+inline constexpr Millis k_connect_timeout_base{60000};
+inline constexpr Millis k_connect_timeout_per_node{20};
+
+/// Every rank's registration deadline in a step of `nodes` nodes: `connect_timeout` when it is
+/// set, else 60 s and 20 ms more a node.
+/// Input: unset, 10 nodes. Output: 60.2 s. Input: unset, 5,000 nodes. Output: 160 s.
+/// Input: 7 s, 5,000 nodes. Output: 7 s.
+[[nodiscard]] Millis connect_timeout_for(const RunSettings& settings, std::size_t nodes) noexcept;
 
 /// Whether the nodes check their health before start: `preflight`, or a `preflight_command`.
 [[nodiscard]] bool preflight_enabled(const RunSettings& settings) noexcept;

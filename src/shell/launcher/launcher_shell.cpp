@@ -107,7 +107,8 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
     }
     settings.run = m_options.run;
     settings.linger = m_options.run.grace + m_options.run.heartbeat_timeout + Millis{2000};
-    settings.hello_timeout = std::min(m_options.run.connect_timeout, Millis{10000});
+    settings.hello_timeout =
+        std::min(connect_timeout_for(m_options.run, m_plan.hosts.size()), Millis{10000});
     settings.tree = m_options.slurm_step.has_value(); // plan_tree(): `--local` stays flat
     if (!m_options.run.events.empty()) {
         try {
@@ -167,7 +168,7 @@ LaunchResult LauncherShell::run() {
     }
     wait_signal();
     const auto now = Clock::now();
-    m_connect_deadline = now + m_options.run.connect_timeout;
+    m_connect_deadline = now + connect_timeout_for(m_options.run, m_plan.hosts.size());
     start_connecting(now);
     // Handlers do not throw; should one ever do (bad_alloc), the trainer must still not outlive
     // us: clean up first, then report.
@@ -352,7 +353,7 @@ void LauncherShell::start_connecting(Clock::time_point now) {
     settings.candidates = m_candidates;
     settings.leader = m_place.leader;
     settings.relay_path = m_relay_path;
-    settings.connect_timeout = m_options.run.connect_timeout;
+    settings.connect_timeout = connect_timeout_for(m_options.run, m_plan.hosts.size());
     LinkEvents events;
     events.opened = [this](const std::string& control) { on_opened(control); };
     events.received = [this](const protocol::Message& message) { on_message(message); };

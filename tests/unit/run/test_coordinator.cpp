@@ -340,6 +340,26 @@ TEST_CASE("coordinator: ranks that do not register abort the step", "[coordinato
     }
 }
 
+TEST_CASE("coordinator: the default registration timeout grows with the step's nodes",
+          "[coordinator]") {
+    // 4,000 ranks on 2,000 nodes (two a node), connect_timeout not set: 60 s + 2,000 x 20 ms.
+    std::vector<Role> roles(4000, Role::worker);
+    roles[0] = Role::ps;
+    CoordinatorSettings s = settings(roles);
+    s.run.connect_timeout.reset();
+    Coordinator c(s, k_t0);
+    for (std::uint32_t rank = 0; rank + 1 < roles.size(); ++rank) {
+        c.registered(rank, k_t0 + 1s);
+        c.heartbeat(rank, k_t0 + 95s);
+    }
+    c.tick(k_t0 + 99s);
+    CHECK(c.verdict() == Verdict::none);
+    c.tick(k_t0 + 100s);
+    REQUIRE(c.failure());
+    CHECK(protocol::describe(*c.failure()) ==
+          "rank 3999 (worker:3998) on n2000 did not register within 100 s");
+}
+
 TEST_CASE("coordinator: the registration timeout names every missing rank and host, compactly",
           "[coordinator]") {
     using Row = std::tuple<std::vector<std::uint32_t>, std::string>;

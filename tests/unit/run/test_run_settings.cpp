@@ -18,7 +18,9 @@
 namespace {
 
 using namespace std::chrono_literals;
+using tfslurm::connect_timeout_for;
 using tfslurm::Errc;
+using tfslurm::Millis;
 using tfslurm::Origin;
 using tfslurm::RunSettings;
 using tfslurm::SettingValue;
@@ -38,6 +40,17 @@ TEST_CASE("run_settings: one barrier before start, for the probe or the health c
     CHECK_FALSE(command.preflight);
     CHECK(tfslurm::preflight_enabled(command));
     CHECK(tfslurm::has_start_barrier(command));
+}
+
+TEST_CASE("run_settings: the registration deadline grows with the step's nodes unless set",
+          "[run_settings]") {
+    RunSettings settings;
+    CHECK(connect_timeout_for(settings, 1) == Millis{60020});
+    CHECK(connect_timeout_for(settings, 10) == Millis{60200});
+    CHECK(connect_timeout_for(settings, 2048) == Millis{100960});
+    CHECK(connect_timeout_for(settings, 5000) == Millis{160000});
+    settings.connect_timeout = Millis{7000};
+    CHECK(connect_timeout_for(settings, 5000) == Millis{7000});
 }
 
 TEST_CASE("run_settings: heartbeat_timeout must be longer than heartbeat", "[run_settings]") {

@@ -33,7 +33,7 @@ TEST_CASE("run_settings: defaults when nothing is given", "[run_settings]") {
     CHECK(run.grace == 10s);
     CHECK(run.heartbeat == 1s);
     CHECK(run.heartbeat_timeout == 10s);
-    CHECK(run.connect_timeout == 60s);
+    CHECK_FALSE(run.connect_timeout.has_value()); // connect_timeout_for(): 60 s + 20 ms a node
     CHECK_FALSE(run.stall_timeout);
     CHECK(run.stall_signal == SIGABRT);
     CHECK(run.stall_grace == 5s);
@@ -89,7 +89,7 @@ TEST_CASE("run_settings: each launcher row writes its field", "[run_settings]") 
     CHECK(run.grace == 2500ms);
     CHECK(run.heartbeat == 500ms);
     CHECK(run.heartbeat_timeout == 3s);
-    CHECK(run.connect_timeout == 7s);
+    CHECK(run.connect_timeout == Millis{7s});
     CHECK(run.stall_timeout == Millis{120000});
     CHECK(run.stall_signal == SIGUSR2);
     CHECK(run.stall_grace == 1ms);
