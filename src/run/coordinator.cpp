@@ -12,8 +12,6 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <string_view>
-#include <unordered_set>
 #include <utility>
 
 namespace tfslurm {
@@ -94,11 +92,7 @@ Coordinator::Coordinator(CoordinatorSettings settings, Clock::time_point start)
     m_restart_budget = policy.total.value_or(policy.per_rank * restartable);
     check_until(m_settings.ranks, m_settings.run.until);
     m_recording = !m_settings.run.events.empty();
-    std::unordered_set<std::string_view> nodes;
-    for (const auto& member : m_settings.ranks) {
-        nodes.insert(member.host);
-    }
-    m_connect_timeout = connect_timeout_for(m_settings.run, nodes.size());
+    m_connect_timeout = connect_timeout_for(m_settings.run, node_count(m_settings.ranks));
 }
 
 StepEvent* Coordinator::record(EventKind kind, std::uint32_t rank) {

@@ -60,15 +60,30 @@ bool node_fault(protocol::FailureCause cause) noexcept {
 }
 
 std::optional<NodeExclusion> node_exclusion(const protocol::Failure& failure,
-                                            std::uint32_t restart_count) {
-    const auto reason = node_fault_reason(failure.cause);
-    if (!reason || failure.host.empty()) {
+                                            std::uint32_t restart_count,
+                                            std::size_t step_nodes) {
+    if (failure.host.empty()) {
         return std::nullopt;
     }
     NodeExclusion out;
+    out.run = restart_count + 1;
+    if (failure.cause == protocol::FailureCause::unregistered) {
+        // Several missing ranks: `host` is their hosts as a hostlist, `ranks` their ranges.
+        out.nodes = failure.missing > 1 ? expand_hostlist(failure.host, "unregistered hosts")
+                                        : std::vector<std::string>{failure.host};
+        if (out.nodes.size() * 2 >= step_nodes) {
+            return std::nullopt;
+        }
+        out.why = failure.missing > 1 ? fmt::format("ranks {} did not register", failure.ranks)
+                                      : fmt::format("rank {} did not register", failure.rank);
+        return out;
+    }
+    const auto reason = node_fault_reason(failure.cause);
+    if (!reason) {
+        return std::nullopt;
+    }
     out.nodes = {failure.host};
     out.why = fmt::format("rank {} {}", failure.rank, *reason);
-    out.run = restart_count + 1;
     return out;
 }
 

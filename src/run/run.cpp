@@ -9,6 +9,7 @@
 #include <array>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace tfslurm {
 
@@ -151,6 +152,14 @@ std::string format_seconds(Millis duration) {
         return fmt::format("{} s", ms / 1000);
     }
     return fmt::format("{:g} s", static_cast<double>(ms) / 1000.0);
+}
+
+std::size_t node_count(const std::vector<Member>& members) {
+    std::unordered_set<std::string_view> hosts;
+    for (const Member& member : members) {
+        hosts.insert(member.host);
+    }
+    return hosts.size();
 }
 
 std::vector<Member> members_of(const Plan& plan) {

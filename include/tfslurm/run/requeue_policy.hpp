@@ -24,8 +24,9 @@ namespace tfslurm {
 /// without that node may succeed: `lost` (the launcher vanished or fell silent: its node died
 /// or was cut off) and `preflight` (the node failed its health checks, `--preflight`). Not the
 /// trainer's own failures (`trainer`, `start`, `stalled`: they would
-/// fail again anywhere), nor `unregistered` (often a slow start or a blocked control port, not
-/// one node) nor `unreachable` (a pair of nodes that cannot talk: which of the two is at fault,
+/// fail again anywhere), nor `unregistered` as such (often a slow start or a blocked control
+/// port, not one node: node_exclusion() judges it by how many nodes it touched) nor
+/// `unreachable` (a pair of nodes that cannot talk: which of the two is at fault,
 /// or whether the network setting is, no rank can tell).
 /// Input: FailureCause::lost. Output: true.
 [[nodiscard]] bool node_fault(protocol::FailureCause cause) noexcept;
@@ -35,12 +36,20 @@ namespace tfslurm {
 [[nodiscard]] std::optional<std::string_view>
 node_fault_reason(protocol::FailureCause cause) noexcept;
 
-/// The node to leave out of the requeued run when `failure` is a node's fault (node_fault()),
-/// with why, in the run that failed (`restart_count` + 1); nullopt otherwise, or when the
-/// failure names no host.
-/// Input: {rank 2, host n3, lost}, 0. Output: {{"n3"}, "rank 2 launcher lost", 1}.
+/// The nodes to leave out of the requeued run, with why, in the run that failed
+/// (`restart_count` + 1): the failed rank's node when `failure` is a node's fault
+/// (node_fault()); for ranks that did not register (`unregistered`), exactly the nodes of the
+/// missing ranks when they are fewer than half of the step's `step_nodes` nodes (one hung node
+/// among 2,048 leaves out that node, not the step; most nodes missing is a slow start or a
+/// blocked control port, which no exclusion mends, and neither half of a two-node step can be
+/// blamed); nullopt otherwise, or when the failure names no host.
+/// Input: {rank 2, host n3, lost}, 0, 4. Output: {{"n3"}, "rank 2 launcher lost", 1}.
+/// Input: {ranks 3-5, hosts n[2-3], unregistered}, 0, 8. Output: {{"n2", "n3"}, "ranks 3-5 did
+/// not register", 1}; with 4 nodes: nullopt.
+/// \throws Error (Errc::invalid_hostlist) when an unregistered failure's hosts are no hostlist.
 [[nodiscard]] std::optional<NodeExclusion> node_exclusion(const protocol::Failure& failure,
-                                                          std::uint32_t restart_count);
+                                                          std::uint32_t restart_count,
+                                                          std::size_t step_nodes);
 
 /// Whether a job that was requeued `restart_count` times (SLURM_RESTART_COUNT) may be requeued
 /// once more within `max_requeues`. Input: 1, 1. Output: false.

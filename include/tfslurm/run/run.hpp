@@ -13,6 +13,7 @@
 #include <array>
 #include <chrono>
 #include <csignal>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -104,6 +105,10 @@ struct Member {
 
 /// The members of a plan, indexed by rank.
 [[nodiscard]] std::vector<Member> members_of(const Plan& plan);
+
+/// How many nodes `members` run on (their distinct hosts). Input: ranks on n1, n1, n2.
+/// Output: 2.
+[[nodiscard]] std::size_t node_count(const std::vector<Member>& members);
 
 /// The tree of the control plane (docs/protocol.md): each rank's node leader, the lowest rank
 /// on its host. A rank whose leader is itself and that no other rank names runs alone on its

@@ -72,7 +72,9 @@ LaunchResult LauncherMachine::compute_result() const {
             out.cancel = m_settings.slurm_step;
         }
         if (const auto exclusion = m_settings.requeue
-                                       ? node_exclusion(failure, m_settings.requeue->restart_count)
+                                       ? node_exclusion(failure,
+                                                        m_settings.requeue->restart_count,
+                                                        node_count(m_settings.ranks))
                                        : std::nullopt) {
             add_node_requeue(out, *exclusion);
         }

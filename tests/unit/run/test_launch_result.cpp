@@ -194,6 +194,27 @@ TEST_CASE("launcher: with requeue, rank 0 requeues the job without a lost launch
     }
 }
 
+TEST_CASE("launcher: rank 0 requeues without the few nodes whose ranks did not register",
+          "[launcher][requeue]") {
+    // The table's four ranks (n1, n2) and four more on n3..n6: rank 3's node n2 is one of six.
+    LauncherSettings s = checkpoint_settings(0);
+    s.slurm_step = StepRef{12, 0};
+    for (std::uint32_t node = 3; node <= 6; ++node) {
+        s.ranks.push_back({Role::worker, node + 1, "n" + std::to_string(node)});
+    }
+    protocol::Failure failure =
+        failure_of(3, protocol::FailureCause::unregistered, k_status_unregistered, "60.12 s");
+    failure.missing = 1;
+    LauncherMachine m = running_machine(s);
+    const LaunchResult r = result_after_abort(m, failure, 0);
+    CHECK(r.message == "aborting: rank 3 (worker:2) on n2 did not register within 60.12 s; "
+                       "requeueing job 12 without n2 (requeue 1 of 2)");
+    REQUIRE(r.requeue.has_value());
+    CHECK(r.requeue->exclusion ==
+          std::optional<NodeExclusion>(NodeExclusion{{"n2"}, "rank 3 did not register", 1}));
+    CHECK(r.exit_status == k_status_requeued);
+}
+
 TEST_CASE("launcher: a launcher that lost the coordinator cancels the step after its trainer's "
           "grace",
           "[launcher]") {

@@ -40,7 +40,8 @@ TEST_CASE("requeue_policy: only a lost launcher and a failed preflight are a nod
     INFO(static_cast<int>(cause));
     CHECK(node_fault(cause) == fault);
     CHECK(node_fault_reason(cause).has_value() == fault);
-    const auto exclusion = node_exclusion(failure(cause, 2, "n3"), 0);
+    // Two nodes: neither half of the step is blamed for ranks that did not register.
+    const auto exclusion = node_exclusion(failure(cause, 2, "n3"), 0, 2);
     CHECK(exclusion.has_value() == fault);
 }
 
@@ -48,16 +49,43 @@ TEST_CASE("requeue_policy: the failed rank's node is left out, in the run that f
           "[requeue_policy]") {
     CHECK(node_fault_reason(FailureCause::lost) ==
           std::optional<std::string_view>("launcher lost"));
-    CHECK(node_exclusion(failure(FailureCause::lost, 2, "n3"), 0) ==
+    CHECK(node_exclusion(failure(FailureCause::lost, 2, "n3"), 0, 4) ==
           std::optional<NodeExclusion>(NodeExclusion{{"n3"}, "rank 2 launcher lost", 1}));
-    CHECK(node_exclusion(failure(FailureCause::lost, 5, "gpu07"), 2) ==
+    CHECK(node_exclusion(failure(FailureCause::lost, 5, "gpu07"), 2, 4) ==
           std::optional<NodeExclusion>(NodeExclusion{{"gpu07"}, "rank 5 launcher lost", 3}));
-    CHECK(node_exclusion(failure(FailureCause::preflight, 1, "n2"), 0) ==
+    CHECK(node_exclusion(failure(FailureCause::preflight, 1, "n2"), 0, 4) ==
           std::optional<NodeExclusion>(NodeExclusion{{"n2"}, "rank 1 preflight failed", 1}));
     // No host: nothing to leave out.
-    CHECK_FALSE(node_exclusion(failure(FailureCause::lost, 2, ""), 0));
+    CHECK_FALSE(node_exclusion(failure(FailureCause::lost, 2, ""), 0, 4));
     // The trainer's own failure on the same node: never.
-    CHECK_FALSE(node_exclusion(failure(FailureCause::trainer, 2, "n3"), 0));
+    CHECK_FALSE(node_exclusion(failure(FailureCause::trainer, 2, "n3"), 0, 4));
+}
+
+TEST_CASE("requeue_policy: ranks that did not register leave out their nodes, if few",
+          "[requeue_policy]") {
+    protocol::Failure one = failure(FailureCause::unregistered, 5, "n3");
+    one.missing = 1;
+    // One hung node of 2,048: that node, not the step.
+    CHECK(node_exclusion(one, 0, 2048) ==
+          std::optional<NodeExclusion>(NodeExclusion{{"n3"}, "rank 5 did not register", 1}));
+    CHECK(node_exclusion(one, 0, 3) ==
+          std::optional<NodeExclusion>(NodeExclusion{{"n3"}, "rank 5 did not register", 1}));
+    // One node of two: which half is at fault, no rank can tell.
+    CHECK_FALSE(node_exclusion(one, 0, 2));
+
+    protocol::Failure several = failure(FailureCause::unregistered, 3, "n[2-3]");
+    several.missing = 4;
+    several.ranks = "3-5,9";
+    CHECK(node_exclusion(several, 1, 8) == std::optional<NodeExclusion>(NodeExclusion{
+                                               {"n2", "n3"}, "ranks 3-5,9 did not register", 2}));
+    CHECK(node_exclusion(several, 1, 5) == std::optional<NodeExclusion>(NodeExclusion{
+                                               {"n2", "n3"}, "ranks 3-5,9 did not register", 2}));
+    // Half the step or more: a slow start or a blocked control port, not these nodes.
+    CHECK_FALSE(node_exclusion(several, 1, 4));
+    CHECK_FALSE(node_exclusion(several, 1, 3));
+    // Hosts that are no hostlist (a peer's corrupt failure): refused, naming them.
+    several.host = "n[3-";
+    CHECK_THROWS_AS(node_exclusion(several, 1, 8), Error);
 }
 
 TEST_CASE("requeue_policy: the budget counts the job's restarts", "[requeue_policy]") {
