@@ -85,8 +85,8 @@ struct Release {
 /// loader refuses a plugin of another release too, but names only the plugin's; this line names
 /// both and the way out.
 /// Input: 22.05, 0x2a0000 (24.11). Output: `spank_tfslurm.so is built for Slurm 22.05 and cannot
-/// run in Slurm 24.11 (API 42): install the tfslurm-spank package built for Slurm 24.11, or build the
-/// plugin against its slurm/spank.h (spank_tfslurm(8), BUILDING)`.
+/// run in Slurm 24.11 (API 42): install the tfslurm-spank package built for Slurm 24.11, or build
+/// the plugin against its slurm/spank.h (spank_tfslurm(8), BUILDING)`.
 [[nodiscard]] std::optional<std::string> release_mismatch(Release built_for, long running_api);
 
 /// Refuse a true `run` among `settings` when the plugin is built for a release without
