@@ -68,9 +68,14 @@ std::optional<NodeExclusion> node_exclusion(const protocol::Failure& failure,
     NodeExclusion out;
     out.run = restart_count + 1;
     if (failure.cause == protocol::FailureCause::unregistered) {
-        // Several missing ranks: `host` is their hosts as a hostlist, `ranks` their ranges.
-        out.nodes = failure.missing > 1 ? expand_hostlist(failure.host, "unregistered hosts")
-                                        : std::vector<std::string>{failure.host};
+        // Several missing ranks: `host` is their hosts as a hostlist, `ranks` their ranges. A
+        // list that is none (the coordinator writes none such) names no node to leave out.
+        try {
+            out.nodes = failure.missing > 1 ? expand_hostlist(failure.host, "unregistered hosts")
+                                            : std::vector<std::string>{failure.host};
+        } catch (const Error&) {
+            return std::nullopt;
+        }
         if (out.nodes.size() * 2 >= step_nodes) {
             return std::nullopt;
         }

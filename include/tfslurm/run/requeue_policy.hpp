@@ -42,11 +42,11 @@ node_fault_reason(protocol::FailureCause cause) noexcept;
 /// missing ranks when they are fewer than half of the step's `step_nodes` nodes (one hung node
 /// among 2,048 leaves out that node, not the step; most nodes missing is a slow start or a
 /// blocked control port, which no exclusion mends, and neither half of a two-node step can be
-/// blamed); nullopt otherwise, or when the failure names no host.
+/// blamed); nullopt otherwise, or when the failure names no host (or hosts that are no
+/// hostlist).
 /// Input: {rank 2, host n3, lost}, 0, 4. Output: {{"n3"}, "rank 2 launcher lost", 1}.
 /// Input: {ranks 3-5, hosts n[2-3], unregistered}, 0, 8. Output: {{"n2", "n3"}, "ranks 3-5 did
 /// not register", 1}; with 4 nodes: nullopt.
-/// \throws Error (Errc::invalid_hostlist) when an unregistered failure's hosts are no hostlist.
 [[nodiscard]] std::optional<NodeExclusion> node_exclusion(const protocol::Failure& failure,
                                                           std::uint32_t restart_count,
                                                           std::size_t step_nodes);
