@@ -238,19 +238,20 @@ LocalResult LocalRun::run() {
     logger().debug("local: {} launchers started (job {})", m_options.ntasks, m_options.job_id);
     read_reports();
     reap();
-    if (m_running > 0) {
-        try {
-            m_io.run();
-        } catch (const std::exception& e) {
-            // Never leave launchers behind (they stop their trainers on SIGTERM).
-            for (std::size_t i = 0; i < m_pids.size(); ++i) {
-                if (!m_statuses[i]) {
-                    ::kill(m_pids[i], SIGTERM);
-                }
+    // Run even when every launcher is gone already (reap() then cancelled the waits): Asio may
+    // have read a report at once when read_reports() started the read, and only run() hands
+    // that report to its handler; skipped, the line naming a fast failure was lost.
+    try {
+        m_io.run();
+    } catch (const std::exception& e) {
+        // Never leave launchers behind (they stop their trainers on SIGTERM).
+        for (std::size_t i = 0; i < m_pids.size(); ++i) {
+            if (!m_statuses[i]) {
+                ::kill(m_pids[i], SIGTERM);
             }
-            kill_all_children();
-            throw errors::make(Errc::io, "local", fmt::format("internal error: {}", e.what()));
         }
+        kill_all_children();
+        throw errors::make(Errc::io, "local", fmt::format("internal error: {}", e.what()));
     }
     // Launchers are gone; read what they reported, then make sure nothing else survives.
     read_remaining_reports();
