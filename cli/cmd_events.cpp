@@ -19,16 +19,25 @@ void setup_events(CLI::App& app, int& exit_status) {
         "Print the record of a step that 'tfslurm run --events FILE' wrote, as a timeline: "
         "every registration, start, exit, restart, loss, stall, straggler, checkpoint signal, "
         "requeue and the verdict, with the time since the step began, the rank, its role and "
-        "its host. FILE '-' reads standard input.");
+        "its host; with --startup, where the start-up time went. FILE '-' reads standard "
+        "input.");
     auto file = std::make_shared<std::string>();
     auto json = std::make_shared<bool>(false);
     sub->add_option("FILE", *file, "The event file (one JSON object per line, version 1)")
         ->required();
-    sub->add_flag("--json",
-                  *json,
-                  "Print the file's lines as they are, once each was checked to be a version-1 "
-                  "event (a last line cut short is left out)");
-    sub->callback([file, json, &exit_status] {
+    auto startup = std::make_shared<bool>(false);
+    auto* json_flag = sub->add_flag("--json",
+                                    *json,
+                                    "Print the file's lines as they are, once each was checked to "
+                                    "be a version-1 event (a last line cut short is left out)");
+    sub->add_flag("--startup",
+                  *startup,
+                  "Tell where the start-up time went: per phase (task started, launcher up, "
+                  "registered, addresses exchanged, trainer started, first progress) the median, "
+                  "90th percentile and maximum over the ranks with the slowest one; the slowest "
+                  "nodes; and the slowest rank with the phase where it lost most")
+        ->excludes(json_flag);
+    sub->callback([file, json, startup, &exit_status] {
         const std::string text = *file == "-" ? read_stdin() : read_file(*file, "FILE");
         const std::string subject = *file == "-" ? std::string("stdin") : quote(*file);
         std::size_t incomplete = 0;
@@ -43,6 +52,8 @@ void setup_events(CLI::App& app, int& exit_status) {
             const auto end = incomplete > 0 ? text.rfind('\n') : text.size() - 1;
             write_stdout(end == std::string::npos ? std::string_view{}
                                                   : std::string_view(text).substr(0, end + 1));
+        } else if (*startup) {
+            write_stdout(render_startup(events));
         } else {
             write_stdout(render_timeline(events));
         }

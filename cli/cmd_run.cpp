@@ -193,7 +193,8 @@ int run_task(const PlanArgs& plan_args, const RunArgs& args) {
             job_end_time(plan, env, status_channel ? SlurmJob::no : SlurmJob::yes, print_line);
     }
     if (options.requeue && *plan.self_rank == 0) {
-        announce_requeued_run(*options.requeue, run.max_requeues, env, print_line);
+        options.requeue->previous =
+            announce_requeued_run(*options.requeue, run.max_requeues, env, print_line);
     }
     const LaunchResult result = run_launcher(plan, args.command, launch.trainer, options);
     if (status_channel) {
@@ -247,6 +248,14 @@ int run_local_job(const PlanArgs& plan_args, const RunArgs& args, const CLI::App
     LocalOptions local;
     local.ntasks = args.local;
     local.job_id = plan_args.preview.job_id.value_or(static_cast<std::uint64_t>(::getpid()));
+    // One run id for every launcher (each would make its own): kept when the user set one.
+    if (const auto given = env.get("TFSLURM_RUN_ID")) {
+        static_cast<void>(run_identity(given, {}, 0, 0)); // checked once, here
+    } else {
+        const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+            std::chrono::system_clock::now().time_since_epoch());
+        env.set("TFSLURM_RUN_ID", fmt::format("local-{}-{}", local.job_id, now.count()));
+    }
 
     // Check every option once here rather than N times in the launchers.
     // As its rank 0 will: the settings of its task environment (TFSLURM_ADDRESS=ip, ...).

@@ -128,26 +128,33 @@ JobRecord read_job_record(std::uint64_t job) {
     return parse_job_record(run.output);
 }
 
-/// Before the requeue: the record of the exclusion into the job's comment (Slurm takes a
-/// comment while the job runs), so that the next run can say what was left out even if this
-/// launcher is killed before ExcNodeList is set. Returns the job's ExcNodeList and comment as
-/// they were (nullopt when they cannot be read: the exclusion is then not attempted).
-std::optional<JobRecord>
-record_exclusion(std::uint64_t job, const NodeExclusion& exclusion, const JobReport& report) {
+/// Before the requeue: the record of this run (the node it leaves out, how far it got) into
+/// the job's comment (Slurm takes a comment while the job runs), so that the next run can say
+/// what was left out, even if this launcher is killed before ExcNodeList is set, and judge
+/// whether the requeues make progress (requeue_storm()). Returns the job's ExcNodeList and
+/// comment as they were (nullopt when they cannot be read: an exclusion is then not attempted).
+std::optional<JobRecord> record_run(const RequeueRequest& request, const JobReport& report) {
     JobRecord before;
     try {
-        before = read_job_record(job);
+        before = read_job_record(request.job);
     } catch (const Error& e) {
-        report(Outcome::interrupted,
-               fmt::format("job {}: cannot leave {} out of its next run: {}",
-                           job,
-                           fmt::join(exclusion.nodes, ","),
-                           e.what()));
+        if (request.exclusion) {
+            report(Outcome::interrupted,
+                   fmt::format("job {}: cannot leave {} out of its next run: {}",
+                               request.job,
+                               fmt::join(request.exclusion->nodes, ","),
+                               e.what()));
+        } else {
+            logger().debug("job {}: no record of this run: {}", request.job, e.what());
+        }
         return std::nullopt;
     }
-    const std::string comment = comment_with_record(before.comment, exclusion_record(exclusion));
-    if (const std::string why = update_job(job, "Comment", comment); !why.empty()) {
-        logger().debug("job {}: the comment keeps no record of the exclusion: {}", job, why);
+    const std::string record =
+        run_record_text(RunRecord{request.restart, request.exclusion, request.progress});
+    if (const std::string why =
+            update_job(request.job, "Comment", comment_with_record(before.comment, record));
+        !why.empty()) {
+        logger().debug("job {}: the comment keeps no record of this run: {}", request.job, why);
     }
     return before;
 }
@@ -230,10 +237,7 @@ int requeue_job(const LaunchResult& result,
     report(result.outcome, result.message);
     // Let srun forward the line above before Slurm ends the step.
     std::this_thread::sleep_for(k_abort_linger);
-    std::optional<JobRecord> before;
-    if (request.exclusion) {
-        before = record_exclusion(request.job, *request.exclusion, report);
-    }
+    const std::optional<JobRecord> before = record_run(request, report);
     // The requeue's SIGTERM reaches every process of the step, this launcher too: it still has
     // ExcNodeList to set (its SIGKILL comes when the batch script ended).
     std::signal(SIGTERM, SIG_IGN);
@@ -248,7 +252,7 @@ int requeue_job(const LaunchResult& result,
         return request.status_if_refused;
     }
     logger().debug("job {} requeued", request.job);
-    if (before) {
+    if (before && request.exclusion) {
         const std::string nodes = fmt::format("{}", fmt::join(request.exclusion->nodes, ","));
         std::string why;
         std::string excluded;
@@ -360,19 +364,20 @@ void cancel_step(const StepRef& step,
     await_cancel_kill(step);
 }
 
-void announce_requeued_run(const RequeuePolicy& policy,
-                           std::uint32_t max_requeues,
-                           const Environment& env,
-                           const JobReport& report) {
+std::optional<RunRecord> announce_requeued_run(const RequeuePolicy& policy,
+                                               std::uint32_t max_requeues,
+                                               const Environment& env,
+                                               const JobReport& report) {
     if (policy.restart_count == 0) {
-        return;
+        return std::nullopt;
     }
     try {
         const JobRecord job = read_job_record(policy.job);
-        const auto record = record_in_comment(job.comment);
+        auto run = run_record_in_comment(job.comment);
+        const auto record = run ? run->exclusion : std::nullopt;
         if (!record) {
             logger().debug("job {}: no node left out (comment \"{}\")", policy.job, job.comment);
-            return;
+            return run;
         }
         std::vector<std::string> nodes;
         if (const auto list = env.get("SLURM_JOB_NODELIST")) {
@@ -382,9 +387,11 @@ void announce_requeued_run(const RequeuePolicy& policy,
                 requeued_run_line(*record, policy.restart_count, max_requeues, nodes)) {
             report(Outcome::interrupted, *text);
         }
+        return run;
     } catch (const Error& e) {
         logger().debug("job {}: cannot tell which node was left out: {}", policy.job, e.what());
     }
+    return std::nullopt;
 }
 
 } // namespace tfslurm

@@ -3,11 +3,15 @@
 #include "os/detail/progress.hpp"
 
 #include <tfslurm/os/spawn.hpp>
+#include <tfslurm/run/startup.hpp>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <array>
+#include <ctime>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -104,6 +108,73 @@ std::int64_t mtime_ns(const std::string& path) {
         return 0;
     }
     return static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1000000000 + info.st_mtim.tv_nsec;
+}
+
+ProgressFileReport read_progress_file(const std::string& path) {
+    ProgressFileReport out;
+    if (path.empty()) {
+        return out;
+    }
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) {
+        return out;
+    }
+    struct stat info {};
+    if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) &&
+        (info.st_mtim.tv_sec != 0 || info.st_mtim.tv_nsec != 0)) {
+        out.touched = std::chrono::system_clock::time_point{
+            std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                std::chrono::seconds{info.st_mtim.tv_sec} +
+                std::chrono::nanoseconds{info.st_mtim.tv_nsec})};
+        std::array<char, 64> buffer{};
+        const ssize_t got = ::read(fd, buffer.data(), buffer.size());
+        if (got > 0) {
+            out.step =
+                progress_step(std::string_view(buffer.data(), static_cast<std::size_t>(got)));
+        }
+    }
+    ::close(fd);
+    return out;
+}
+
+bool set_untouched(int fd) noexcept {
+    const std::array<timespec, 2> times{timespec{0, UTIME_OMIT}, timespec{0, 0}};
+    return ::futimens(fd, times.data()) == 0;
+}
+
+std::optional<std::chrono::system_clock::time_point> process_start_time() {
+    std::ifstream file("/proc/self/stat");
+    std::string line;
+    if (!std::getline(file, line)) {
+        return std::nullopt;
+    }
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) {
+        return std::nullopt;
+    }
+    // Fields 3 (state) to 21 are skipped; field 22 is the start, in clock ticks since boot.
+    std::istringstream fields(line.substr(close + 1));
+    std::string skipped;
+    for (int i = 3; i <= 21; ++i) {
+        fields >> skipped;
+    }
+    unsigned long long start_ticks = 0;
+    fields >> start_ticks;
+    timespec boot{};
+    const long hertz = ::sysconf(_SC_CLK_TCK);
+    if (!fields || hertz <= 0 || ::clock_gettime(CLOCK_BOOTTIME, &boot) != 0) {
+        return std::nullopt;
+    }
+    const auto now = std::chrono::system_clock::now();
+    const auto since_boot =
+        std::chrono::seconds{boot.tv_sec} + std::chrono::nanoseconds{boot.tv_nsec};
+    const auto started =
+        std::chrono::nanoseconds{static_cast<std::int64_t>(start_ticks) * (1000000000 / hertz)};
+    if (started > since_boot) {
+        return std::nullopt;
+    }
+    return now -
+           std::chrono::duration_cast<std::chrono::system_clock::duration>(since_boot - started);
 }
 
 } // namespace tfslurm::detail

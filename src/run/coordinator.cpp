@@ -117,6 +117,27 @@ void Coordinator::record_started() {
     }
 }
 
+void Coordinator::note_startup(std::uint32_t rank, const protocol::Exit& exit) {
+    if (exit.startup[StartupPhase::started]) {
+        m_progress.started = true;
+    }
+    if (exit.startup[StartupPhase::progress]) {
+        m_progress.reported = true;
+    }
+    if (exit.progress_step) {
+        m_progress.step = std::max(m_progress.step.value_or(0), *exit.progress_step);
+    }
+    RankState& state = m_ranks[rank];
+    if (state.startup_recorded || exit.startup.empty()) {
+        return;
+    }
+    state.startup_recorded = true;
+    if (StepEvent* event = record(EventKind::startup, rank)) {
+        event->startup = exit.startup;
+        event->progress_step = exit.progress_step;
+    }
+}
+
 std::vector<StepEvent> Coordinator::take_events() {
     std::vector<StepEvent> out;
     out.swap(m_events);
@@ -243,6 +264,7 @@ void Coordinator::exited(std::uint32_t rank, const protocol::Exit& exit, Clock::
         event->status = exit.status;
         event->why = exit.error;
     }
+    note_startup(rank, exit);
     if (m_verdict != Verdict::none) {
         logger().debug("coordinator: {} {} after the verdict",
                        rank_label(rank, member),

@@ -7,11 +7,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <limits>
+#include <utility>
 
 namespace tfslurm {
 
@@ -25,7 +27,7 @@ using nlohmann::json;
     return render_settings(why, neutral_setting_name);
 }
 
-constexpr std::array<std::string_view, 11> k_kind_names{"step",
+constexpr std::array<std::string_view, 12> k_kind_names{"step",
                                                         "registered",
                                                         "started",
                                                         "exited",
@@ -35,7 +37,8 @@ constexpr std::array<std::string_view, 11> k_kind_names{"step",
                                                         "straggling",
                                                         "checkpoint",
                                                         "requeue",
-                                                        "verdict"};
+                                                        "verdict",
+                                                        "startup"};
 
 /// How much of a bad line an error quotes.
 constexpr std::size_t k_quoted_prefix = 60;
@@ -156,6 +159,7 @@ read_unsigned(const json& object, const char* key, std::optional<T>& out) {
     check(read_string(object, "job", event.job));
     check(read_string(object, "step", event.step));
     check(read_string(object, "nodes", event.nodes));
+    check(read_string(object, "run_id", event.run_id));
     check(read_unsigned(object, "ranks", event.ranks));
     check(read_unsigned(object, "restart", event.restart));
     std::optional<std::uint8_t> status;
@@ -175,6 +179,22 @@ read_unsigned(const json& object, const char* key, std::optional<T>& out) {
         if (millis) {
             event.millis = Millis{static_cast<Millis::rep>(*millis)};
         }
+    }
+    if (event.kind == EventKind::startup) {
+        for (std::size_t i = 0; i < k_startup_phases; ++i) {
+            const auto phase = static_cast<StartupPhase>(i);
+            const std::string key(to_string(phase));
+            if (!object.contains(key)) {
+                continue;
+            }
+            const auto time =
+                object[key].is_string() ? parse_time(object[key].get<std::string>()) : std::nullopt;
+            if (!time) {
+                check(fmt::format("\"{}\" is no time of the form 2026-11-26T13:02:38.123Z", key));
+            }
+            event.startup[phase] = time;
+        }
+        check(read_unsigned(object, "progress_step", event.progress_step));
     }
     if (object.contains("excluded")) {
         if (!object["excluded"].is_array()) {
@@ -261,15 +281,50 @@ read_unsigned(const json& object, const char* key, std::optional<T>& out) {
     return fmt::format("{}.{:03} s", millis.count() / 1000, millis.count() % 1000);
 }
 
+/// A `startup` event's phases, each from its task's start (or the first phase known):
+/// `start-up: launcher up +0.031 s, registered +0.052 s, trainer started +0.060 s`.
+[[nodiscard]] std::string startup_phases_text(const StepEvent& event) {
+    std::optional<WallClock::time_point> origin;
+    std::string text = "start-up:";
+    const char* separator = " ";
+    for (std::size_t i = 0; i < k_startup_phases; ++i) {
+        const auto& time = event.startup.at.at(i);
+        if (!time) {
+            continue;
+        }
+        if (!origin) {
+            origin = time;
+            if (i != 0) {
+                text += fmt::format(" from {}", describe(static_cast<StartupPhase>(i)));
+                separator = ": ";
+            }
+            continue;
+        }
+        const auto offset = std::chrono::duration_cast<Millis>(*time - *origin);
+        text += fmt::format("{}{} {}{}",
+                            separator,
+                            describe(static_cast<StartupPhase>(i)),
+                            offset.count() < 0 ? "-" : "+",
+                            seconds(Millis{std::abs(offset.count())}));
+        separator = ", ";
+    }
+    if (event.progress_step) {
+        text += fmt::format("{}progress step {}", separator, *event.progress_step);
+    }
+    return text;
+}
+
 /// What happened, without the time and the rank.
 [[nodiscard]] std::string what(const StepEvent& event) {
     switch (event.kind) {
-    case EventKind::step:
-        return fmt::format("step {}.{}: {} ranks on {}",
-                           shown(event.job),
-                           shown(event.step),
-                           event.ranks.value_or(0),
-                           shown(event.nodes));
+    case EventKind::step: {
+        std::string text = fmt::format("step {}.{}: {} ranks on {}",
+                                       shown(event.job),
+                                       shown(event.step),
+                                       event.ranks.value_or(0),
+                                       shown(event.nodes));
+        return event.run_id.empty() ? text : fmt::format("{} (run {})", text, shown(event.run_id));
+    }
     case EventKind::registered:
         return "registered";
     case EventKind::started:
@@ -299,6 +354,8 @@ read_unsigned(const json& object, const char* key, std::optional<T>& out) {
         }
         return event.why.empty() ? text : fmt::format("{} ({})", text, shown(event.why));
     }
+    case EventKind::startup:
+        return startup_phases_text(event);
     case EventKind::verdict: {
         std::string text = fmt::format("verdict: {}, status {}",
                                        event.verdict,
@@ -366,6 +423,9 @@ std::string to_json_line(const StepEvent& event) {
         line["step"] = event.step;
         line["ranks"] = event.ranks.value_or(0);
         line["nodes"] = event.nodes;
+        if (!event.run_id.empty()) {
+            line["run_id"] = event.run_id;
+        }
         break;
     case EventKind::started:
     case EventKind::restarted:
@@ -404,6 +464,17 @@ std::string to_json_line(const StepEvent& event) {
         line["job"] = event.job;
         line["excluded"] = event.excluded;
         line["why"] = why_without_face(event.why);
+        break;
+    case EventKind::startup:
+        for (std::size_t i = 0; i < k_startup_phases; ++i) {
+            if (const auto& time = event.startup.at.at(i)) {
+                line[std::string(to_string(static_cast<StartupPhase>(i)))] =
+                    format_event_time(*time);
+            }
+        }
+        if (event.progress_step) {
+            line["progress_step"] = *event.progress_step;
+        }
         break;
     case EventKind::registered:
         break;
@@ -470,6 +541,200 @@ std::string render_timeline(const std::vector<StepEvent>& events) {
         }
     }
     return out;
+}
+
+namespace {
+
+/// One rank's `startup`, with the durations render_startup() compares.
+struct RankStartup {
+    const StepEvent* event = nullptr;
+    /// Per phase, the time from the phase before (the tasks' start: from the step's first).
+    std::array<std::optional<Millis>, k_startup_phases> took;
+    std::optional<Millis> total; ///< from the step's first task to the end phase
+};
+
+[[nodiscard]] Millis millis_between(WallClock::time_point from, WallClock::time_point to) {
+    return std::chrono::duration_cast<Millis>(to - from);
+}
+
+/// Each rank's durations: a phase from the one before it that the rank reached (`cluster` is
+/// skipped without the exchange), the task's start from `first_task`.
+[[nodiscard]] RankStartup rank_startup(const StepEvent& event,
+                                       std::optional<WallClock::time_point> first_task,
+                                       StartupPhase end) {
+    RankStartup out;
+    out.event = &event;
+    const StartupTimes& at = event.startup;
+    if (first_task && at[StartupPhase::task]) {
+        out.took[0] = millis_between(*first_task, *at[StartupPhase::task]);
+    }
+    std::optional<WallClock::time_point> before = at[StartupPhase::task];
+    for (std::size_t i = 1; i < k_startup_phases; ++i) {
+        const auto& time = at.at.at(i);
+        if (!time) {
+            continue;
+        }
+        if (before) {
+            // One node's clock, but file times (first progress) tick coarser than the
+            // launcher's: a phase never takes less than nothing.
+            out.took.at(i) = std::max(millis_between(*before, *time), Millis{0});
+        }
+        before = time;
+    }
+    if (first_task && at[end]) {
+        out.total = millis_between(*first_task, *at[end]);
+    }
+    return out;
+}
+
+/// The nearest-rank percentile `percent` of sorted `values` (not empty).
+[[nodiscard]] Millis percentile(const std::vector<Millis>& values, std::size_t percent) {
+    const std::size_t rank = (values.size() * percent + 99) / 100;
+    return values.at(std::max<std::size_t>(rank, 1) - 1);
+}
+
+[[nodiscard]] std::string signed_seconds(Millis millis) {
+    return millis.count() < 0 ? "-" + seconds(-millis) : seconds(millis);
+}
+
+} // namespace
+
+std::string render_startup(const std::vector<StepEvent>& events) {
+    const StepEvent* step = nullptr;
+    std::vector<const StepEvent*> startups;
+    for (const StepEvent& event : events) {
+        if (event.kind == EventKind::step && step == nullptr) {
+            step = &event;
+        } else if (event.kind == EventKind::startup && event.rank) {
+            startups.push_back(&event);
+        }
+    }
+    std::string out =
+        step == nullptr
+            ? std::string("start-up of the step")
+            : fmt::format("start-up of step {}.{}", shown(step->job), shown(step->step));
+    if (startups.empty()) {
+        return out + ": no rank's start-up is in the record (its launchers exited before "
+                     "reporting it, or an older tfslurm wrote it)\n";
+    }
+    out += fmt::format(": {} of {} ranks reported", startups.size(), [&] {
+        return step != nullptr && step->ranks ? std::to_string(*step->ranks) : std::string("?");
+    }());
+    out += step != nullptr ? fmt::format(", on {}\n", shown(step->nodes)) : std::string("\n");
+
+    std::optional<WallClock::time_point> first_task;
+    bool any_progress = false;
+    for (const StepEvent* event : startups) {
+        if (const auto& task = event->startup[StartupPhase::task]) {
+            first_task = first_task ? std::min(*first_task, *task) : *task;
+        }
+        any_progress = any_progress || event->startup[StartupPhase::progress].has_value();
+    }
+    const StartupPhase end = any_progress ? StartupPhase::progress : StartupPhase::started;
+    std::vector<RankStartup> ranks;
+    ranks.reserve(startups.size());
+    for (const StepEvent* event : startups) {
+        ranks.push_back(rank_startup(*event, first_task, end));
+    }
+
+    out += fmt::format("{:<21}{:>10}{:>10}{:>10}  slowest\n", "phase", "median", "p90", "max");
+    for (std::size_t i = 0; i < k_startup_phases; ++i) {
+        const auto phase = static_cast<StartupPhase>(i);
+        std::vector<Millis> values;
+        const RankStartup* slowest = nullptr;
+        for (const RankStartup& rank : ranks) {
+            if (const auto& took = rank.took.at(i)) {
+                values.push_back(*took);
+                if (slowest == nullptr || *took > *slowest->took.at(i)) {
+                    slowest = &rank;
+                }
+            }
+        }
+        if (values.empty()) {
+            if (phase == StartupPhase::progress) {
+                out += fmt::format("{:<21}no trainer touched $TFSLURM_PROGRESS_FILE\n",
+                                   describe(phase));
+            }
+            continue;
+        }
+        std::sort(values.begin(), values.end());
+        out += fmt::format("{:<21}{:>10}{:>10}{:>10}  {}\n",
+                           describe(phase),
+                           signed_seconds(percentile(values, 50)),
+                           signed_seconds(percentile(values, 90)),
+                           signed_seconds(values.back()),
+                           who(*slowest->event));
+    }
+
+    // The nodes by their slowest rank, then the slowest rank and where it lost its time.
+    std::vector<std::pair<std::string, Millis>> nodes;
+    const RankStartup* slowest = nullptr;
+    for (const RankStartup& rank : ranks) {
+        if (!rank.total) {
+            continue;
+        }
+        if (slowest == nullptr || *rank.total > *slowest->total) {
+            slowest = &rank;
+        }
+        const std::string& host = rank.event->member.host;
+        const auto node = std::find_if(
+            nodes.begin(), nodes.end(), [&host](const auto& entry) { return entry.first == host; });
+        if (node == nodes.end()) {
+            nodes.emplace_back(host, *rank.total);
+        } else {
+            node->second = std::max(node->second, *rank.total);
+        }
+    }
+    if (slowest == nullptr) {
+        return out;
+    }
+    std::stable_sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) {
+        return a.second > b.second;
+    });
+    constexpr std::size_t k_nodes_shown = 3;
+    out += fmt::format("slowest nodes to {}:", describe(end));
+    for (std::size_t i = 0; i < nodes.size() && i < k_nodes_shown; ++i) {
+        out += fmt::format(
+            "{} {} {}", i == 0 ? "" : ",", shown(nodes[i].first), signed_seconds(nodes[i].second));
+    }
+    out += nodes.size() > k_nodes_shown ? ", ...\n" : "\n";
+    // Where it lost most: its phase furthest above the other ranks' median of that phase (0
+    // when no other rank reached it).
+    std::optional<std::size_t> lost_most;
+    Millis lost{};
+    std::optional<Millis> lost_base;
+    for (std::size_t i = 0; i < k_startup_phases; ++i) {
+        if (!slowest->took.at(i)) {
+            continue;
+        }
+        std::vector<Millis> others;
+        for (const RankStartup& rank : ranks) {
+            if (&rank != slowest && rank.took.at(i)) {
+                others.push_back(*rank.took.at(i));
+            }
+        }
+        std::sort(others.begin(), others.end());
+        const std::optional<Millis> base =
+            others.empty() ? std::nullopt : std::optional<Millis>(percentile(others, 50));
+        const Millis excess = *slowest->took.at(i) - base.value_or(Millis{0});
+        if (!lost_most || excess > lost) {
+            lost_most = i;
+            lost = excess;
+            lost_base = base;
+        }
+    }
+    out += fmt::format("slowest: {}, {} from the step's first task to {}",
+                       who(*slowest->event),
+                       signed_seconds(*slowest->total),
+                       describe(end));
+    if (lost_most) {
+        out += fmt::format("; its {} took {} ({})",
+                           describe(static_cast<StartupPhase>(*lost_most)),
+                           signed_seconds(*slowest->took.at(*lost_most)),
+                           lost_base ? "the other ranks' median: " + signed_seconds(*lost_base)
+                                     : std::string("no other rank reached it"));
+    }
+    return out + "\n";
 }
 
 } // namespace tfslurm

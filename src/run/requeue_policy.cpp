@@ -20,6 +20,25 @@ constexpr std::string_view k_record_start = "tfslurm run ";
 /// Between the user's own comment and the record.
 constexpr std::string_view k_record_separator = "; ";
 constexpr std::string_view k_left_out = " left out (";
+constexpr std::string_view k_no_progress = "no progress";
+constexpr std::string_view k_progress = "progress";
+constexpr std::string_view k_progress_at_step = "progress at step ";
+
+/// `no progress`, `progress` or `progress at step N`; nullopt for anything else.
+std::optional<ProgressMark> parse_mark(std::string_view text) {
+    if (text == k_no_progress) {
+        return ProgressMark{ProgressMark::Kind::none, 0};
+    }
+    if (text == k_progress) {
+        return ProgressMark{ProgressMark::Kind::made, 0};
+    }
+    if (text.rfind(k_progress_at_step, 0) == 0) {
+        if (const auto step = detail::parse_decimal(text.substr(k_progress_at_step.size()))) {
+            return ProgressMark{ProgressMark::Kind::step, *step};
+        }
+    }
+    return std::nullopt;
+}
 
 /// Where the record starts in `comment`, or npos: at the start, or after the separator.
 std::size_t record_position(std::string_view comment) {
@@ -110,12 +129,61 @@ std::string merged_exclusion(std::string_view existing, const std::vector<std::s
 }
 
 std::string exclusion_record(const NodeExclusion& exclusion) {
-    return fmt::format("{}{}: {}{}{})",
-                       k_record_start,
-                       exclusion.run,
-                       compress_hostlist(exclusion.nodes),
-                       k_left_out,
-                       exclusion.why);
+    return run_record_text(RunRecord{exclusion.run, exclusion, std::nullopt});
+}
+
+std::string run_record_text(const RunRecord& record) {
+    std::string text = fmt::format("{}{}: ", k_record_start, record.run);
+    if (record.exclusion) {
+        text += fmt::format("{}{}{})",
+                            compress_hostlist(record.exclusion->nodes),
+                            k_left_out,
+                            record.exclusion->why);
+    }
+    if (record.progress) {
+        text += record.exclusion ? k_record_separator : std::string_view();
+        switch (record.progress->kind) {
+        case ProgressMark::Kind::none:
+            text += k_no_progress;
+            break;
+        case ProgressMark::Kind::made:
+            text += k_progress;
+            break;
+        case ProgressMark::Kind::step:
+            text += fmt::format("{}{}", k_progress_at_step, record.progress->step);
+            break;
+        }
+    }
+    return text;
+}
+
+ProgressMark progress_mark(const RunProgress& progress, Millis ran, Millis min_run) {
+    if (progress.started && progress.step) {
+        return {ProgressMark::Kind::step, *progress.step};
+    }
+    if (!progress.started || (!progress.reported && ran < min_run)) {
+        return {ProgressMark::Kind::none, 0};
+    }
+    return {ProgressMark::Kind::made, 0};
+}
+
+std::optional<std::string> requeue_storm(const std::optional<RunRecord>& previous,
+                                         const ProgressMark& now,
+                                         std::uint32_t restart_count) {
+    if (!previous || !previous->progress || previous->run != restart_count || restart_count == 0) {
+        return std::nullopt;
+    }
+    const ProgressMark& before = *previous->progress;
+    if (before.kind == ProgressMark::Kind::none && now.kind == ProgressMark::Kind::none) {
+        return fmt::format("runs {} and {} both ended before any trainer's first progress",
+                           restart_count,
+                           restart_count + 1);
+    }
+    if (before.kind == ProgressMark::Kind::step && now == before) {
+        return fmt::format(
+            "runs {} and {} both ended at step {}", restart_count, restart_count + 1, now.step);
+    }
+    return std::nullopt;
 }
 
 std::string comment_without_record(std::string_view comment) {
@@ -133,32 +201,59 @@ std::string comment_with_record(std::string_view comment, std::string_view recor
 }
 
 std::optional<NodeExclusion> record_in_comment(std::string_view comment) {
+    const auto record = run_record_in_comment(comment);
+    return record ? record->exclusion : std::nullopt;
+}
+
+std::optional<RunRecord> run_record_in_comment(std::string_view comment) {
     const auto at = record_position(comment);
     if (at == std::string_view::npos) {
         return std::nullopt;
     }
-    // `tfslurm run <run>: <nodes> left out (<why>)`
+    // `tfslurm run <run>: [<nodes> left out (<why>)][; ]<mark>`
     std::string_view rest = comment.substr(at + k_record_start.size());
     const auto colon = rest.find(": ");
-    const auto left = rest.find(k_left_out);
-    if (colon == std::string_view::npos || left == std::string_view::npos || left < colon ||
-        rest.empty() || rest.back() != ')') {
+    if (colon == std::string_view::npos) {
         return std::nullopt;
     }
     const auto run = detail::parse_decimal(rest.substr(0, colon));
     if (!run || *run == 0 || *run > UINT32_MAX) {
         return std::nullopt;
     }
-    NodeExclusion out;
+    RunRecord out;
     out.run = static_cast<std::uint32_t>(*run);
+    std::string_view body = rest.substr(colon + 2);
+    if (const auto mark = parse_mark(body)) {
+        out.progress = mark;
+        return out;
+    }
+    const auto left = body.find(k_left_out);
+    const auto why_at = left == std::string_view::npos ? left : left + k_left_out.size();
+    const auto close = why_at == std::string_view::npos ? why_at : body.find(')', why_at);
+    if (close == std::string_view::npos) {
+        return std::nullopt;
+    }
+    NodeExclusion exclusion;
+    exclusion.run = out.run;
     try {
-        out.nodes = expand_hostlist(rest.substr(colon + 2, left - colon - 2));
+        exclusion.nodes = expand_hostlist(body.substr(0, left));
     } catch (const Error&) {
         return std::nullopt;
     }
-    const auto why_at = left + k_left_out.size();
-    out.why = std::string(rest.substr(why_at, rest.size() - why_at - 1));
-    if (out.nodes.empty()) {
+    exclusion.why = std::string(body.substr(why_at, close - why_at));
+    if (exclusion.nodes.empty()) {
+        return std::nullopt;
+    }
+    out.exclusion = std::move(exclusion);
+    const std::string_view after = body.substr(close + 1);
+    if (after.empty()) {
+        return out;
+    }
+    if (after.rfind(k_record_separator, 0) != 0) {
+        return std::nullopt;
+    }
+    out.progress = parse_mark(after.substr(k_record_separator.size()));
+    if (!out.progress) {
         return std::nullopt;
     }
     return out;

@@ -154,6 +154,39 @@ std::string format_seconds(Millis duration) {
     return fmt::format("{:g} s", static_cast<double>(ms) / 1000.0);
 }
 
+namespace {
+
+/// A character a run id keeps: safe in a file name, a URL and W&B's and TensorBoard's ids.
+bool run_id_char(char c) noexcept {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
+}
+
+} // namespace
+
+std::string run_identity(std::optional<std::string_view> given,
+                         std::string_view cluster,
+                         std::uint64_t job,
+                         std::uint64_t step) {
+    if (given) {
+        if (given->empty() || given->size() > k_max_run_id ||
+            !std::all_of(given->begin(), given->end(), run_id_char)) {
+            throw errors::invalid_argument(
+                "TFSLURM_RUN_ID",
+                fmt::format("expected 1 to {} letters, digits, '.', '_' or '-'", k_max_run_id),
+                *given);
+        }
+        return std::string(*given);
+    }
+    std::string name = cluster.empty() ? std::string("slurm") : std::string(cluster);
+    std::replace_if(
+        name.begin(), name.end(), [](char c) { return !run_id_char(c); }, '_');
+    if (name.size() > k_max_run_id / 2) {
+        name.resize(k_max_run_id / 2);
+    }
+    return fmt::format("{}-{}-{}", name, job, step);
+}
+
 std::size_t node_count(const std::vector<Member>& members) {
     std::unordered_set<std::string_view> hosts;
     for (const Member& member : members) {

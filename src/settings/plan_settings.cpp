@@ -696,6 +696,7 @@ const std::vector<std::string_view>& other_variables() {
         "TFSLURM_ROLE",
         "TFSLURM_CONTROL",
         "TFSLURM_RESTART_COUNT",
+        "TFSLURM_RUN_ID",
         "TFSLURM_PROGRESS_FILE",
         "TFSLURM_LOCAL_STATUS_FD",
     };

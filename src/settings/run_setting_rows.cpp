@@ -355,6 +355,22 @@ std::vector<SettingSpec> run_setting_rows() {
          {},
          {},
          [](const SettingValues& v) -> std::string { return std::to_string(v.run.max_requeues); }},
+        {"requeue_min_run",
+         "TFSLURM_REQUEUE_MIN_RUN",
+         "--requeue-min-run",
+         "SECONDS",
+         "",
+         K::value,
+         G::launcher,
+         "With --requeue: a run whose trainers reported no progress ($TFSLURM_PROGRESS_FILE "
+         "untouched) and that ended within SECONDS made none; two such runs in a row, or two "
+         "that ended at the same step, stop requeueing",
+         [](SettingValues& v, std::string_view s) {
+             v.run.requeue_min_run = parse_seconds(s, "requeue_min_run");
+         },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string { return seconds_text(v.run.requeue_min_run); }},
         {"auth",
          "TFSLURM_AUTH",
          "--auth",

@@ -116,13 +116,18 @@ TaskLaunch plan_launch(const ResolvedPlan& resolved,
             return trainer_env(built);
         };
     }
+    launch.options.run_id = run_identity(env.get("TFSLURM_RUN_ID"),
+                                         env.get("SLURM_CLUSTER_NAME").value_or(""),
+                                         plan.job_id.value_or(0),
+                                         plan.step_id.value_or(0));
     if (origin == TaskOrigin::slurm && plan.job_id && plan.step_id) {
         launch.options.slurm_step = StepRef{*plan.job_id, *plan.step_id};
     }
     if (run.requeue && (origin == TaskOrigin::local || !plan.job_id)) {
         logger().debug("no Slurm job to requeue: {} ignored", setting_ref("requeue"));
     } else if (run.requeue) {
-        RequeuePolicy policy{*plan.job_id, 0};
+        RequeuePolicy policy;
+        policy.job = *plan.job_id;
         if (const auto count = env.get("SLURM_RESTART_COUNT"); count && !count->empty()) {
             const auto parsed = detail::parse_decimal(*count);
             if (!parsed || *parsed > UINT32_MAX) {

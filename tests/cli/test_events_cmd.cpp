@@ -62,3 +62,29 @@ TEST_CASE("events command: a missing file is an I/O error naming it", "[cli][eve
           "directory\n");
     CHECK(result.status == 7);
 }
+
+TEST_CASE("events command: --startup tells where the start-up time went", "[cli][events]") {
+    const std::string record =
+        k_failed_step +
+        R"({"v":1,"time":"2026-11-26T13:02:33.000Z","event":"startup","rank":0,"role":"ps","index":0,"host":"n1","task":"2026-11-26T13:02:30.990Z","up":"2026-11-26T13:02:31.010Z","registered":"2026-11-26T13:02:31.016Z","started":"2026-11-26T13:02:31.030Z"}
+{"v":1,"time":"2026-11-26T13:02:33.000Z","event":"startup","rank":1,"role":"worker","index":0,"host":"n2","task":"2026-11-26T13:02:31.000Z","up":"2026-11-26T13:02:31.015Z","registered":"2026-11-26T13:02:31.020Z","started":"2026-11-26T13:02:31.031Z","progress":"2026-11-26T13:02:32.500Z"}
+)";
+    const Result result = tfslurm_cli({"events", "--startup", "-"}, {}, record);
+    CHECK(result.err.empty());
+    CHECK(result.out == R"(start-up of step 94.0: 2 of 2 ranks reported, on n[1-2]
+phase                    median       p90       max  slowest
+task started            0.000 s   0.010 s   0.010 s  rank 1 (worker:0) on n2
+launcher up             0.015 s   0.020 s   0.020 s  rank 0 (ps:0) on n1
+registered              0.005 s   0.006 s   0.006 s  rank 0 (ps:0) on n1
+trainer started         0.011 s   0.014 s   0.014 s  rank 0 (ps:0) on n1
+first progress          1.469 s   1.469 s   1.469 s  rank 1 (worker:0) on n2
+slowest nodes to first progress: n2 1.510 s
+slowest: rank 1 (worker:0) on n2, 1.510 s from the step's first task to first progress; its first progress took 1.469 s (no other rank reached it)
+)");
+    CHECK(result.status == 0);
+    const Result both = tfslurm_cli({"events", "--startup", "--json", "-"}, {}, record);
+    CHECK(both.out.empty());
+    CHECK(both.err == "tfslurm: error: events: --json excludes --startup\n"
+                      "tfslurm: hint: 'tfslurm events --help' lists the options\n");
+    CHECK(both.status != 0);
+}

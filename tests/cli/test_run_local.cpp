@@ -795,3 +795,33 @@ TEST_CASE("run: a settings error is printed by rank 0 only, every task exits wit
           "tfslurm: error: TFSLURM_PS: expected an integer from 0 to 4194304: \"two\"\n");
     CHECK(ps1.output().empty());
 }
+
+TEST_CASE("run: every trainer gets one TFSLURM_RUN_ID, the user's when set, and a progress file",
+          "[run][run_id]") {
+    const std::string show =
+        R"x(echo "run=$TFSLURM_RUN_ID progress=$(stat -c %Y "$TFSLURM_PROGRESS_FILE")")x";
+    SECTION("made once for the whole local job") {
+        const Ran ran = run_to_end(local_defaults(2, 120, {"sh", "-c", show}));
+        INFO(ran.output);
+        CHECK(ran.status == 0);
+        // `local-<job>-<seconds>`, the same for both; the progress file untouched (time 0).
+        const auto first = ran.output.find("run=local-" + std::to_string(job_id(120)) + "-");
+        REQUIRE(first != std::string::npos);
+        const std::string line = ran.output.substr(first, ran.output.find('\n', first) - first);
+        CHECK_THAT(line, Catch::EndsWith(" progress=0"));
+        CHECK(count(ran.output, line + "\n") == 2);
+    }
+    SECTION("the user's") {
+        const Ran ran = run_to_end(local_defaults(2, 120, {"sh", "-c", show}),
+                                   {{"TFSLURM_RUN_ID", "exp-7.b_2"}});
+        INFO(ran.output);
+        CHECK(ran.status == 0);
+        CHECK(count(ran.output, "run=exp-7.b_2 progress=0\n") == 2);
+    }
+    SECTION("one no logger takes") {
+        const Ran ran = run_to_end(local_defaults(2, 120, {"true"}), {{"TFSLURM_RUN_ID", "a b"}});
+        CHECK(ran.status == exit_status(Errc::invalid_argument));
+        CHECK(ran.output == "tfslurm: error: TFSLURM_RUN_ID: expected 1 to 128 letters, digits, "
+                            "'.', '_' or '-': \"a b\"\n");
+    }
+}

@@ -7,7 +7,8 @@
 # and requeues the job through libslurm (no scontrol). The job comes back (Slurm 22.05 holds a
 # requeued job until its begin time, cred_expire + 1 s later: the test moves it to 2 s after
 # the requeue) and its second run sees SLURM_RESTART_COUNT=1, finds its checkpoint and ends 0.
-# Then an srun job, which Slurm does not requeue: the launcher says why, and the status is 10.
+# Both runs' trainers have one TFSLURM_RUN_ID, the job's (a logger continues one run). Then an
+# srun job, which Slurm does not requeue: the launcher says why, and the status is 10.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -22,6 +23,7 @@ saved=0
 trap 'saved=1' USR1
 trap 'echo "rank $SLURM_PROCID got SIGTERM"; exit 143' TERM
 restart=${SLURM_RESTART_COUNT:-0}
+echo "$TFSLURM_RUN_ID" >"$OUT_DIR/run_id.$restart.$SLURM_PROCID"
 if [[ -e $OUT_DIR/checkpoint.$SLURM_PROCID ]]; then
     echo "rank $SLURM_PROCID resumed from $(cat "$OUT_DIR/checkpoint.$SLURM_PROCID") in run $restart"
     exit 0
@@ -70,6 +72,11 @@ assert_eq "rank 0 resumed from run 0 in run 1
 rank 1 resumed from run 0 in run 1
 srun: 0" "$(sort "$dir/run1.out")" "second run: SLURM_RESTART_COUNT=1, resumed, ended 0"
 assert_eq "" "$(cat "$dir/run1.err")" "second run: done, no checkpoint, no requeue, no line"
+cluster=$(run_bounded 10 scontrol show config | sed -nE 's/^ClusterName += (.*)$/\1/p')
+assert_eq "$cluster-$jid-0
+$cluster-$jid-0
+$cluster-$jid-0
+$cluster-$jid-0" "$(cat "$dir"/run_id.{0,1}.{0,1})" "one run id in both runs, the job's"
 
 
 # A job that Slurm does not requeue (srun's own allocation: not a batch job): the line gives

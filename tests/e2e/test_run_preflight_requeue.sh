@@ -36,7 +36,7 @@ assert_eq "tfslurm: error: aborting: preflight failed on $bad (rank 1, worker:1)
 assert_eq 0 "$(grep -c '^tfslurm: ' "$dir/run0-task1.out" || true)" "run 0: rank 1 says nothing"
 assert_eq "" "$(compgen -G "$dir/trainer0.*" || true)" "run 0: no trainer started"
 assert_eq "$bad" "$(timeout 10 squeue -h -j "$jid" -o %x)" "the requeued job's ExcNodeList"
-assert_eq "tfslurm run 1: $bad left out (rank 1 preflight failed)" \
+assert_eq "tfslurm run 1: $bad left out (rank 1 preflight failed); no progress" \
     "$(timeout 10 squeue -h -j "$jid" -o %k)" "the requeued job's comment carries why"
 # As test_run_requeue_exclude.sh: release the requeued job's begin time, not at once.
 sleep 2

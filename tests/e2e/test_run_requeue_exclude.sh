@@ -35,7 +35,7 @@ wait_requeued "$jid" 60 "run 0" "$dir/run0*"
 assert_eq 1 "$(grep -cxF "tfslurm: error: aborting: rank 1 (worker:1) on $lost launcher lost (connection closed); requeueing job $jid without $lost (requeue 1 of 1)" "$dir/run0-task0.out")" \
     "run 0: rank 0 requeues the job without $lost and says so: $(cat "$dir"/run0*)"
 assert_eq "$lost" "$(timeout 10 squeue -h -j "$jid" -o %x)" "the requeued job's ExcNodeList"
-assert_eq "tfslurm run 1: $lost left out (rank 1 launcher lost)" \
+assert_eq "tfslurm run 1: $lost left out (rank 1 launcher lost); no progress" \
     "$(timeout 10 squeue -h -j "$jid" -o %k)" "the requeued job's comment carries why"
 # As test_run_checkpoint.sh: the requeued job waits for its begin time; not at once (slurmd
 # refuses a launch credential not newer than the requeue's revocation).

@@ -55,12 +55,19 @@ LauncherSettings exchange_settings(std::uint32_t rank) {
     return s;
 }
 
+LauncherSettings startup_settings(std::uint32_t rank, bool exchange) {
+    LauncherSettings s = exchange ? exchange_settings(rank) : settings(rank);
+    s.task_start = k_wall0 - 50ms;
+    s.up = WallAnchor{k_t0, k_wall0};
+    return s;
+}
+
 LauncherSettings checkpoint_settings(std::uint32_t rank, std::uint32_t restart) {
     LauncherSettings s = settings(rank);
     s.job_end = k_t0 + 60s;
     s.run.checkpoint_before = 50s;
     s.run.checkpoint_signal = SIGUSR1;
-    s.requeue = RequeuePolicy{12, restart};
+    s.requeue = RequeuePolicy{12, restart, std::nullopt};
     s.run.max_requeues = 2;
     return s;
 }
@@ -140,6 +147,17 @@ void feed(LauncherMachine& m, const std::string& event, Clock::time_point now) {
         in >> cpu >> mtime >> output;
         m.progress_sampled(
             {static_cast<std::uint64_t>(cpu), mtime, static_cast<std::uint64_t>(output)}, now);
+    } else if (word == "progress") {
+        // `progress file none|<ms after k_wall0> [<step>]`
+        std::string touched;
+        in >> text >> touched;
+        long long step = -1;
+        in >> step;
+        m.progress_file_sampled(touched == "none" ? std::nullopt
+                                                  : std::optional<WallClock::time_point>(
+                                                        k_wall0 + Millis{std::stoll(touched)}),
+                                step < 0 ? std::nullopt : std::optional<std::uint64_t>(step),
+                                now);
     } else if (word == "unexpected") {
         m.received(protocol::Welcome{4, {}}, now);
     } else if (word == "eof") {
@@ -157,18 +175,32 @@ void feed(LauncherMachine& m, const std::string& event, Clock::time_point now) {
         m.signal_received(a, now, SignalOrigin::step);
     } else if (word == "timer") {
         in >> text;
-        const auto timer = text == "heartbeat"    ? LauncherTimer::heartbeat
-                           : text == "watch"      ? LauncherTimer::watch
-                           : text == "grace"      ? LauncherTimer::grace
-                           : text == "settle"     ? LauncherTimer::settle
-                           : text == "stall"      ? LauncherTimer::stall
-                           : text == "restart"    ? LauncherTimer::restart
-                           : text == "checkpoint" ? LauncherTimer::checkpoint
-                           : text == "report"     ? LauncherTimer::report
-                                                  : LauncherTimer::close;
+        const auto timer = text == "heartbeat"        ? LauncherTimer::heartbeat
+                           : text == "watch"          ? LauncherTimer::watch
+                           : text == "grace"          ? LauncherTimer::grace
+                           : text == "settle"         ? LauncherTimer::settle
+                           : text == "stall"          ? LauncherTimer::stall
+                           : text == "restart"        ? LauncherTimer::restart
+                           : text == "checkpoint"     ? LauncherTimer::checkpoint
+                           : text == "report"         ? LauncherTimer::report
+                           : text == "first-progress" ? LauncherTimer::first_progress
+                                                      : LauncherTimer::close;
         m.timer_fired(timer, now);
     } else if (word == "server") {
-        m.server_finished(now);
+        // `server finished [started] [reported] [step N]`: how far the step's trainers got.
+        in >> text;
+        RunProgress progress;
+        while (in >> text) {
+            if (text == "started") {
+                progress.started = true;
+            } else if (text == "reported") {
+                progress.reported = true;
+            } else if (text == "step") {
+                in >> a;
+                progress.step = static_cast<std::uint64_t>(a);
+            }
+        }
+        m.server_finished(now, progress);
     } else if (word == "go") {
         m.received(protocol::Go{}, now);
     } else if (word == "probe") {
@@ -197,8 +229,27 @@ std::vector<std::string> render(const std::vector<LauncherAction>& actions) {
         if (send == nullptr) {
             out.push_back(describe(action, k_t0));
         } else if (const auto* exit = std::get_if<protocol::Exit>(&send->message)) {
-            out.push_back("send exit " + describe(exit->status) +
-                          (exit->error.empty() ? "" : ": " + exit->error));
+            std::string line = "send exit " + describe(exit->status) +
+                               (exit->error.empty() ? "" : ": " + exit->error);
+            if (!exit->startup.empty()) {
+                // Each phase in milliseconds from k_wall0.
+                const char* separator = " [";
+                for (std::size_t i = 0; i < k_startup_phases; ++i) {
+                    if (const auto& time = exit->startup.at.at(i)) {
+                        line += fmt::format(
+                            "{}{} {}",
+                            separator,
+                            to_string(static_cast<StartupPhase>(i)),
+                            std::chrono::duration_cast<Millis>(*time - k_wall0).count());
+                        separator = " ";
+                    }
+                }
+                line += "]";
+            }
+            if (exit->progress_step) {
+                line += fmt::format(" step {}", *exit->progress_step);
+            }
+            out.push_back(line);
         } else if (const auto* stall = std::get_if<protocol::Stall>(&send->message)) {
             out.push_back("send stall " + std::to_string(stall->silent_ms));
         } else if (const auto* probed = std::get_if<protocol::Probed>(&send->message)) {

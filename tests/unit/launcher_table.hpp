@@ -37,15 +37,24 @@ protocol::Abort abort_rank3();
 /// The abort the coordinator sends when rank 2 (worker:1 on n2) made no progress for 10 s.
 protocol::Abort abort_stall_rank2();
 
+/// The wall-clock time of k_t0 in startup_settings().
+inline const WallClock::time_point k_wall0{std::chrono::seconds{1796047358}};
+
+/// settings(rank) of a launcher that takes its start-up phases: up at k_t0 (k_wall0 on the
+/// wall clock), its task started 50 ms before.
+LauncherSettings startup_settings(std::uint32_t rank, bool exchange = false);
+
 /// Feed one event, written as in the tables: `welcome [<address>:<port>]`, `start due`, `started`,
 /// `failed 7 <error>`, `exited N`, `killed N`, `heartbeat`, `stop done`, `stop signal R S [whole]`,
 /// `abort` (rank 3 exited 3), `abort stall` (rank 2 stuck), `sample <cpu> <mtime> [<output>]` (a
 /// progress sample; output bytes 0 unless given), `unexpected welcome`, `eof`, `lost <reason>`,
 /// `written`, `signal N` (sent to the launcher alone), `step signal N` (from slurmstepd, to every
 /// process of the step), `cluster` (n1 and n2's addresses), `restart N LIMIT`, `timer
-/// heartbeat|watch|grace|close|settle|stall|restart|checkpoint|report`, `server finished`, `go`,
+/// heartbeat|watch|grace|close|settle|stall|restart|checkpoint|report`, `server finished
+/// [started] [reported] [step N]` (how far the trainers got), `go`,
 /// `probe ok|fail` (the probe's end; fail: rank 0 at 10.1.0.1:23000 timed out), `node ok|fail`
-/// (the node's checks; fail: its command exited 1).
+/// (the node's checks; fail: its command exited 1), `progress file none|<ms> [<step>]` (the
+/// progress file untouched, or last touched <ms> after k_wall0, with a step written in it).
 void feed(LauncherMachine& m, const std::string& event, Clock::time_point now);
 
 /// Actions in one line each; a Send is shortened to `send <type> [details]`.

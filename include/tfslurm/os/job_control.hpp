@@ -58,10 +58,11 @@ enum class SlurmJob { no, yes };
 job_end_time(const Plan& plan, const Environment& env, SlurmJob job, const JobReport& report);
 
 /// Requeue the job through libslurm (LaunchResult::requeue), after reporting the result's line
-/// (Slurm then ends the step and the batch script: little can be done after the call). With an
-/// exclusion (a node's failure), the record goes into the job's comment first and the node
-/// into its ExcNodeList (merged with the one it has) right after the requeue, with `scontrol`
-/// (see the file comment). With `events`, a `requeue` event is appended to the step's record.
+/// (Slurm then ends the step and the batch script: little can be done after the call). The
+/// run's record (run_record_text(): the node left out, how far the run got) goes into the job's
+/// comment first; with an exclusion (a node's failure), the node goes into its ExcNodeList
+/// (merged with the one it has) right after the requeue, with `scontrol` (see the file
+/// comment). With `events`, a `requeue` event is appended to the step's record.
 /// Returns k_status_requeued, or RequeueRequest::status_if_refused when Slurm (or its library)
 /// refuses, with a warning that gives Slurm's reason (the caller then cancels the step if the
 /// result says to).
@@ -104,10 +105,11 @@ inline constexpr std::chrono::milliseconds k_abort_linger{200};
 /// run left out, from the record in the job's comment (read with `squeue`), e.g. `requeued run
 /// 2 of 3: n3 left out (rank 2 launcher lost in run 1)`, as a warning through `report`. Nothing
 /// when the job was requeued for another reason; a job that cannot be read is said at debug
-/// level (the run goes on).
-void announce_requeued_run(const RequeuePolicy& policy,
-                           std::uint32_t max_requeues,
-                           const Environment& env,
-                           const JobReport& report);
+/// level (the run goes on). Returns the record (RequeuePolicy::previous, for the storm rule),
+/// nullopt when there is none or it cannot be read.
+std::optional<RunRecord> announce_requeued_run(const RequeuePolicy& policy,
+                                               std::uint32_t max_requeues,
+                                               const Environment& env,
+                                               const JobReport& report);
 
 } // namespace tfslurm

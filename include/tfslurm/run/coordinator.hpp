@@ -166,7 +166,8 @@ class Coordinator {
     /// The step's events since the last call, in order (only when `run.events` names a
     /// record; empty otherwise): registered, started (when its trainer was released: at its
     /// registration, or at `cluster` or `go` when the step waits for them), exited, restarted,
-    /// lost, stalled and the verdict. Their `time` is left for the caller to stamp (this
+    /// lost, stalled, the verdict, and each rank's `startup` (its launcher's phases, with its
+    /// first exit report). Their `time` is left for the caller to stamp (this
     /// machine knows only the steady clock); clears the queue.
     [[nodiscard]] std::vector<StepEvent> take_events();
 
@@ -182,6 +183,9 @@ class Coordinator {
     [[nodiscard]] const CoordinatorSettings& settings() const noexcept { return m_settings; }
     /// Restarts granted so far, in the whole step.
     [[nodiscard]] std::uint32_t restarts() const noexcept { return m_restarts; }
+    /// How far the trainers got so far, from their `exit`s: whether any started, whether any
+    /// touched its progress file, and the highest step any wrote (the requeue storm rule).
+    [[nodiscard]] const RunProgress& run_progress() const noexcept { return m_progress; }
 
   private:
     struct RankState {
@@ -199,7 +203,8 @@ class Coordinator {
         /// Its trainer's last progress, from its last `progress`; nullopt: no report since
         /// its start (or it exited).
         std::optional<Clock::time_point> progress_at;
-        bool straggling = false; ///< warned of, and no progress since
+        bool straggling = false;       ///< warned of, and no progress since
+        bool startup_recorded = false; ///< its `startup` event was recorded (its first exit)
     };
 
     [[nodiscard]] bool is_training(Role role) const noexcept;
@@ -219,6 +224,8 @@ class Coordinator {
     StepEvent* record(EventKind kind, std::uint32_t rank);
     /// Record `started` for every rank whose trainer is released now.
     void record_started();
+    /// An exit's start-up phases (recorded once per rank) and reported progress.
+    void note_startup(std::uint32_t rank, const protocol::Exit& exit);
     /// Restart `rank`'s failed trainer if the policy allows it (true), else say in `detail`
     /// why not when a budget is spent.
     [[nodiscard]] bool
@@ -247,6 +254,7 @@ class Coordinator {
     std::vector<Outgoing> m_outgoing;
     std::vector<StepEvent> m_events; ///< take_events()
     bool m_recording = false;        ///< run.events names a record
+    RunProgress m_progress;          ///< run_progress()
 };
 
 } // namespace tfslurm

@@ -12,7 +12,7 @@
 ///
 /// | event        | fields                                                          |
 /// |--------------|-----------------------------------------------------------------|
-/// | `step`       | `job`, `step`, `ranks`, `nodes` (the first line)                |
+/// | `step`       | `job`, `step`, `ranks`, `nodes` (the first line), `run_id`      |
 /// | `registered` | the rank's launcher connected and was admitted                  |
 /// | `started`    | the rank's trainer started (`restart`: 0 first, n after a restart) |
 /// | `exited`     | `status` (exit code) or `signal`                                |
@@ -23,12 +23,15 @@
 /// | `checkpoint` | `signal` (sent to the trainers ahead of the time limit)         |
 /// | `requeue`    | `job`, `excluded` (hosts left out), `why`                       |
 /// | `verdict`    | `verdict` (done, interrupted, aborted), `status`, `cause`, `why` |
+/// | `startup`    | the rank's phases (startup.hpp) as times: `task`, `up`, `registered`, |
+/// |              | `cluster`, `started`, `progress` (those known); `progress_step` |
 ///
 /// A reader ignores fields it does not know (later versions may add some) and refuses a
 /// version it does not know.
 
 #include <tfslurm/common/exit_status.hpp>
 #include <tfslurm/run/run.hpp>
+#include <tfslurm/run/startup.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -53,13 +56,12 @@ enum class EventKind {
     straggling,
     checkpoint,
     requeue,
-    verdict
+    verdict,
+    startup
 };
 
 /// `registered`, `exited`, ... (the `event` field).
 [[nodiscard]] std::string_view to_string(EventKind kind) noexcept;
-
-using WallClock = std::chrono::system_clock;
 
 /// One event of a step. Only the fields of its kind are meaningful (see the table above).
 struct StepEvent {
@@ -75,12 +77,17 @@ struct StepEvent {
     std::string verdict;                  ///< verdict: done, interrupted or aborted
     std::string job;                      ///< step, requeue
     std::string step;                     ///< step
+    std::string run_id;                   ///< step: TFSLURM_RUN_ID (empty: not written)
     std::string nodes;                    ///< step (a hostlist)
     std::optional<std::uint32_t> ranks;   ///< step
     std::vector<std::string> excluded;    ///< requeue
     /// verdict `aborted`: why, as the wire names it (protocol::FailureCause: `trainer`, `start`,
     /// `lost`, `unregistered`, `stalled`, `unreachable`, `preflight`); empty otherwise.
     std::string cause;
+    /// startup: when the rank reached each phase of its start, its launcher's clock.
+    StartupTimes startup;
+    /// startup: the step its trainer last wrote into its progress file, if any.
+    std::optional<std::uint64_t> progress_step;
 };
 
 /// An event about one rank, with its member (role, index, host) from the plan.
@@ -109,5 +116,21 @@ parse_events(std::string_view text, std::string_view subject, std::size_t* incom
 ///        +6.513 s  rank 2 (worker:1) on n3: lost (connection closed)
 ///        +6.800 s  verdict: aborted, status 8: rank 2 (worker:1) on n3 launcher lost ...
 [[nodiscard]] std::string render_timeline(const std::vector<StepEvent>& events);
+
+/// Where the start-up time went (`tfslurm events --startup`), from the `startup` events: per
+/// phase, the time each rank spent reaching it from the phase before (its node's clock; the
+/// tasks' start from the step's first task, across the nodes' clocks), as the median, the 90th
+/// percentile and the maximum with the slowest rank; then the slowest rank to first progress
+/// (to its trainer's start when no trainer reported progress) and the phase where it lost most
+/// against the other ranks' median of that phase. Without `startup` events: a line saying so.
+///
+///     start-up of step 94.0: 3 of 3 ranks on n[1-3]
+///     phase                   median       p90       max  slowest
+///     task started           0.000 s   0.010 s   0.012 s  rank 2 (worker:1) on n3
+///     ...
+///     first progress         0.041 s   2.950 s   3.012 s  rank 2 (worker:1) on n3
+///     slowest: rank 2 (worker:1) on n3, 3.081 s from the step's first task to first
+///     progress; its first progress took 3.012 s (the other ranks' median: 0.041 s)
+[[nodiscard]] std::string render_startup(const std::vector<StepEvent>& events);
 
 } // namespace tfslurm

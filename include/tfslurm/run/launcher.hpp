@@ -34,6 +34,17 @@ enum class AddressExchange { none, coordinator };
 /// coordinator server has finished.
 enum class CoordinatorHost { elsewhere, here };
 
+/// A steady time and the wall-clock time it was: the launcher's phases (StartupTimes) are the
+/// wall-clock times of the machine's steady `now`s.
+struct WallAnchor {
+    Clock::time_point steady;
+    WallClock::time_point wall;
+};
+
+/// How often a launcher looks whether its trainer first reported progress (its progress file
+/// touched) until it did: the time itself is the file's, only its discovery waits.
+inline constexpr Millis k_first_progress_poll{1000};
+
 struct LauncherSettings {
     /// The run settings the machine reads: heartbeat, heartbeat_timeout, grace, stall_*,
     /// restarts.delay, checkpoint_*, max_requeues, probe.
@@ -51,6 +62,12 @@ struct LauncherSettings {
     /// The plan's trainer port of each rank (indexed by rank): the probe's targets, unless
     /// `cluster` says a port moved.
     std::vector<std::uint16_t> ports;
+    /// When Slurm started this task (the launcher's process began); nullopt: unknown.
+    std::optional<WallClock::time_point> task_start;
+    /// When the launcher was up (it began to connect). Set: the machine takes its start-up
+    /// phases (StartupTimes), watches for its trainer's first progress and sends both with its
+    /// `exit`; nullopt (a machine tested alone): none of that.
+    std::optional<WallAnchor> up;
 };
 
 /// What tells that a trainer is alive, read by the shell: the CPU time of every process of
@@ -133,20 +150,21 @@ inline constexpr std::size_t k_probe_sample = 16;
 
 /// The timers the shell keeps for the machine; each firing is fed back with timer_fired().
 enum class LauncherTimer {
-    heartbeat,  ///< send the next heartbeat
-    watch,      ///< check the coordinator's silence (every tick_interval(heartbeat_timeout))
-    grace,      ///< SIGKILL a stopped trainer that is still running
-    close,      ///< stop waiting for the coordinator's EOF after our half-close
-    settle,     ///< report a trainer killed by SIGTERM/SIGINT that no signal of ours explains
-    stall,      ///< sample the trainer's progress; once stuck: report it (stall grace over)
-    restart,    ///< start the trainer again (`restart`), after the back-off
-    checkpoint, ///< the job's end is `checkpoint_before` away: send the checkpoint signal
-    report      ///< send the trainer's progress age (`progress`), for the straggler rule
+    heartbeat,     ///< send the next heartbeat
+    watch,         ///< check the coordinator's silence (every tick_interval(heartbeat_timeout))
+    grace,         ///< SIGKILL a stopped trainer that is still running
+    close,         ///< stop waiting for the coordinator's EOF after our half-close
+    settle,        ///< report a trainer killed by SIGTERM/SIGINT that no signal of ours explains
+    stall,         ///< sample the trainer's progress; once stuck: report it (stall grace over)
+    restart,       ///< start the trainer again (`restart`), after the back-off
+    checkpoint,    ///< the job's end is `checkpoint_before` away: send the checkpoint signal
+    report,        ///< send the trainer's progress age (`progress`), for the straggler rule
+    first_progress ///< look whether the trainer touched its progress file yet
 };
 
 /// How many LauncherTimer values there are (the last one + 1): the shell keeps one timer each.
 inline constexpr std::size_t k_launcher_timer_count =
-    static_cast<std::size_t>(LauncherTimer::report) + 1;
+    static_cast<std::size_t>(LauncherTimer::first_progress) + 1;
 
 /// How long a launcher holds the exit report of a trainer killed by SIGTERM or SIGINT, waiting
 /// for that signal to reach the launcher too: Slurm signals every process of a step at once, and
@@ -191,6 +209,9 @@ struct ProbePeers {
 };
 /// Read the trainer's progress and report it with progress_sampled().
 struct SampleProgress {};
+/// Read the trainer's progress file (its modification time, and the step written in it) and
+/// report it with progress_file_sampled().
+struct SampleProgressFile {};
 /// The health checks (`preflight`): check this node (this launcher is its lowest rank) without
 /// blocking the event loop, report preflight_finished().
 struct CheckNode {};
@@ -215,7 +236,8 @@ using LauncherAction = std::variant<launcher_action::Send,
                                     launcher_action::HalfClose,
                                     launcher_action::Disconnect,
                                     launcher_action::Finish,
-                                    launcher_action::CheckNode>;
+                                    launcher_action::CheckNode,
+                                    launcher_action::SampleProgressFile>;
 
 /// One line per action, for logs and tests; times are milliseconds since `epoch`.
 /// Input: Send{Interrupt{15}}. Output: `send {"signal":15,"type":"interrupt","v":2}`.
@@ -223,9 +245,9 @@ using LauncherAction = std::variant<launcher_action::Send,
 /// `cancel grace`,
 /// `schedule start`, `start trainer`
 /// (`start trainer (restart 1)`),
-/// `sample progress`, `half-close`, `disconnect`, `finish <outcome> <exit status> <step status>[
-/// announce|quiet <message>][ + cancel <job>.<step>][ + requeue <job> (<status> if refused)]`, e.g.
-/// `finish interrupted 143 143 announce stopping: ...`.
+/// `sample progress`, `sample progress file`, `half-close`, `disconnect`, `finish <outcome> <exit
+/// status> <step status>[ announce|quiet <message>][ + cancel <job>.<step>][ + requeue <job>
+/// (<status> if refused)]`, e.g. `finish interrupted 143 143 announce stopping: ...`.
 [[nodiscard]] std::string describe(const LauncherAction& action, Clock::time_point epoch);
 
 /// The launcher's decisions, from registration to its result. Pure: the caller feeds events
@@ -328,7 +350,16 @@ class LauncherMachine {
                             Clock::time_point now);
     /// The answer to SampleProgress.
     void progress_sampled(const ProgressSample& sample, Clock::time_point now);
-    void server_finished(Clock::time_point now);
+    /// The answer to SampleProgressFile (also told by the shell, unasked, when the trainer
+    /// ended, before trainer_exited()): when the trainer last touched its progress file
+    /// (nullopt: never; the launcher creates it with a modification time of 0) and the step
+    /// written in it (progress_step()). The first touch is the `progress` phase.
+    void progress_file_sampled(std::optional<WallClock::time_point> touched,
+                               std::optional<std::uint64_t> step,
+                               Clock::time_point now);
+    /// Rank 0: its coordinator finished; `progress`: how far the step's trainers got (the
+    /// requeue storm rule).
+    void server_finished(Clock::time_point now, const RunProgress& progress = {});
 
     /// Actions to perform, in order; clears the queue.
     [[nodiscard]] std::vector<LauncherAction> take_actions();
@@ -385,7 +416,6 @@ class LauncherMachine {
     [[nodiscard]] std::string label() const;
     [[nodiscard]] bool done_verdict() const noexcept;
     void send(protocol::Message message);
-    void report_exit(const protocol::Exit& exit);
     void release_exit();
     void on_verdict(const protocol::Message& verdict, Clock::time_point now);
     void coordinator_lost(const std::string& reason, Clock::time_point now);
@@ -411,9 +441,20 @@ class LauncherMachine {
     /// `--checkpoint-before 50` in the face's spelling.
     [[nodiscard]] std::string checkpoint_before_ref() const;
     void add_requeue(LaunchResult& out) const;
+    /// The storm rule (requeue_storm()) for this run, through `out`'s line: true when it
+    /// stops the requeue. `without`: the nodes the requeue would leave out (`" without n3"`).
+    bool storm_stops(LaunchResult& out, const std::string& without) const;
+    /// How far this run got (progress_mark()).
+    [[nodiscard]] ProgressMark run_mark() const;
     /// Rank 0 with `requeue`, after an abort for a node's failure: requeue the job without it.
     void add_node_requeue(LaunchResult& out, const NodeExclusion& exclusion) const;
     void report_stall();
+    /// The `exit` for `status`, with this launcher's start-up phases and reported step.
+    void report_exit(ExitStatus status, std::string error = {});
+    /// The wall-clock time of `now` (needs LauncherSettings::up).
+    [[nodiscard]] WallClock::time_point wall(Clock::time_point now) const;
+    /// Record `phase` at `now` once (with LauncherSettings::up).
+    void reach(StartupPhase phase, Clock::time_point now);
     void disconnect(Clock::time_point now);
     void maybe_finish(Clock::time_point now);
     void release_start();
@@ -451,6 +492,10 @@ class LauncherMachine {
     std::optional<std::string> m_checkpoint;
     std::optional<LaunchResult> m_result;
     std::vector<LauncherAction> m_actions;
+    RunProgress m_run_progress; ///< rank 0: how far the step's trainers got (server_finished())
+    Millis m_ran{0};            ///< rank 0: from the launcher's start to its coordinator's end
+    StartupTimes m_startup;     ///< the phases reached (with `up`)
+    std::optional<std::uint64_t> m_progress_step; ///< the step last read in the progress file
 };
 
 } // namespace tfslurm

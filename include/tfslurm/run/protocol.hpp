@@ -14,6 +14,7 @@
 
 #include <tfslurm/common/exit_status.hpp>
 #include <tfslurm/resolve/plan.hpp>
+#include <tfslurm/run/startup.hpp>
 
 #include <array>
 #include <cstddef>
@@ -22,30 +23,31 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
 namespace tfslurm::protocol {
 
-/// The protocol's version. 7: every frame after the handshake is sealed (channel.hpp): a MAC
-/// over its sequence number and payload with a key of its direction, derived from the secret or
-/// from key material each end puts in its MUNGE credential (readable by the same uid only).
-/// 6: both proofs bind the endpoint the launcher dialled (`tcp:<port>`,
-/// `unix:<relay>`, auth.hpp), so that a proof passed on to another endpoint fails; node leaders'
-/// relays listen on an abstract Unix socket whose peers are checked with SO_PEERCRED; with the
-/// tree, a rank routed through its leader may not register directly. 5: `progress`
-/// (stragglers), the `preflight` of `probed` and the abort cause `preflight`.
-/// 4 (later additions, sent only with the `probe` or `preflight` setting, which every launcher
-/// of a step shares): `probed` and `go`, abort cause `unreachable`; `probed` may carry a
-/// failed `preflight` check, abort cause `preflight`.
-/// 4: the coordinator may answer a failed trainer's `exit` with `restart` (the launcher starts
-/// it again) instead of aborting the step; node leaders carry their node's launchers in `relay`
-/// envelopes (the tree); in exact mode the hello may carry the port the launcher bound (`port`),
-/// and `cluster` the ports that differ from the plan's (`ports`, by rank). 3: the hello may carry
-/// the launcher's chosen address, and the coordinator sends `cluster` (every node's chosen
-/// address) once every rank registered; a launcher sends `stall` (abort cause `stalled`); an abort
-/// may list its missing `ranks`. 2: the hello carries the step id, both proofs bind it, a reject
-/// carries a code.
+/// The protocol's version. 7 (later addition): `exit` may carry the launcher's start-up
+/// phases (`startup`) and the step its trainer last reported (`progress_step`). 7: every frame
+/// after the handshake is sealed (channel.hpp): a MAC over its sequence number and payload with a
+/// key of its direction, derived from the secret or from key material each end puts in its MUNGE
+/// credential (readable by the same uid only). 6: both proofs bind the endpoint the launcher
+/// dialled (`tcp:<port>`, `unix:<relay>`, auth.hpp), so that a proof passed on to another endpoint
+/// fails; node leaders' relays listen on an abstract Unix socket whose peers are checked with
+/// SO_PEERCRED; with the tree, a rank routed through its leader may not register directly. 5:
+/// `progress` (stragglers), the `preflight` of `probed` and the abort cause `preflight`. 4 (later
+/// additions, sent only with the `probe` or `preflight` setting, which every launcher of a step
+/// shares): `probed` and `go`, abort cause `unreachable`; `probed` may carry a failed `preflight`
+/// check, abort cause `preflight`. 4: the coordinator may answer a failed trainer's `exit` with
+/// `restart` (the launcher starts it again) instead of aborting the step; node leaders carry their
+/// node's launchers in `relay` envelopes (the tree); in exact mode the hello may carry the port the
+/// launcher bound (`port`), and `cluster` the ports that differ from the plan's (`ports`, by rank).
+/// 3: the hello may carry the launcher's chosen address, and the coordinator sends `cluster` (every
+/// node's chosen address) once every rank registered; a launcher sends `stall` (abort cause
+/// `stalled`); an abort may list its missing `ranks`. 2: the hello carries the step id, both proofs
+/// bind it, a reject carries a code.
 inline constexpr int k_version = 7;
 inline constexpr std::size_t k_header_size = 4;
 /// Largest payload accepted (and sent). Real messages are below 1 KiB; a MUNGE credential of
@@ -165,9 +167,21 @@ struct Cluster {
 struct Heartbeat {};
 
 /// Launcher -> coordinator: my trainer ended (or could not be started: `error` is set).
+/// Example: `{"startup":{"registered":1796047358123,"started":1796047358131,"task":
+/// 1796047358010,"up":1796047358040},"status":{"code":0,"kind":"exited"},"type":"exit","v":7}`.
 struct Exit {
+    Exit() = default;
+    /// A trainer's end (`error` empty) or failed start, without start-up phases.
+    Exit(ExitStatus ended, std::string why = {}) // NOLINT(google-explicit-constructor)
+        : status(ended), error(std::move(why)) {}
+
     ExitStatus status;
     std::string error; ///< non-empty when the trainer never ran, e.g. a port in use
+    /// When this launcher reached each phase of its start (milliseconds since the Unix epoch on
+    /// the wire, its node's clock); absent on the wire when none is known.
+    StartupTimes startup;
+    /// The step the trainer last wrote into its progress file (absent: none written).
+    std::optional<std::uint64_t> progress_step;
 };
 
 /// Launcher -> coordinator: my trainer made no progress for `silent_ms` (the stall timeout):

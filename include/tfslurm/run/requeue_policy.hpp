@@ -10,6 +10,7 @@
 
 #include <tfslurm/run/protocol.hpp>
 #include <tfslurm/run/run.hpp>
+#include <tfslurm/run/startup.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -69,6 +70,36 @@ node_fault_reason(protocol::FailureCause cause) noexcept;
 /// Input: {{"n3"}, "rank 2 launcher lost", 1}. Output: `tfslurm run 1: n3 left out (rank 2
 /// launcher lost)`.
 [[nodiscard]] std::string exclusion_record(const NodeExclusion& exclusion);
+
+/// The record of a requeued run as the job's comment carries it: the exclusion_record()'s
+/// text when it left a node out, then how far it got (`no progress`, `progress`, `progress at
+/// step 1200`), after `; ` when both are there.
+/// Input: {1, {{"n3"}, "rank 2 launcher lost", 1}, none}. Output: `tfslurm run 1: n3 left out
+/// (rank 2 launcher lost); no progress`. Input: {2, nullopt, step 1200}. Output: `tfslurm run
+/// 2: progress at step 1200`.
+[[nodiscard]] std::string run_record_text(const RunRecord& record);
+
+/// The record in a job's comment that run_record_text() (or exclusion_record()) wrote, if
+/// there is one. Input: `nightly; tfslurm run 1: no progress`. Output: {1, nullopt, none}.
+[[nodiscard]] std::optional<RunRecord> run_record_in_comment(std::string_view comment);
+
+/// How far a run got (the storm rule's judgement, written in its record): no progress when no
+/// trainer started, or when none reported progress (touched $TFSLURM_PROGRESS_FILE) and the run
+/// ended within `min_run` (`requeue_min_run`: a run that lasted longer without reporting is
+/// presumed to have progressed); else its trainers' highest step, or progress.
+/// Input: {started, not reported}, 40 s, 600 s. Output: none. Input: {started, reported, 1200},
+/// 40 s, 600 s. Output: step 1200.
+[[nodiscard]] ProgressMark progress_mark(const RunProgress& progress, Millis ran, Millis min_run);
+
+/// The storm rule: why requeueing the job again would likely waste another allocation, or
+/// nullopt. It stops when this run (restart_count + 1) and the one before it (`previous`, its
+/// record: run == restart_count) both made no progress, or both ended at the same step.
+/// Input: {1, nullopt, none}, none, 1. Output: `runs 1 and 2 both ended before any trainer's
+/// first progress`. Input: {1, nullopt, step 40}, step 40, 1. Output: `runs 1 and 2 both ended
+/// at step 40`. Input: a record of run 1, anything, 2 (not the run before): nullopt.
+[[nodiscard]] std::optional<std::string> requeue_storm(const std::optional<RunRecord>& previous,
+                                                       const ProgressMark& now,
+                                                       std::uint32_t restart_count);
 
 /// The job's comment with `record` (exclusion_record()) in place of an earlier record of
 /// tfslurm's: the user's own comment is kept, before it, separated by `; `.

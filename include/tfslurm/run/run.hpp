@@ -106,6 +106,24 @@ struct Member {
 /// The members of a plan, indexed by rank.
 [[nodiscard]] std::vector<Member> members_of(const Plan& plan);
 
+/// The longest TFSLURM_RUN_ID taken.
+inline constexpr std::size_t k_max_run_id = 128;
+
+/// The run's identity, TFSLURM_RUN_ID in every trainer's environment and in the record: the
+/// same across the requeues of one job (a trainer's logger, TensorBoard's or W&B's, continues
+/// one run), new for a new job. `given`: a TFSLURM_RUN_ID already set (by the job script, or by
+/// `--local` for its tasks), kept once checked; else `<cluster>-<job>-<step>`, the cluster from
+/// SLURM_CLUSTER_NAME (`slurm` when unset; characters other than letters, digits, `.`, `_` and
+/// `-` become `_`): a requeued job keeps its id and its steps their numbers.
+/// Input: nullopt, `hpc`, 12345, 0. Output: `hpc-12345-0`. Input: `exp-7`, ... Output: `exp-7`.
+/// \throws Error (Errc::invalid_argument) naming TFSLURM_RUN_ID for a given value that is
+///         empty, longer than k_max_run_id, or holds other characters: `TFSLURM_RUN_ID: expected
+///         1 to 128 letters, digits, '.', '_' or '-': "a b"`.
+[[nodiscard]] std::string run_identity(std::optional<std::string_view> given,
+                                       std::string_view cluster,
+                                       std::uint64_t job,
+                                       std::uint64_t step);
+
 /// How many nodes `members` run on (their distinct hosts). Input: ranks on n1, n1, n2.
 /// Output: 2.
 [[nodiscard]] std::size_t node_count(const std::vector<Member>& members);
@@ -192,13 +210,6 @@ inline constexpr int k_status_preflight = 13;
 /// addresses (the `probe` setting).
 enum class Probe { off, on };
 
-/// What `requeue` needs to know about the job, read once at the launcher's start (the budget,
-/// `max_requeues`, is a run setting).
-struct RequeuePolicy {
-    std::uint64_t job = 0;
-    std::uint32_t restart_count = 0; ///< SLURM_RESTART_COUNT (0 when unset: the first run)
-};
-
 /// Nodes to leave out of a requeued run (the job's ExcNodeList) and why (requeue_policy.hpp).
 struct NodeExclusion {
     std::vector<std::string> nodes;
@@ -208,6 +219,40 @@ struct NodeExclusion {
     friend bool operator==(const NodeExclusion& a, const NodeExclusion& b) {
         return a.nodes == b.nodes && a.why == b.why && a.run == b.run;
     }
+};
+
+/// How far a requeued run got, as the job's comment carries it to the next run (the requeue
+/// storm rule, requeue_policy.hpp): no progress, progress, or progress up to a step its
+/// trainers wrote in their progress files.
+struct ProgressMark {
+    enum class Kind { none, made, step };
+    Kind kind = Kind::made;
+    std::uint64_t step = 0; ///< Kind::step
+
+    friend bool operator==(const ProgressMark& a, const ProgressMark& b) noexcept {
+        return a.kind == b.kind && a.step == b.step;
+    }
+};
+
+/// What the job's comment carries from a requeued run to the next: the run, the nodes it left
+/// out (if any) and how far it got.
+struct RunRecord {
+    std::uint32_t run = 1; ///< the run that was requeued: SLURM_RESTART_COUNT + 1
+    std::optional<NodeExclusion> exclusion;
+    std::optional<ProgressMark> progress; ///< nullopt: a record without it (an older tfslurm)
+
+    friend bool operator==(const RunRecord& a, const RunRecord& b) {
+        return a.run == b.run && a.exclusion == b.exclusion && a.progress == b.progress;
+    }
+};
+
+/// What `requeue` needs to know about the job, read once at the launcher's start (the budget,
+/// `max_requeues`, is a run setting).
+struct RequeuePolicy {
+    std::uint64_t job = 0;
+    std::uint32_t restart_count = 0; ///< SLURM_RESTART_COUNT (0 when unset: the first run)
+    /// Rank 0, in a requeued run: the record the run before left in the job's comment.
+    std::optional<RunRecord> previous;
 };
 
 /// A requeue that rank 0's launcher asks its caller to perform (LaunchResult::requeue).
@@ -220,6 +265,9 @@ struct RequeueRequest {
     /// With a node's failure (node_fault()): the node to leave out of the requeued run. The
     /// step is then also to be cancelled (LaunchResult::cancel) if Slurm refuses the requeue.
     std::optional<NodeExclusion> exclusion;
+    /// How far this run got (written in the job's comment with the exclusion, for the storm
+    /// rule of the next run).
+    ProgressMark progress;
 };
 
 struct LaunchResult {

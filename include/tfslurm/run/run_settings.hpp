@@ -53,6 +53,9 @@ struct RunSettings {
     int checkpoint_signal = SIGUSR1; ///< `checkpoint_signal`
     bool requeue = false;            ///< `requeue`: rank 0 requeues a checkpointed job
     std::uint32_t max_requeues = 3;  ///< `max_requeues`, counted by SLURM_RESTART_COUNT
+    /// `requeue_min_run`: a run whose trainers reported no progress and that ended sooner made
+    /// none (the requeue storm rule, progress_mark()).
+    Millis requeue_min_run{600000};
     protocol::AuthMethod auth = protocol::AuthMethod::automatic; ///< `auth`
     /// `port_range`: exact mode's trainer ports without SLURM_STEP_RESV_PORTS.
     PortRange port_range;

@@ -33,6 +33,9 @@ struct LauncherOptions {
     std::optional<RequeuePolicy> requeue;
     /// How launchers prove themselves; its method is the `auth` setting (RunSettings::auth).
     protocol::AuthSettings auth;
+    /// The run's identity (run_identity()): TFSLURM_RUN_ID in the trainer's environment, and
+    /// the record's `step` event.
+    std::string run_id;
     /// The Slurm step this launcher belongs to, to cancel when a node is lost
     /// (LaunchResult::cancel); nullopt under `--local`, which has no Slurm step.
     std::optional<StepRef> slurm_step;

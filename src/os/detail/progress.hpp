@@ -8,7 +8,9 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,5 +26,23 @@ namespace tfslurm::detail {
 
 /// The modification time of `path` in nanoseconds; 0 when it cannot be read.
 [[nodiscard]] std::int64_t mtime_ns(const std::string& path);
+
+/// What a trainer reported through its progress file: when it last touched it (nullopt while
+/// the modification time is still the 0 that set_untouched() gave it, or the file is gone) and
+/// the step in its first line (progress_step(), startup.hpp; at most 64 bytes are read).
+struct ProgressFileReport {
+    std::optional<std::chrono::system_clock::time_point> touched;
+    std::optional<std::uint64_t> step;
+};
+
+[[nodiscard]] ProgressFileReport read_progress_file(const std::string& path);
+
+/// Give the open file `fd` a modification time of 0 (the Unix epoch): any touch by the trainer
+/// is then told apart, and its time is the first progress's. Returns false on failure.
+bool set_untouched(int fd) noexcept;
+
+/// When this process began (Slurm started the task), to the kernel's clock tick: its start
+/// in /proc/self/stat against CLOCK_BOOTTIME. nullopt when /proc cannot tell.
+[[nodiscard]] std::optional<std::chrono::system_clock::time_point> process_start_time();
 
 } // namespace tfslurm::detail

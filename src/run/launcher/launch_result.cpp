@@ -4,6 +4,7 @@
 // the job to requeue, from what the machine saw.
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/common/exit_status.hpp>
+#include <tfslurm/resolve/hostlist.hpp>
 #include <tfslurm/run/launcher.hpp>
 #include <tfslurm/run/requeue_policy.hpp>
 
@@ -120,7 +121,13 @@ void LauncherMachine::add_node_requeue(LaunchResult& out, const NodeExclusion& e
         return;
     }
     const RequeuePolicy& policy = *m_settings.requeue;
-    const std::string nodes = fmt::format("{}", fmt::join(exclusion.nodes, ","));
+    const std::string nodes = [&exclusion] {
+        try {
+            return compress_hostlist(exclusion.nodes);
+        } catch (const Error&) {
+            return fmt::format("{}", fmt::join(exclusion.nodes, ","));
+        }
+    }();
     if (!requeue_allowed(policy.restart_count, m_settings.run.max_requeues)) {
         out.message +=
             fmt::format("; not requeueing job {} without {}: it was requeued {} times already ({})",
@@ -130,8 +137,12 @@ void LauncherMachine::add_node_requeue(LaunchResult& out, const NodeExclusion& e
                         setting_ref("max_requeues", std::to_string(m_settings.run.max_requeues)));
         return;
     }
+    if (storm_stops(out, " without " + nodes)) {
+        return;
+    }
     // The step's status if Slurm refuses; the step is then cancelled (`cancel` stays set).
-    out.requeue = RequeueRequest{policy.job, policy.restart_count + 1, out.exit_status, exclusion};
+    out.requeue = RequeueRequest{
+        policy.job, policy.restart_count + 1, out.exit_status, exclusion, run_mark()};
     out.exit_status = k_status_requeued;
     out.message += fmt::format("; requeueing job {} without {} (requeue {} of {})",
                                policy.job,
@@ -154,13 +165,36 @@ void LauncherMachine::add_requeue(LaunchResult& out) const {
                         setting_ref("max_requeues", std::to_string(m_settings.run.max_requeues)));
         return;
     }
-    out.requeue = RequeueRequest{policy.job, policy.restart_count + 1, out.exit_status, {}};
+    if (storm_stops(out, {})) {
+        out.announce = true;
+        return;
+    }
+    out.requeue =
+        RequeueRequest{policy.job, policy.restart_count + 1, out.exit_status, {}, run_mark()};
     out.exit_status = k_status_requeued;
     out.announce = true;
     out.message += fmt::format("; requeueing job {} (requeue {} of {})",
                                policy.job,
                                policy.restart_count + 1,
                                m_settings.run.max_requeues);
+}
+
+ProgressMark LauncherMachine::run_mark() const {
+    return progress_mark(m_run_progress, m_ran, m_settings.run.requeue_min_run);
+}
+
+bool LauncherMachine::storm_stops(LaunchResult& out, const std::string& without) const {
+    const RequeuePolicy& policy = *m_settings.requeue;
+    const auto storm = requeue_storm(policy.previous, run_mark(), policy.restart_count);
+    if (!storm) {
+        return false;
+    }
+    out.message += fmt::format("; not requeueing job {}{}: {}: another run would likely end the "
+                               "same way",
+                               policy.job,
+                               without,
+                               *storm);
+    return true;
 }
 
 } // namespace tfslurm

@@ -25,7 +25,12 @@ LauncherMachine::LauncherMachine(LauncherSettings settings)
     : m_settings(std::move(settings)),
       m_self(m_settings.rank < m_settings.ranks.size() ? m_settings.ranks[m_settings.rank]
                                                        : Member{}),
-      m_server(m_settings.host == CoordinatorHost::here ? Server::serving : Server::elsewhere) {}
+      m_server(m_settings.host == CoordinatorHost::here ? Server::serving : Server::elsewhere) {
+    if (m_settings.up) {
+        m_startup[StartupPhase::task] = m_settings.task_start;
+        m_startup[StartupPhase::up] = m_settings.up->wall;
+    }
+}
 
 bool LauncherMachine::not_started() const noexcept {
     switch (m_trainer) {
@@ -68,8 +73,22 @@ void LauncherMachine::send(protocol::Message message) {
     m_actions.emplace_back(action::Send{std::move(message)});
 }
 
-void LauncherMachine::report_exit(const protocol::Exit& exit) {
-    send(exit);
+void LauncherMachine::report_exit(ExitStatus status, std::string error) {
+    protocol::Exit exit{status, std::move(error)};
+    exit.startup = m_startup;
+    exit.progress_step = m_progress_step;
+    send(std::move(exit));
+}
+
+WallClock::time_point LauncherMachine::wall(Clock::time_point now) const {
+    return m_settings.up->wall +
+           std::chrono::duration_cast<WallClock::duration>(now - m_settings.up->steady);
+}
+
+void LauncherMachine::reach(StartupPhase phase, Clock::time_point now) {
+    if (m_settings.up && !m_startup[phase]) {
+        m_startup[phase] = wall(now);
+    }
 }
 
 void LauncherMachine::release_exit() {
@@ -78,7 +97,7 @@ void LauncherMachine::release_exit() {
     }
     m_trainer = TrainerState::ended;
     m_actions.emplace_back(action::CancelTimer{LauncherTimer::settle});
-    report_exit(protocol::Exit{*m_status, {}});
+    report_exit(*m_status);
 }
 
 // --- events --------------------------------------------------------------------------------------
@@ -89,6 +108,7 @@ void LauncherMachine::registered(const std::string& control, Clock::time_point n
     }
     m_phase = Phase::registered;
     m_last_heard = now;
+    reach(StartupPhase::registered, now);
     logger().debug("{}: registered with {}", label(), m_settings.control);
     m_actions.emplace_back(
         action::ArmTimer{LauncherTimer::heartbeat, now + m_settings.run.heartbeat});
@@ -98,7 +118,7 @@ void LauncherMachine::registered(const std::string& control, Clock::time_point n
         // Interrupted while connecting: tell the coordinator, start nothing.
         const Interrupt interrupt = m_interrupt.value_or(Interrupt{});
         send(protocol::Interrupt{interrupt.signo, interrupt.origin == SignalOrigin::step});
-        report_exit(protocol::Exit{*m_status, {}});
+        report_exit(*m_status);
         return;
     }
     if (m_settings.exchange == AddressExchange::coordinator) {
@@ -194,6 +214,7 @@ void LauncherMachine::received(const protocol::Message& message, Clock::time_poi
         logger().debug(
             "{}: received the addresses of {} nodes", label(), cluster->addresses.size());
         m_cluster = *cluster;
+        reach(StartupPhase::cluster, now);
         m_trainer = TrainerState::starting;
         begin_start();
         return;
@@ -246,10 +267,15 @@ void LauncherMachine::start_due(Clock::time_point now) {
 void LauncherMachine::trainer_started(Clock::time_point now) {
     m_trainer = TrainerState::running;
     m_last_progress = now;
+    reach(StartupPhase::started, now);
     if (m_verdict || m_lost) {
         stop_trainer(0, now);
         maybe_finish(now);
         return;
+    }
+    if (m_settings.up && !m_startup[StartupPhase::progress]) {
+        m_actions.emplace_back(
+            action::ArmTimer{LauncherTimer::first_progress, now + k_first_progress_poll});
     }
     if (m_settings.run.stall_timeout && judged_for_stalls()) {
         m_actions.emplace_back(action::ArmTimer{
@@ -293,7 +319,7 @@ void LauncherMachine::trainer_failed(ExitStatus status,
                                      Clock::time_point now) {
     m_trainer = TrainerState::ended;
     m_status = status;
-    report_exit(protocol::Exit{status, error});
+    report_exit(status, error);
     maybe_finish(now);
 }
 
@@ -324,7 +350,7 @@ void LauncherMachine::trainer_exited(ExitStatus status, Clock::time_point now) {
         m_actions.emplace_back(action::ArmTimer{LauncherTimer::settle, now + k_settle_window});
         return;
     }
-    report_exit(protocol::Exit{status, {}});
+    report_exit(status);
     maybe_finish(now);
 }
 
@@ -381,7 +407,7 @@ void LauncherMachine::signal_received(int signo, Clock::time_point now, SignalOr
             return;
         }
         m_trainer = TrainerState::ended;
-        report_exit(protocol::Exit{*m_status, {}});
+        report_exit(*m_status);
     }
     release_exit(); // a trainer that died of this signal: part of the interrupt
     maybe_finish(now);
@@ -448,6 +474,11 @@ void LauncherMachine::timer_fired(LauncherTimer timer, Clock::time_point now) {
     case LauncherTimer::checkpoint:
         send_checkpoint(now);
         return;
+    case LauncherTimer::first_progress:
+        if (trainer_running() && !m_startup[StartupPhase::progress]) {
+            m_actions.emplace_back(action::SampleProgressFile{});
+        }
+        return;
     case LauncherTimer::report:
         if (watching_progress()) {
             const auto idle = std::chrono::duration_cast<Millis>(now - m_last_progress);
@@ -482,8 +513,12 @@ void LauncherMachine::send_checkpoint(Clock::time_point now) {
     m_actions.emplace_back(action::SignalTrainer{signo});
 }
 
-void LauncherMachine::server_finished(Clock::time_point now) {
+void LauncherMachine::server_finished(Clock::time_point now, const RunProgress& progress) {
     m_server = Server::finished;
+    m_run_progress = progress;
+    if (m_settings.up) {
+        m_ran = std::chrono::duration_cast<Millis>(now - m_settings.up->steady);
+    }
     maybe_finish(now);
 }
 

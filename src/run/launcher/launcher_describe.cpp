@@ -34,6 +34,8 @@ std::string_view to_string(LauncherTimer timer) noexcept {
         return "checkpoint";
     case LauncherTimer::report:
         return "report";
+    case LauncherTimer::first_progress:
+        return "first-progress";
     }
     return "heartbeat";
 }
@@ -74,6 +76,9 @@ struct Describer {
     }
     std::string operator()(const action::SampleProgress& /*unused*/) const {
         return "sample progress";
+    }
+    std::string operator()(const action::SampleProgressFile& /*unused*/) const {
+        return "sample progress file";
     }
     std::string operator()(const action::CheckNode& /*unused*/) const { return "check node"; }
     std::string operator()(const action::HalfClose& /*unused*/) const { return "half-close"; }

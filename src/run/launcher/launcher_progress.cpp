@@ -67,6 +67,28 @@ void LauncherMachine::progress_sampled(const ProgressSample& sample, Clock::time
         launcher_action::ArmTimer{LauncherTimer::stall, now + m_settings.run.stall_grace});
 }
 
+void LauncherMachine::progress_file_sampled(std::optional<WallClock::time_point> touched,
+                                            std::optional<std::uint64_t> step,
+                                            Clock::time_point now) {
+    if (!m_settings.up) {
+        return;
+    }
+    if (touched && !m_startup[StartupPhase::progress]) {
+        // The file's time, but never before its trainer started: a file's time is the kernel's
+        // coarse clock, up to a tick behind the launcher's.
+        const auto& started = m_startup[StartupPhase::started];
+        m_startup[StartupPhase::progress] = started ? std::max(*touched, *started) : *touched;
+        logger().debug("{}: the trainer reported its first progress", label());
+    }
+    if (step) {
+        m_progress_step = step;
+    }
+    if (trainer_running() && !m_startup[StartupPhase::progress]) {
+        m_actions.emplace_back(
+            launcher_action::ArmTimer{LauncherTimer::first_progress, now + k_first_progress_poll});
+    }
+}
+
 bool LauncherMachine::watching_progress() const noexcept {
     return m_settings.run.stall_timeout && judged_for_stalls() && trainer_running() &&
            m_stall == Stall::none && !m_verdict && !m_lost && m_stopping == Stopping::no &&

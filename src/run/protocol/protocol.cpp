@@ -275,6 +275,20 @@ struct Encoder {
         if (!m.error.empty()) {
             out["error"] = m.error;
         }
+        if (!m.startup.empty()) {
+            json& startup = out["startup"] = json::object();
+            for (std::size_t i = 0; i < k_startup_phases; ++i) {
+                if (const auto& time = m.startup.at.at(i)) {
+                    startup[std::string(to_string(static_cast<StartupPhase>(i)))] =
+                        std::chrono::duration_cast<std::chrono::milliseconds>(
+                            time->time_since_epoch())
+                            .count();
+                }
+            }
+        }
+        if (m.progress_step) {
+            out["progress_step"] = *m.progress_step;
+        }
     }
     void operator()(const Interrupt& m) const {
         out["signal"] = m.signal;
@@ -383,6 +397,33 @@ Probed decode_probed(const Fields& f, std::string_view payload) {
     return m;
 }
 
+/// An `exit`'s `startup`: known phases only, each milliseconds since the epoch (0 to 2^53: a
+/// time JSON's doubles keep exactly).
+StartupTimes decode_startup(const json& object, std::string_view payload) {
+    constexpr std::int64_t k_max_millis = std::int64_t{1} << 53U;
+    const Fields f(object, "exit", payload);
+    StartupTimes out;
+    for (const auto& item : object.items()) {
+        bool known = false;
+        for (std::size_t i = 0; i < k_startup_phases && !known; ++i) {
+            known = item.key() == to_string(static_cast<StartupPhase>(i));
+        }
+        if (!known) {
+            fail(
+                fmt::format("field \"startup\" of exit has an unknown phase {}", quote(item.key())),
+                payload);
+        }
+    }
+    for (std::size_t i = 0; i < k_startup_phases; ++i) {
+        const std::string key(to_string(static_cast<StartupPhase>(i)));
+        if (f.has(key)) {
+            out.at.at(i) = WallClock::time_point{std::chrono::duration_cast<WallClock::duration>(
+                std::chrono::milliseconds{f.integer<std::int64_t>(key, 0, k_max_millis)})};
+        }
+    }
+    return out;
+}
+
 /// `relay`: 1 to k_max_relay_ranks ranks; `msg` an object (kept as text, decoded by whoever
 /// handles it, unless `as_text` is false: decode_unwrapped() decodes it in the same parse)
 /// unless `closed` says why a local connection ended.
@@ -473,6 +514,12 @@ Message decode_object(const Fields& f, std::string_view type, std::string_view p
         m.status = f.status("status");
         if (f.has("error")) {
             m.error = f.string("error");
+        }
+        if (f.has("startup")) {
+            m.startup = decode_startup(f.object("startup"), payload);
+        }
+        if (f.has("progress_step")) {
+            m.progress_step = f.integer<std::uint64_t>("progress_step");
         }
         return m;
     }

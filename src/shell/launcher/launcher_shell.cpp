@@ -86,6 +86,8 @@ LauncherSettings machine_settings(const Plan& plan, const LauncherOptions& optio
     for (const RankPlan& rank : plan.ranks) {
         settings.ports.push_back(rank.port);
     }
+    settings.task_start = process_start_time();
+    settings.up = WallAnchor{Clock::now(), WallClock::now()};
     return settings;
 }
 
@@ -125,6 +127,7 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
         step.job = m_plan.job_id ? std::to_string(*m_plan.job_id) : std::string("local");
         step.step = m_plan.step_id ? std::to_string(*m_plan.step_id) : std::string("local");
         step.ranks = static_cast<std::uint32_t>(m_plan.ranks.size());
+        step.run_id = m_options.run_id;
         try {
             step.nodes = compress_hostlist(m_plan.hosts);
         } catch (const Error&) {
@@ -144,7 +147,7 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
         m_server->on_event([this](const StepEvent& event) { m_events->write(event); });
     }
     m_server->on_finished([this] {
-        m_machine.server_finished(Clock::now());
+        m_machine.server_finished(Clock::now(), m_server->state().run_progress());
         perform();
     });
 }
@@ -238,6 +241,10 @@ void LauncherShell::reap() {
                     stream->drain(Millis{0});
                 }
             }
+            // Its last word through the progress file (a first progress within the last
+            // poll, the step it ended at) before its exit is reported.
+            const auto progress = detail::read_progress_file(m_progress_file);
+            m_machine.progress_file_sampled(progress.touched, progress.step, Clock::now());
             m_machine.trainer_exited(ExitStatus::from_wait_status(wait_status), Clock::now());
         }
     }
@@ -283,6 +290,9 @@ void LauncherShell::perform(const LauncherAction& action) {
             sample.output_bytes += stream != nullptr ? stream->bytes() : 0;
         }
         m_machine.progress_sampled(sample, Clock::now());
+    } else if (std::holds_alternative<action::SampleProgressFile>(action)) {
+        const auto progress = detail::read_progress_file(m_progress_file);
+        m_machine.progress_file_sampled(progress.touched, progress.step, Clock::now());
     } else if (const auto* arm_action = std::get_if<action::ArmTimer>(&action)) {
         arm(arm_action->timer, arm_action->at);
     } else if (const auto* cancel = std::get_if<action::CancelTimer>(&action)) {

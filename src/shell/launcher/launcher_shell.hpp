@@ -123,7 +123,9 @@ class LauncherShell {
     void check_node();
     /// What the checks look at on this node (preflight.hpp).
     [[nodiscard]] PreflightSettings preflight_settings() const;
-    void prepare_stall_watch();
+    /// The trainer's progress file (TFSLURM_PROGRESS_FILE, made once, untouched), and with a
+    /// stall timeout PYTHONFAULTHANDLER=1.
+    void prepare_progress_watch();
     /// Set `name=value` in the trainer's environment, replacing an earlier value.
     void set_trainer_variable(std::string_view name, const std::string& value);
     /// `own`: sent by the shell itself (a relay envelope, the node's heartbeat), not the machine.
@@ -159,7 +161,7 @@ class LauncherShell {
     std::unique_ptr<NodeRelay> m_relay;
     std::vector<LauncherAction> m_deferred; ///< closing actions waiting for the relay (hold())
     std::array<asio::steady_timer, k_launcher_timer_count> m_timers; ///< indexed by LauncherTimer
-    std::string m_progress_file;     ///< TFSLURM_PROGRESS_FILE, with a stall timeout
+    std::string m_progress_file;                                     ///< TFSLURM_PROGRESS_FILE
     HeldPort m_trainer_port;         ///< exact mode: the trainer's port, held until it starts
     ReachabilityProbe m_probe{m_io}; ///< `probe`: its listener and attempts
     NodeCheck m_node_check{m_io};    ///< `preflight`: the node's checks

@@ -183,10 +183,13 @@ void LauncherShell::start_trainer(std::uint32_t restart) {
             // Every node's address is known now (`cluster`): the plan is rebuilt with them.
             m_env = m_options.trainer_environment(m_machine.cluster()).to_strings();
         }
-        prepare_stall_watch();
+        prepare_progress_watch();
         // A restarted trainer has the same environment (same TF_CONFIG, same ports) but for
         // its restart count, which tells it to resume from its checkpoint.
         set_trainer_variable("TFSLURM_RESTART_COUNT", std::to_string(restart));
+        if (!m_options.run_id.empty()) {
+            set_trainer_variable("TFSLURM_RUN_ID", m_options.run_id);
+        }
         const bool torch = std::any_of(m_env.begin(), m_env.end(), [](const std::string& e) {
             return e.rfind("MASTER_ADDR=", 0) == 0;
         });
@@ -286,17 +289,14 @@ pid_t LauncherShell::spawn_trainer(SpawnRequest& request) {
     return pid;
 }
 
-void LauncherShell::prepare_stall_watch() {
-    if (!m_options.run.stall_timeout) {
-        return;
-    }
+void LauncherShell::prepare_progress_watch() {
     const auto has = [this](std::string_view name) {
         return std::any_of(m_env.begin(), m_env.end(), [name](const std::string& entry) {
             return entry.size() > name.size() && entry.compare(0, name.size(), name) == 0 &&
                    entry[name.size()] == '=';
         });
     };
-    if (!has("PYTHONFAULTHANDLER")) {
+    if (m_options.run.stall_timeout && !has("PYTHONFAULTHANDLER")) {
         m_env.emplace_back("PYTHONFAULTHANDLER=1"); // the stall signal dumps every thread
     }
     if (!m_progress_file.empty()) {
@@ -314,11 +314,15 @@ void LauncherShell::prepare_stall_watch() {
                                    m_rank);
     const int fd = ::mkstemp(path.data());
     if (fd < 0) {
-        logger().warn("{}: cannot create a progress file ({}): only CPU time tells progress",
-                      label(),
-                      std::strerror(errno));
+        // Without a stall timeout only the record's first progress misses it.
+        logger().log(m_options.run.stall_timeout ? LogLevel::warn : LogLevel::debug,
+                     "{}: cannot create a progress file ({}): only CPU time tells progress",
+                     label(),
+                     std::strerror(errno));
         return;
     }
+    // A modification time of 0 until the trainer touches it: its first touch is its own time.
+    detail::set_untouched(fd);
     ::close(fd);
     m_progress_file = path;
     m_env.push_back("TFSLURM_PROGRESS_FILE=" + path);

@@ -92,3 +92,38 @@ TEST_CASE("progress: a file's modification time, 0 when it cannot be read", "[pr
     CHECK(tfslurm::detail::mtime_ns(file) == 1700000000123456789LL);
     CHECK(tfslurm::detail::mtime_ns(dir.path + "/missing") == 0);
 }
+
+TEST_CASE("progress: a progress file untouched until the trainer touches it, with its step",
+          "[progress][startup]") {
+    const tfslurm::test::TempDir dir("progress");
+    const std::string file = dir.write("progress", "");
+    const int fd = ::open(file.c_str(), O_RDWR | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    CHECK(tfslurm::detail::set_untouched(fd));
+    ::close(fd);
+    CHECK(tfslurm::detail::mtime_ns(file) == 0);
+    auto report = tfslurm::detail::read_progress_file(file);
+    CHECK_FALSE(report.touched);
+    CHECK_FALSE(report.step);
+    // The trainer writes its step: the touch is its time, the step its first line.
+    CHECK(dir.write("progress", "1200\nsaved to /ckpt/1200\n") == file);
+    const timespec times[2] = {{1700000000, 500000000}, {1700000000, 500000000}};
+    REQUIRE(::utimensat(AT_FDCWD, file.c_str(), times, 0) == 0);
+    report = tfslurm::detail::read_progress_file(file);
+    CHECK(report.touched == std::chrono::system_clock::time_point{1700000000500ms});
+    CHECK(report.step == std::optional<std::uint64_t>(1200));
+    // Gone (or never made): nothing reported.
+    report = tfslurm::detail::read_progress_file(dir.path + "/missing");
+    CHECK_FALSE(report.touched);
+    CHECK_FALSE(tfslurm::detail::read_progress_file("").touched);
+}
+
+TEST_CASE("progress: this process began before now, after the machine booted",
+          "[progress][startup]") {
+    const auto start = tfslurm::detail::process_start_time();
+    REQUIRE(start);
+    const auto now = std::chrono::system_clock::now();
+    CHECK(*start <= now);
+    // The unit tests started less than a day ago (the clock tick is 10 ms).
+    CHECK(now - *start < 24h);
+}

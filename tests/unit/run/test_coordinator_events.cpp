@@ -181,3 +181,49 @@ TEST_CASE("coordinator events: a failed preflight: no trainer started, the verdi
             R"x({"v":1,"event":"verdict","verdict":"aborted","status":13,"cause":"preflight","why":"preflight failed on n2 (rank 1, worker:0): command: \"false\" exited with status 1"})x",
         });
 }
+
+TEST_CASE("coordinator events: each rank's start-up, once, and the progress its trainers reported",
+          "[coordinator][events][startup]") {
+    Coordinator c(recorded(), k_t0);
+    for (std::uint32_t rank = 0; rank < 3; ++rank) {
+        c.registered(rank, k_t0);
+    }
+    static_cast<void>(lines(c));
+    const WallClock::time_point t{std::chrono::milliseconds{1796047358123}};
+    protocol::Exit exit{ExitStatus::exited(0)};
+    exit.startup[StartupPhase::task] = t;
+    exit.startup[StartupPhase::started] = t + 60ms;
+    exit.startup[StartupPhase::progress] = t + 2500ms;
+    exit.progress_step = 1200;
+    c.exited(1, exit, k_t0 + 3s);
+    CHECK(
+        lines(c) ==
+        std::vector<std::string>{
+            R"x({"v":1,"event":"exited","rank":1,"role":"worker","index":0,"host":"n2","status":0})x",
+            R"x({"v":1,"event":"startup","rank":1,"role":"worker","index":0,"host":"n2","task":"2026-11-30T14:02:38.123Z","started":"2026-11-30T14:02:38.183Z","progress":"2026-11-30T14:02:40.623Z","progress_step":1200})x",
+        });
+    CHECK(c.run_progress() == RunProgress{true, true, 1200});
+    // A rank without phases (an older launcher) has no start-up event; a lower step is not
+    // the run's step.
+    protocol::Exit plain{ExitStatus::exited(0)};
+    plain.progress_step = 900;
+    c.exited(2, plain, k_t0 + 3s);
+    CHECK(
+        lines(c) ==
+        std::vector<std::string>{
+            R"x({"v":1,"event":"exited","rank":2,"role":"worker","index":1,"host":"n3","status":0})x",
+            R"x({"v":1,"event":"verdict","verdict":"done","status":0})x",
+        });
+    CHECK(c.run_progress() == RunProgress{true, true, 1200});
+}
+
+TEST_CASE("coordinator: a run whose trainers reported nothing has no reported progress",
+          "[coordinator][startup]") {
+    Coordinator c(recorded(""), k_t0);
+    c.registered(0, k_t0);
+    protocol::Exit exit{ExitStatus::exited(1)};
+    exit.startup[StartupPhase::task] = WallClock::time_point{};
+    c.exited(0, exit, k_t0 + 1s);
+    CHECK(c.run_progress() == RunProgress{});
+    CHECK(c.take_events().empty());
+}

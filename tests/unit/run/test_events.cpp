@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -198,4 +200,112 @@ TEST_CASE("events: a why names settings by their keys, the file having no face",
         to_json_line(exited) ==
         R"x({"v":1,"time":"1970-01-01T00:00:00.000Z","event":"exited","rank":1,"role":"worker","index":0,"host":"n2","status":7,"why":"output: cannot open \"/x/1.log\": No such file or directory"})x"
         "\n");
+}
+
+namespace {
+
+/// A step of 4 ranks on n1..n3 whose rank 2 on n3 was slow to its first progress.
+std::vector<StepEvent> started_step() {
+    StepEvent step;
+    step.kind = EventKind::step;
+    step.time = at(0);
+    step.job = "95";
+    step.step = "0";
+    step.ranks = 4;
+    step.nodes = "n[1-3]";
+    step.run_id = "hpc-95-0";
+    std::vector<StepEvent> out{step};
+    const std::vector<Member> members{{Role::ps, 0, "n1"},
+                                      {Role::worker, 0, "n2"},
+                                      {Role::worker, 1, "n3"},
+                                      {Role::worker, 2, "n1"}};
+    // Per rank: task, up, registered, started, progress (ms after at(0)).
+    const std::vector<std::array<long, 5>> phases{
+        {0, 30, 50, 60, 100},
+        {10, 45, 60, 70, 110},
+        {12, 40, 62, 75, 3087},
+        {0, 31, 55, 61, 90},
+    };
+    for (std::uint32_t rank = 0; rank < phases.size(); ++rank) {
+        StepEvent event = rank_event(EventKind::startup, at(4000), rank, members[rank]);
+        const auto& p = phases[rank];
+        event.startup[StartupPhase::task] = at(p[0]);
+        event.startup[StartupPhase::up] = at(p[1]);
+        event.startup[StartupPhase::registered] = at(p[2]);
+        event.startup[StartupPhase::started] = at(p[3]);
+        event.startup[StartupPhase::progress] = at(p[4]);
+        out.push_back(event);
+    }
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("events: a rank's start-up is one line, read back, told in the timeline",
+          "[events][startup]") {
+    const auto events = started_step();
+    CHECK(
+        to_json_line(events[0]) ==
+        R"({"v":1,"time":"2026-11-26T13:02:31.004Z","event":"step","job":"95","step":"0","ranks":4,"nodes":"n[1-3]","run_id":"hpc-95-0"})"
+        "\n");
+    StepEvent third = events[3];
+    third.progress_step = 1200;
+    const std::string line = to_json_line(third);
+    CHECK(
+        line ==
+        R"({"v":1,"time":"2026-11-26T13:02:35.004Z","event":"startup","rank":2,"role":"worker","index":1,"host":"n3","task":"2026-11-26T13:02:31.016Z","up":"2026-11-26T13:02:31.044Z","registered":"2026-11-26T13:02:31.066Z","started":"2026-11-26T13:02:31.079Z","progress":"2026-11-26T13:02:34.091Z","progress_step":1200})"
+        "\n");
+    const auto back = parse_events(to_json_line(events[0]) + line, "f");
+    REQUIRE(back.size() == 2);
+    CHECK(back[0].run_id == "hpc-95-0");
+    CHECK(back[1].startup == third.startup);
+    CHECK(back[1].progress_step == std::optional<std::uint64_t>(1200));
+    CHECK(render_timeline(back) ==
+          "from 2026-11-26 13:02:31.004 UTC\n"
+          "    +0.000 s  step 95.0: 4 ranks on n[1-3] (run hpc-95-0)\n"
+          "    +4.000 s  rank 2 (worker:1) on n3: start-up: launcher up +0.028 s, registered "
+          "+0.050 s, trainer started +0.063 s, first progress +3.075 s, progress step 1200\n");
+    CHECK_THROWS_WITH(
+        parse_events(
+            R"({"v":1,"time":"2026-11-26T13:02:35.004Z","event":"startup","rank":2,"role":"worker","index":1,"host":"n3","up":"soon"})",
+            "f"),
+        Catch::Contains(R"(line 1: "up" is no time of the form 2026-11-26T13:02:38.123Z)"));
+}
+
+TEST_CASE("events: --startup names the slowest phase, rank and node", "[events][startup]") {
+    CHECK(render_startup(started_step()) ==
+          "start-up of step 95.0: 4 of 4 ranks reported, on n[1-3]\n"
+          "phase                    median       p90       max  slowest\n"
+          "task started            0.000 s   0.012 s   0.012 s  rank 2 (worker:1) on n3\n"
+          "launcher up             0.030 s   0.035 s   0.035 s  rank 1 (worker:0) on n2\n"
+          "registered              0.020 s   0.024 s   0.024 s  rank 3 (worker:2) on n1\n"
+          "trainer started         0.010 s   0.013 s   0.013 s  rank 2 (worker:1) on n3\n"
+          "first progress          0.040 s   3.012 s   3.012 s  rank 2 (worker:1) on n3\n"
+          "slowest nodes to first progress: n3 3.087 s, n2 0.110 s, n1 0.100 s\n"
+          "slowest: rank 2 (worker:1) on n3, 3.087 s from the step's first task to first "
+          "progress; its first progress took 3.012 s (the other ranks' median: 0.040 s)\n");
+    // Without any first progress: the trainers' start is the end; the record says why.
+    auto events = started_step();
+    for (auto& event : events) {
+        event.startup[StartupPhase::progress].reset();
+    }
+    const std::string text = render_startup(events);
+    CHECK_THAT(text,
+               Catch::Contains("first progress       no trainer touched "
+                               "$TFSLURM_PROGRESS_FILE\n"));
+    CHECK_THAT(text,
+               Catch::EndsWith("slowest: rank 2 (worker:1) on n3, 0.075 s from the step's "
+                               "first task to trainer started; its task started took "
+                               "0.012 s (the other ranks' median: 0.000 s)\n"));
+    CHECK(render_startup({events[0]}) ==
+          "start-up of step 95.0: no rank's start-up is in the record (its launchers exited "
+          "before reporting it, or an older tfslurm wrote it)\n");
+}
+
+TEST_CASE("events: the step a trainer wrote in its progress file", "[events][startup]") {
+    CHECK(progress_step("1200\n") == std::optional<std::uint64_t>(1200));
+    CHECK(progress_step(" 7 \r\nrest") == std::optional<std::uint64_t>(7));
+    CHECK(progress_step("") == std::nullopt);
+    CHECK(progress_step("epoch 3") == std::nullopt);
+    CHECK(progress_step("-1") == std::nullopt);
 }

@@ -220,3 +220,49 @@ TEST_CASE("launcher: a real failure after the checkpoint signal is not requeued"
              {5200, "eof", {"disconnect", "finish done 0 0"}},
          });
 }
+
+TEST_CASE("launcher: rank 0 stops a requeue loop: two runs in a row without progress, or ending "
+          "at one step",
+          "[launcher][requeue][storm]") {
+    const auto steps = [](const std::string& server, const std::string& tail) {
+        auto out = checkpoint_then_done(0, {"finish checkpointed " + tail});
+        out.back().event = server;
+        return out;
+    };
+    const std::string stopped =
+        "10 10 announce " + k_ours + "; not requeueing job 12: runs 1 and 2 ";
+    const std::string requeued = "11 10 announce " + k_ours +
+                                 "; requeueing job 12 (requeue 2 of 2) + requeue 12 (10 if "
+                                 "refused)";
+    // Run 2, after a run 1 that made no progress.
+    LauncherSettings s = checkpoint_settings(0, 1);
+    s.requeue->previous = RunRecord{1, std::nullopt, ProgressMark{ProgressMark::Kind::none, 0}};
+    play(s,
+         steps("server finished started",
+               stopped + "both ended before any trainer's first progress: another run would "
+                         "likely end the same way"));
+    play(s,
+         steps("server finished",
+               stopped + "both ended before any trainer's first progress: another run would "
+                         "likely end the same way"));
+    // This one reported progress: requeued, and its record says so.
+    auto m = play(s, steps("server finished started reported", requeued));
+    REQUIRE(m.result()->requeue);
+    CHECK(m.result()->requeue->progress == ProgressMark{ProgressMark::Kind::made, 0});
+    // Two runs that ended at one step.
+    s.requeue->previous->progress = ProgressMark{ProgressMark::Kind::step, 40};
+    play(s,
+         steps("server finished started reported step 40",
+               stopped + "both ended at step 40: another run would likely end the same way"));
+    m = play(s, steps("server finished started reported step 41", requeued));
+    CHECK(m.result()->requeue->progress == ProgressMark{ProgressMark::Kind::step, 41});
+    // A record of an older run, or one without progress (an older tfslurm): no judgement.
+    s.requeue->previous = RunRecord{1, std::nullopt, std::nullopt};
+    play(s, steps("server finished", requeued));
+    LauncherSettings first = checkpoint_settings(0);
+    first.requeue->previous = RunRecord{1, std::nullopt, ProgressMark{ProgressMark::Kind::none, 0}};
+    play(first,
+         steps("server finished",
+               "11 10 announce " + k_ours +
+                   "; requeueing job 12 (requeue 1 of 2) + requeue 12 (10 if refused)"));
+}

@@ -241,3 +241,76 @@ TEST_CASE("launcher: no stall watch without a stall timeout, after a verdict or 
              });
     }
 }
+
+TEST_CASE("launcher: its start-up phases and its trainer's first progress go with its exit",
+          "[launcher][startup]") {
+    play(startup_settings(2),
+         {
+             {0, "welcome", k_registered},
+             {0, "start due", {"start trainer"}},
+             {10, "started", {"arm first-progress 1010"}},
+             // Looked for every second until the trainer touched its progress file.
+             {1010, "timer first-progress", {"sample progress file"}},
+             {1010, "progress file none", {"arm first-progress 2010"}},
+             {2010, "timer first-progress", {"sample progress file"}},
+             // Touched at 1.5 s: that is its first progress, found half a second later.
+             {2010, "progress file 1500", k_nothing},
+             {3010, "timer first-progress", k_nothing},
+             // The shell's last look when the trainer ended: the step it wrote.
+             {4000, "progress file 3900 1200", k_nothing},
+             {4000,
+              "exited 0",
+              {"cancel grace",
+               "send exit exited with status 0 [task -50 up 0 registered 0 started 10 progress "
+               "1500] step 1200"}},
+         });
+}
+
+TEST_CASE("launcher: with the address exchange the addresses' arrival is a phase and an "
+          "untouched progress file gives no first progress",
+          "[launcher][startup]") {
+    play(startup_settings(2, true),
+         {
+             {0, "welcome", {"arm heartbeat 1000", "arm watch 250"}},
+             {20, "cluster", {"schedule start"}},
+             {20, "start due", {"start trainer"}},
+             {30, "started", {"arm first-progress 1030"}},
+             {1030, "timer first-progress", {"sample progress file"}},
+             {1030, "progress file none", {"arm first-progress 2030"}},
+             {1500, "progress file none", {"arm first-progress 2500"}},
+             {1500,
+              "exited 3",
+              {"cancel grace",
+               "send exit exited with status 3 [task -50 up 0 registered 0 cluster 20 started "
+               "30]"}},
+             {2030, "timer first-progress", k_nothing},
+         });
+}
+
+TEST_CASE("launcher: a machine without its start-up clock takes no phases", "[launcher][startup]") {
+    play(settings(2),
+         {
+             {0, "welcome", k_registered},
+             {0, "start due", {"start trainer"}},
+             {10, "started", k_nothing},
+             {500, "progress file 400 7", k_nothing},
+             {1000, "exited 0", {"cancel grace", "send exit exited with status 0"}},
+         });
+}
+
+TEST_CASE("launcher: a first progress is never before its trainer's start", "[launcher][startup]") {
+    // The file's time is the kernel's coarse clock: a touch right after the start may read a
+    // few milliseconds earlier.
+    play(startup_settings(2),
+         {
+             {0, "welcome", k_registered},
+             {0, "start due", {"start trainer"}},
+             {10, "started", {"arm first-progress 1010"}},
+             {20, "progress file 6", k_nothing},
+             {30,
+              "exited 0",
+              {"cancel grace",
+               "send exit exited with status 0 [task -50 up 0 registered 0 started 10 progress "
+               "10]"}},
+         });
+}

@@ -123,6 +123,42 @@ TEST_CASE("protocol: payloads are compact JSON with a version and a type", "[pro
     CHECK(exit.error.empty());
 }
 
+TEST_CASE("protocol: an exit carries its launcher's start-up phases and reported step",
+          "[protocol][startup]") {
+    Exit exit{ExitStatus::exited(0)};
+    const WallClock::time_point t{std::chrono::milliseconds{1796047358123}};
+    exit.startup[StartupPhase::task] = t;
+    exit.startup[StartupPhase::registered] = t + std::chrono::milliseconds{40};
+    exit.startup[StartupPhase::progress] = t + std::chrono::milliseconds{2500};
+    exit.progress_step = 1200;
+    const std::string payload =
+        R"({"progress_step":1200,"startup":{"progress":1796047360623,"registered":)"
+        R"(1796047358163,"task":1796047358123},"status":{"code":0,"kind":"exited"},)"
+        R"("type":"exit","v":7})";
+    CHECK(encode_payload(exit) == payload);
+    const auto back = std::get<Exit>(decode_payload(payload));
+    CHECK(back.startup == exit.startup);
+    CHECK(back.progress_step == std::optional<std::uint64_t>(1200));
+    CHECK(round_trip(exit) == payload);
+    // Without phases (a machine tested alone), nothing is added.
+    CHECK(encode_payload(Exit{ExitStatus::exited(0)}) ==
+          R"({"status":{"code":0,"kind":"exited"},"type":"exit","v":7})");
+    const std::vector<std::pair<std::string, std::string>> bad{
+        {R"({"startup":{"boot":1},"status":{"code":0,"kind":"exited"},"type":"exit","v":7})",
+         R"(protocol: field "startup" of exit has an unknown phase "boot": )"},
+        {R"({"startup":{"task":-1},"status":{"code":0,"kind":"exited"},"type":"exit","v":7})",
+         R"(protocol: field "task" of exit is not an integer in [0, 9007199254740992]: )"},
+        {R"({"startup":[],"status":{"code":0,"kind":"exited"},"type":"exit","v":7})",
+         R"(protocol: field "startup" of exit is not an object: )"},
+        {R"({"progress_step":"12","status":{"code":0,"kind":"exited"},"type":"exit","v":7})",
+         R"(protocol: field "progress_step" of exit is not an integer in [0, )"},
+    };
+    for (const auto& [text, message] : bad) {
+        INFO(text);
+        CHECK_THROWS_WITH(decode_payload(text), Catch::StartsWith(message));
+    }
+}
+
 TEST_CASE("protocol: v3 carries the chosen addresses", "[protocol]") {
     CHECK(encode_payload(Cluster{{{"n1", "10.1.0.1"}, {"n2", "fd00::2"}}, {}}) ==
           R"({"addresses":{"n1":"10.1.0.1","n2":"fd00::2"},"type":"cluster","v":7})");

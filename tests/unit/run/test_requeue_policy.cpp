@@ -224,3 +224,69 @@ TEST_CASE("requeue_policy: the job's end from SLURM_JOB_END_TIME", "[requeue_pol
         }
     }
 }
+
+TEST_CASE("requeue_policy: a run's record with how far it got", "[requeue_policy][storm]") {
+    const NodeExclusion n3{{"n3"}, "rank 2 launcher lost", 1};
+    const ProgressMark none{ProgressMark::Kind::none, 0};
+    const ProgressMark made{ProgressMark::Kind::made, 0};
+    const ProgressMark step{ProgressMark::Kind::step, 1200};
+    using Row = std::tuple<RunRecord, std::string>;
+    const auto [record, text] = GENERATE_REF(table<RunRecord, std::string>({
+        Row{{1, n3, none}, "tfslurm run 1: n3 left out (rank 2 launcher lost); no progress"},
+        Row{{1, n3, step},
+            "tfslurm run 1: n3 left out (rank 2 launcher lost); progress at step 1200"},
+        Row{{1, n3, std::nullopt}, "tfslurm run 1: n3 left out (rank 2 launcher lost)"},
+        Row{{2, std::nullopt, made}, "tfslurm run 2: progress"},
+        Row{{3, std::nullopt, step}, "tfslurm run 3: progress at step 1200"},
+        Row{{1, std::nullopt, none}, "tfslurm run 1: no progress"},
+    }));
+    INFO(text);
+    CHECK(run_record_text(record) == text);
+    CHECK(run_record_in_comment("nightly; " + text) == std::optional<RunRecord>(record));
+    CHECK(record_in_comment(text) == record.exclusion);
+}
+
+TEST_CASE("requeue_policy: records that are not ours, or cut", "[requeue_policy][storm]") {
+    const auto text = GENERATE(as<std::string>{},
+                               "tfslurm run 1: progressing",
+                               "tfslurm run 1: progress at step x",
+                               "tfslurm run 1: n3 left out (why); nothing",
+                               "tfslurm run 1: n3 left out (why) no progress",
+                               "tfslurm run 1: ");
+    INFO(text);
+    CHECK_FALSE(run_record_in_comment(text));
+}
+
+TEST_CASE("requeue_policy: how far a run got", "[requeue_policy][storm]") {
+    using Kind = ProgressMark::Kind;
+    const Millis min_run{600000};
+    CHECK(progress_mark({false, false, std::nullopt}, Millis{5000}, min_run).kind == Kind::none);
+    // Started, nothing reported: no progress within the window, presumed beyond it.
+    CHECK(progress_mark({true, false, std::nullopt}, Millis{40000}, min_run).kind == Kind::none);
+    CHECK(progress_mark({true, false, std::nullopt}, Millis{600000}, min_run).kind == Kind::made);
+    CHECK(progress_mark({true, true, std::nullopt}, Millis{40}, min_run).kind == Kind::made);
+    CHECK(progress_mark({true, true, 1200}, Millis{40}, min_run) == ProgressMark{Kind::step, 1200});
+    // No trainer started: none, whatever the file says (a stale report is no progress).
+    CHECK(progress_mark({false, true, 1200}, Millis{700000}, min_run).kind == Kind::none);
+}
+
+TEST_CASE("requeue_policy: the storm rule", "[requeue_policy][storm]") {
+    using Kind = ProgressMark::Kind;
+    const ProgressMark none{Kind::none, 0};
+    const ProgressMark made{Kind::made, 0};
+    const ProgressMark at40{Kind::step, 40};
+    const ProgressMark at41{Kind::step, 41};
+    CHECK(
+        requeue_storm(RunRecord{1, std::nullopt, none}, none, 1) ==
+        std::optional<std::string>("runs 1 and 2 both ended before any trainer's first progress"));
+    CHECK(requeue_storm(RunRecord{2, std::nullopt, at40}, at40, 2) ==
+          std::optional<std::string>("runs 2 and 3 both ended at step 40"));
+    CHECK_FALSE(requeue_storm(RunRecord{2, std::nullopt, at40}, at41, 2));
+    CHECK_FALSE(requeue_storm(RunRecord{1, std::nullopt, none}, made, 1));
+    CHECK_FALSE(requeue_storm(RunRecord{1, std::nullopt, made}, none, 1));
+    // Only the run just before counts; an older tfslurm's record says nothing of progress.
+    CHECK_FALSE(requeue_storm(RunRecord{1, std::nullopt, none}, none, 2));
+    CHECK_FALSE(requeue_storm(RunRecord{1, std::nullopt, std::nullopt}, none, 1));
+    CHECK_FALSE(requeue_storm(std::nullopt, none, 1));
+    CHECK_FALSE(requeue_storm(RunRecord{1, std::nullopt, none}, none, 0));
+}

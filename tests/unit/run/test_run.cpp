@@ -5,10 +5,14 @@
 #include <tfslurm/run/run.hpp>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 using namespace tfslurm;
@@ -67,5 +71,52 @@ TEST_CASE("run: restart roles", "[run][restart]") {
     } catch (const Error& e) {
         CHECK(e.code() == Errc::invalid_argument);
         CHECK(std::string(e.what()) == message);
+    }
+}
+
+TEST_CASE("run: the run's identity is the job's across its requeues", "[run][run_id]") {
+    struct Case {
+        std::optional<std::string_view> given;
+        std::string_view cluster;
+        std::uint64_t job;
+        std::uint64_t step;
+        std::string expected;
+    };
+    const std::string longest(k_max_run_id, 'r');
+    const std::vector<Case> cases{
+        {std::nullopt, "hpc", 12345, 0, "hpc-12345-0"},
+        {std::nullopt, "", 12345, 2, "slurm-12345-2"},
+        // A cluster name with characters an id leaves out (Slurm lower-cases its own).
+        {std::nullopt, "big iron/2", 7, 0, "big_iron_2-7-0"},
+        {std::string_view("exp-7.b_2"), "hpc", 12345, 0, "exp-7.b_2"},
+        {std::string_view(longest), "hpc", 1, 0, longest},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.cluster, c.job, c.step);
+        CHECK(run_identity(c.given, c.cluster, c.job, c.step) == c.expected);
+    }
+    // A long cluster name is cut: the id stays within its limit.
+    CHECK(run_identity(std::nullopt, std::string(200, 'c'), 1, 0) ==
+          std::string(k_max_run_id / 2, 'c') + "-1-0");
+}
+
+TEST_CASE("run: a TFSLURM_RUN_ID that no logger could take is refused", "[run][run_id]") {
+    const std::vector<std::pair<std::string, std::string>> cases{
+        {"a b", R"(TFSLURM_RUN_ID: expected 1 to 128 letters, digits, '.', '_' or '-': "a b")"},
+        {"", R"(TFSLURM_RUN_ID: expected 1 to 128 letters, digits, '.', '_' or '-': "")"},
+        {"run/1", R"(TFSLURM_RUN_ID: expected 1 to 128 letters, digits, '.', '_' or '-': "run/1")"},
+        {std::string(k_max_run_id + 1, 'r'),
+         fmt::format(R"(TFSLURM_RUN_ID: expected 1 to 128 letters, digits, '.', '_' or '-': "{}")",
+                     std::string(k_max_run_id + 1, 'r'))},
+    };
+    for (const auto& [given, message] : cases) {
+        CAPTURE(given);
+        try {
+            static_cast<void>(run_identity(std::string_view(given), "hpc", 1, 0));
+            FAIL("accepted");
+        } catch (const Error& e) {
+            CHECK(e.code() == Errc::invalid_argument);
+            CHECK(std::string(e.what()) == message);
+        }
     }
 }
