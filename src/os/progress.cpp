@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,18 +29,27 @@ struct ProcStat {
     std::uint64_t cpu_ticks = 0;
 };
 
-std::optional<ProcStat> read_proc_stat(const std::string& pid) {
+/// The fields of `/proc/<pid>/stat` from the third (the state) on; nullopt when it cannot be
+/// read. The command name may hold spaces and parentheses: the fields start after the last `)`.
+std::optional<std::string> stat_fields(const std::string& pid) {
     std::ifstream file("/proc/" + pid + "/stat");
     std::string line;
     if (!std::getline(file, line)) {
         return std::nullopt;
     }
-    // The command name may hold spaces and parentheses: the fields start after the last `)`.
     const auto close = line.rfind(')');
     if (close == std::string::npos) {
         return std::nullopt;
     }
-    std::istringstream fields(line.substr(close + 1));
+    return line.substr(close + 1);
+}
+
+std::optional<ProcStat> read_proc_stat(const std::string& pid) {
+    const auto text = stat_fields(pid);
+    if (!text) {
+        return std::nullopt;
+    }
+    std::istringstream fields(*text);
     std::string state;
     long long parent = 0;
     std::array<std::string, 9> skipped{};      // pgrp .. cmajflt (fields 5 to 13)
@@ -137,23 +147,33 @@ ProgressFileReport read_progress_file(const std::string& path) {
     return out;
 }
 
+int watch_progress_file(const std::string& path) noexcept {
+    const int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    if (::inotify_add_watch(fd,
+                            path.c_str(),
+                            IN_ATTRIB | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVE_SELF |
+                                IN_DELETE_SELF) < 0) {
+        ::close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 bool set_untouched(int fd) noexcept {
     const std::array<timespec, 2> times{timespec{0, UTIME_OMIT}, timespec{0, 0}};
     return ::futimens(fd, times.data()) == 0;
 }
 
 std::optional<std::chrono::system_clock::time_point> process_start_time() {
-    std::ifstream file("/proc/self/stat");
-    std::string line;
-    if (!std::getline(file, line)) {
-        return std::nullopt;
-    }
-    const auto close = line.rfind(')');
-    if (close == std::string::npos) {
+    const auto text = stat_fields("self");
+    if (!text) {
         return std::nullopt;
     }
     // Fields 3 (state) to 21 are skipped; field 22 is the start, in clock ticks since boot.
-    std::istringstream fields(line.substr(close + 1));
+    std::istringstream fields(*text);
     std::string skipped;
     for (int i = 3; i <= 21; ++i) {
         fields >> skipped;

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -824,4 +825,42 @@ TEST_CASE("run: every trainer gets one TFSLURM_RUN_ID, the user's when set, and 
         CHECK(ran.output == "tfslurm: error: TFSLURM_RUN_ID: expected 1 to 128 letters, digits, "
                             "'.', '_' or '-': \"a b\"\n");
     }
+}
+
+TEST_CASE("run: the record's first progress is the trainer's first touch, and its step the last",
+          "[run][startup]") {
+    const TempDir scratch;
+    const std::string events = scratch.path + "/step.events";
+    // The trainer notes its first write's time (the file's own), writes again 3 s later.
+    const std::string script = R"x(echo 1 >"$TFSLURM_PROGRESS_FILE"; date -u -d @$(stat -c %.3Y )x"
+                               R"x("$TFSLURM_PROGRESS_FILE") +%Y-%m-%dT%H:%M:%S.%3NZ >")x" +
+                               scratch.path +
+                               R"x(/first"; sleep 3; echo 2 >"$TFSLURM_PROGRESS_FILE")x";
+    const Ran ran =
+        run_to_end(local_defaults(1, 121, {"--events", events, "--", "sh", "-c", script}));
+    INFO(ran.output);
+    REQUIRE(ran.status == 0);
+    std::ifstream first_file(scratch.path + "/first");
+    std::string first;
+    std::getline(first_file, first);
+    std::ifstream record(events);
+    std::string line;
+    std::string startup;
+    while (std::getline(record, line)) {
+        if (line.find(R"("event":"startup")") != std::string::npos) {
+            startup = line;
+        }
+    }
+    INFO(startup);
+    REQUIRE(first.size() == 24);
+    // Never before the trainer's start: the first write, unless the file's clock ticked behind
+    // the launcher's (then the start itself, less than a tick before).
+    const auto at = [&startup](const std::string& key) {
+        const auto from = startup.find("\"" + key + "\":\"");
+        return from == std::string::npos ? std::string()
+                                         : startup.substr(from + key.size() + 4, 24);
+    };
+    // (The second write, 3 s later, would be neither.)
+    CHECK((at("progress") == first || at("progress") == at("started")));
+    CHECK_THAT(startup, Catch::EndsWith(R"("progress_step":2})"));
 }

@@ -42,7 +42,8 @@ struct WallAnchor {
 };
 
 /// How often a launcher looks whether its trainer first reported progress (its progress file
-/// touched) until it did: the time itself is the file's, only its discovery waits.
+/// touched) until it did, besides the shell's inotify watch (which tells it at once): the time
+/// itself is the file's, only its discovery waits.
 inline constexpr Millis k_first_progress_poll{1000};
 
 struct LauncherSettings {

@@ -37,6 +37,11 @@ struct ProgressFileReport {
 
 [[nodiscard]] ProgressFileReport read_progress_file(const std::string& path);
 
+/// An inotify descriptor (non-blocking, close-on-exec) that becomes readable when the file at
+/// `path` is first touched, written, replaced or removed: the trainer's first progress is seen
+/// when it happens, not at the next look. -1 when inotify is not available (the looks remain).
+[[nodiscard]] int watch_progress_file(const std::string& path) noexcept;
+
 /// Give the open file `fd` a modification time of 0 (the Unix epoch): any touch by the trainer
 /// is then told apart, and its time is the first progress's. Returns false on failure.
 bool set_untouched(int fd) noexcept;
