@@ -52,7 +52,11 @@ constexpr std::size_t k_quoted_prefix = 60;
     return std::nullopt;
 }
 
-/// `2026-11-26T13:02:38.123Z` back to a time point; nullopt if it is not exactly that shape.
+/// The last year a time point holds (the wall clock counts nanoseconds in 64 bits: to 2262).
+constexpr int k_last_year = 2261;
+
+/// `2026-11-26T13:02:38.123Z` back to a time point; nullopt if it is not exactly that shape or
+/// after k_last_year.
 [[nodiscard]] std::optional<WallClock::time_point> parse_time(std::string_view text) {
     // YYYY-MM-DDTHH:MM:SS.mmmZ: 24 characters, digits except at the separators.
     constexpr std::string_view k_shape = "0000-00-00T00:00:00.000Z";
@@ -80,7 +84,7 @@ constexpr std::size_t k_quoted_prefix = 60;
     parts.tm_min = number(14, 2);
     parts.tm_sec = number(17, 2);
     if (parts.tm_mon > 11 || parts.tm_mday < 1 || parts.tm_mday > 31 || parts.tm_hour > 23 ||
-        parts.tm_min > 59 || parts.tm_sec > 60) {
+        parts.tm_min > 59 || parts.tm_sec > 60 || parts.tm_year + 1900 > k_last_year) {
         return std::nullopt;
     }
     const std::time_t seconds = ::timegm(&parts);

@@ -397,10 +397,11 @@ Probed decode_probed(const Fields& f, std::string_view payload) {
     return m;
 }
 
-/// An `exit`'s `startup`: known phases only, each milliseconds since the epoch (0 to 2^53: a
-/// time JSON's doubles keep exactly).
+/// An `exit`'s `startup`: known phases only, each milliseconds since the epoch, from 0 to the
+/// last one the wall clock holds (its nanoseconds end in 2262: a larger time would overflow).
 StartupTimes decode_startup(const json& object, std::string_view payload) {
-    constexpr std::int64_t k_max_millis = std::int64_t{1} << 53U;
+    constexpr std::int64_t k_max_millis =
+        std::chrono::duration_cast<std::chrono::milliseconds>(WallClock::duration::max()).count();
     const Fields f(object, "exit", payload);
     StartupTimes out;
     for (const auto& item : object.items()) {

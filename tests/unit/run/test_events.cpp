@@ -270,6 +270,15 @@ TEST_CASE("events: a rank's start-up is one line, read back, told in the timelin
             R"({"v":1,"time":"2026-11-26T13:02:35.004Z","event":"startup","rank":2,"role":"worker","index":1,"host":"n3","up":"soon"})",
             "f"),
         Catch::Contains(R"(line 1: "up" is no time of the form 2026-11-26T13:02:38.123Z)"));
+    // A time past the wall clock's end (2262) is no time either: never an overflow.
+    CHECK_THROWS_WITH(
+        parse_events(
+            R"({"v":1,"time":"2026-11-26T13:02:35.004Z","event":"startup","rank":2,"role":"worker","index":1,"host":"n3","up":"9999-12-31T23:59:59.999Z"})",
+            "f"),
+        Catch::Contains(R"(line 1: "up" is no time of the form 2026-11-26T13:02:38.123Z)"));
+    CHECK_THROWS_WITH(
+        parse_events(R"({"v":1,"time":"2262-04-12T00:00:00.000Z","event":"step"})", "f"),
+        Catch::Contains("line 1: no \"time\" of the form"));
 }
 
 TEST_CASE("events: --startup names the slowest phase, rank and node", "[events][startup]") {

@@ -147,7 +147,11 @@ TEST_CASE("protocol: an exit carries its launcher's start-up phases and reported
         {R"({"startup":{"boot":1},"status":{"code":0,"kind":"exited"},"type":"exit","v":7})",
          R"(protocol: field "startup" of exit has an unknown phase "boot": )"},
         {R"({"startup":{"task":-1},"status":{"code":0,"kind":"exited"},"type":"exit","v":7})",
-         R"(protocol: field "task" of exit is not an integer in [0, 9007199254740992]: )"},
+         R"(protocol: field "task" of exit is not an integer in [0, 9223372036854]: )"},
+        // Past the wall clock's end (2262): refused, not overflowed.
+        {R"({"startup":{"up":9223372036855},"status":{"code":0,"kind":"exited"},"type":"exit",)"
+         R"("v":7})",
+         R"(protocol: field "up" of exit is not an integer in [0, 9223372036854]: )"},
         {R"({"startup":[],"status":{"code":0,"kind":"exited"},"type":"exit","v":7})",
          R"(protocol: field "startup" of exit is not an object: )"},
         {R"({"progress_step":"12","status":{"code":0,"kind":"exited"},"type":"exit","v":7})",
