@@ -149,6 +149,9 @@ std::optional<JobRecord> record_run(const RequeueRequest& request, const JobRepo
         }
         return std::nullopt;
     }
+    if (!request.exclusion && !request.progress) {
+        return before; // a preemption: nothing to carry to the next run
+    }
     const std::string record =
         run_record_text(RunRecord{request.restart, request.exclusion, request.progress});
     if (const std::string why =

@@ -441,7 +441,10 @@ class LauncherMachine {
     [[nodiscard]] Millis time_left(Clock::time_point now) const;
     /// `--checkpoint-before 50` in the face's spelling.
     [[nodiscard]] std::string checkpoint_before_ref() const;
-    void add_requeue(LaunchResult& out) const;
+    /// Whether a requeue is judged by the storm rule (a preemption is not: no fault of the
+    /// job's).
+    enum class Judged { no, yes };
+    void add_requeue(LaunchResult& out, Judged judged = Judged::yes) const;
     /// The storm rule (requeue_storm()) for this run, through `out`'s line: true when it
     /// stops the requeue. `without`: the nodes the requeue would leave out (`" without n3"`).
     bool storm_stops(LaunchResult& out, const std::string& without) const;

@@ -266,8 +266,8 @@ struct RequeueRequest {
     /// step is then also to be cancelled (LaunchResult::cancel) if Slurm refuses the requeue.
     std::optional<NodeExclusion> exclusion;
     /// How far this run got (written in the job's comment with the exclusion, for the storm
-    /// rule of the next run).
-    ProgressMark progress;
+    /// rule of the next run); nullopt for a preemption, which the rule does not judge.
+    std::optional<ProgressMark> progress;
 };
 
 struct LaunchResult {

@@ -110,8 +110,9 @@ LaunchResult LauncherMachine::compute_result() const {
                               signal_description(stop.signal));
     if (stop.whole_step || m_checkpoint) {
         // slurmstepd's SIGTERM reached the whole step (a preemption), or it came after the
-        // checkpoint signal: the trainers saved their state.
-        add_requeue(out);
+        // checkpoint signal: the trainers saved their state. A preemption is no fault of the
+        // job's: it is not judged by the storm rule, nor is its run held against the next.
+        add_requeue(out, m_checkpoint ? Judged::yes : Judged::no);
     }
     return out;
 }
@@ -151,7 +152,7 @@ void LauncherMachine::add_node_requeue(LaunchResult& out, const NodeExclusion& e
                                m_settings.run.max_requeues);
 }
 
-void LauncherMachine::add_requeue(LaunchResult& out) const {
+void LauncherMachine::add_requeue(LaunchResult& out, Judged judged) const {
     if (!m_settings.requeue || m_settings.host != CoordinatorHost::here) {
         return;
     }
@@ -165,12 +166,15 @@ void LauncherMachine::add_requeue(LaunchResult& out) const {
                         setting_ref("max_requeues", std::to_string(m_settings.run.max_requeues)));
         return;
     }
-    if (storm_stops(out, {})) {
+    if (judged == Judged::yes && storm_stops(out, {})) {
         out.announce = true;
         return;
     }
-    out.requeue =
-        RequeueRequest{policy.job, policy.restart_count + 1, out.exit_status, {}, run_mark()};
+    out.requeue = RequeueRequest{policy.job,
+                                 policy.restart_count + 1,
+                                 out.exit_status,
+                                 {},
+                                 judged == Judged::yes ? std::optional(run_mark()) : std::nullopt};
     out.exit_status = k_status_requeued;
     out.announce = true;
     out.message += fmt::format("; requeueing job {} (requeue {} of {})",

@@ -266,3 +266,28 @@ TEST_CASE("launcher: rank 0 stops a requeue loop: two runs in a row without prog
                "11 10 announce " + k_ours +
                    "; requeueing job 12 (requeue 1 of 2) + requeue 12 (10 if refused)"));
 }
+
+TEST_CASE("launcher: preemptions are no requeue storm, and leave no mark for the next run",
+          "[launcher][requeue][storm]") {
+    // Run 2, preempted at once after a run 1 that made no progress: requeued all the same.
+    LauncherSettings s = checkpoint_settings(0, 1);
+    s.requeue->previous = RunRecord{1, std::nullopt, ProgressMark{ProgressMark::Kind::none, 0}};
+    const auto m = play(
+        s,
+        {
+            {0, "welcome", k_registered},
+            {0, "start due", {"start trainer"}},
+            {0, "started", {"arm checkpoint 10000"}},
+            {3000, "stop signal 1 15 whole", {"arm grace 13000"}},
+            {3500, "killed 15", {"cancel grace", "send exit was killed by signal 15 (Terminated)"}},
+            {3500, "written", {"half-close", "arm close 5500"}},
+            {3600, "eof", {"disconnect"}},
+            {3700,
+             "server finished started",
+             {"finish interrupted 11 143 announce stopping: rank 1 (worker:0) on n1 received "
+              "signal 15 (Terminated); requeueing job 12 (requeue 2 of 2) + requeue 12 (143 if "
+              "refused)"}},
+        });
+    REQUIRE(m.result()->requeue);
+    CHECK_FALSE(m.result()->requeue->progress);
+}

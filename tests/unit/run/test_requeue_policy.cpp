@@ -290,3 +290,10 @@ TEST_CASE("requeue_policy: the storm rule", "[requeue_policy][storm]") {
     CHECK_FALSE(requeue_storm(std::nullopt, none, 1));
     CHECK_FALSE(requeue_storm(RunRecord{1, std::nullopt, none}, none, 0));
 }
+
+TEST_CASE("requeue_policy: a record without a mark (a preemption, an older tfslurm) judges "
+          "nothing",
+          "[requeue_policy][storm]") {
+    const RunRecord preempted{1, std::nullopt, std::nullopt};
+    CHECK_FALSE(requeue_storm(preempted, ProgressMark{ProgressMark::Kind::none, 0}, 1));
+}
