@@ -517,6 +517,32 @@ void Coordinator::end_probe(Clock::time_point now) {
     }
 }
 
+void Coordinator::node_checked(std::uint32_t rank,
+                               const protocol::Checked& checked,
+                               Clock::time_point now) {
+    if (rank >= m_ranks.size() || !m_ranks[rank].registered) {
+        return;
+    }
+    m_ranks[rank].last_seen = now;
+    if (m_node_check || !m_failure || m_failure->rank != rank ||
+        !failure_checked(m_settings.run, m_failure->cause)) {
+        logger().warn("coordinator: {} sent a node check that nobody asked for; ignoring it",
+                      rank_label(rank, m_settings.ranks[rank]));
+        return;
+    }
+    m_node_check = checked;
+    logger().debug("coordinator: {}: node check {}",
+                   rank_label(rank, m_settings.ranks[rank]),
+                   checked.failure ? "failed: " + checked.failure->check : std::string("passed"));
+    if (StepEvent* event = record(EventKind::checked, rank)) {
+        event->result = checked.failure ? "failed" : "passed";
+        if (checked.failure) {
+            event->check = checked.failure->check;
+            event->why = checked.failure->detail;
+        }
+    }
+}
+
 void Coordinator::connection_lost(std::uint32_t rank, Clock::time_point now, std::string_view why) {
     if (rank >= m_ranks.size() || !m_ranks[rank].connected) {
         return;

@@ -27,7 +27,7 @@ using nlohmann::json;
     return render_settings(why, neutral_setting_name);
 }
 
-constexpr std::array<std::string_view, 12> k_kind_names{"step",
+constexpr std::array<std::string_view, 13> k_kind_names{"step",
                                                         "registered",
                                                         "started",
                                                         "exited",
@@ -38,7 +38,8 @@ constexpr std::array<std::string_view, 12> k_kind_names{"step",
                                                         "checkpoint",
                                                         "requeue",
                                                         "verdict",
-                                                        "startup"};
+                                                        "startup",
+                                                        "checked"};
 
 /// How much of a bad line an error quotes.
 constexpr std::size_t k_quoted_prefix = 60;
@@ -164,6 +165,8 @@ read_unsigned(const json& object, const char* key, std::optional<T>& out) {
     check(read_string(object, "step", event.step));
     check(read_string(object, "nodes", event.nodes));
     check(read_string(object, "run_id", event.run_id));
+    check(read_string(object, "result", event.result));
+    check(read_string(object, "check", event.check));
     check(read_unsigned(object, "ranks", event.ranks));
     check(read_unsigned(object, "restart", event.restart));
     std::optional<std::uint8_t> status;
@@ -220,6 +223,10 @@ read_unsigned(const json& object, const char* key, std::optional<T>& out) {
     }
     if (error.empty() && event.kind == EventKind::exited && !event.status) {
         error = R"(an exited event needs "status" or "signal")";
+    }
+    if (error.empty() && event.kind == EventKind::checked && event.result != "passed" &&
+        event.result != "failed") {
+        error = R"(a checked event needs "result": passed or failed)";
     }
     return error;
 }
@@ -360,6 +367,11 @@ read_unsigned(const json& object, const char* key, std::optional<T>& out) {
     }
     case EventKind::startup:
         return startup_phases_text(event);
+    case EventKind::checked:
+        return event.result == "passed" ? std::string("node check passed")
+                                        : fmt::format("node check failed ({}: {})",
+                                                      shown(event.check),
+                                                      shown(event.why));
     case EventKind::verdict: {
         std::string text = fmt::format("verdict: {}, status {}",
                                        event.verdict,
@@ -463,6 +475,13 @@ std::string to_json_line(const StepEvent& event) {
         break;
     case EventKind::checkpoint:
         line["signal"] = event.signal.value_or(0);
+        break;
+    case EventKind::checked:
+        line["result"] = event.result;
+        if (event.result == "failed") {
+            line["check"] = event.check;
+            line["why"] = why_without_face(event.why);
+        }
         break;
     case EventKind::requeue:
         line["job"] = event.job;

@@ -80,12 +80,20 @@ bool node_fault(protocol::FailureCause cause) noexcept {
 
 std::optional<NodeExclusion> node_exclusion(const protocol::Failure& failure,
                                             std::uint32_t restart_count,
-                                            std::size_t step_nodes) {
+                                            std::size_t step_nodes,
+                                            const std::optional<protocol::Checked>& check) {
     if (failure.host.empty()) {
         return std::nullopt;
     }
     NodeExclusion out;
     out.run = restart_count + 1;
+    if (check && check->failure &&
+        (failure.cause == protocol::FailureCause::trainer ||
+         failure.cause == protocol::FailureCause::stalled)) {
+        out.nodes = {failure.host};
+        out.why = fmt::format("rank {} node check failed", failure.rank);
+        return out;
+    }
     if (failure.cause == protocol::FailureCause::unregistered) {
         // Several missing ranks: `host` is their hosts as a hostlist, `ranks` their ranges. A
         // list that is none (the coordinator writes none such) names no node to leave out.
@@ -109,6 +117,21 @@ std::optional<NodeExclusion> node_exclusion(const protocol::Failure& failure,
     out.nodes = {failure.host};
     out.why = fmt::format("rank {} {}", failure.rank, *reason);
     return out;
+}
+
+std::string node_check_text(const protocol::Failure& failure,
+                            const std::optional<protocol::Checked>& check) {
+    if (!check) {
+        return fmt::format("no node check result from {} (its launcher left without one)",
+                           failure.host);
+    }
+    if (!check->failure) {
+        return fmt::format("node check passed on {}", failure.host);
+    }
+    return fmt::format("node check failed on {}: {}: {}",
+                       failure.host,
+                       check->failure->check,
+                       check->failure->detail);
 }
 
 bool requeue_allowed(std::uint32_t restart_count, std::uint32_t max_requeues) noexcept {

@@ -27,6 +27,11 @@ bool preflight_enabled(const RunSettings& settings) noexcept {
     return settings.preflight || !settings.preflight_command.empty();
 }
 
+bool failure_checked(const RunSettings& settings, protocol::FailureCause cause) noexcept {
+    return !settings.on_failure_check.empty() &&
+           (cause == protocol::FailureCause::trainer || cause == protocol::FailureCause::stalled);
+}
+
 bool has_start_barrier(const RunSettings& settings) noexcept {
     return settings.probe == Probe::on || preflight_enabled(settings);
 }

@@ -507,6 +507,42 @@ std::vector<SettingSpec> run_setting_rows() {
              }
              v.run.preflight_command = std::string{s};
          }},
+        {"on_failure_check",
+         "TFSLURM_ON_FAILURE_CHECK",
+         "--on-failure-check",
+         "CMD",
+         "",
+         K::value,
+         G::launcher,
+         "After a trainer fails (or is stuck), its node checks its health before the step ends: "
+         "the checks of --preflight, then CMD with /bin/sh -c (exit 0 passes); a failed check "
+         "makes it a bad node, named in rank 0's line and left out of a --requeue",
+         [](SettingValues& v, std::string_view s) {
+             if (s.empty()) {
+                 throw errors::invalid_setting("on_failure_check",
+                                               "empty (expected a shell command)",
+                                               s,
+                                               "e.g. 'nvidia-smi -L' or true");
+             }
+             v.run.on_failure_check = std::string{s};
+         }},
+        {"on_failure_check_timeout",
+         "TFSLURM_ON_FAILURE_CHECK_TIMEOUT",
+         "--on-failure-check-timeout",
+         "SECONDS",
+         "",
+         K::value,
+         G::launcher,
+         "The time --on-failure-check's command has; past it the command is killed and the "
+         "check fails",
+         [](SettingValues& v, std::string_view s) {
+             v.run.on_failure_check_timeout = parse_seconds(s, "on_failure_check_timeout");
+         },
+         {},
+         {},
+         [](const SettingValues& v) -> std::string {
+             return seconds_text(v.run.on_failure_check_timeout);
+         }},
     };
 }
 

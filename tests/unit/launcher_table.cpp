@@ -190,6 +190,7 @@ void feed(LauncherMachine& m, const std::string& event, Clock::time_point now) {
         // `server finished [started] [reported] [step N]`: how far the step's trainers got.
         in >> text;
         RunProgress progress;
+        std::optional<protocol::Checked> check;
         while (in >> text) {
             if (text == "started") {
                 progress.started = true;
@@ -198,9 +199,14 @@ void feed(LauncherMachine& m, const std::string& event, Clock::time_point now) {
             } else if (text == "step") {
                 in >> a;
                 progress.step = static_cast<std::uint64_t>(a);
+            } else if (text == "check-ok") {
+                check = protocol::Checked{};
+            } else if (text == "check-fail") {
+                check = protocol::Checked{
+                    protocol::PreflightFailure{"command", "\"false\" exited with status 1"}};
             }
         }
-        m.server_finished(now, progress);
+        m.server_finished(now, progress, check);
     } else if (word == "go") {
         m.received(protocol::Go{}, now);
     } else if (word == "probe") {
@@ -210,13 +216,17 @@ void feed(LauncherMachine& m, const std::string& event, Clock::time_point now) {
             failures.push_back({0, "10.1.0.1:23000", "Connection timed out"});
         }
         m.probe_finished(failures, now);
-    } else if (word == "node") {
+    } else if (word == "node" || word == "checked") {
         in >> text;
         std::optional<protocol::PreflightFailure> failure;
         if (text == "fail") {
             failure = protocol::PreflightFailure{"command", "\"false\" exited with status 1"};
         }
-        m.preflight_finished(failure, now);
+        if (word == "node") {
+            m.preflight_finished(failure, now);
+        } else {
+            m.node_checked(failure, now);
+        }
     } else {
         FAIL("unknown event in the table: " << event);
     }
@@ -257,6 +267,9 @@ std::vector<std::string> render(const std::vector<LauncherAction>& actions) {
                                       probed->failures.size(),
                                       probed->preflight ? " + preflight " + probed->preflight->check
                                                         : std::string()));
+        } else if (const auto* checked = std::get_if<protocol::Checked>(&send->message)) {
+            out.push_back(checked->failure ? "send checked failed " + checked->failure->check
+                                           : std::string("send checked passed"));
         } else if (const auto* progress = std::get_if<protocol::Progress>(&send->message)) {
             out.push_back(fmt::format("send progress {}", progress->idle_ms));
         } else if (const auto* interrupt = std::get_if<protocol::Interrupt>(&send->message)) {

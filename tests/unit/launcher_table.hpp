@@ -51,7 +51,8 @@ LauncherSettings startup_settings(std::uint32_t rank, bool exchange = false);
 /// `written`, `signal N` (sent to the launcher alone), `step signal N` (from slurmstepd, to every
 /// process of the step), `cluster` (n1 and n2's addresses), `restart N LIMIT`, `timer
 /// heartbeat|watch|grace|close|settle|stall|restart|checkpoint|report`, `server finished
-/// [started] [reported] [step N]` (how far the trainers got), `go`,
+/// [started] [reported] [step N] [check-ok|check-fail]` (how far the trainers got; the failed
+/// rank's node check), `checked ok|fail` (the node check after a failure), `go`,
 /// `probe ok|fail` (the probe's end; fail: rank 0 at 10.1.0.1:23000 timed out), `node ok|fail`
 /// (the node's checks; fail: its command exited 1), `progress file none|<ms> [<step>]` (the
 /// progress file untouched, or last touched <ms> after k_wall0, with a step written in it).

@@ -116,6 +116,11 @@ struct Outgoing {
 ///   its node and the check, before any unreachable pair (a sick node explains its peers'
 ///   failed probes); no trainer has started. With `preflight` and without `probe`, `probed`
 ///   carries no probe failures and `go` follows the same rule.
+/// - The failed rank's node check (`on_failure_check`, failure_checked() of the abort's
+///   cause): the abort goes out at once; that rank's launcher then checks its node and sends
+///   `checked` before it leaves, and the coordinator waits for it as for any connected launcher
+///   (its linger time covers the check's timeout). Only the first `checked` of the failed rank
+///   counts (node_check(), a `checked` event); any other is ignored and logged.
 /// - A rank registering after the verdict gets the verdict at once. A second registration of a
 ///   rank, a rank out of range or a role that differs from the plan is rejected (admit()); a
 ///   second exit report is ignored (and logged).
@@ -157,6 +162,8 @@ class Coordinator {
     /// `rank` is ready to start (protocol::Probed): its reachability probe is over (failures
     /// empty: it reached all) and its node's checks are done (preflight set: one failed).
     void probed(std::uint32_t rank, const protocol::Probed& probed, Clock::time_point now);
+    /// `rank`'s node checks after the abort named it (protocol::Checked, `on_failure_check`).
+    void node_checked(std::uint32_t rank, const protocol::Checked& checked, Clock::time_point now);
     void tick(Clock::time_point now);
 
     /// Messages to send, in order, each once with its recipients (a broadcast is one Outgoing
@@ -186,6 +193,11 @@ class Coordinator {
     /// How far the trainers got so far, from their `exit`s: whether any started, whether any
     /// touched its progress file, and the highest step any wrote (the requeue storm rule).
     [[nodiscard]] const RunProgress& run_progress() const noexcept { return m_progress; }
+    /// The failed rank's node check (`on_failure_check`), once it came; nullopt before, and
+    /// when none is due.
+    [[nodiscard]] const std::optional<protocol::Checked>& node_check() const noexcept {
+        return m_node_check;
+    }
 
   private:
     struct RankState {
@@ -252,9 +264,10 @@ class Coordinator {
     int m_step_status = 0;
     bool m_finished = false;
     std::vector<Outgoing> m_outgoing;
-    std::vector<StepEvent> m_events; ///< take_events()
-    bool m_recording = false;        ///< run.events names a record
-    RunProgress m_progress;          ///< run_progress()
+    std::vector<StepEvent> m_events;               ///< take_events()
+    bool m_recording = false;                      ///< run.events names a record
+    RunProgress m_progress;                        ///< run_progress()
+    std::optional<protocol::Checked> m_node_check; ///< node_check()
 };
 
 } // namespace tfslurm

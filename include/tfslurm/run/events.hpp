@@ -25,6 +25,8 @@
 /// | `verdict`    | `verdict` (done, interrupted, aborted), `status`, `cause`, `why` |
 /// | `startup`    | the rank's phases (startup.hpp) as times: `task`, `up`, `registered`, |
 /// |              | `cluster`, `started`, `progress` (those known); `progress_step` |
+/// | `checked`    | the failed rank's node check (`on_failure_check`): `result` (passed, |
+/// |              | failed); failed: `check` (its name) and `why`                   |
 ///
 /// A reader ignores fields it does not know (later versions may add some) and refuses a
 /// version it does not know.
@@ -57,7 +59,8 @@ enum class EventKind {
     checkpoint,
     requeue,
     verdict,
-    startup
+    startup,
+    checked
 };
 
 /// `registered`, `exited`, ... (the `event` field).
@@ -88,6 +91,8 @@ struct StepEvent {
     StartupTimes startup;
     /// startup: the step its trainer last wrote into its progress file, if any.
     std::optional<std::uint64_t> progress_step;
+    std::string result; ///< checked: `passed` or `failed`
+    std::string check;  ///< checked, failed: the check's name (`command`, `tmpdir`, ...)
 };
 
 /// An event about one rank, with its member (role, index, host) from the plan.

@@ -213,9 +213,18 @@ struct SampleProgress {};
 /// Read the trainer's progress file (its modification time, and the step written in it) and
 /// report it with progress_file_sampled().
 struct SampleProgressFile {};
-/// The health checks (`preflight`): check this node (this launcher is its lowest rank) without
-/// blocking the event loop, report preflight_finished().
-struct CheckNode {};
+/// When a node's health checks run.
+enum class NodeCheckTime {
+    before_start, ///< `preflight`: report preflight_finished()
+    after_failure ///< `on_failure_check`: report node_checked()
+};
+/// The health checks: check this node without blocking the event loop. Before the start
+/// (`preflight`, this launcher is its node's lowest rank): the built-in checks and
+/// `preflight_command`; after the abort named this rank (`on_failure_check`): the built-in
+/// checks and `on_failure_check`, within `on_failure_check_timeout`.
+struct CheckNode {
+    NodeCheckTime when = NodeCheckTime::before_start;
+};
 /// Shut down our sending side and wait for the coordinator's EOF (connection_lost()).
 struct HalfClose {};
 /// Close the control connection, drop unsent frames, stop the heartbeat, watch and close timers.
@@ -242,7 +251,8 @@ using LauncherAction = std::variant<launcher_action::Send,
 
 /// One line per action, for logs and tests; times are milliseconds since `epoch`.
 /// Input: Send{Interrupt{15}}. Output: `send {"signal":15,"type":"interrupt","v":2}`.
-/// Others: `signal 15`, `arm grace 10000`, `probe 10.0.0.1:23000 n3:23002`, `check node`,
+/// Others: `signal 15`, `arm grace 10000`, `probe 10.0.0.1:23000 n3:23002`, `check node`
+/// (`check node after failure`),
 /// `cancel grace`,
 /// `schedule start`, `start trainer`
 /// (`start trainer (restart 1)`),
@@ -300,6 +310,15 @@ using LauncherAction = std::variant<launcher_action::Send,
 ///   a node of 8 GPUs eightfold). Its result (preflight_finished()) goes in the same `probed`
 ///   as the probe's (after the probe, with `probe`), and the trainer starts on `go`: one
 ///   barrier. A verdict or a loss meanwhile: it never starts.
+/// - Node check after a failure (`on_failure_check`, failure_checked()): the launcher whose
+///   rank the abort names checks its node once its trainer ended (CheckNode after_failure),
+///   sends the result as `checked`, then leaves as any other; it keeps heartbeating meanwhile.
+///   The coordinator's loss during the check: it leaves without a result. SIGTERM/SIGINT do
+///   not cut the check, which its own timeout bounds: from Slurm 26.05 slurmstepd signals every
+///   task of a step once one exited non-zero (the other launchers, with the culprit's status),
+///   and SIGKILL after KillWait is the hard bound.
+///   Rank 0's launcher gets the result with server_finished(): its line tells it
+///   (node_check_text()), and a failed check leaves that node out of a requeue.
 /// - Restart: `restart` after this rank's failed exit report (and before any verdict, loss or
 ///   signal): the trainer is started again, with the same environment plus its restart count,
 ///   `restart_backoff` later. A verdict, a loss or SIGTERM/SIGINT during the back-off: it is
@@ -358,9 +377,15 @@ class LauncherMachine {
     void progress_file_sampled(std::optional<WallClock::time_point> touched,
                                std::optional<std::uint64_t> step,
                                Clock::time_point now);
+    /// The answer to CheckNode after_failure: the node's first failed check, nullopt when every
+    /// check passed.
+    void node_checked(std::optional<protocol::PreflightFailure> failure, Clock::time_point now);
     /// Rank 0: its coordinator finished; `progress`: how far the step's trainers got (the
-    /// requeue storm rule).
-    void server_finished(Clock::time_point now, const RunProgress& progress = {});
+    /// requeue storm rule); `check`: the failed rank's node check (`on_failure_check`), if one
+    /// came.
+    void server_finished(Clock::time_point now,
+                         const RunProgress& progress = {},
+                         const std::optional<protocol::Checked>& check = std::nullopt);
 
     /// Actions to perform, in order; clears the queue.
     [[nodiscard]] std::vector<LauncherAction> take_actions();
@@ -403,6 +428,8 @@ class LauncherMachine {
     enum class TermSignal { not_delivered, delivered };
     /// A trainer judged stuck (its stack traces asked for), then reported to the coordinator.
     enum class Stall { none, stuck, reported };
+    /// The node check after a failure (`on_failure_check`): not begun, running, sent.
+    enum class AfterCheck { none, running, over };
     /// The coordinator's server, which rank 0's launcher hosts and waits for before finishing.
     enum class Server { elsewhere, serving, finished };
     /// The first SIGTERM or SIGINT, and who it was meant for.
@@ -467,6 +494,9 @@ class LauncherMachine {
     void after_checks();
     /// Whether this launcher checks its node (`preflight` on, and it is the node's lowest rank).
     [[nodiscard]] bool checks_node() const;
+    /// Whether the verdict is an abort naming this rank whose node is to be checked
+    /// (`on_failure_check`).
+    [[nodiscard]] bool checks_after_failure() const;
     void on_restart(const protocol::Restart& restart, Clock::time_point now);
     void cancel_restart(Clock::time_point now);
     void finish(Clock::time_point now);
@@ -497,8 +527,10 @@ class LauncherMachine {
     std::optional<LaunchResult> m_result;
     std::vector<LauncherAction> m_actions;
     RunProgress m_run_progress; ///< rank 0: how far the step's trainers got (server_finished())
-    Millis m_ran{0};            ///< rank 0: from the launcher's start to its coordinator's end
-    StartupTimes m_startup;     ///< the phases reached (with `up`)
+    AfterCheck m_after_check = AfterCheck::none;
+    std::optional<protocol::Checked> m_node_check; ///< rank 0: the failed rank's, if it came
+    Millis m_ran{0};        ///< rank 0: from the launcher's start to its coordinator's end
+    StartupTimes m_startup; ///< the phases reached (with `up`)
     std::optional<std::uint64_t> m_progress_step; ///< the step last read in the progress file
 };
 

@@ -29,7 +29,9 @@
 
 namespace tfslurm::protocol {
 
-/// The protocol's version. 7 (later addition): `exit` may carry the launcher's start-up
+/// The protocol's version. 7 (later addition, sent only with the `on_failure_check` setting,
+/// which every launcher of a step shares): `checked`, the failed rank's node checks after the
+/// abort. 7 (later addition): `exit` may carry the launcher's start-up
 /// phases (`startup`) and the step its trainer last reported (`progress_step`). 7: every frame
 /// after the handshake is sealed (channel.hpp): a MAC over its sequence number and payload with a
 /// key of its direction, derived from the secret or from key material each end puts in its MUNGE
@@ -312,6 +314,16 @@ struct Progress {
     std::uint64_t idle_ms = 0;
 };
 
+/// Launcher -> coordinator, with `on_failure_check`, once: the abort named this launcher's rank
+/// (its trainer failed or was stuck), and its node ran its checks (the built-in ones of
+/// `preflight` and the `on_failure_check` command) before the launcher left. `failure`: the
+/// first check that failed (absent: every check passed), the node is then a bad one.
+/// Example: `{"failure":{"check":"command","detail":"\"nvidia-smi\" exited with status 1"},
+/// "type":"checked","v":7}`; `{"type":"checked","v":7}`.
+struct Checked {
+    std::optional<PreflightFailure> failure;
+};
+
 using Message = std::variant<Challenge,
                              Hello,
                              Welcome,
@@ -327,7 +339,8 @@ using Message = std::variant<Challenge,
                              Relay,
                              Probed,
                              Go,
-                             Progress>;
+                             Progress,
+                             Checked>;
 
 /// The `"type"` of a message, e.g. `"hello"`.
 [[nodiscard]] std::string_view type_name(const Message& message) noexcept;

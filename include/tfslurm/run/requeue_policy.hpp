@@ -48,9 +48,24 @@ node_fault_reason(protocol::FailureCause cause) noexcept;
 /// Input: {rank 2, host n3, lost}, 0, 4. Output: {{"n3"}, "rank 2 launcher lost", 1}.
 /// Input: {ranks 3-5, hosts n[2-3], unregistered}, 0, 8. Output: {{"n2", "n3"}, "ranks 3-5 did
 /// not register", 1}; with 4 nodes: nullopt.
-[[nodiscard]] std::optional<NodeExclusion> node_exclusion(const protocol::Failure& failure,
-                                                          std::uint32_t restart_count,
-                                                          std::size_t step_nodes);
+/// With `on_failure_check` (`check`: the failed rank's node check, failure_checked()): a
+/// `trainer` or `stalled` failure whose node failed its check leaves that node out too.
+/// Input: {rank 1, host n2, trainer}, 0, 3, {failure {command, ...}}. Output: {{"n2"}, "rank 1
+/// node check failed", 1}; with a check that passed: nullopt.
+[[nodiscard]] std::optional<NodeExclusion>
+node_exclusion(const protocol::Failure& failure,
+               std::uint32_t restart_count,
+               std::size_t step_nodes,
+               const std::optional<protocol::Checked>& check = std::nullopt);
+
+/// What the failed rank's node check (`on_failure_check`) found, for rank 0's line: `check`
+/// nullopt when none came (its launcher left, or went silent, before its check ended).
+/// Input: {host n2}, {failure {command, "\"x\" exited with status 1"}}. Output: `node check
+/// failed on n2: command: "x" exited with status 1`. Input: {host n2}, {}. Output: `node check
+/// passed on n2`. Input: {host n2}, nullopt. Output: `no node check result from n2 (its
+/// launcher left without one)`.
+[[nodiscard]] std::string node_check_text(const protocol::Failure& failure,
+                                          const std::optional<protocol::Checked>& check);
 
 /// Whether a job that was requeued `restart_count` times (SLURM_RESTART_COUNT) may be requeued
 /// once more within `max_requeues`. Input: 1, 1. Output: false.

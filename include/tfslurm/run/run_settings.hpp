@@ -75,6 +75,14 @@ struct RunSettings {
     /// `preflight_command`: a site's own check, run with /bin/sh -c on each node; exit 0 passes.
     /// Turns `preflight` on. Empty: none.
     std::string preflight_command;
+    /// `on_failure_check`: after an abort for a rank's failure (its trainer failed or was
+    /// stuck), that rank's node runs the built-in checks of `preflight` and this command
+    /// (/bin/sh -c; exit 0 passes) before the step ends; a failed check makes it a bad node,
+    /// left out of a requeue (failure_checked()). Empty: no check.
+    std::string on_failure_check;
+    /// `on_failure_check_timeout`: the command's time; past it the command is killed and the
+    /// check failed.
+    Millis on_failure_check_timeout{60000};
 };
 
 /// The default `connect_timeout`'s two parts: a base, and as much more for each node of the
@@ -90,6 +98,13 @@ inline constexpr Millis k_connect_timeout_per_node{20};
 
 /// Whether the nodes check their health before start: `preflight`, or a `preflight_command`.
 [[nodiscard]] bool preflight_enabled(const RunSettings& settings) noexcept;
+
+/// Whether a step aborted for `cause` has the failed rank's node checked (`on_failure_check`
+/// set, and the rank's trainer failed by itself or was stuck: `trainer`, `stalled`; not a
+/// trainer that could not start, nor any other cause).
+/// Input: on_failure_check `true`, FailureCause::stalled. Output: true.
+[[nodiscard]] bool failure_checked(const RunSettings& settings,
+                                   protocol::FailureCause cause) noexcept;
 
 /// Whether every trainer waits for the coordinator's `go` (one barrier for `probe` and
 /// `preflight`): each launcher first reports `probed`.

@@ -128,6 +128,7 @@ void NodeCheck::start(const PreflightSettings& settings, Done done) {
         run_checks_child(settings, fds[1]);
     }
     ::close(fds[1]);
+    m_text.clear(); // a second check (after a failure) starts afresh
     m_child = child;
     m_done = std::move(done);
     m_pipe.assign(fds[0]);

@@ -62,9 +62,15 @@ LaunchResult LauncherMachine::compute_result() const {
                                failure.cause == protocol::FailureCause::start ||
                                failure.cause == protocol::FailureCause::stalled ||
                                failure.cause == protocol::FailureCause::unreachable;
-        out.announce =
-            by_itself ? failure.rank == m_settings.rank : m_settings.host == CoordinatorHost::here;
+        // With a node check after the failure, rank 0's launcher tells the whole story: the
+        // failure, what the check found, and the requeue without the node if it failed.
+        const bool checked = failure_checked(m_settings.run, failure.cause);
+        out.announce = by_itself && !checked ? failure.rank == m_settings.rank
+                                             : m_settings.host == CoordinatorHost::here;
         out.message = "aborting: " + protocol::describe(failure);
+        if (checked && m_settings.host == CoordinatorHost::here) {
+            out.message += "; " + node_check_text(failure, m_node_check);
+        }
         if (failure.cause == protocol::FailureCause::lost &&
             m_settings.host == CoordinatorHost::here) {
             // The lost launcher's node may be dead or cut off: srun would wait for its tasks
@@ -75,7 +81,8 @@ LaunchResult LauncherMachine::compute_result() const {
         if (const auto exclusion = m_settings.requeue
                                        ? node_exclusion(failure,
                                                         m_settings.requeue->restart_count,
-                                                        node_count(m_settings.ranks))
+                                                        node_count(m_settings.ranks),
+                                                        m_node_check)
                                        : std::nullopt) {
             add_node_requeue(out, *exclusion);
         }

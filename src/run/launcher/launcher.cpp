@@ -179,6 +179,27 @@ void LauncherMachine::preflight_finished(std::optional<protocol::PreflightFailur
     after_checks();
 }
 
+bool LauncherMachine::checks_after_failure() const {
+    const auto* abort = m_verdict ? std::get_if<protocol::Abort>(&*m_verdict) : nullptr;
+    return abort != nullptr && abort->failure.rank == m_settings.rank &&
+           failure_checked(m_settings.run, abort->failure.cause);
+}
+
+void LauncherMachine::node_checked(std::optional<protocol::PreflightFailure> failure,
+                                   Clock::time_point now) {
+    if (m_after_check != AfterCheck::running) {
+        return; // a signal or the coordinator's loss came first: nobody waits for it
+    }
+    m_after_check = AfterCheck::over;
+    if (failure) {
+        logger().debug("{}: node check failed: {}: {}", label(), failure->check, failure->detail);
+    } else {
+        logger().debug("{}: node check passed", label());
+    }
+    send(protocol::Checked{std::move(failure)});
+    maybe_finish(now);
+}
+
 void LauncherMachine::release_start() {
     if (m_trainer == TrainerState::awaiting_addresses || m_trainer == TrainerState::checking_node ||
         m_trainer == TrainerState::awaiting_go) {
@@ -513,9 +534,12 @@ void LauncherMachine::send_checkpoint(Clock::time_point now) {
     m_actions.emplace_back(action::SignalTrainer{signo});
 }
 
-void LauncherMachine::server_finished(Clock::time_point now, const RunProgress& progress) {
+void LauncherMachine::server_finished(Clock::time_point now,
+                                      const RunProgress& progress,
+                                      const std::optional<protocol::Checked>& check) {
     m_server = Server::finished;
     m_run_progress = progress;
+    m_node_check = check;
     if (m_settings.up) {
         m_ran = std::chrono::duration_cast<Millis>(now - m_settings.up->steady);
     }
@@ -638,8 +662,14 @@ void LauncherMachine::maybe_finish(Clock::time_point now) {
         return;
     }
     if (m_phase == Phase::registered) {
-        if (m_unwritten > 0) {
-            return; // the exit report is on its way
+        if (m_after_check == AfterCheck::none && checks_after_failure()) {
+            // The abort names our rank: its node is checked before we leave (the trainer has
+            // ended), and the coordinator waits for the result.
+            m_after_check = AfterCheck::running;
+            m_actions.emplace_back(action::CheckNode{action::NodeCheckTime::after_failure});
+        }
+        if (m_after_check == AfterCheck::running || m_unwritten > 0) {
+            return; // the check runs, or the exit report (or `checked`) is on its way
         }
         // Half-close and wait for the coordinator's EOF, so that nothing we sent is lost to a
         // reset; bounded in case the coordinator is gone.

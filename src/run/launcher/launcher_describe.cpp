@@ -80,7 +80,10 @@ struct Describer {
     std::string operator()(const action::SampleProgressFile& /*unused*/) const {
         return "sample progress file";
     }
-    std::string operator()(const action::CheckNode& /*unused*/) const { return "check node"; }
+    std::string operator()(const action::CheckNode& check) const {
+        return check.when == action::NodeCheckTime::after_failure ? "check node after failure"
+                                                                  : "check node";
+    }
     std::string operator()(const action::HalfClose& /*unused*/) const { return "half-close"; }
     std::string operator()(const action::Disconnect& /*unused*/) const { return "disconnect"; }
     std::string operator()(const action::Finish& finish) const {

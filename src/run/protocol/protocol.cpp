@@ -338,6 +338,11 @@ struct Encoder {
     }
     void operator()(const Go& /*unused*/) const {}
     void operator()(const Progress& m) const { out["idle_ms"] = m.idle_ms; }
+    void operator()(const Checked& m) const {
+        if (m.failure) {
+            out["failure"] = {{"check", m.failure->check}, {"detail", m.failure->detail}};
+        }
+    }
 };
 
 /// `cluster`: node names as in a hostlist (printable, no quotes), IP literals as addresses.
@@ -392,6 +397,19 @@ Probed decode_probed(const Fields& f, std::string_view payload) {
         m.preflight = PreflightFailure{preflight.string("check"), preflight.string("detail")};
         if (m.preflight->check.empty()) {
             fail("field \"check\" of probed's preflight is empty", payload);
+        }
+    }
+    return m;
+}
+
+/// `checked`: the first failed check, if any (a name that is not empty, and what it saw).
+Checked decode_checked(const Fields& f, std::string_view payload) {
+    Checked m;
+    if (f.has("failure")) {
+        const Fields failure(f.object("failure"), "checked", payload);
+        m.failure = PreflightFailure{failure.string("check"), failure.string("detail")};
+        if (m.failure->check.empty()) {
+            fail("field \"check\" of checked's failure is empty", payload);
         }
     }
     return m;
@@ -575,13 +593,16 @@ Message decode_object(const Fields& f, std::string_view type, std::string_view p
     if (type == "progress") {
         return Progress{f.integer<std::uint64_t>("idle_ms")};
     }
+    if (type == "checked") {
+        return decode_checked(f, payload);
+    }
     fail(fmt::format("unknown message type \"{}\"", type), payload);
 }
 
 } // namespace
 
 std::string_view type_name(const Message& message) noexcept {
-    constexpr std::array<std::string_view, 16> k_names{"challenge",
+    constexpr std::array<std::string_view, 17> k_names{"challenge",
                                                        "hello",
                                                        "welcome",
                                                        "reject",
@@ -596,7 +617,8 @@ std::string_view type_name(const Message& message) noexcept {
                                                        "relay",
                                                        "probed",
                                                        "go",
-                                                       "progress"};
+                                                       "progress",
+                                                       "checked"};
     static_assert(std::variant_size_v<Message> == k_names.size());
     return k_names.at(message.index());
 }

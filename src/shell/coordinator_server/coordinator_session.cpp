@@ -418,6 +418,8 @@ void CoordinatorServer::Impl::Session::dispatch(std::uint32_t rank,
         state.probed(rank, *probed, now);
     } else if (const auto* progress = std::get_if<protocol::Progress>(&message)) {
         state.progressed(rank, Millis{static_cast<Millis::rep>(progress->idle_ms)}, now);
+    } else if (const auto* checked = std::get_if<protocol::Checked>(&message)) {
+        state.node_checked(rank, *checked, now);
     } else {
         throw errors::make(
             Errc::protocol,

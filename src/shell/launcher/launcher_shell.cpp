@@ -109,6 +109,10 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
     }
     settings.run = m_options.run;
     settings.linger = m_options.run.grace + m_options.run.heartbeat_timeout + Millis{2000};
+    if (!m_options.run.on_failure_check.empty()) {
+        // The failed rank's launcher checks its node after its trainer ended (its grace).
+        settings.linger += m_options.run.on_failure_check_timeout + Millis{5000};
+    }
     settings.hello_timeout =
         std::min(connect_timeout_for(m_options.run, m_plan.hosts.size()), Millis{10000});
     settings.tree = m_options.slurm_step.has_value(); // plan_tree(): `--local` stays flat
@@ -147,7 +151,8 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
         m_server->on_event([this](const StepEvent& event) { m_events->write(event); });
     }
     m_server->on_finished([this] {
-        m_machine.server_finished(Clock::now(), m_server->state().run_progress());
+        m_machine.server_finished(
+            Clock::now(), m_server->state().run_progress(), m_server->state().node_check());
         perform();
     });
 }
@@ -306,8 +311,8 @@ void LauncherShell::perform(const LauncherAction& action) {
         start_trainer(start->restart);
     } else if (const auto* probe = std::get_if<action::ProbePeers>(&action)) {
         start_probe(probe->targets);
-    } else if (std::holds_alternative<action::CheckNode>(action)) {
-        check_node();
+    } else if (const auto* check = std::get_if<action::CheckNode>(&action)) {
+        check_node(check->when);
     } else if (std::holds_alternative<action::HalfClose>(action)) {
         close_link(false);
     } else if (std::holds_alternative<action::Disconnect>(action)) {

@@ -121,9 +121,9 @@ class LauncherShell {
     pid_t spawn_trainer(SpawnRequest& request);
     void start_probe(const std::vector<ProbeTarget>& targets);
     /// CheckNode: this node's checks, in a child process (NodeCheck).
-    void check_node();
+    void check_node(launcher_action::NodeCheckTime when);
     /// What the checks look at on this node (preflight.hpp).
-    [[nodiscard]] PreflightSettings preflight_settings() const;
+    [[nodiscard]] PreflightSettings preflight_settings(launcher_action::NodeCheckTime when) const;
     /// The trainer's progress file (TFSLURM_PROGRESS_FILE, made once, untouched), and with a
     /// stall timeout PYTHONFAULTHANDLER=1.
     void prepare_progress_watch();

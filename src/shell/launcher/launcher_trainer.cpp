@@ -84,7 +84,7 @@ void LauncherShell::start_probe(const std::vector<ProbeTarget>& targets) {
         });
 }
 
-PreflightSettings LauncherShell::preflight_settings() const {
+PreflightSettings LauncherShell::preflight_settings(launcher_action::NodeCheckTime when) const {
     PreflightSettings settings;
     if (!m_options.address.empty() && !m_plan.socket_interface.empty()) {
         settings.address = InterfaceAddress{
@@ -109,39 +109,52 @@ PreflightSettings LauncherShell::preflight_settings() const {
             }
         }
     }
-    settings.command = m_options.run.preflight_command;
+    if (when == launcher_action::NodeCheckTime::after_failure) {
+        settings.command = m_options.run.on_failure_check;
+        settings.command_timeout = m_options.run.on_failure_check_timeout;
+    } else {
+        settings.command = m_options.run.preflight_command;
+    }
     return settings;
 }
 
-void LauncherShell::check_node() {
-    const PreflightSettings settings = preflight_settings();
+void LauncherShell::check_node(launcher_action::NodeCheckTime when) {
+    const PreflightSettings settings = preflight_settings(when);
     const auto started = Clock::now();
     const bool has_gpus = !settings.gpus.empty();
-    const auto done = [this, started, has_gpus](const std::vector<PreflightCheck>& checks) {
-        const auto took = std::chrono::duration_cast<Millis>(Clock::now() - started);
-        std::optional<protocol::PreflightFailure> failure;
-        for (const PreflightCheck& check : checks) {
-            const bool note =
-                check.result == PreflightCheck::Result::skipped && check.name == "gpus" && has_gpus;
-            // A skipped GPU check on a node whose trainers have GPUs is worth a note; the rest
-            // is in the debug log (and a failure in the step's abort line).
-            logger().log(note ? LogLevel::info : LogLevel::debug,
-                         "{}: preflight on {}: {} {}: {}",
-                         label(),
-                         m_self.host,
-                         check.name,
-                         check.result == PreflightCheck::Result::passed   ? "passed"
-                         : check.result == PreflightCheck::Result::failed ? "failed"
-                                                                          : "skipped",
-                         check.detail);
-            if (check.result == PreflightCheck::Result::failed && !failure) {
-                failure = protocol::PreflightFailure{check.name, check.detail};
+    const std::string_view what =
+        when == launcher_action::NodeCheckTime::after_failure ? "node check" : "preflight";
+    const auto done =
+        [this, started, has_gpus, when, what](const std::vector<PreflightCheck>& checks) {
+            const auto took = std::chrono::duration_cast<Millis>(Clock::now() - started);
+            std::optional<protocol::PreflightFailure> failure;
+            for (const PreflightCheck& check : checks) {
+                const bool note = check.result == PreflightCheck::Result::skipped &&
+                                  check.name == "gpus" && has_gpus;
+                // A skipped GPU check on a node whose trainers have GPUs is worth a note; the rest
+                // is in the debug log (and a failure in the step's abort line).
+                logger().log(note ? LogLevel::info : LogLevel::debug,
+                             "{}: {} on {}: {} {}: {}",
+                             label(),
+                             what,
+                             m_self.host,
+                             check.name,
+                             check.result == PreflightCheck::Result::passed   ? "passed"
+                             : check.result == PreflightCheck::Result::failed ? "failed"
+                                                                              : "skipped",
+                             check.detail);
+                if (check.result == PreflightCheck::Result::failed && !failure) {
+                    failure = protocol::PreflightFailure{check.name, check.detail};
+                }
             }
-        }
-        logger().debug("{}: preflight took {}", label(), format_seconds(took));
-        m_machine.preflight_finished(std::move(failure), Clock::now());
-        perform();
-    };
+            logger().debug("{}: {} took {}", label(), what, format_seconds(took));
+            if (when == launcher_action::NodeCheckTime::after_failure) {
+                m_machine.node_checked(std::move(failure), Clock::now());
+            } else {
+                m_machine.preflight_finished(std::move(failure), Clock::now());
+            }
+            perform();
+        };
     try {
         m_node_check.start(settings, done);
     } catch (const std::exception& e) {

@@ -227,3 +227,69 @@ TEST_CASE("coordinator: a run whose trainers reported nothing has no reported pr
     CHECK(c.run_progress() == RunProgress{});
     CHECK(c.take_events().empty());
 }
+
+TEST_CASE("coordinator events: the failed rank's node check after the abort",
+          "[coordinator][events][on_failure_check]") {
+    CoordinatorSettings s = recorded();
+    s.run.on_failure_check = "nvidia-smi -L";
+    Coordinator c(s, k_t0);
+    for (std::uint32_t rank = 0; rank < 3; ++rank) {
+        c.registered(rank, k_t0);
+    }
+    (void)c.take_events();
+    c.exited(2, {ExitStatus::exited(1), {}}, k_t0 + 1s);
+    REQUIRE(c.verdict() == Verdict::aborted);
+    (void)c.take_events();
+    // Only the failed rank's check counts; another rank's is ignored.
+    c.node_checked(1, protocol::Checked{}, k_t0 + 2s);
+    CHECK_FALSE(c.node_check());
+    CHECK(lines(c).empty());
+    const protocol::Checked failed{
+        protocol::PreflightFailure{"command", R"("nvidia-smi -L" exited with status 9)"}};
+    c.node_checked(2, failed, k_t0 + 3s);
+    REQUIRE(c.node_check());
+    CHECK(c.node_check()->failure == failed.failure);
+    CHECK(
+        lines(c) ==
+        std::vector<std::string>{
+            R"x({"v":1,"event":"checked","rank":2,"role":"worker","index":1,"host":"n3","result":"failed","check":"command","why":"\"nvidia-smi -L\" exited with status 9"})x",
+        });
+    // A second one changes nothing.
+    c.node_checked(2, protocol::Checked{}, k_t0 + 4s);
+    CHECK(c.node_check()->failure == failed.failure);
+    CHECK(lines(c).empty());
+    // The coordinator waits for the checking launcher as for any connected one.
+    c.connection_lost(0, k_t0 + 4s);
+    c.connection_lost(1, k_t0 + 4s);
+    c.tick(k_t0 + 4s);
+    CHECK_FALSE(c.finished());
+    c.connection_lost(2, k_t0 + 5s);
+    CHECK(c.finished());
+}
+
+TEST_CASE("coordinator: a node check without the setting, or before any abort, is ignored",
+          "[coordinator][on_failure_check]") {
+    const protocol::Checked passed{};
+    {
+        Coordinator c(recorded(), k_t0); // no on_failure_check
+        c.registered(0, k_t0);
+        c.registered(1, k_t0);
+        c.registered(2, k_t0);
+        c.exited(1, {ExitStatus::exited(1), {}}, k_t0 + 1s);
+        c.node_checked(1, passed, k_t0 + 2s);
+        CHECK_FALSE(c.node_check());
+    }
+    CoordinatorSettings s = recorded();
+    s.run.on_failure_check = "true";
+    Coordinator c(s, k_t0);
+    c.registered(0, k_t0);
+    c.registered(1, k_t0);
+    c.node_checked(1, passed, k_t0 + 1s); // no verdict yet
+    CHECK_FALSE(c.node_check());
+    c.registered(2, k_t0 + 1s);
+    // A lost launcher's node is not checked (it is left out as it is).
+    c.connection_lost(2, k_t0 + 2s);
+    REQUIRE(c.verdict() == Verdict::aborted);
+    c.node_checked(2, passed, k_t0 + 2s);
+    CHECK_FALSE(c.node_check());
+}

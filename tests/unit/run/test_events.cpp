@@ -318,3 +318,31 @@ TEST_CASE("events: the step a trainer wrote in its progress file", "[events][sta
     CHECK(progress_step("epoch 3") == std::nullopt);
     CHECK(progress_step("-1") == std::nullopt);
 }
+
+TEST_CASE("events: the failed rank's node check is one line, read back, told in the timeline",
+          "[events][on_failure_check]") {
+    StepEvent failed = rank_event(EventKind::checked, at(1200), 2, k_worker1);
+    failed.result = "failed";
+    failed.check = "command";
+    failed.why = R"("nvidia-smi -L" exited with status 9)";
+    StepEvent passed = rank_event(EventKind::checked, at(1300), 2, k_worker1);
+    passed.result = "passed";
+    const std::string text = file_of({failed, passed});
+    CHECK(
+        text ==
+        R"x({"v":1,"time":"2026-11-26T13:02:32.204Z","event":"checked","rank":2,"role":"worker","index":1,"host":"n3","result":"failed","check":"command","why":"\"nvidia-smi -L\" exited with status 9"}
+{"v":1,"time":"2026-11-26T13:02:32.304Z","event":"checked","rank":2,"role":"worker","index":1,"host":"n3","result":"passed"}
+)x");
+    const auto read = parse_events(text, "run.events");
+    CHECK(file_of(read) == text);
+    CHECK(render_timeline(read) == R"x(from 2026-11-26 13:02:32.204 UTC
+    +0.000 s  rank 2 (worker:1) on n3: node check failed (command: "\"nvidia-smi -L\" exited with status 9")
+    +0.100 s  rank 2 (worker:1) on n3: node check passed
+)x");
+    CHECK_THROWS_WITH(
+        parse_events(
+            R"x({"v":1,"time":"2026-11-26T13:02:32.304Z","event":"checked","rank":2,"role":"worker","index":1,"host":"n3","result":"maybe"})x"
+            "\n",
+            "run.events"),
+        Catch::Contains(R"(a checked event needs "result": passed or failed)"));
+}

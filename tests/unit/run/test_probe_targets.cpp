@@ -1,8 +1,5 @@
 // SPDX-License-Identifier: MIT
 // Which peers each launcher's reachability probe tries (src/run/launcher/probe_targets.cpp).
-#include "launcher_table.hpp"
-#include "log_capture.hpp"
-
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/common/exit_status.hpp>
 #include <tfslurm/common/log.hpp>
@@ -22,7 +19,6 @@
 #include <vector>
 
 using namespace tfslurm;
-using namespace tfslurm::test;
 using namespace std::chrono_literals;
 
 TEST_CASE("probe_targets: every other rank up to 64, else every ps and the chief and a sample",

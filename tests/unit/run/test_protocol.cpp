@@ -82,6 +82,8 @@ TEST_CASE("protocol: every message survives a round trip", "[protocol]") {
         Go{},
         Progress{0},
         Progress{42000},
+        Checked{},
+        Checked{PreflightFailure{"command", "\"true\" did not end within 2 s"}},
     };
     hello.address = "fd00:1::5";
     CHECK(round_trip(hello) == encode_payload(hello));
@@ -294,6 +296,28 @@ TEST_CASE("protocol: a probed carries its node's failed health check", "[protoco
     CHECK(round_trip(Abort{failure}) == encode_payload(Abort{failure}));
     CHECK(to_string(FailureCause::preflight) == "preflight");
     CHECK(to_string(FailureCause::trainer) == "trainer");
+}
+
+TEST_CASE("protocol: checked carries the failed rank's node check", "[protocol][preflight]") {
+    const Checked failed{PreflightFailure{"command", R"("nvidia-smi" exited with status 1)"}};
+    const std::string payload = R"({"failure":{"check":"command","detail":"\"nvidia-smi\" )"
+                                R"(exited with status 1"},"type":"checked","v":7})";
+    CHECK(encode_payload(failed) == payload);
+    CHECK(std::get<Checked>(decode_payload(payload)).failure == failed.failure);
+    CHECK(encode_payload(Checked{}) == R"({"type":"checked","v":7})");
+    CHECK_FALSE(std::get<Checked>(decode_payload(R"({"type":"checked","v":7})")).failure);
+    CHECK(type_name(Checked{}) == "checked");
+    const std::vector<std::pair<std::string, std::string>> bad{
+        {R"("failure":"x")", R"(protocol: field "failure" of checked is not an object: )"},
+        {R"("failure":{"detail":"x"})", R"(protocol: missing field "check" in checked: )"},
+        {R"("failure":{"check":"","detail":"x"})",
+         R"(protocol: field "check" of checked's failure is empty: )"},
+    };
+    for (const auto& [field, message] : bad) {
+        INFO(field);
+        CHECK_THROWS_WITH(decode_payload(R"({"v":7,"type":"checked",)" + field + "}"),
+                          Catch::StartsWith(message));
+    }
 }
 
 TEST_CASE("protocol: the cluster of 10,000 ranks stays compact", "[protocol]") {

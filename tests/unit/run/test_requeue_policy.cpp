@@ -61,6 +61,50 @@ TEST_CASE("requeue_policy: the failed rank's node is left out, in the run that f
     CHECK_FALSE(node_exclusion(failure(FailureCause::trainer, 2, "n3"), 0, 4));
 }
 
+TEST_CASE("requeue_policy: a failed node check after a trainer's failure leaves its node out",
+          "[requeue_policy][on_failure_check]") {
+    const protocol::Checked failed{
+        protocol::PreflightFailure{"command", "\"x\" exited with status 1"}};
+    const protocol::Checked passed{};
+    using Row = std::tuple<FailureCause, std::optional<protocol::Checked>, bool>;
+    const auto [cause, check, left_out] =
+        GENERATE_COPY(table<FailureCause, std::optional<protocol::Checked>, bool>({
+            Row{FailureCause::trainer, failed, true},
+            Row{FailureCause::stalled, failed, true},
+            Row{FailureCause::trainer, passed, false},
+            Row{FailureCause::stalled, passed, false},
+            Row{FailureCause::trainer, std::nullopt, false},
+            // A check of no such failure (the coordinator keeps none): ignored.
+            Row{FailureCause::start, failed, false},
+            Row{FailureCause::unreachable, failed, false},
+        }));
+    INFO(static_cast<int>(cause));
+    const auto exclusion = node_exclusion(failure(cause, 1, "n2"), 0, 3, check);
+    CHECK(exclusion.has_value() == left_out);
+    if (left_out) {
+        CHECK(*exclusion == NodeExclusion{{"n2"}, "rank 1 node check failed", 1});
+        CHECK(exclusion_record(*exclusion) ==
+              "tfslurm run 1: n2 left out (rank 1 node check failed)");
+        CHECK(requeued_run_line(*exclusion, 1, 2, {"n1", "n3"}) ==
+              "requeued run 2 of 3: n2 left out (rank 1 node check failed in run 1)");
+    }
+    // A lost launcher is its node's fault whatever the check says.
+    CHECK(node_exclusion(failure(FailureCause::lost, 2, "n3"), 0, 4, passed) ==
+          std::optional<NodeExclusion>(NodeExclusion{{"n3"}, "rank 2 launcher lost", 1}));
+}
+
+TEST_CASE("requeue_policy: rank 0's line tells what the failed rank's node check found",
+          "[requeue_policy][on_failure_check]") {
+    const protocol::Failure trainer = failure(FailureCause::trainer, 1, "n2");
+    CHECK(node_check_text(trainer,
+                          protocol::Checked{protocol::PreflightFailure{
+                              "command", R"("sleep 9" did not end within 2 s)"}}) ==
+          R"(node check failed on n2: command: "sleep 9" did not end within 2 s)");
+    CHECK(node_check_text(trainer, protocol::Checked{}) == "node check passed on n2");
+    CHECK(node_check_text(trainer, std::nullopt) ==
+          "no node check result from n2 (its launcher left without one)");
+}
+
 TEST_CASE("requeue_policy: ranks that did not register leave out their nodes, if few",
           "[requeue_policy]") {
     protocol::Failure one = failure(FailureCause::unregistered, 5, "n3");

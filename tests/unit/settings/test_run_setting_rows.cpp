@@ -54,6 +54,9 @@ TEST_CASE("run_settings: defaults when nothing is given", "[run_settings]") {
     CHECK_FALSE(run.label);
     CHECK_FALSE(run.preflight);
     CHECK(run.preflight_command.empty());
+    CHECK(run.on_failure_check.empty());
+    CHECK(run.on_failure_check_timeout == 60s);
+    CHECK_FALSE(tfslurm::failure_checked(run, tfslurm::protocol::FailureCause::trainer));
     CHECK_FALSE(tfslurm::preflight_enabled(run));
     CHECK_FALSE(tfslurm::has_start_barrier(run));
 }
@@ -84,6 +87,8 @@ TEST_CASE("run_settings: each launcher row writes its field", "[run_settings]") 
         {"label", "1", Origin::option},
         {"preflight", "yes", Origin::option},
         {"preflight_command", "test -e /dev/nvidia0", Origin::environment},
+        {"on_failure_check", "nvidia-smi -L", Origin::option},
+        {"on_failure_check_timeout", "2.5", Origin::environment},
     });
     CHECK(run.until == tfslurm::Until::chief);
     CHECK(run.grace == 2500ms);
@@ -111,6 +116,14 @@ TEST_CASE("run_settings: each launcher row writes its field", "[run_settings]") 
     CHECK(run.label);
     CHECK(run.preflight);
     CHECK(run.preflight_command == "test -e /dev/nvidia0");
+    CHECK(run.on_failure_check == "nvidia-smi -L");
+    CHECK(run.on_failure_check_timeout == 2500ms);
+    using tfslurm::protocol::FailureCause;
+    CHECK(tfslurm::failure_checked(run, FailureCause::trainer));
+    CHECK(tfslurm::failure_checked(run, FailureCause::stalled));
+    CHECK_FALSE(tfslurm::failure_checked(run, FailureCause::start));
+    CHECK_FALSE(tfslurm::failure_checked(run, FailureCause::lost));
+    CHECK_FALSE(tfslurm::failure_checked(run, FailureCause::preflight));
 }
 
 TEST_CASE("run_settings: bad values name the setting key", "[run_settings]") {
@@ -130,6 +143,10 @@ TEST_CASE("run_settings: bad values name the setting key", "[run_settings]") {
         {"until", "all", R"(until: expected workers or chief: "all")"},
         {"preflight", "maybe", R"(preflight: expected yes/no, true/false, on/off or 1/0: "maybe")"},
         {"preflight_command", "", R"(preflight_command: empty (expected a shell command): "")"},
+        {"on_failure_check", "", R"(on_failure_check: empty (expected a shell command): "")"},
+        {"on_failure_check_timeout",
+         "0",
+         R"(on_failure_check_timeout: expected a number of seconds from 0.001 to 86400: "0")"},
     }));
     const std::string key = std::get<0>(row);
     const std::string value = std::get<1>(row);
