@@ -41,11 +41,13 @@ readonly -a k_build_packages=(
 # PMI2 program; python3 runs the cross-node TCP check), and the end-to-end tests that run the
 # PyTorch examples on it (python3-torch: ~150 MB download, ~600 MB installed, about 30 s;
 # only Debian's /usr/bin/python3 sees it); its accounting (slurmdbd, and MariaDB's server and
-# client without their service: the cluster starts a private one), for sacct.
+# client without their service: the cluster starts a private one), for sacct. Prometheus and
+# promtool: the metrics endpoint's test scrapes a step with a real Prometheus (started and
+# stopped by the test, never as a service) and checks the text with promtool.
 readonly -a k_cluster_packages=(
     munge libmunge-dev slurm-client slurmctld slurmd slurmdbd slurm-wlm-basic-plugins
     libslurm-dev libpmi2-0-dev iproute2 util-linux procps coreutils gcc libc6-dev python3
-    python3-torch mariadb-server-core mariadb-client-core
+    python3-torch mariadb-server-core mariadb-client-core prometheus curl
 )
 
 # log, die, usage_or_die.

@@ -70,6 +70,24 @@ std::string_view to_string(Verdict verdict) noexcept {
     return "none";
 }
 
+std::string_view to_string(RankActivity activity) noexcept {
+    switch (activity) {
+    case RankActivity::waiting:
+        return "waiting";
+    case RankActivity::running:
+        return "running";
+    case RankActivity::straggling:
+        return "straggling";
+    case RankActivity::exited:
+        return "exited";
+    case RankActivity::failed:
+        return "failed";
+    case RankActivity::lost:
+        return "lost";
+    }
+    return "waiting";
+}
+
 // --- Coordinator (pure) ------------------------------------------------------------------------
 
 Coordinator::Coordinator(CoordinatorSettings settings, Clock::time_point start)
@@ -132,10 +150,33 @@ void Coordinator::note_startup(std::uint32_t rank, const protocol::Exit& exit) {
         return;
     }
     state.startup_recorded = true;
+    if (m_settings.keep_startup) {
+        state.startup = exit.startup;
+    }
     if (StepEvent* event = record(EventKind::startup, rank)) {
         event->startup = exit.startup;
         event->progress_step = exit.progress_step;
     }
+}
+
+RankView Coordinator::rank_view(std::uint32_t rank, Clock::time_point now) const {
+    const RankState& state = m_ranks.at(rank);
+    RankView view;
+    view.restarts = state.restarts;
+    if (!state.registered) {
+        view.activity = RankActivity::waiting;
+    } else if (state.reported) {
+        view.activity = state.status.success() ? RankActivity::exited : RankActivity::failed;
+    } else if (state.lost) {
+        view.activity = RankActivity::lost;
+    } else {
+        view.activity = state.straggling ? RankActivity::straggling : RankActivity::running;
+        if (state.progress_at) {
+            view.progress_age =
+                std::max(Millis{0}, std::chrono::duration_cast<Millis>(now - *state.progress_at));
+        }
+    }
+    return view;
 }
 
 std::vector<StepEvent> Coordinator::take_events() {
@@ -550,6 +591,7 @@ void Coordinator::connection_lost(std::uint32_t rank, Clock::time_point now, std
     RankState& state = m_ranks[rank];
     state.connected = false;
     --m_connected;
+    state.lost = state.lost || !state.reported;
     if (m_verdict == Verdict::none && !state.reported) {
         if (StepEvent* event = record(EventKind::lost, rank)) {
             event->why = std::string(why);
@@ -596,6 +638,7 @@ void Coordinator::tick(Clock::time_point now) {
             const RankState& state = m_ranks[rank];
             if (state.connected && !state.reported &&
                 silent_too_long(state.last_seen, now, m_settings.run.heartbeat_timeout)) {
+                m_ranks[rank].lost = true;
                 protocol::Failure failure = failure_of(rank);
                 failure.cause = protocol::FailureCause::lost;
                 failure.detail = no_heartbeat(m_settings.run.heartbeat_timeout);

@@ -543,6 +543,47 @@ std::vector<SettingSpec> run_setting_rows() {
          [](const SettingValues& v) -> std::string {
              return seconds_text(v.run.on_failure_check_timeout);
          }},
+        {"metrics",
+         "TFSLURM_METRICS",
+         "--metrics",
+         "[ADDR:]PORT",
+         "",
+         K::value,
+         G::launcher,
+         "Rank 0 serves the step's metrics in the Prometheus text format at "
+         "http://ADDR:PORT/metrics while it runs (every address without ADDR; anyone who "
+         "reaches the port can read them, as a node exporter's)",
+         [](SettingValues& v, std::string_view s) {
+             v.run.metrics = parse_metrics_endpoint(s, "metrics");
+         }},
+        {"metrics_ranks",
+         "TFSLURM_METRICS_RANKS",
+         "--metrics-ranks",
+         "auto|yes|no",
+         "",
+         K::value,
+         G::launcher,
+         "Whether --metrics has a series per rank besides the step's: auto does up to 1000 "
+         "ranks",
+         [](SettingValues& v, std::string_view s) {
+             if (s == "auto") {
+                 v.run.metrics_ranks = MetricsRanks::automatic;
+             } else if (s == "yes") {
+                 v.run.metrics_ranks = MetricsRanks::yes;
+             } else if (s == "no") {
+                 v.run.metrics_ranks = MetricsRanks::no;
+             } else {
+                 throw errors::invalid_setting(
+                     "metrics_ranks", "expected auto, yes or no", s, "e.g. no");
+             }
+         },
+         {},
+         "auto yes no",
+         [](const SettingValues& v) -> std::string {
+             return v.run.metrics_ranks == MetricsRanks::automatic ? "auto"
+                    : v.run.metrics_ranks == MetricsRanks::yes     ? "yes"
+                                                                   : "no";
+         }},
     };
 }
 

@@ -26,6 +26,8 @@ struct CoordinatorSettings {
     /// restarts (which failed trainers are started again; default: none).
     RunSettings run;
     std::vector<Member> ranks; ///< indexed by rank
+    /// Keep each rank's start-up phases (startup()) for the metrics (`metrics`).
+    bool keep_startup = false;
     /// The plan's trainer port of each rank (indexed by rank; may be empty): `cluster` lists only
     /// the bound ports that differ from these.
     std::vector<std::uint16_t> ports;
@@ -56,6 +58,29 @@ enum class Verdict {
 struct Outgoing {
     std::vector<std::uint32_t> ranks; ///< ascending, never empty
     protocol::Message message;
+};
+
+/// What a rank is doing, as the coordinator sees it (the metrics).
+enum class RankActivity {
+    waiting,    ///< not registered yet
+    running,    ///< registered, its trainer not ended (or started again)
+    straggling, ///< running, and warned of as a straggler since its last progress
+    exited,     ///< its trainer exited 0
+    failed,     ///< its trainer failed (or could not start)
+    lost        ///< its launcher was lost before it reported its trainer's end
+};
+inline constexpr std::size_t k_rank_activities = 6;
+
+/// `waiting`, `running`, `straggling`, `exited`, `failed`, `lost`.
+[[nodiscard]] std::string_view to_string(RankActivity activity) noexcept;
+
+/// One rank, as a scrape shows it.
+struct RankView {
+    RankActivity activity = RankActivity::waiting;
+    std::uint32_t restarts = 0;
+    /// Since its last progress (with a stall timeout, from its launcher's reports, while it
+    /// runs); nullopt otherwise.
+    std::optional<Millis> progress_age;
 };
 
 /// The straggler window of a stall timeout: half of it. A judged rank straggles when it made
@@ -193,6 +218,12 @@ class Coordinator {
     /// How far the trainers got so far, from their `exit`s: whether any started, whether any
     /// touched its progress file, and the highest step any wrote (the requeue storm rule).
     [[nodiscard]] const RunProgress& run_progress() const noexcept { return m_progress; }
+    /// `rank` at `now` (the metrics). \throws std::out_of_range for a rank out of range.
+    [[nodiscard]] RankView rank_view(std::uint32_t rank, Clock::time_point now) const;
+    /// `rank`'s start-up phases, with its first exit report (kept with `keep_startup` only).
+    [[nodiscard]] const StartupTimes& startup(std::uint32_t rank) const {
+        return m_ranks.at(rank).startup;
+    }
     /// The failed rank's node check (`on_failure_check`), once it came; nullopt before, and
     /// when none is due.
     [[nodiscard]] const std::optional<protocol::Checked>& node_check() const noexcept {
@@ -217,6 +248,8 @@ class Coordinator {
         std::optional<Clock::time_point> progress_at;
         bool straggling = false;       ///< warned of, and no progress since
         bool startup_recorded = false; ///< its `startup` event was recorded (its first exit)
+        bool lost = false;             ///< its launcher was lost before its exit report
+        StartupTimes startup;          ///< with keep_startup: its phases
     };
 
     [[nodiscard]] bool is_training(Role role) const noexcept;

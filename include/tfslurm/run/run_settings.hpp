@@ -21,6 +21,26 @@
 
 namespace tfslurm {
 
+/// Where `metrics` listens: an address (empty: every IPv4 address) and a port.
+struct MetricsEndpoint {
+    std::string address;
+    std::uint16_t port = 0;
+
+    friend bool operator==(const MetricsEndpoint& a, const MetricsEndpoint& b) noexcept {
+        return a.address == b.address && a.port == b.port;
+    }
+};
+
+/// `[ADDR:]PORT`: a port from 1 to 65535, after an IPv4 address or a bracketed IPv6 one.
+/// Input: `9400`. Output: {"", 9400}. Input: `127.0.0.1:9400`. Output: {"127.0.0.1", 9400}.
+/// Input: `[::1]:9400`. Output: {"::1", 9400}.
+/// \throws Error (Errc::invalid_argument) naming setting `key`, hint `e.g. 9400 or
+///         127.0.0.1:9400`.
+[[nodiscard]] MetricsEndpoint parse_metrics_endpoint(std::string_view text, std::string_view key);
+
+/// Which series a scrape returns: per rank or only per step (`metrics_ranks`).
+enum class MetricsRanks { automatic, yes, no };
+
 /// Every setting of `tfslurm run`, with its default. Set by resolve_settings() (one registry row
 /// each, named in the comments), checked there by check_run_settings().
 struct RunSettings {
@@ -83,6 +103,10 @@ struct RunSettings {
     /// `on_failure_check_timeout`: the command's time; past it the command is killed and the
     /// check failed.
     Millis on_failure_check_timeout{60000};
+    /// `metrics`: rank 0 serves the step's metrics there (metrics.hpp); nullopt: none.
+    std::optional<MetricsEndpoint> metrics;
+    /// `metrics_ranks`: whether a scrape has the per-rank series (per_rank_metrics()).
+    MetricsRanks metrics_ranks = MetricsRanks::automatic;
 };
 
 /// The default `connect_timeout`'s two parts: a base, and as much more for each node of the

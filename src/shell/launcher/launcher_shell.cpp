@@ -22,6 +22,7 @@
 #include <tfslurm/resolve/slurm_config.hpp>
 #include <tfslurm/run/auth.hpp>
 #include <tfslurm/run/launcher.hpp>
+#include <tfslurm/run/metrics.hpp>
 #include <tfslurm/run/protocol.hpp>
 #include <tfslurm/run/rank_output.hpp>
 #include <tfslurm/shell/coordinator_server.hpp>
@@ -116,6 +117,7 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
     settings.hello_timeout =
         std::min(connect_timeout_for(m_options.run, m_plan.hosts.size()), Millis{10000});
     settings.tree = m_options.slurm_step.has_value(); // plan_tree(): `--local` stays flat
+    settings.keep_startup = m_options.run.metrics.has_value();
     if (!m_options.run.events.empty()) {
         try {
             m_events = std::make_unique<EventWriter>(m_options.run.events, setting_ref("events"));
@@ -151,10 +153,37 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
         m_server->on_event([this](const StepEvent& event) { m_events->write(event); });
     }
     m_server->on_finished([this] {
+        if (m_metrics) {
+            m_metrics->close(); // the step is over: a scrape now finds no endpoint
+        }
         m_machine.server_finished(
             Clock::now(), m_server->state().run_progress(), m_server->state().node_check());
         perform();
     });
+    if (m_options.run.metrics) {
+        start_metrics(*m_options.run.metrics);
+    }
+}
+
+void LauncherShell::start_metrics(const MetricsEndpoint& endpoint) {
+    MetricsStep step;
+    step.job = m_plan.job_id ? std::to_string(*m_plan.job_id) : std::string("local");
+    step.step = m_plan.step_id ? std::to_string(*m_plan.step_id) : std::string("local");
+    step.run_id = m_options.run_id;
+    const bool per_rank = per_rank_metrics(m_options.run.metrics_ranks, m_plan.ranks.size());
+    try {
+        m_metrics = std::make_unique<MetricsServer>(m_io, endpoint, [this, step, per_rank] {
+            return render_metrics(m_server->state(), Clock::now(), step, per_rank);
+        });
+        logger().debug("{}: metrics at http://{}:{}/metrics{}",
+                       label(),
+                       endpoint.address.empty() ? m_self.host : endpoint.address,
+                       m_metrics->port(),
+                       per_rank ? "" : " (the step's series only)");
+    } catch (const Error& e) {
+        // The metrics never stop the step: without them it runs as it would.
+        logger().warn("{}; the step runs without metrics", e.unrendered());
+    }
 }
 
 // The launcher's life in order: coordinator, held port, signals, the connector (the tree, the

@@ -25,6 +25,7 @@
 #include <tfslurm/shell/coordinator_server.hpp>
 #include <tfslurm/shell/held_port.hpp>
 #include <tfslurm/shell/launcher_shell.hpp>
+#include <tfslurm/shell/metrics_server.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -137,6 +138,8 @@ class LauncherShell {
     /// HalfClose (`both` false) or Disconnect: the link, and the timers that watch it.
     void close_link(bool both);
     void finish();
+    /// Rank 0 with `metrics`: serve the coordinator's snapshot (a warning when it cannot).
+    void start_metrics(const MetricsEndpoint& endpoint);
 
     const Plan& m_plan;
     std::uint32_t m_rank;
@@ -158,6 +161,7 @@ class LauncherShell {
     /// Rank 0 with `events`: the step's record (before m_server, which writes to it).
     std::unique_ptr<EventWriter> m_events;
     std::unique_ptr<CoordinatorServer> m_server;
+    std::unique_ptr<MetricsServer> m_metrics; ///< rank 0 with `metrics`
     /// The tree: this node's leader and the ranks a leader relays for, the relay socket a
     /// follower connects to (empty: the coordinator's control port), a leader's relay.
     NodePlace m_place;

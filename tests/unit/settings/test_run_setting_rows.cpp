@@ -56,6 +56,8 @@ TEST_CASE("run_settings: defaults when nothing is given", "[run_settings]") {
     CHECK(run.preflight_command.empty());
     CHECK(run.on_failure_check.empty());
     CHECK(run.on_failure_check_timeout == 60s);
+    CHECK_FALSE(run.metrics);
+    CHECK(run.metrics_ranks == tfslurm::MetricsRanks::automatic);
     CHECK_FALSE(tfslurm::failure_checked(run, tfslurm::protocol::FailureCause::trainer));
     CHECK_FALSE(tfslurm::preflight_enabled(run));
     CHECK_FALSE(tfslurm::has_start_barrier(run));
@@ -89,6 +91,8 @@ TEST_CASE("run_settings: each launcher row writes its field", "[run_settings]") 
         {"preflight_command", "test -e /dev/nvidia0", Origin::environment},
         {"on_failure_check", "nvidia-smi -L", Origin::option},
         {"on_failure_check_timeout", "2.5", Origin::environment},
+        {"metrics", "127.0.0.1:9400", Origin::option},
+        {"metrics_ranks", "no", Origin::environment},
     });
     CHECK(run.until == tfslurm::Until::chief);
     CHECK(run.grace == 2500ms);
@@ -118,6 +122,8 @@ TEST_CASE("run_settings: each launcher row writes its field", "[run_settings]") 
     CHECK(run.preflight_command == "test -e /dev/nvidia0");
     CHECK(run.on_failure_check == "nvidia-smi -L");
     CHECK(run.on_failure_check_timeout == 2500ms);
+    CHECK(run.metrics == tfslurm::MetricsEndpoint{"127.0.0.1", 9400});
+    CHECK(run.metrics_ranks == tfslurm::MetricsRanks::no);
     using tfslurm::protocol::FailureCause;
     CHECK(tfslurm::failure_checked(run, FailureCause::trainer));
     CHECK(tfslurm::failure_checked(run, FailureCause::stalled));
@@ -147,6 +153,10 @@ TEST_CASE("run_settings: bad values name the setting key", "[run_settings]") {
         {"on_failure_check_timeout",
          "0",
          R"(on_failure_check_timeout: expected a number of seconds from 0.001 to 86400: "0")"},
+        {"metrics",
+         "n1:9400",
+         R"(metrics: expected [ADDR:]PORT with an IPv4 or IPv6 address: "n1:9400")"},
+        {"metrics_ranks", "all", R"(metrics_ranks: expected auto, yes or no: "all")"},
     }));
     const std::string key = std::get<0>(row);
     const std::string value = std::get<1>(row);
