@@ -21,12 +21,19 @@
 namespace tfslurm::detail {
 namespace {
 
-/// One process as `/proc/<pid>/stat` tells it: its parent and its CPU time (its own and its
-/// reaped children's), in clock ticks. Input: `12 (python3) S 7 ... 250 30 4 1 ...`.
-/// Output: {7, 285}. nullopt for an unreadable or malformed line (a process that just ended).
+std::uint64_t page_size() {
+    static const long size = ::sysconf(_SC_PAGESIZE);
+    return size > 0 ? static_cast<std::uint64_t>(size) : 4096;
+}
+
+/// One process as `/proc/<pid>/stat` tells it: its parent, its CPU time (its own and its
+/// reaped children's), in clock ticks, and its resident pages. Input: `12 (python3) S 7 ...
+/// 250 30 4 1 ... 812 ...`. Output: {7, 285, 812}. nullopt for an unreadable or malformed line (a
+/// process that just ended).
 struct ProcStat {
     pid_t parent = 0;
     std::uint64_t cpu_ticks = 0;
+    std::uint64_t rss_pages = 0;
 };
 
 /// The fields of `/proc/<pid>/stat` from the third (the state) on; nullopt when it cannot be
@@ -54,6 +61,8 @@ std::optional<ProcStat> read_proc_stat(const std::string& pid) {
     long long parent = 0;
     std::array<std::string, 9> skipped{};      // pgrp .. cmajflt (fields 5 to 13)
     std::array<unsigned long long, 4> times{}; // utime, stime, cutime, cstime
+    std::array<std::string, 6> between{};      // priority .. vsize (fields 18 to 23)
+    long long rss = 0;                         // field 24, in pages
     fields >> state >> parent;
     for (auto& field : skipped) {
         fields >> field;
@@ -64,12 +73,22 @@ std::optional<ProcStat> read_proc_stat(const std::string& pid) {
     if (!fields) {
         return std::nullopt;
     }
-    return ProcStat{static_cast<pid_t>(parent), times[0] + times[1] + times[2] + times[3]};
+    for (auto& field : between) {
+        fields >> field;
+    }
+    fields >> rss;
+    return ProcStat{static_cast<pid_t>(parent),
+                    times[0] + times[1] + times[2] + times[3],
+                    fields && rss > 0 ? static_cast<std::uint64_t>(rss) : 0};
 }
 
 } // namespace
 
 std::uint64_t tree_cpu_ticks(pid_t root) {
+    return tree_usage(root).cpu_ticks;
+}
+
+TreeUsage tree_usage(pid_t root) {
     std::unordered_map<pid_t, ProcStat> processes;
     if (DIR* proc = ::opendir("/proc")) {
         while (const dirent* entry = ::readdir(proc)) {
@@ -87,13 +106,14 @@ std::uint64_t tree_cpu_ticks(pid_t root) {
     for (const auto& [pid, stat] : processes) {
         children[stat.parent].push_back(pid);
     }
-    std::uint64_t total = 0;
+    TreeUsage total;
     std::vector<pid_t> pending{root};
     while (!pending.empty()) {
         const pid_t pid = pending.back();
         pending.pop_back();
         if (const auto found = processes.find(pid); found != processes.end()) {
-            total += found->second.cpu_ticks;
+            total.cpu_ticks += found->second.cpu_ticks;
+            total.rss_bytes += found->second.rss_pages * page_size();
         }
         if (const auto found = children.find(pid); found != children.end()) {
             pending.insert(pending.end(), found->second.begin(), found->second.end());

@@ -163,6 +163,7 @@ RankView Coordinator::rank_view(std::uint32_t rank, Clock::time_point now) const
     const RankState& state = m_ranks.at(rank);
     RankView view;
     view.restarts = state.restarts;
+    view.usage = state.usage;
     if (!state.registered) {
         view.activity = RankActivity::waiting;
     } else if (state.reported) {
@@ -281,6 +282,12 @@ void Coordinator::broadcast(protocol::Message message) {
 void Coordinator::heartbeat(std::uint32_t rank, Clock::time_point now) {
     if (rank < m_ranks.size() && m_ranks[rank].registered) {
         m_ranks[rank].last_seen = now;
+    }
+}
+
+void Coordinator::usage_reported(std::uint32_t rank, const protocol::Usage& usage) {
+    if (rank < m_ranks.size() && m_ranks[rank].registered) {
+        m_ranks[rank].usage = usage;
     }
 }
 

@@ -207,6 +207,29 @@ std::string render_metrics(const Coordinator& coordinator,
             "tfslurm_rank_restarts_total{{{}}} {}\n", labels(rank), views[rank].restarts);
     }
     family(out,
+           "tfslurm_rank_cpu_seconds_total",
+           "counter",
+           "CPU time of the rank's trainer, its whole process tree, as its launcher last reported "
+           "it.");
+    for (std::uint32_t rank = 0; rank < views.size(); ++rank) {
+        if (const auto& usage = views[rank].usage) {
+            out += fmt::format("tfslurm_rank_cpu_seconds_total{{{}}} {}\n",
+                               labels(rank),
+                               seconds_value(Millis{static_cast<Millis::rep>(usage->cpu_ms)}));
+        }
+    }
+    family(out,
+           "tfslurm_rank_memory_bytes",
+           "gauge",
+           "Resident memory of the rank's trainer, summed over its process tree, as its launcher "
+           "last reported it.");
+    for (std::uint32_t rank = 0; rank < views.size(); ++rank) {
+        if (const auto& usage = views[rank].usage) {
+            out +=
+                fmt::format("tfslurm_rank_memory_bytes{{{}}} {}\n", labels(rank), usage->rss_bytes);
+        }
+    }
+    family(out,
            "tfslurm_rank_progress_age_seconds",
            "gauge",
            "Seconds since the rank's trainer last made progress (with --stall-timeout, while it "

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h> // fmt::join (fmt 11 has it only there)
 
+#include <algorithm>
 #include <exception>
 #include <utility>
 
@@ -125,6 +126,18 @@ void RelayMachine::received(SessionId id, const std::string& payload, Clock::tim
         case State::registered:
             if (payload == m_heartbeat) {
                 return; // heard (above); the leader's own heartbeat speaks for the node
+            }
+            if (payload.find(R"("type":"heartbeat")") != std::string::npos) {
+                // With its trainer's usage: kept for the leader's heartbeat, not relayed.
+                const protocol::Message message = protocol::decode_payload(payload);
+                if (const auto* beat = std::get_if<protocol::Heartbeat>(&message)) {
+                    if (!beat->followers.empty()) {
+                        throw errors::make(
+                            Errc::protocol, "protocol", "a follower's heartbeat with followers");
+                    }
+                    session.usage = beat->usage;
+                    return;
+                }
             }
             // Anything else passes through: only its form is checked, so that one bad frame
             // costs this launcher its connection, not the node its leader's.
@@ -293,6 +306,18 @@ void RelayMachine::deliver(SessionId id,
         logger().error("relay: rank {}: {}", session.hello.rank, e.what());
         end(id, e.what(), true);
     }
+}
+
+std::vector<protocol::RankUsage> RelayMachine::follower_usages() const {
+    std::vector<protocol::RankUsage> out;
+    for (const auto& [id, session] : m_sessions) {
+        if (session.state == State::registered && session.usage &&
+            out.size() < protocol::k_max_follower_usages) {
+            out.push_back({session.hello.rank, *session.usage});
+        }
+    }
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+    return out;
 }
 
 void RelayMachine::pulse(Clock::time_point /*now*/) {

@@ -485,6 +485,10 @@ void NodeRelay::listen(const std::string& path) {
     m_impl->perform();
 }
 
+std::vector<protocol::RankUsage> NodeRelay::follower_usages() const {
+    return m_impl->machine.follower_usages();
+}
+
 void NodeRelay::pulse() {
     m_impl->machine.pulse(Clock::now());
     m_impl->perform();

@@ -81,6 +81,8 @@ struct RankView {
     /// Since its last progress (with a stall timeout, from its launcher's reports, while it
     /// runs); nullopt otherwise.
     std::optional<Millis> progress_age;
+    /// Its trainer's last usage its launcher reported (heartbeats); nullopt before any.
+    std::optional<protocol::Usage> usage;
 };
 
 /// The straggler window of a stall timeout: half of it. A judged rank straggles when it made
@@ -170,6 +172,8 @@ class Coordinator {
                     const std::string& address = {},
                     std::uint16_t port = 0);
     void heartbeat(std::uint32_t rank, Clock::time_point now);
+    /// `rank`'s trainer's usage, from its heartbeat or its node leader's (the metrics).
+    void usage_reported(std::uint32_t rank, const protocol::Usage& usage);
     void exited(std::uint32_t rank, const protocol::Exit& exit, Clock::time_point now);
     /// `whole_step`: slurmstepd sent the signal to every process of the step (carried by the
     /// `stop`, so that no launcher signals its trainer again).
@@ -246,10 +250,11 @@ class Coordinator {
         /// Its trainer's last progress, from its last `progress`; nullopt: no report since
         /// its start (or it exited).
         std::optional<Clock::time_point> progress_at;
-        bool straggling = false;       ///< warned of, and no progress since
-        bool startup_recorded = false; ///< its `startup` event was recorded (its first exit)
-        bool lost = false;             ///< its launcher was lost before its exit report
-        StartupTimes startup;          ///< with keep_startup: its phases
+        bool straggling = false;              ///< warned of, and no progress since
+        bool startup_recorded = false;        ///< its `startup` event was recorded (its first exit)
+        bool lost = false;                    ///< its launcher was lost before its exit report
+        std::optional<protocol::Usage> usage; ///< its trainer's last reported usage
+        StartupTimes startup;                 ///< with keep_startup: its phases
     };
 
     [[nodiscard]] bool is_training(Role role) const noexcept;

@@ -7,20 +7,18 @@
 /// HTTP rules of the endpoint. Pure: the coordinator's snapshot in, text out; the server that
 /// listens is metrics_server.hpp.
 ///
-/// Series (every name with HELP and TYPE; per-rank ones carry `rank`, `role`, `host`):
-///
-/// | name                                         | type    | what                              |
-/// |----------------------------------------------|---------|-----------------------------------|
-/// | `tfslurm_step_info{job,step,run_id}`         | gauge   | 1, the step's identity            |
-/// | `tfslurm_step_ranks{state}`                  | gauge   | ranks in each state (all states)  |
-/// | `tfslurm_step_restarts_total`                | counter | restarts granted in the step      |
-/// | `tfslurm_step_verdict{verdict}`              | gauge   | 1 for the verdict (none while it
-/// runs) | | `tfslurm_step_startup_phase_seconds{phase,stat}` | gauge | median and max of each
-/// start-up phase, from the ranks that reported it | | `tfslurm_rank_up` | gauge   | 1 while its
-/// launcher is connected and its trainer not ended | | `tfslurm_rank_state{state}` | gauge   | 1
-/// for the rank's state (RankActivity) | | `tfslurm_rank_restarts_total`                | counter |
-/// its restarts                      | | `tfslurm_rank_progress_age_seconds`          | gauge   |
-/// since its last progress (with a stall timeout, while it runs) |
+/// Series (every name with HELP and TYPE; per-rank ones carry `rank`, `role`, `host`; the
+/// list in tfslurm(1), METRICS):
+/// - the step's: `tfslurm_step_info{job,step,run_id}` (gauge, 1), `tfslurm_step_ranks{state}`
+///   (gauge, the ranks in each RankActivity), `tfslurm_step_restarts_total` (counter),
+///   `tfslurm_step_verdict{verdict}` (gauge, 1 for the verdict, `none` while it runs),
+///   `tfslurm_step_startup_phase_seconds{phase,stat}` (gauge, median and max of each start-up
+///   phase, from the ranks that reported it);
+/// - each rank's: `tfslurm_rank_up` (gauge: connected, trainer not ended), `tfslurm_rank_state
+///   {state}` (gauge, 1), `tfslurm_rank_restarts_total` (counter), `tfslurm_rank_cpu_seconds_total`
+///   (counter) and `tfslurm_rank_memory_bytes` (gauge) of its trainer's process tree (from the
+///   heartbeats), `tfslurm_rank_progress_age_seconds` (gauge, with a stall timeout while it
+///   runs).
 
 #include <tfslurm/run/coordinator.hpp>
 #include <tfslurm/run/run.hpp>

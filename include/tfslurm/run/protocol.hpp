@@ -165,8 +165,40 @@ struct Cluster {
     std::vector<std::uint16_t> ports;
 };
 
-/// Both ways, every `--heartbeat`: "I am alive".
-struct Heartbeat {};
+/// What a rank's trainer uses: the CPU time of its whole process tree (its reaped children's
+/// included) and its resident memory, summed over the tree.
+struct Usage {
+    std::uint64_t cpu_ms = 0;
+    std::uint64_t rss_bytes = 0;
+
+    friend bool operator==(const Usage& a, const Usage& b) noexcept {
+        return a.cpu_ms == b.cpu_ms && a.rss_bytes == b.rss_bytes;
+    }
+};
+
+/// One follower's usage, as its node's leader carries it.
+struct RankUsage {
+    std::uint32_t rank = 0;
+    Usage usage;
+
+    friend bool operator==(const RankUsage& a, const RankUsage& b) noexcept {
+        return a.rank == b.rank && a.usage == b.usage;
+    }
+};
+
+/// Most followers' usages one heartbeat carries (a node's ranks).
+inline constexpr std::size_t k_max_follower_usages = 1024;
+
+/// Both ways, every `--heartbeat`: "I am alive". A launcher's may carry its trainer's `usage`
+/// (sampled every few seconds while it runs), and a node leader's its followers' (`followers`,
+/// their last ones: a follower's heartbeat stops at its leader, which aggregates the node). Both
+/// later additions to version 7, absent when empty: the coordinator's heartbeat is `{}`.
+/// Example: `{"followers":[[1,250,31457280]],"type":"heartbeat","usage":{"cpu_ms":1200,"rss":
+/// 52428800},"v":7}`.
+struct Heartbeat {
+    std::optional<Usage> usage;
+    std::vector<RankUsage> followers;
+};
 
 /// Launcher -> coordinator: my trainer ended (or could not be started: `error` is set).
 /// Example: `{"startup":{"registered":1796047358123,"started":1796047358131,"task":

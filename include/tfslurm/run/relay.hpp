@@ -124,7 +124,8 @@ using RelayAction = std::variant<relay_action::ToLocal,
 ///   launchers' heartbeats: the leader's own heartbeat stands for its node, so the relay keeps
 ///   them and answers them with a heartbeat whenever the coordinator answers the leader's
 ///   (pulse()). A registered launcher silent for the heartbeat timeout (silent_too_long()) is
-///   closed.
+///   closed. A local heartbeat that carries its trainer's `usage` is kept too: the relay keeps
+///   each rank's last one (follower_usages()), for the leader's heartbeat to carry upstream.
 /// - A local connection that ends after its hello went upstream is reported upstream as
 ///   `closed` with why, unless the relay itself was closed (the leader's connection is gone).
 /// - busy(): a local connection is open, or a rank of the node never came and the relay still
@@ -171,6 +172,10 @@ class RelayMachine {
     /// Actions to perform, in order; clears the queue.
     [[nodiscard]] std::vector<RelayAction> take_actions();
 
+    /// The local launchers' last usages (from their heartbeats), by rank, for the leader's
+    /// heartbeat (protocol::Heartbeat::followers); a rank whose connection ended is left out.
+    [[nodiscard]] std::vector<protocol::RankUsage> follower_usages() const;
+
     [[nodiscard]] bool busy() const noexcept {
         return !m_sessions.empty() || (m_waiting && !m_unseen.empty());
     }
@@ -185,7 +190,8 @@ class RelayMachine {
         protocol::Hello hello;
         std::string hello_payload;
         Clock::time_point last_heard;
-        bool forwarded = false; ///< its hello went upstream: its end must too
+        bool forwarded = false;               ///< its hello went upstream: its end must too
+        std::optional<protocol::Usage> usage; ///< from its last heartbeat that had one
     };
 
     void hello(SessionId id, Session& session, const std::string& payload);

@@ -21,6 +21,14 @@ namespace tfslurm::detail {
 /// reaped children's included, in clock ticks. One pass over /proc.
 [[nodiscard]] std::uint64_t tree_cpu_ticks(pid_t root);
 
+/// What a process tree uses: its CPU time (as tree_cpu_ticks()) and its resident memory (each
+/// process's RSS, summed: shared pages count once per process). One pass over /proc.
+struct TreeUsage {
+    std::uint64_t cpu_ticks = 0;
+    std::uint64_t rss_bytes = 0;
+};
+[[nodiscard]] TreeUsage tree_usage(pid_t root);
+
 /// Every pid of `root`'s tree (one pass over /proc through list_children() per level).
 [[nodiscard]] std::vector<pid_t> process_tree(pid_t root);
 

@@ -269,7 +269,18 @@ struct Encoder {
         out["code"] = enum_name(k_reject_codes, m.code);
         out["reason"] = m.reason;
     }
-    void operator()(const Heartbeat& /*unused*/) const {}
+    void operator()(const Heartbeat& m) const {
+        if (m.usage) {
+            out["usage"] = {{"cpu_ms", m.usage->cpu_ms}, {"rss", m.usage->rss_bytes}};
+        }
+        if (!m.followers.empty()) {
+            out["followers"] = json::array();
+            for (const RankUsage& follower : m.followers) {
+                out["followers"].push_back(
+                    {follower.rank, follower.usage.cpu_ms, follower.usage.rss_bytes});
+            }
+        }
+    }
     void operator()(const Exit& m) const {
         out["status"] = status_json(m.status);
         if (!m.error.empty()) {
@@ -402,6 +413,40 @@ Probed decode_probed(const Fields& f, std::string_view payload) {
     return m;
 }
 
+/// `heartbeat`: its optional `usage` ({cpu_ms, rss}) and `followers` ([rank, cpu_ms, rss]
+/// triples, at most k_max_follower_usages).
+Heartbeat decode_heartbeat(const Fields& f, std::string_view payload) {
+    Heartbeat m;
+    if (f.has("usage")) {
+        const Fields usage(f.object("usage"), "heartbeat", payload);
+        m.usage =
+            Usage{usage.integer<std::uint64_t>("cpu_ms"), usage.integer<std::uint64_t>("rss")};
+    }
+    if (f.has("followers")) {
+        const json& followers = f.require("followers");
+        const auto triple = [](const json& item) {
+            return item.is_array() && item.size() == 3 &&
+                   std::all_of(item.begin(),
+                               item.end(),
+                               [](const json& n) { return n.is_number_unsigned(); }) &&
+                   item[0].get<std::uint64_t>() <= UINT32_MAX;
+        };
+        if (!followers.is_array() || followers.size() > k_max_follower_usages ||
+            !std::all_of(followers.begin(), followers.end(), triple)) {
+            fail(fmt::format("field \"followers\" of heartbeat is not a list of at most {} "
+                             "[rank, cpu_ms, rss]",
+                             k_max_follower_usages),
+                 payload);
+        }
+        m.followers.reserve(followers.size());
+        for (const json& item : followers) {
+            m.followers.push_back({item[0].get<std::uint32_t>(),
+                                   {item[1].get<std::uint64_t>(), item[2].get<std::uint64_t>()}});
+        }
+    }
+    return m;
+}
+
 /// `checked`: the first failed check, if any (a name that is not empty, and what it saw).
 Checked decode_checked(const Fields& f, std::string_view payload) {
     Checked m;
@@ -526,7 +571,7 @@ Message decode_object(const Fields& f, std::string_view type, std::string_view p
         return Reject{f.choice("code", k_reject_codes), f.string("reason")};
     }
     if (type == "heartbeat") {
-        return Heartbeat{};
+        return decode_heartbeat(f, payload);
     }
     if (type == "exit") {
         Exit m;

@@ -396,8 +396,18 @@ void CoordinatorServer::Impl::Session::dispatch(std::uint32_t rank,
                                                 const protocol::Message& message,
                                                 Clock::time_point now) {
     Coordinator& state = m_server->coordinator;
-    if (std::holds_alternative<protocol::Heartbeat>(message)) {
+    if (const auto* beat = std::get_if<protocol::Heartbeat>(&message)) {
         state.heartbeat(rank, now);
+        if (beat->usage) {
+            state.usage_reported(rank, *beat->usage);
+        }
+        // A leader's followers' usages: only for ranks its connection carries.
+        for (const protocol::RankUsage& follower : beat->followers) {
+            if (rank == m_rank && follower.rank < m_server->by_rank.size() &&
+                m_server->by_rank[follower.rank].get() == this && follower.rank != m_rank) {
+                state.usage_reported(follower.rank, follower.usage);
+            }
+        }
         if (rank == m_rank) {
             // A leader's heartbeat stands for its node: its relay sends none of its
             // followers' up and reports one silent for the heartbeat timeout as `closed`.

@@ -69,6 +69,8 @@ class NodeRelay {
     /// The coordinator answered the leader's heartbeat: every registered local launcher gets
     /// a heartbeat (its proof that the coordinator is alive).
     void pulse();
+    /// RelayMachine::follower_usages().
+    [[nodiscard]] std::vector<protocol::RankUsage> follower_usages() const;
     /// The leader's connection is gone: close every local connection (their launchers then
     /// take the coordinator-lost path) and stop accepting.
     void upstream_lost();

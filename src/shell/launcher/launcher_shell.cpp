@@ -308,7 +308,11 @@ void LauncherShell::perform(const LauncherAction& action) {
         return;
     }
     if (const auto* send_action = std::get_if<action::Send>(&action)) {
-        send(send_action->message);
+        if (std::holds_alternative<protocol::Heartbeat>(send_action->message)) {
+            send(heartbeat_with_usage());
+        } else {
+            send(send_action->message);
+        }
     } else if (const auto* signal = std::get_if<action::SignalTrainer>(&action)) {
         if (signal->no_core) {
             // A stack dump is asked for, not a core file of a (perhaps huge) trainer.
@@ -437,6 +441,23 @@ void LauncherShell::on_lost(const std::string& reason) {
     }
     m_machine.connection_lost(reason, Clock::now());
     perform();
+}
+
+protocol::Heartbeat LauncherShell::heartbeat_with_usage() const {
+    protocol::Heartbeat beat;
+    if (m_pid > 0 && m_machine.trainer_running()) {
+        static const long ticks_per_second = ::sysconf(_SC_CLK_TCK);
+        const detail::TreeUsage usage = detail::tree_usage(m_pid);
+        beat.usage =
+            protocol::Usage{ticks_per_second > 0 ? usage.cpu_ticks * 1000 /
+                                                       static_cast<std::uint64_t>(ticks_per_second)
+                                                 : 0,
+                            usage.rss_bytes};
+    }
+    if (m_relay) {
+        beat.followers = m_relay->follower_usages();
+    }
+    return beat;
 }
 
 void LauncherShell::send(const protocol::Message& message, bool own) {

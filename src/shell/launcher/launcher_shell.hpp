@@ -138,6 +138,9 @@ class LauncherShell {
     /// HalfClose (`both` false) or Disconnect: the link, and the timers that watch it.
     void close_link(bool both);
     void finish();
+    /// The machine's heartbeat with the trainer's usage (its process tree from /proc) and, on a
+    /// node leader, its followers' last ones (the relay's).
+    [[nodiscard]] protocol::Heartbeat heartbeat_with_usage() const;
     /// Rank 0 with `metrics`: serve the coordinator's snapshot (a warning when it cannot).
     void start_metrics(const MetricsEndpoint& endpoint);
 

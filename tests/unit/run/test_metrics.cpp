@@ -55,6 +55,9 @@ TEST_CASE("metrics: a scrape is the coordinator's state in the Prometheus text f
     // Rank 1's trainer fails once and is restarted; it then reports progress 2.5 s old.
     c.exited(1, exit_with_phases(ExitStatus::exited(3), WallClock::time_point{} + 1s), k_t0 + 1s);
     c.progressed(1, 2500ms, k_t0 + 4s);
+    // Rank 1's usage from its heartbeat: 1.25 s of CPU time, 50 MiB.
+    c.usage_reported(1, protocol::Usage{1250, 52428800});
+    c.usage_reported(2, protocol::Usage{1, 1}); // not registered: ignored
     const MetricsStep step{"94", "0", "clu-94-0"};
     const std::string text = render_metrics(c, k_t0 + 5s, step, true);
     CHECK(text == R"(# HELP tfslurm_step_info The step of tfslurm run that rank 0 coordinates.
@@ -100,6 +103,12 @@ tfslurm_rank_state{rank="2",role="worker",host="n\"3",state="waiting"} 1
 tfslurm_rank_restarts_total{rank="0",role="ps",host="n1"} 0
 tfslurm_rank_restarts_total{rank="1",role="worker",host="n2"} 1
 tfslurm_rank_restarts_total{rank="2",role="worker",host="n\"3"} 0
+# HELP tfslurm_rank_cpu_seconds_total CPU time of the rank's trainer, its whole process tree, as its launcher last reported it.
+# TYPE tfslurm_rank_cpu_seconds_total counter
+tfslurm_rank_cpu_seconds_total{rank="1",role="worker",host="n2"} 1.250
+# HELP tfslurm_rank_memory_bytes Resident memory of the rank's trainer, summed over its process tree, as its launcher last reported it.
+# TYPE tfslurm_rank_memory_bytes gauge
+tfslurm_rank_memory_bytes{rank="1",role="worker",host="n2"} 52428800
 # HELP tfslurm_rank_progress_age_seconds Seconds since the rank's trainer last made progress (with --stall-timeout, while it runs).
 # TYPE tfslurm_rank_progress_age_seconds gauge
 tfslurm_rank_progress_age_seconds{rank="1",role="worker",host="n2"} 3.500

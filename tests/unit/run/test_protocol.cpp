@@ -84,6 +84,8 @@ TEST_CASE("protocol: every message survives a round trip", "[protocol]") {
         Progress{42000},
         Checked{},
         Checked{PreflightFailure{"command", "\"true\" did not end within 2 s"}},
+        Heartbeat{Usage{1200, 52428800}, {}},
+        Heartbeat{{}, {{1, {250, 31457280}}, {3, {0, 0}}}},
     };
     hello.address = "fd00:1::5";
     CHECK(round_trip(hello) == encode_payload(hello));
@@ -296,6 +298,30 @@ TEST_CASE("protocol: a probed carries its node's failed health check", "[protoco
     CHECK(round_trip(Abort{failure}) == encode_payload(Abort{failure}));
     CHECK(to_string(FailureCause::preflight) == "preflight");
     CHECK(to_string(FailureCause::trainer) == "trainer");
+}
+
+TEST_CASE("protocol: a heartbeat may carry its trainer's usage and its followers'",
+          "[protocol][metrics]") {
+    CHECK(encode_payload(Heartbeat{}) == R"({"type":"heartbeat","v":7})");
+    const Heartbeat beat{Usage{1200, 52428800}, {{1, {250, 31457280}}}};
+    const std::string payload = R"({"followers":[[1,250,31457280]],"type":"heartbeat",)"
+                                R"("usage":{"cpu_ms":1200,"rss":52428800},"v":7})";
+    CHECK(encode_payload(beat) == payload);
+    const auto decoded = std::get<Heartbeat>(decode_payload(payload));
+    CHECK(decoded.usage == beat.usage);
+    CHECK(decoded.followers == beat.followers);
+    const std::vector<std::pair<std::string, std::string>> bad{
+        {R"("usage":{"cpu_ms":-1,"rss":0})", R"(protocol: field "cpu_ms" of heartbeat)"},
+        {R"("followers":[[1,2]])", R"(protocol: field "followers" of heartbeat is not a list)"},
+        {R"("followers":[[4294967296,2,3]])",
+         R"(protocol: field "followers" of heartbeat is not a list)"},
+        {R"("followers":{})", R"(protocol: field "followers" of heartbeat is not a list)"},
+    };
+    for (const auto& [field, message] : bad) {
+        INFO(field);
+        CHECK_THROWS_WITH(decode_payload(R"({"v":7,"type":"heartbeat",)" + field + "}"),
+                          Catch::StartsWith(message));
+    }
 }
 
 TEST_CASE("protocol: checked carries the failed rank's node check", "[protocol][preflight]") {

@@ -96,8 +96,12 @@ std::vector<std::string> feed(RelayMachine& m, const std::string& event, Clock::
         const std::string payload =
             text == "exit" ? protocol::encode_payload(protocol::Exit{ExitStatus::exited(0), {}})
             : text == "heartbeat" ? protocol::encode_payload(protocol::Heartbeat{})
-            : text == "welcome"   ? protocol::encode_payload(protocol::Welcome{3, "x"})
-                                  : std::string("{\"type\":");
+            : text == "usage"
+                ? protocol::encode_payload(protocol::Heartbeat{protocol::Usage{1200, 4096}, {}})
+            : text == "leader-beat"
+                ? protocol::encode_payload(protocol::Heartbeat{{}, {{3, {1, 1}}}})
+            : text == "welcome" ? protocol::encode_payload(protocol::Welcome{3, "x"})
+                                : std::string("{\"type\":");
         m.received(session, payload, now);
     } else if (word == "unreadable") {
         in >> session;
@@ -201,6 +205,26 @@ TEST_CASE("relay: the local heartbeats stay here and the coordinator's answer co
                  {10, "send 1 heartbeat", k_nothing},
                  {20, "pulse", {"to 1 heartbeat", "to 2 heartbeat"}},
              });
+}
+
+TEST_CASE("relay: a follower's usage stays here for the leader's heartbeat", "[relay][metrics]") {
+    const test::LogCapture log(spdlog::level::warn);
+    const auto m = play(settings(),
+                        registers(1, 1, 0) + registers(2, 2, 0) +
+                            std::vector<Step>{
+                                {10, "send 2 usage", k_nothing},
+                                {10, "send 1 heartbeat", k_nothing},
+                            });
+    CHECK(m.follower_usages() ==
+          std::vector<protocol::RankUsage>{{2, protocol::Usage{1200, 4096}}});
+    // A follower's heartbeat that speaks for others is a protocol error: its connection ends.
+    auto again =
+        play(settings(),
+             registers(1, 1, 0) +
+                 std::vector<Step>{
+                     {10, "send 1 leader-beat", {"close 1", "up relay [1] closed: protocol error"}},
+                 });
+    CHECK(again.follower_usages().empty());
 }
 
 TEST_CASE("relay: a hello that fails a check is refused here and the coordinator never hears "
