@@ -29,7 +29,9 @@ struct MetricsServer::Impl : std::enable_shared_from_this<MetricsServer::Impl> {
               server(std::move(owner)) {}
 
         void start() {
-            timer.expires_after(k_metrics_read_timeout);
+            if (const auto owner = server.lock()) {
+                timer.expires_after(owner->read_timeout);
+            }
             timer.async_wait([self = shared_from_this()](const error_code& ec) {
                 if (!ec) {
                     self->end(); // no request head in time
@@ -86,8 +88,8 @@ struct MetricsServer::Impl : std::enable_shared_from_this<MetricsServer::Impl> {
         std::weak_ptr<Impl> server;
     };
 
-    Impl(asio::io_context& context, Render renderer)
-        : io(context), acceptor(context), render(std::move(renderer)) {}
+    Impl(asio::io_context& context, Render renderer, Millis timeout)
+        : io(context), acceptor(context), render(std::move(renderer)), read_timeout(timeout) {}
 
     void accept() {
         acceptor.async_accept([self = shared_from_this()](const error_code& ec, tcp::socket peer) {
@@ -111,11 +113,15 @@ struct MetricsServer::Impl : std::enable_shared_from_this<MetricsServer::Impl> {
     asio::io_context& io;
     tcp::acceptor acceptor;
     Render render;
+    Millis read_timeout;
     std::map<Connection*, std::shared_ptr<Connection>> connections;
 };
 
-MetricsServer::MetricsServer(asio::io_context& io, const MetricsEndpoint& endpoint, Render render)
-    : m_impl(std::make_shared<Impl>(io, std::move(render))) {
+MetricsServer::MetricsServer(asio::io_context& io,
+                             const MetricsEndpoint& endpoint,
+                             Render render,
+                             Millis read_timeout)
+    : m_impl(std::make_shared<Impl>(io, std::move(render), read_timeout)) {
     error_code ec;
     const auto address = endpoint.address.empty() ? asio::ip::address(asio::ip::address_v4::any())
                                                   : asio::ip::make_address(endpoint.address, ec);

@@ -31,9 +31,13 @@ class MetricsServer {
     /// The scrape's text (render_metrics()), made when a request asks for it.
     using Render = std::function<std::string()>;
 
-    /// Listen on `endpoint` (every IPv4 address when its address is empty).
+    /// Listen on `endpoint` (every IPv4 address when its address is empty; port 0: any free
+    /// one, port()); a request head must come within `read_timeout`.
     /// \throws Error (Errc::io) naming `metrics` when the address cannot be bound.
-    MetricsServer(boost::asio::io_context& io, const MetricsEndpoint& endpoint, Render render);
+    MetricsServer(boost::asio::io_context& io,
+                  const MetricsEndpoint& endpoint,
+                  Render render,
+                  Millis read_timeout = k_metrics_read_timeout);
     MetricsServer(const MetricsServer&) = delete;
     MetricsServer& operator=(const MetricsServer&) = delete;
     MetricsServer(MetricsServer&&) = delete;
