@@ -443,16 +443,23 @@ void LauncherShell::on_lost(const std::string& reason) {
     perform();
 }
 
-protocol::Heartbeat LauncherShell::heartbeat_with_usage() const {
+protocol::Heartbeat LauncherShell::heartbeat_with_usage() {
+    /// How often the trainer's usage is read from /proc; heartbeats in between repeat it.
+    constexpr Millis k_usage_interval{5000};
     protocol::Heartbeat beat;
+    const auto now = Clock::now();
     if (m_pid > 0 && m_machine.trainer_running()) {
-        static const long ticks_per_second = ::sysconf(_SC_CLK_TCK);
-        const detail::TreeUsage usage = detail::tree_usage(m_pid);
-        beat.usage =
-            protocol::Usage{ticks_per_second > 0 ? usage.cpu_ticks * 1000 /
-                                                       static_cast<std::uint64_t>(ticks_per_second)
-                                                 : 0,
-                            usage.rss_bytes};
+        if (!m_usage_at || now - *m_usage_at >= k_usage_interval) {
+            static const long ticks_per_second = ::sysconf(_SC_CLK_TCK);
+            const detail::TreeUsage usage = detail::tree_usage(m_pid);
+            m_usage = protocol::Usage{ticks_per_second > 0
+                                          ? usage.cpu_ticks * 1000 /
+                                                static_cast<std::uint64_t>(ticks_per_second)
+                                          : 0,
+                                      usage.rss_bytes};
+            m_usage_at = now;
+        }
+        beat.usage = m_usage;
     }
     if (m_relay) {
         beat.followers = m_relay->follower_usages();

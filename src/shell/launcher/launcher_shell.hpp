@@ -138,9 +138,10 @@ class LauncherShell {
     /// HalfClose (`both` false) or Disconnect: the link, and the timers that watch it.
     void close_link(bool both);
     void finish();
-    /// The machine's heartbeat with the trainer's usage (its process tree from /proc) and, on a
-    /// node leader, its followers' last ones (the relay's).
-    [[nodiscard]] protocol::Heartbeat heartbeat_with_usage() const;
+    /// The machine's heartbeat with the trainer's usage (its process tree from /proc, read at
+    /// most every k_usage_interval: a walk of /proc per heartbeat per rank would cost a node of 8
+    /// ranks 8 walks a second) and, on a node leader, its followers' last ones (the relay's).
+    [[nodiscard]] protocol::Heartbeat heartbeat_with_usage();
     /// Rank 0 with `metrics`: serve the coordinator's snapshot (a warning when it cannot).
     void start_metrics(const MetricsEndpoint& endpoint);
 
@@ -165,6 +166,8 @@ class LauncherShell {
     std::unique_ptr<EventWriter> m_events;
     std::unique_ptr<CoordinatorServer> m_server;
     std::unique_ptr<MetricsServer> m_metrics; ///< rank 0 with `metrics`
+    std::optional<protocol::Usage> m_usage;   ///< the trainer's, last read (heartbeat_with_usage())
+    std::optional<Clock::time_point> m_usage_at; ///< when it was read
     /// The tree: this node's leader and the ranks a leader relays for, the relay socket a
     /// follower connects to (empty: the coordinator's control port), a leader's relay.
     NodePlace m_place;
