@@ -23,6 +23,7 @@
 #include <tfslurm/run/coordinator.hpp>
 #include <tfslurm/run/protocol.hpp>
 #include <tfslurm/run/run.hpp>
+#include <tfslurm/run/snapshot.hpp>
 #include <tfslurm/shell/coordinator_server.hpp>
 
 #include <boost/asio/io_context.hpp>
@@ -732,6 +733,55 @@ void fanins(std::uint32_t tasks) {
                 "(issue #9: hellos with addresses, `cluster` to every task, then exit and stop)");
 }
 
+/// What watchers (`tfslurm top`) cost the coordinator: once a second, while any is connected, one
+/// snapshot of every rank taken and encoded (shared by every watcher); nothing without one. And
+/// what a watcher pays to decode it. Medians of 5, in this process (no sockets: the sealing and
+/// the write are per watcher and small next to the encoding).
+void snapshots(std::uint32_t tasks) {
+    constexpr std::uint32_t k_per_node = 8;
+    CoordinatorSettings settings;
+    settings.ranks.reserve(tasks);
+    for (std::uint32_t i = 0; i < tasks; ++i) {
+        settings.ranks.push_back(Member{Role::worker, i, fmt::format("node{}", i / k_per_node)});
+    }
+    settings.run.stall_timeout = std::chrono::seconds(300);
+    const auto t0 = Clock::now();
+    Coordinator coordinator(std::move(settings), t0);
+    for (std::uint32_t i = 0; i < tasks; ++i) {
+        coordinator.registered(i, t0);
+        coordinator.usage_reported(i, protocol::Usage{1000U + i, 1ULL << 30, 4096}, t0);
+        coordinator.usage_reported(
+            i, protocol::Usage{6000U + i, 1ULL << 30, 8192}, t0 + std::chrono::seconds(5));
+        coordinator.progressed(i, Millis{250}, t0 + std::chrono::seconds(5));
+    }
+    const auto now = t0 + std::chrono::seconds(6);
+    std::vector<double> take;
+    std::vector<double> decode;
+    std::size_t bytes = 0;
+    for (int run = 0; run < 5; ++run) {
+        double start = now_ms();
+        const std::string payload =
+            encode_snapshot(take_snapshot(coordinator, now, protocol::StepId{k_job, 0}));
+        take.push_back(now_ms() - start);
+        bytes = payload.size();
+        start = now_ms();
+        const Snapshot back = decode_snapshot(payload);
+        decode.push_back(now_ms() - start);
+        if (back.ranks.size() != tasks) {
+            throw std::runtime_error("snapshot: ranks lost");
+        }
+    }
+    std::sort(take.begin(), take.end());
+    std::sort(decode.begin(), decode.end());
+    fmt::print("  {:<44} {:8.1f} ms a second ({:.1f}% of a core) with watchers, 0 without; "
+               "{:.1f} MiB a snapshot; a watcher decodes it in {:.1f} ms\n",
+               fmt::format("top: {} ranks, snapshot taken + encoded", tasks),
+               take[2],
+               take[2] / 10.0,
+               static_cast<double>(bytes) / (1024.0 * 1024.0),
+               decode[2]);
+}
+
 /// `--shape NODESxPER_NODE`: that one fan-in, for a profiler.
 int only_fanin(const std::string& text) {
     unsigned nodes = 0;
@@ -762,6 +812,7 @@ int bench_main(int argc, char** argv) {
     int tasks = 16;
     std::uint32_t fanin_n = 10000;
     std::string shape;
+    std::uint32_t top_only = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string option = argv[i];
         if (option == "--cli") {
@@ -772,16 +823,23 @@ int bench_main(int argc, char** argv) {
             tasks = std::atoi(argv[i + 1]);
         } else if (option == "--shape") {
             shape = argv[i + 1];
+        } else if (option == "--top") {
+            top_only = static_cast<std::uint32_t>(std::atoi(argv[i + 1]));
         } else if (option == "--fanin") {
             fanin_n = static_cast<std::uint32_t>(std::atoi(argv[i + 1]));
         } else {
             std::cerr << "usage: bench_run [--cli PATH] [--runs N] [--tasks N] [--fanin N]\n"
-                         "       bench_run --shape NODESxPER_NODE[,exchange]\n";
+                         "       bench_run --shape NODESxPER_NODE[,exchange]\n"
+                         "       bench_run --top RANKS\n";
             return 2;
         }
     }
     if (!shape.empty()) {
         return only_fanin(shape);
+    }
+    if (top_only > 0) {
+        snapshots(top_only);
+        return 0;
     }
     if (cli.empty()) {
         const std::string exe = self_exe();
@@ -797,6 +855,9 @@ int bench_main(int argc, char** argv) {
     overhead(cli, std::max(1, runs / 2), tasks);
     if (fanin_n > 0) {
         fanins(fanin_n);
+        fmt::print("watchers (tfslurm top): what one snapshot a second costs the coordinator\n");
+        snapshots(fanin_n);
+        snapshots(100000);
     }
     return 0;
 }

@@ -291,6 +291,7 @@ int run_main(int argc, char** argv) {
     setup_env(app, status);
     setup_run(app, status);
     setup_events(app, status);
+    setup_top(app, status);
     setup_completion(app, status);
 
     try {

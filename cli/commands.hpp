@@ -15,5 +15,6 @@ void setup_hostlist(CLI::App& app, int& exit_status);
 void setup_plan(CLI::App& app, int& exit_status);
 void setup_env(CLI::App& app, int& exit_status);
 void setup_events(CLI::App& app, int& exit_status);
+void setup_top(CLI::App& app, int& exit_status);
 
 } // namespace tfslurm::cli

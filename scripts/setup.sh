@@ -43,11 +43,12 @@ readonly -a k_build_packages=(
 # only Debian's /usr/bin/python3 sees it); its accounting (slurmdbd, and MariaDB's server and
 # client without their service: the cluster starts a private one), for sacct. Prometheus and
 # promtool: the metrics endpoint's test scrapes a step with a real Prometheus (started and
-# stopped by the test, never as a service) and checks the text with promtool.
+# stopped by the test, never as a service) and checks the text with promtool. tmux: the live
+# view of `tfslurm top` driven in a real terminal (e2e_run_top).
 readonly -a k_cluster_packages=(
     munge libmunge-dev slurm-client slurmctld slurmd slurmdbd slurm-wlm-basic-plugins
     libslurm-dev libpmi2-0-dev iproute2 util-linux procps coreutils gcc libc6-dev python3
-    python3-torch mariadb-server-core mariadb-client-core prometheus curl
+    python3-torch mariadb-server-core mariadb-client-core prometheus curl tmux
 )
 
 # log, die, usage_or_die.

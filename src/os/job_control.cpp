@@ -397,4 +397,78 @@ std::optional<RunRecord> announce_requeued_run(const RequeuePolicy& policy,
     return std::nullopt;
 }
 
+namespace {
+
+/// squeue's lines, one id each.
+std::vector<std::string> id_lines(const std::string& output) {
+    std::vector<std::string> out;
+    for (std::size_t at = 0; at < output.size();) {
+        std::size_t end = output.find('\n', at);
+        end = end == std::string::npos ? output.size() : end;
+        std::string line = output.substr(at, end - at);
+        while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) {
+            line.pop_back();
+        }
+        line.erase(0, line.find_first_not_of(' '));
+        if (!line.empty()) {
+            out.push_back(std::move(line));
+        }
+        at = end + 1;
+    }
+    return out;
+}
+
+} // namespace
+
+std::string read_job_line(std::uint64_t job) {
+    const ClientRun run = run_client({"scontrol", "-o", "show", "job", std::to_string(job)});
+    if (!run.why.empty()) {
+        if (run.output.find("Invalid job id") != std::string::npos) {
+            throw errors::invalid_argument(
+                "top", fmt::format("job {} not found: {}", job, run.output), std::to_string(job));
+        }
+        throw errors::make(Errc::io, "top", fmt::format("cannot read job {}: {}", job, run.why));
+    }
+    return run.output;
+}
+
+std::vector<std::string> running_steps(std::uint64_t job) {
+    const ClientRun run = run_client({"squeue", "-h", "-s", "-j", std::to_string(job), "-o", "%i"});
+    if (!run.why.empty()) {
+        throw errors::make(
+            Errc::io, "top", fmt::format("cannot list the steps of job {}: {}", job, run.why));
+    }
+    return id_lines(run.output);
+}
+
+std::string node_address(const std::string& node) {
+    const ClientRun run = run_client({"scontrol", "-o", "show", "node", node});
+    if (!run.why.empty()) {
+        return node;
+    }
+    constexpr std::string_view k_key = "NodeAddr=";
+    std::size_t at = run.output.find(k_key);
+    // The key at the start of a word only (`NodeAddr=` never ends another key).
+    while (at != std::string::npos && at > 0 && run.output[at - 1] != ' ') {
+        at = run.output.find(k_key, at + 1);
+    }
+    if (at == std::string::npos) {
+        return node;
+    }
+    at += k_key.size();
+    const std::size_t end = run.output.find_first_of(" \n", at);
+    std::string address =
+        run.output.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    return address.empty() ? node : address;
+}
+
+std::vector<std::string> running_jobs() {
+    const ClientRun run = run_client({"squeue", "-h", "--me", "-t", "RUNNING", "-o", "%i"});
+    if (!run.why.empty()) {
+        throw errors::make(
+            Errc::io, "top", fmt::format("cannot list your running jobs: {}", run.why));
+    }
+    return id_lines(run.output);
+}
+
 } // namespace tfslurm

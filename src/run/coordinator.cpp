@@ -78,6 +78,10 @@ std::string_view to_string(RankActivity activity) noexcept {
         return "running";
     case RankActivity::straggling:
         return "straggling";
+    case RankActivity::stuck:
+        return "stuck";
+    case RankActivity::restarting:
+        return "restarting";
     case RankActivity::exited:
         return "exited";
     case RankActivity::failed:
@@ -164,18 +168,29 @@ RankView Coordinator::rank_view(std::uint32_t rank, Clock::time_point now) const
     RankView view;
     view.restarts = state.restarts;
     view.usage = state.usage;
+    bool live = false; // the rates of a trainer that runs; an ended one's are history
     if (!state.registered) {
         view.activity = RankActivity::waiting;
+    } else if (state.stuck) {
+        // Stuck whatever came after: the stack-trace signal may have ended its trainer.
+        view.activity = RankActivity::stuck;
     } else if (state.reported) {
         view.activity = state.status.success() ? RankActivity::exited : RankActivity::failed;
     } else if (state.lost) {
         view.activity = RankActivity::lost;
+    } else if (state.restarted_at && now - *state.restarted_at < m_settings.run.restarts.delay) {
+        view.activity = RankActivity::restarting;
     } else {
         view.activity = state.straggling ? RankActivity::straggling : RankActivity::running;
+        live = true;
         if (state.progress_at) {
             view.progress_age =
                 std::max(Millis{0}, std::chrono::duration_cast<Millis>(now - *state.progress_at));
         }
+    }
+    if (live || view.activity == RankActivity::stuck) {
+        view.output_rate = state.output_rate;
+        view.cpu_percent = state.cpu_percent;
     }
     return view;
 }
@@ -285,10 +300,43 @@ void Coordinator::heartbeat(std::uint32_t rank, Clock::time_point now) {
     }
 }
 
-void Coordinator::usage_reported(std::uint32_t rank, const protocol::Usage& usage) {
-    if (rank < m_ranks.size() && m_ranks[rank].registered) {
-        m_ranks[rank].usage = usage;
+void Coordinator::usage_reported(std::uint32_t rank,
+                                 const protocol::Usage& usage,
+                                 Clock::time_point now) {
+    if (rank >= m_ranks.size() || !m_ranks[rank].registered) {
+        return;
     }
+    RankState& state = m_ranks[rank];
+    // Heartbeats repeat a launcher's last sample between two (every few seconds): the rates are
+    // taken when the sample changes, over the time since the last change, and fall to 0 once it
+    // has not changed for k_usage_idle.
+    const bool changed = !state.usage || state.usage->cpu_ms != usage.cpu_ms ||
+                         state.usage->output_bytes != usage.output_bytes;
+    if (state.usage && changed) {
+        const auto elapsed = std::chrono::duration_cast<Millis>(now - state.usage_at).count();
+        if (elapsed > 0) {
+            const auto per_second =
+                [elapsed](std::uint64_t before, std::uint64_t after, std::uint64_t scale) {
+                    return after > before
+                               ? (after - before) * scale / static_cast<std::uint64_t>(elapsed)
+                               : 0;
+                };
+            state.cpu_percent = per_second(state.usage->cpu_ms, usage.cpu_ms, 100);
+            if (state.usage->output_bytes && usage.output_bytes) {
+                state.output_rate =
+                    per_second(*state.usage->output_bytes, *usage.output_bytes, 1000);
+            }
+        }
+    } else if (state.usage && now - state.usage_at >= k_usage_idle) {
+        state.cpu_percent = 0;
+        if (usage.output_bytes) {
+            state.output_rate = 0;
+        }
+    }
+    if (changed) {
+        state.usage_at = now;
+    }
+    state.usage = usage;
 }
 
 void Coordinator::exited(std::uint32_t rank, const protocol::Exit& exit, Clock::time_point now) {
@@ -321,7 +369,8 @@ void Coordinator::exited(std::uint32_t rank, const protocol::Exit& exit, Clock::
         return;
     }
     std::string budget_spent;
-    if (exit.error.empty() && !exit.status.success() && try_restart(rank, exit, budget_spent)) {
+    if (exit.error.empty() && !exit.status.success() &&
+        try_restart(rank, exit, budget_spent, now)) {
         state.reported = false; // training again: its next exit counts
         return;
     }
@@ -353,7 +402,10 @@ void Coordinator::exited(std::uint32_t rank, const protocol::Exit& exit, Clock::
     }
 }
 
-bool Coordinator::try_restart(std::uint32_t rank, const protocol::Exit& exit, std::string& detail) {
+bool Coordinator::try_restart(std::uint32_t rank,
+                              const protocol::Exit& exit,
+                              std::string& detail,
+                              Clock::time_point now) {
     const RestartPolicy& policy = m_settings.run.restarts;
     const Member& member = m_settings.ranks[rank];
     RankState& state = m_ranks[rank];
@@ -374,6 +426,7 @@ bool Coordinator::try_restart(std::uint32_t rank, const protocol::Exit& exit, st
     }
     ++state.restarts;
     ++m_restarts;
+    state.restarted_at = now;
     logger().warn("restarting {} (restart {} of {}): {}",
                   rank_label(rank, member),
                   state.restarts,
@@ -407,6 +460,7 @@ void Coordinator::stalled(std::uint32_t rank, Millis silent, Clock::time_point n
         return; // a stall found after the verdict: that trainer is being stopped anyway
     }
     m_ranks[rank].last_seen = now;
+    m_ranks[rank].stuck = true;
     if (StepEvent* event = record(EventKind::stalled, rank)) {
         event->millis = silent;
     }

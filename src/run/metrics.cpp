@@ -190,7 +190,8 @@ std::string render_metrics(const Coordinator& coordinator,
            "1 while the rank's launcher is connected and its trainer has not ended.");
     for (std::uint32_t rank = 0; rank < views.size(); ++rank) {
         const RankActivity activity = views[rank].activity;
-        const bool up = activity == RankActivity::running || activity == RankActivity::straggling;
+        const bool up = activity == RankActivity::running || activity == RankActivity::straggling ||
+                        activity == RankActivity::stuck;
         out += fmt::format("tfslurm_rank_up{{{}}} {}\n", labels(rank), up ? 1 : 0);
     }
     family(out, "tfslurm_rank_state", "gauge", "1 for the rank's state.");

@@ -41,7 +41,7 @@ expect() {
     fi
 }
 
-expect 'hostnames hostlist plan env run events completion' tfslurm ''
+expect 'hostnames hostlist plan env run events top completion' tfslurm ''
 expect 'hostnames hostlist' tfslurm h
 expect '-h --help -V --version -v --verbose -q --quiet' tfslurm -
 expect '--version --verbose' tfslurm --ver

@@ -282,7 +282,7 @@ TEST_CASE("cli: usage errors exit 2 with the option named", "[cli]") {
     CHECK(r.status == 2);
     CHECK(r.err ==
           "tfslurm: error: command: missing\ntfslurm: hint: the commands are hostnames, "
-          "hostlist, plan, env, run, events, completion; 'tfslurm --help' describes them\n");
+          "hostlist, plan, env, run, events, top, completion; 'tfslurm --help' describes them\n");
     r = tfslurm_cli({"plan", "--bogus"});
     CHECK(r.status == 2);
     r = tfslurm_cli({"--version"});

@@ -17,8 +17,9 @@ TEST_CASE("cli: completion bash prints a script generated from the options", "[c
     CHECK(r.out.find("\ncomplete -F _tfslurm tfslurm\n") != std::string::npos);
     // Every command, with the options the parser knows and the values it lists.
     CHECK(r.out.find("    '')\n        opts='-h --help -V --version -v --verbose -q --quiet'\n"
-                     "        args='hostnames hostlist plan env run events completion'\n") !=
+                     "        args='hostnames hostlist plan env run events top completion'\n") !=
           std::string::npos);
+    CHECK(r.out.find("top:--control") != std::string::npos);
     CHECK(r.out.find("mapfile -t COMPREPLY < <(compgen -W 'name ip' -- \"$cur\")") !=
           std::string::npos);
     CHECK(r.out.find("env:--address") != std::string::npos);

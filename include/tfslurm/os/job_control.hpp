@@ -33,6 +33,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tfslurm {
 
@@ -111,5 +112,23 @@ std::optional<RunRecord> announce_requeued_run(const RequeuePolicy& policy,
                                                std::uint32_t max_requeues,
                                                const Environment& env,
                                                const JobReport& report);
+
+/// For `tfslurm top`: a job's one-line record, `scontrol -o show job <job>`.
+/// \throws Error (Errc::invalid_argument) `top: job 12 not found: <scontrol's words>`;
+/// (Errc::io) when scontrol cannot run.
+[[nodiscard]] std::string read_job_line(std::uint64_t job);
+
+/// For `tfslurm top`: the ids of a job's running steps, `squeue -h -s -j <job> -o %i` (`12.0`,
+/// `12.batch`, ...). \throws Error (Errc::io) when squeue fails.
+[[nodiscard]] std::vector<std::string> running_steps(std::uint64_t job);
+
+/// For `tfslurm top`: the address Slurm reaches node `node` at (its NodeAddr, `scontrol -o show
+/// node`), which a login node may know when it cannot resolve the node's name; `node` itself
+/// when scontrol cannot say.
+[[nodiscard]] std::string node_address(const std::string& node);
+
+/// For `tfslurm top`: this user's running jobs, `squeue -h --me -t RUNNING -o %i`.
+/// \throws Error (Errc::io) when squeue fails.
+[[nodiscard]] std::vector<std::string> running_jobs();
 
 } // namespace tfslurm

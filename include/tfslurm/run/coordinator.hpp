@@ -28,6 +28,8 @@ struct CoordinatorSettings {
     std::vector<Member> ranks; ///< indexed by rank
     /// Keep each rank's start-up phases (startup()) for the metrics (`metrics`).
     bool keep_startup = false;
+    /// TFSLURM_RUN_ID, for what watchers see (`tfslurm top`); the state machine ignores it.
+    std::string run_id;
     /// The plan's trainer port of each rank (indexed by rank; may be empty): `cluster` lists only
     /// the bound ports that differ from these.
     std::vector<std::uint16_t> ports;
@@ -65,13 +67,15 @@ enum class RankActivity {
     waiting,    ///< not registered yet
     running,    ///< registered, its trainer not ended (or started again)
     straggling, ///< running, and warned of as a straggler since its last progress
+    stuck,      ///< its launcher reported it stuck (no progress for the stall timeout)
+    restarting, ///< its trainer failed and is being started again (the restart's back-off)
     exited,     ///< its trainer exited 0
     failed,     ///< its trainer failed (or could not start)
     lost        ///< its launcher was lost before it reported its trainer's end
 };
-inline constexpr std::size_t k_rank_activities = 6;
+inline constexpr std::size_t k_rank_activities = 8;
 
-/// `waiting`, `running`, `straggling`, `exited`, `failed`, `lost`.
+/// `waiting`, `running`, `straggling`, `stuck`, `restarting`, `exited`, `failed`, `lost`.
 [[nodiscard]] std::string_view to_string(RankActivity activity) noexcept;
 
 /// One rank, as a scrape shows it.
@@ -83,7 +87,17 @@ struct RankView {
     std::optional<Millis> progress_age;
     /// Its trainer's last usage its launcher reported (heartbeats); nullopt before any.
     std::optional<protocol::Usage> usage;
+    /// Bytes per second its trainer wrote (stdout and stderr) between its last two usage
+    /// reports; nullopt before two reports carried output counts.
+    std::optional<std::uint64_t> output_rate;
+    /// Its trainer's CPU use between its last two usage reports, in percent of one core (400:
+    /// four cores busy); nullopt before two reports.
+    std::optional<std::uint64_t> cpu_percent;
 };
+
+/// A rank's CPU use and output rate fall to 0 when its usage has not changed for this long
+/// (launchers sample it every 5 s).
+inline constexpr Millis k_usage_idle{12000};
 
 /// The straggler window of a stall timeout: half of it. A judged rank straggles when it made
 /// no progress for the window while most judged ranks did (Coordinator, Stragglers). Input:
@@ -172,8 +186,9 @@ class Coordinator {
                     const std::string& address = {},
                     std::uint16_t port = 0);
     void heartbeat(std::uint32_t rank, Clock::time_point now);
-    /// `rank`'s trainer's usage, from its heartbeat or its node leader's (the metrics).
-    void usage_reported(std::uint32_t rank, const protocol::Usage& usage);
+    /// `rank`'s trainer's usage, from its heartbeat or its node leader's (the metrics, `tfslurm
+    /// top`); with output counts in two reports, its output rate between them.
+    void usage_reported(std::uint32_t rank, const protocol::Usage& usage, Clock::time_point now);
     void exited(std::uint32_t rank, const protocol::Exit& exit, Clock::time_point now);
     /// `whole_step`: slurmstepd sent the signal to every process of the step (carried by the
     /// `stop`, so that no launcher signals its trainer again).
@@ -219,6 +234,9 @@ class Coordinator {
     [[nodiscard]] const CoordinatorSettings& settings() const noexcept { return m_settings; }
     /// Restarts granted so far, in the whole step.
     [[nodiscard]] std::uint32_t restarts() const noexcept { return m_restarts; }
+    /// When the coordinator started (its constructor's `start`).
+    [[nodiscard]] Clock::time_point started() const noexcept { return m_start; }
+
     /// How far the trainers got so far, from their `exit`s: whether any started, whether any
     /// touched its progress file, and the highest step any wrote (the requeue storm rule).
     [[nodiscard]] const RunProgress& run_progress() const noexcept { return m_progress; }
@@ -254,7 +272,12 @@ class Coordinator {
         bool startup_recorded = false;        ///< its `startup` event was recorded (its first exit)
         bool lost = false;                    ///< its launcher was lost before its exit report
         std::optional<protocol::Usage> usage; ///< its trainer's last reported usage
-        StartupTimes startup;                 ///< with keep_startup: its phases
+        Clock::time_point usage_at;           ///< when `usage` last changed
+        std::optional<std::uint64_t> output_rate;      ///< RankView::output_rate
+        std::optional<std::uint64_t> cpu_percent;      ///< RankView::cpu_percent
+        bool stuck = false;                            ///< its launcher sent `stall`
+        std::optional<Clock::time_point> restarted_at; ///< its last restart, granted then
+        StartupTimes startup;                          ///< with keep_startup: its phases
     };
 
     [[nodiscard]] bool is_training(Role role) const noexcept;
@@ -278,8 +301,10 @@ class Coordinator {
     void note_startup(std::uint32_t rank, const protocol::Exit& exit);
     /// Restart `rank`'s failed trainer if the policy allows it (true), else say in `detail`
     /// why not when a budget is spent.
-    [[nodiscard]] bool
-    try_restart(std::uint32_t rank, const protocol::Exit& exit, std::string& detail);
+    [[nodiscard]] bool try_restart(std::uint32_t rank,
+                                   const protocol::Exit& exit,
+                                   std::string& detail,
+                                   Clock::time_point now);
 
     CoordinatorSettings m_settings;
     Clock::time_point m_start;

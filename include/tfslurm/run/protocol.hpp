@@ -115,7 +115,15 @@ struct Hello {
     /// Exact mode: the trainer port this launcher bound and holds on its node; 0 (absent on the
     /// wire) when it bound none.
     std::uint16_t port = 0;
+    /// A watcher's hello (`tfslurm top`, a later addition to version 7): `rank` is then
+    /// k_watcher_rank, which its proofs bind, and the coordinator only sends it snapshots
+    /// (snapshot.hpp); nothing it sends can change the step. Absent on the wire when false.
+    bool watch = false;
 };
+
+/// The rank a watcher's hello carries and its proofs bind: no launcher has it (a step has fewer
+/// ranks), so a watcher's proof never passes for a launcher's, nor the other way round.
+inline constexpr std::uint32_t k_watcher_rank = 0xffffffffU;
 
 /// Both ways on a node leader's connection (the tree, docs/protocol.md): a message of other
 /// launchers of the leader's node, carried unchanged. Upstream (leader -> coordinator): one
@@ -170,9 +178,13 @@ struct Cluster {
 struct Usage {
     std::uint64_t cpu_ms = 0;
     std::uint64_t rss_bytes = 0;
+    /// The bytes its trainer wrote to stdout and stderr so far, when its launcher reads them
+    /// (`label`, `stall_progress=output`); absent otherwise (`out` on the wire).
+    std::optional<std::uint64_t> output_bytes;
 
     friend bool operator==(const Usage& a, const Usage& b) noexcept {
-        return a.cpu_ms == b.cpu_ms && a.rss_bytes == b.rss_bytes;
+        return a.cpu_ms == b.cpu_ms && a.rss_bytes == b.rss_bytes &&
+               a.output_bytes == b.output_bytes;
     }
 };
 
@@ -193,6 +205,7 @@ inline constexpr std::size_t k_max_follower_usages = 1024;
 /// (sampled every few seconds while it runs), and a node leader's its followers' (`followers`,
 /// their last ones: a follower's heartbeat stops at its leader, which aggregates the node). Both
 /// later additions to version 7, absent when empty: the coordinator's heartbeat is `{}`.
+/// A usage with an output count carries it as `out` (a follower's as a fourth item).
 /// Example: `{"followers":[[1,250,31457280]],"type":"heartbeat","usage":{"cpu_ms":1200,"rss":
 /// 52428800},"v":7}`.
 struct Heartbeat {
@@ -398,6 +411,10 @@ struct Unwrapped {
 /// Input: `{"msg":{"type":"heartbeat","v":7},"ranks":[5],"type":"relay","v":7}`. Output:
 /// Relay{{5}, "", ""} and Heartbeat{}. \throws Error (Errc::protocol) as decode_payload().
 [[nodiscard]] Unwrapped decode_unwrapped(std::string_view payload);
+
+/// Refuse JSON nested deeper than `max_depth` (brackets counted outside strings, no recursion),
+/// before a parser sees it. \throws Error (Errc::protocol) `protocol: nested too deeply: ...`.
+void check_nesting(std::string_view payload, int max_depth);
 
 /// Check that `payload` is one JSON object of this version with a `"type"`, whatever the type
 /// (what a relay passes on unchanged). \throws Error (Errc::protocol) as decode_payload().

@@ -78,8 +78,10 @@ std::string_view enum_name(const std::array<std::pair<Enum, std::string_view>, N
     throw errors::make(Errc::protocol, "protocol", fmt::format("{}: {}", problem, quote(payload)));
 }
 
-/// Reject deep nesting without recursion: count brackets outside strings.
-void check_depth(std::string_view payload) {
+} // namespace
+
+// Deep nesting is refused without recursion: brackets are counted outside strings.
+void check_nesting(std::string_view payload, int max_depth) {
     int depth = 0;
     bool in_string = false;
     bool escaped = false;
@@ -97,13 +99,19 @@ void check_depth(std::string_view payload) {
         if (c == '"') {
             in_string = true;
         } else if (c == '{' || c == '[') {
-            if (++depth > k_max_depth) {
+            if (++depth > max_depth) {
                 fail("nested too deeply", payload);
             }
         } else if (c == '}' || c == ']') {
             --depth;
         }
     }
+}
+
+namespace {
+
+void check_depth(std::string_view payload) {
+    check_nesting(payload, k_max_depth);
 }
 
 /// Field readers: each names the field and the message type in its error.
@@ -244,6 +252,9 @@ struct Encoder {
         if (m.port != 0) {
             out["port"] = m.port;
         }
+        if (m.watch) {
+            out["watch"] = true;
+        }
     }
     void operator()(const Relay& m) const {
         out["ranks"] = m.ranks;
@@ -272,12 +283,18 @@ struct Encoder {
     void operator()(const Heartbeat& m) const {
         if (m.usage) {
             out["usage"] = {{"cpu_ms", m.usage->cpu_ms}, {"rss", m.usage->rss_bytes}};
+            if (m.usage->output_bytes) {
+                out["usage"]["out"] = *m.usage->output_bytes;
+            }
         }
         if (!m.followers.empty()) {
             out["followers"] = json::array();
             for (const RankUsage& follower : m.followers) {
-                out["followers"].push_back(
-                    {follower.rank, follower.usage.cpu_ms, follower.usage.rss_bytes});
+                json item{follower.rank, follower.usage.cpu_ms, follower.usage.rss_bytes};
+                if (follower.usage.output_bytes) {
+                    item.push_back(*follower.usage.output_bytes);
+                }
+                out["followers"].push_back(std::move(item));
             }
         }
     }
@@ -420,12 +437,15 @@ Heartbeat decode_heartbeat(const Fields& f, std::string_view payload) {
     if (f.has("usage")) {
         const Fields usage(f.object("usage"), "heartbeat", payload);
         m.usage =
-            Usage{usage.integer<std::uint64_t>("cpu_ms"), usage.integer<std::uint64_t>("rss")};
+            Usage{usage.integer<std::uint64_t>("cpu_ms"), usage.integer<std::uint64_t>("rss"), {}};
+        if (usage.has("out")) {
+            m.usage->output_bytes = usage.integer<std::uint64_t>("out");
+        }
     }
     if (f.has("followers")) {
         const json& followers = f.require("followers");
         const auto triple = [](const json& item) {
-            return item.is_array() && item.size() == 3 &&
+            return item.is_array() && (item.size() == 3 || item.size() == 4) &&
                    std::all_of(item.begin(),
                                item.end(),
                                [](const json& n) { return n.is_number_unsigned(); }) &&
@@ -434,14 +454,18 @@ Heartbeat decode_heartbeat(const Fields& f, std::string_view payload) {
         if (!followers.is_array() || followers.size() > k_max_follower_usages ||
             !std::all_of(followers.begin(), followers.end(), triple)) {
             fail(fmt::format("field \"followers\" of heartbeat is not a list of at most {} "
-                             "[rank, cpu_ms, rss]",
+                             "[rank, cpu_ms, rss] or [rank, cpu_ms, rss, out]",
                              k_max_follower_usages),
                  payload);
         }
         m.followers.reserve(followers.size());
         for (const json& item : followers) {
-            m.followers.push_back({item[0].get<std::uint32_t>(),
-                                   {item[1].get<std::uint64_t>(), item[2].get<std::uint64_t>()}});
+            RankUsage follower{item[0].get<std::uint32_t>(),
+                               {item[1].get<std::uint64_t>(), item[2].get<std::uint64_t>(), {}}};
+            if (item.size() == 4) {
+                follower.usage.output_bytes = item[3].get<std::uint64_t>();
+            }
+            m.followers.push_back(follower);
         }
     }
     return m;
@@ -558,6 +582,12 @@ Message decode_object(const Fields& f, std::string_view type, std::string_view p
         m.relay = f.flag("relay");
         if (f.has("port")) {
             m.port = f.integer<std::uint16_t>("port", 1);
+        }
+        m.watch = f.flag("watch");
+        if (m.watch && (m.rank != k_watcher_rank || m.relay || m.port != 0)) {
+            fail(fmt::format("a watcher's hello has rank {} and neither relay nor port",
+                             k_watcher_rank),
+                 payload);
         }
         return m;
     }

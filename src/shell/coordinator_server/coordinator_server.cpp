@@ -7,6 +7,7 @@
 
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/common/log.hpp>
+#include <tfslurm/run/snapshot.hpp>
 
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
@@ -252,6 +253,10 @@ void CoordinatorServer::Impl::deliver(
 
 void CoordinatorServer::Impl::remove(const std::shared_ptr<Session>& session) {
     sessions.erase(session);
+    if (session->watcher()) {
+        watchers.erase(session);
+        return;
+    }
     if (!session->registered()) {
         return;
     }
@@ -269,6 +274,44 @@ void CoordinatorServer::Impl::remove(const std::shared_ptr<Session>& session) {
     if (lost) {
         flush();
     }
+}
+
+void CoordinatorServer::Impl::add_watcher(const std::shared_ptr<Session>& session) {
+    watchers.insert(session);
+    // The first snapshot at once (`tfslurm top --once` waits for nothing else), after the
+    // welcome in the same write.
+    session->send_shared(
+        {}, shared_payload_of(encode_snapshot(take_snapshot(coordinator, Clock::now(), step))));
+    if (!watch_timer_armed) {
+        watch_tick();
+    }
+}
+
+void CoordinatorServer::Impl::send_snapshots() {
+    std::shared_ptr<const protocol::SharedPayload> payload;
+    for (const auto& watcher : watchers) {
+        if (!watcher->idle()) {
+            continue; // the last one is still on its way: this one is dropped for it
+        }
+        if (!payload) {
+            payload =
+                shared_payload_of(encode_snapshot(take_snapshot(coordinator, Clock::now(), step)));
+        }
+        watcher->send_shared({}, payload);
+    }
+}
+
+void CoordinatorServer::Impl::watch_tick() {
+    watch_timer_armed = true;
+    watch_timer.expires_after(detail::k_snapshot_interval);
+    watch_timer.async_wait([self = shared_from_this()](const error_code& ec) {
+        self->watch_timer_armed = false;
+        if (ec || self->closed || self->watchers.empty()) {
+            return;
+        }
+        self->send_snapshots();
+        self->watch_tick();
+    });
 }
 
 void CoordinatorServer::Impl::warn_connection(const std::string& text) {
@@ -291,6 +334,7 @@ void CoordinatorServer::Impl::close() {
     acceptor.close(ignored);
     retry_timer.cancel();
     tick_timer.cancel();
+    watch_timer.cancel();
     auto all = sessions;
     for (const auto& session : all) {
         session->close();

@@ -44,6 +44,10 @@ constexpr std::size_t k_handshakes_headroom = 1024;
 /// Warnings about connections without a valid hello: this many per window, then a summary.
 constexpr std::size_t k_warnings_per_window = 10;
 constexpr Millis k_warning_window{10000};
+/// Watchers (`tfslurm top`) connected at once; one more is refused.
+constexpr std::size_t k_max_watchers = 16;
+/// How often watchers are sent a snapshot.
+constexpr Millis k_snapshot_interval{1000};
 } // namespace detail
 
 /// `message` encoded once for every connection it goes to, as it is or in a `relay`.
@@ -51,6 +55,11 @@ inline std::shared_ptr<const protocol::SharedPayload>
 shared_payload(const protocol::Message& message) {
     return std::make_shared<const protocol::SharedPayload>(protocol::encode_payload(message),
                                                            protocol::SharedPayload::Envelope::also);
+}
+
+/// An encoded payload sent as it is only (a watcher's snapshot), hashed once.
+inline std::shared_ptr<const protocol::SharedPayload> shared_payload_of(std::string bytes) {
+    return std::make_shared<const protocol::SharedPayload>(std::move(bytes));
 }
 
 struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer::Impl> {
@@ -61,8 +70,8 @@ struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer:
          protocol::Authenticator authenticator,
          protocol::StepId step_id)
         : io(context), acceptor(context), retry_timer(context), tick_timer(context),
-          coordinator(std::move(settings), Clock::now()), auth(std::move(authenticator)),
-          step(step_id), by_rank(coordinator.size()),
+          watch_timer(context), coordinator(std::move(settings), Clock::now()),
+          auth(std::move(authenticator)), step(step_id), by_rank(coordinator.size()),
           leaders(node_leaders(coordinator.settings().ranks)),
           handshakes(detail::k_handshakes_per_peer,
                      detail::k_handshakes_headroom + coordinator.size()),
@@ -81,6 +90,13 @@ struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer:
                  const std::shared_ptr<const protocol::SharedPayload>& payload);
     void remove(const std::shared_ptr<Session>& session);
     void close();
+    /// A watcher registered: it gets a snapshot now and one every k_snapshot_interval.
+    void add_watcher(const std::shared_ptr<Session>& session);
+    /// One snapshot, encoded once, to every watcher that has written the last one (a slow or
+    /// hung watcher skips snapshots: nothing queues up, nothing waits for it).
+    void send_snapshots();
+    /// Arm watch_timer while watchers are connected.
+    void watch_tick();
     /// Warn about one unauthenticated connection, within the noise budget.
     void warn_connection(const std::string& text);
 
@@ -88,6 +104,9 @@ struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer:
     Tcp::acceptor acceptor;
     asio::steady_timer retry_timer;
     asio::steady_timer tick_timer;
+    asio::steady_timer watch_timer;
+    bool watch_timer_armed = false;
+    std::set<std::shared_ptr<Session>> watchers;
     Coordinator coordinator;
     protocol::Authenticator auth;
     protocol::StepId step;
@@ -152,6 +171,10 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
     void close();
 
     [[nodiscard]] bool registered() const noexcept { return m_registered; }
+    /// A watcher's connection (`tfslurm top`): read-only, never a rank's.
+    [[nodiscard]] bool watcher() const noexcept { return m_watcher; }
+    /// Nothing queued or being written: a snapshot may go.
+    [[nodiscard]] bool idle() const noexcept { return m_queue.empty() && !m_writing; }
     [[nodiscard]] const std::string& address() const noexcept { return m_address; }
     [[nodiscard]] const std::string& peer() const noexcept { return m_peer; }
     [[nodiscard]] std::uint32_t rank() const noexcept { return m_rank; }
@@ -191,6 +214,8 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
     void proved(const protocol::Hello& hello, Proof proof);
     /// Reject `hello`, or register it with a welcome.
     void finish_hello(const protocol::Hello& hello, Proof proof);
+    /// A watcher proved itself: welcome it; it gets snapshots from now on.
+    void finish_watcher(const protocol::Hello& hello, Proof proof);
     /// Why a hello on this connection may not register its rank (the plan: rank, role, not
     /// registered yet; the tree: only a node's leader relays, and with the tree a rank that the
     /// plan routes through its leader never registers directly), or nullopt.
@@ -238,7 +263,8 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
     bool m_registered = false;
     bool m_close_after_write = false;
     bool m_closed = false;
-    bool m_node = false; ///< a node leader's connection (Hello::relay)
+    bool m_node = false;    ///< a node leader's connection (Hello::relay)
+    bool m_watcher = false; ///< a watcher's connection (Hello::watch)
     /// A MUNGE hello is being proved on the proofs thread: nothing more is read or handled.
     bool m_proving = false;
     std::uint32_t m_rank = 0;

@@ -224,7 +224,13 @@ void CoordinatorServer::Impl::Session::register_hello(const protocol::Hello& hel
     // The cheap checks first (the step, the rank, its role, its route), the proof last: a peer
     // that cannot pass them costs no MUNGE round trip.
     std::optional<protocol::Reject> reject = protocol::check_step(hello, m_server->step);
-    if (!reject) {
+    if (!reject && hello.watch) {
+        if (m_server->watchers.size() >= detail::k_max_watchers) {
+            reject = protocol::Reject{
+                protocol::RejectCode::refused,
+                fmt::format("too many watchers ({} at once)", detail::k_max_watchers)};
+        }
+    } else if (!reject) {
         if (auto reason = admit_direct(hello)) {
             reject = protocol::Reject{protocol::RejectCode::refused, std::move(*reason)};
         }
@@ -302,7 +308,7 @@ void CoordinatorServer::Impl::Session::proved(const protocol::Hello& hello, Proo
     if (m_closed) {
         return;
     }
-    if (!proof.reject && proof.error.empty()) {
+    if (!proof.reject && proof.error.empty() && !hello.watch) {
         // Another connection may have registered this rank while munged answered.
         if (auto reason = admit_direct(hello)) {
             proof.reject = protocol::Reject{protocol::RejectCode::refused, std::move(*reason)};
@@ -333,6 +339,10 @@ void CoordinatorServer::Impl::Session::finish_hello(const protocol::Hello& hello
         close();
         return;
     }
+    if (hello.watch) {
+        finish_watcher(hello, std::move(proof));
+        return;
+    }
     Coordinator& state = m_server->coordinator;
     m_registered = true;
     m_rank = hello.rank;
@@ -349,6 +359,30 @@ void CoordinatorServer::Impl::Session::finish_hello(const protocol::Hello& hello
     m_channel.emplace(proof.keys, protocol::End::coordinator);
     state.registered(m_rank, Clock::now(), hello.address, hello.port);
     m_server->flush();
+}
+
+void CoordinatorServer::Impl::Session::finish_watcher(const protocol::Hello& hello, Proof proof) {
+    if (m_server->watchers.size() >= detail::k_max_watchers) {
+        // Others proved themselves while munged answered this one.
+        send(protocol::Reject{
+            protocol::RejectCode::refused,
+            fmt::format("too many watchers ({} at once)", detail::k_max_watchers)});
+        m_close_after_write = true;
+        return;
+    }
+    m_registered = true;
+    m_watcher = true;
+    // A watcher sends nothing but heartbeats: small frames only.
+    m_decoder.set_limit(protocol::k_max_frame + protocol::k_tag_size);
+    m_hello_timer.cancel();
+    m_server->handshakes.remove(m_id);
+    m_server->pending.erase(m_id);
+    send(protocol::Welcome{static_cast<std::uint32_t>(m_server->coordinator.size()),
+                           std::move(proof.credential)});
+    m_channel.emplace(proof.keys, protocol::End::coordinator);
+    logger().debug(
+        "coordinator: watcher from {} (pid {} on {})", m_peer, hello.pid, quote(hello.host));
+    m_server->add_watcher(shared_from_this());
 }
 
 std::optional<std::string>
@@ -384,6 +418,17 @@ void CoordinatorServer::Impl::Session::handle(const protocol::Message& message,
         register_hello(*hello);
         return;
     }
+    if (m_watcher) {
+        // Read-only: a watcher's heartbeat is taken, anything else ends its connection and
+        // never reaches the Coordinator.
+        if (!std::holds_alternative<protocol::Heartbeat>(message)) {
+            throw errors::make(
+                Errc::protocol,
+                "protocol",
+                fmt::format("unexpected {} from a watcher", protocol::type_name(message)));
+        }
+        return;
+    }
     if (const auto* relay = std::get_if<protocol::Relay>(&message); relay != nullptr && m_node) {
         relayed(*relay, inner, now);
     } else {
@@ -399,13 +444,13 @@ void CoordinatorServer::Impl::Session::dispatch(std::uint32_t rank,
     if (const auto* beat = std::get_if<protocol::Heartbeat>(&message)) {
         state.heartbeat(rank, now);
         if (beat->usage) {
-            state.usage_reported(rank, *beat->usage);
+            state.usage_reported(rank, *beat->usage, now);
         }
         // A leader's followers' usages: only for ranks its connection carries.
         for (const protocol::RankUsage& follower : beat->followers) {
             if (rank == m_rank && follower.rank < m_server->by_rank.size() &&
                 m_server->by_rank[follower.rank].get() == this && follower.rank != m_rank) {
-                state.usage_reported(follower.rank, follower.usage);
+                state.usage_reported(follower.rank, follower.usage, now);
             }
         }
         if (rank == m_rank) {

@@ -18,6 +18,7 @@
 #include <tfslurm/common/log.hpp>
 #include <tfslurm/os/preflight.hpp>
 #include <tfslurm/os/spawn.hpp>
+#include <tfslurm/os/watch_endpoint.hpp>
 #include <tfslurm/resolve/hostlist.hpp>
 #include <tfslurm/resolve/slurm_config.hpp>
 #include <tfslurm/run/auth.hpp>
@@ -118,6 +119,7 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
         std::min(connect_timeout_for(m_options.run, m_plan.hosts.size()), Millis{10000});
     settings.tree = m_options.slurm_step.has_value(); // plan_tree(): `--local` stays flat
     settings.keep_startup = m_options.run.metrics.has_value();
+    settings.run_id = m_options.run_id;
     if (!m_options.run.events.empty()) {
         try {
             m_events = std::make_unique<EventWriter>(m_options.run.events, setting_ref("events"));
@@ -156,12 +158,40 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
         if (m_metrics) {
             m_metrics->close(); // the step is over: a scrape now finds no endpoint
         }
+        m_published.withdraw();
         m_machine.server_finished(
             Clock::now(), m_server->state().run_progress(), m_server->state().node_check());
         perform();
     });
     if (m_options.run.metrics) {
         start_metrics(*m_options.run.metrics);
+    }
+    if (m_options.slurm_step && m_plan.job_id) {
+        publish_endpoint();
+    }
+}
+
+void LauncherShell::PublishedEndpoint::withdraw() noexcept {
+    if (!path.empty()) {
+        remove_watch_endpoint(path);
+        path.clear();
+    }
+}
+
+void LauncherShell::publish_endpoint() {
+    WatchEndpoint endpoint;
+    endpoint.job = *m_plan.job_id;
+    endpoint.step = m_plan.step_id.value_or(0);
+    endpoint.host = m_self.host;
+    endpoint.address = m_plan.control_address;
+    endpoint.port = m_server->port();
+    endpoint.pid = ::getpid();
+    try {
+        m_published.path = publish_watch_endpoint(Environment::from_process(), endpoint);
+        logger().debug("{}: endpoint for tfslurm top in {}", label(), quote(m_published.path));
+    } catch (const Error& e) {
+        // `tfslurm top` then needs its --control option; the step runs as it would.
+        logger().debug("{}: no endpoint published for tfslurm top: {}", label(), e.what());
     }
 }
 
@@ -456,7 +486,16 @@ protocol::Heartbeat LauncherShell::heartbeat_with_usage() {
                                           ? usage.cpu_ticks * 1000 /
                                                 static_cast<std::uint64_t>(ticks_per_second)
                                           : 0,
-                                      usage.rss_bytes};
+                                      usage.rss_bytes,
+                                      {}};
+            // The output counted where the launcher reads it (labels, output progress).
+            if (m_stdout || m_stderr) {
+                std::uint64_t bytes = 0;
+                for (const auto* stream : {m_stdout.get(), m_stderr.get()}) {
+                    bytes += stream != nullptr ? stream->bytes() : 0;
+                }
+                m_usage->output_bytes = bytes;
+            }
             m_usage_at = now;
         }
         beat.usage = m_usage;

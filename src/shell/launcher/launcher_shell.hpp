@@ -166,7 +166,19 @@ class LauncherShell {
     std::unique_ptr<EventWriter> m_events;
     std::unique_ptr<CoordinatorServer> m_server;
     std::unique_ptr<MetricsServer> m_metrics; ///< rank 0 with `metrics`
-    std::optional<protocol::Usage> m_usage;   ///< the trainer's, last read (heartbeat_with_usage())
+    /// Rank 0 under Slurm: the file that tells `tfslurm top` where the coordinator listens,
+    /// removed when the coordinator finishes or the launcher ends.
+    struct PublishedEndpoint {
+        std::string path;
+        PublishedEndpoint() = default;
+        PublishedEndpoint(const PublishedEndpoint&) = delete;
+        PublishedEndpoint& operator=(const PublishedEndpoint&) = delete;
+        ~PublishedEndpoint() { withdraw(); }
+        void withdraw() noexcept;
+    } m_published;
+    /// Publish the coordinator's endpoint (watch_endpoint.hpp); a failure is said at debug level.
+    void publish_endpoint();
+    std::optional<protocol::Usage> m_usage; ///< the trainer's, last read (heartbeat_with_usage())
     std::optional<Clock::time_point> m_usage_at; ///< when it was read
     /// The tree: this node's leader and the ranks a leader relays for, the relay socket a
     /// follower connects to (empty: the coordinator's control port), a leader's relay.

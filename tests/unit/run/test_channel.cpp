@@ -17,13 +17,13 @@ using namespace tfslurm::protocol;
 namespace {
 
 const std::string k_challenge(64, 'a');
-const std::string k_nonce(64, 'b');
+const std::string k_channel_nonce(64, 'b');
 const std::string k_ikm(32, 's');
 
 SessionKeys keys_of(std::string_view ikm = k_ikm,
                     std::string_view endpoint = "tcp:23000",
                     std::uint32_t rank = 3) {
-    return session_keys(ikm, k_challenge, k_nonce, StepId{12, 0}, rank, endpoint);
+    return session_keys(ikm, k_challenge, k_channel_nonce, StepId{12, 0}, rank, endpoint);
 }
 
 /// The payload and tag of a sealed frame, as FrameDecoder::next() returns them.
@@ -54,9 +54,12 @@ TEST_CASE("channel: session keys depend on every part of the handshake", "[chann
     CHECK(keys_of(std::string(32, 't')).up != keys.up);
     CHECK(keys_of(k_ikm, "tcp:23001").up != keys.up);
     CHECK(keys_of(k_ikm, "tcp:23000", 4).up != keys.up);
-    CHECK(session_keys(k_ikm, k_nonce, k_challenge, StepId{12, 0}, 3, "tcp:23000").up != keys.up);
-    CHECK(session_keys(k_ikm, k_challenge, k_nonce, StepId{12, 1}, 3, "tcp:23000").up != keys.up);
-    CHECK(session_keys(k_ikm, k_challenge, k_nonce, StepId{13, 0}, 3, "tcp:23000").up != keys.up);
+    CHECK(session_keys(k_ikm, k_channel_nonce, k_challenge, StepId{12, 0}, 3, "tcp:23000").up !=
+          keys.up);
+    CHECK(session_keys(k_ikm, k_challenge, k_channel_nonce, StepId{12, 1}, 3, "tcp:23000").up !=
+          keys.up);
+    CHECK(session_keys(k_ikm, k_challenge, k_channel_nonce, StepId{13, 0}, 3, "tcp:23000").up !=
+          keys.up);
     CHECK_THROWS_WITH(keys_of(""), "session: no key material to derive the session keys");
 }
 

@@ -562,7 +562,7 @@ TEST_CASE("coordinator: the descriptor limit is raised, or named when it is too 
 
 namespace {
 
-const std::string k_secret_hex = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
+const std::string k_hex_secret = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
 constexpr std::uint64_t k_job = 4242;
 
 /// A blocking client on 127.0.0.1 with a receive timeout.
@@ -633,7 +633,7 @@ class Client {
     /// Read the challenge and register as `rank`.
     std::optional<protocol::Message> hello(std::uint32_t rank,
                                            Role role,
-                                           const std::string& secret_hex = k_secret_hex,
+                                           const std::string& secret_hex = k_hex_secret,
                                            std::uint64_t step = 0) {
         const auto challenge = receive();
         REQUIRE(challenge);
@@ -685,7 +685,7 @@ TEST_CASE("coordinator: hostile clients cannot crash or stall the coordinator", 
     s.run.heartbeat_timeout = 5s;
     s.linger = 2s;
     const auto auth = protocol::Authenticator::create(
-        {protocol::AuthMethod::secret, k_secret_hex, "/nonexistent/munge.socket"});
+        {protocol::AuthMethod::secret, k_hex_secret, "/nonexistent/munge.socket"});
     CoordinatorServer server(io, s, auth, protocol::StepId{k_job, 0}, "127.0.0.1", 0);
     const std::uint16_t port = server.port();
     REQUIRE(port != 0);
@@ -738,7 +738,7 @@ TEST_CASE("coordinator: hostile clients cannot crash or stall the coordinator", 
         // A launcher of step 1 of the same job, sharing the control port: a proof for its own
         // step, rejected with a code that sends it to the next candidate.
         Client other_step(port);
-        const auto reply = other_step.hello(1, Role::worker, k_secret_hex, 1);
+        const auto reply = other_step.hello(1, Role::worker, k_hex_secret, 1);
         REQUIRE(reply);
         const auto& reject = std::get<protocol::Reject>(*reply);
         CHECK(reject.code == protocol::RejectCode::wrong_step);

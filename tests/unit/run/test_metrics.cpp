@@ -56,8 +56,8 @@ TEST_CASE("metrics: a scrape is the coordinator's state in the Prometheus text f
     c.exited(1, exit_with_phases(ExitStatus::exited(3), WallClock::time_point{} + 1s), k_t0 + 1s);
     c.progressed(1, 2500ms, k_t0 + 4s);
     // Rank 1's usage from its heartbeat: 1.25 s of CPU time, 50 MiB.
-    c.usage_reported(1, protocol::Usage{1250, 52428800});
-    c.usage_reported(2, protocol::Usage{1, 1}); // not registered: ignored
+    c.usage_reported(1, protocol::Usage{1250, 52428800, {}}, k_t0);
+    c.usage_reported(2, protocol::Usage{1, 1, {}}, k_t0); // not registered: ignored
     const MetricsStep step{"94", "0", "clu-94-0"};
     const std::string text = render_metrics(c, k_t0 + 5s, step, true);
     CHECK(text == R"(# HELP tfslurm_step_info The step of tfslurm run that rank 0 coordinates.
@@ -68,6 +68,8 @@ tfslurm_step_info{job="94",step="0",run_id="clu-94-0"} 1
 tfslurm_step_ranks{state="waiting"} 1
 tfslurm_step_ranks{state="running"} 2
 tfslurm_step_ranks{state="straggling"} 0
+tfslurm_step_ranks{state="stuck"} 0
+tfslurm_step_ranks{state="restarting"} 0
 tfslurm_step_ranks{state="exited"} 0
 tfslurm_step_ranks{state="failed"} 0
 tfslurm_step_ranks{state="lost"} 0

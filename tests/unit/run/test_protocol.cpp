@@ -84,8 +84,9 @@ TEST_CASE("protocol: every message survives a round trip", "[protocol]") {
         Progress{42000},
         Checked{},
         Checked{PreflightFailure{"command", "\"true\" did not end within 2 s"}},
-        Heartbeat{Usage{1200, 52428800}, {}},
-        Heartbeat{{}, {{1, {250, 31457280}}, {3, {0, 0}}}},
+        Heartbeat{Usage{1200, 52428800, {}}, {}},
+        Heartbeat{Usage{1200, 52428800, 4096}, {}},
+        Heartbeat{{}, {{1, {250, 31457280, {}}}, {3, {0, 0, 17}}}},
     };
     hello.address = "fd00:1::5";
     CHECK(round_trip(hello) == encode_payload(hello));
@@ -303,13 +304,22 @@ TEST_CASE("protocol: a probed carries its node's failed health check", "[protoco
 TEST_CASE("protocol: a heartbeat may carry its trainer's usage and its followers'",
           "[protocol][metrics]") {
     CHECK(encode_payload(Heartbeat{}) == R"({"type":"heartbeat","v":7})");
-    const Heartbeat beat{Usage{1200, 52428800}, {{1, {250, 31457280}}}};
+    const Heartbeat beat{Usage{1200, 52428800, {}}, {{1, {250, 31457280, {}}}}};
     const std::string payload = R"({"followers":[[1,250,31457280]],"type":"heartbeat",)"
                                 R"("usage":{"cpu_ms":1200,"rss":52428800},"v":7})";
     CHECK(encode_payload(beat) == payload);
     const auto decoded = std::get<Heartbeat>(decode_payload(payload));
     CHECK(decoded.usage == beat.usage);
     CHECK(decoded.followers == beat.followers);
+    // With output counts (`--label`): `out`, and a follower's fourth item.
+    const Heartbeat counted{Usage{1200, 52428800, 4096}, {{1, {250, 31457280, 77}}}};
+    const std::string counted_payload =
+        R"({"followers":[[1,250,31457280,77]],"type":"heartbeat",)"
+        R"("usage":{"cpu_ms":1200,"out":4096,"rss":52428800},"v":7})";
+    CHECK(encode_payload(counted) == counted_payload);
+    const auto counted_back = std::get<Heartbeat>(decode_payload(counted_payload));
+    CHECK(counted_back.usage == counted.usage);
+    CHECK(counted_back.followers == counted.followers);
     const std::vector<std::pair<std::string, std::string>> bad{
         {R"("usage":{"cpu_ms":-1,"rss":0})", R"(protocol: field "cpu_ms" of heartbeat)"},
         {R"("followers":[[1,2]])", R"(protocol: field "followers" of heartbeat is not a list)"},

@@ -97,9 +97,9 @@ std::vector<std::string> feed(RelayMachine& m, const std::string& event, Clock::
             text == "exit" ? protocol::encode_payload(protocol::Exit{ExitStatus::exited(0), {}})
             : text == "heartbeat" ? protocol::encode_payload(protocol::Heartbeat{})
             : text == "usage"
-                ? protocol::encode_payload(protocol::Heartbeat{protocol::Usage{1200, 4096}, {}})
+                ? protocol::encode_payload(protocol::Heartbeat{protocol::Usage{1200, 4096, {}}, {}})
             : text == "leader-beat"
-                ? protocol::encode_payload(protocol::Heartbeat{{}, {{3, {1, 1}}}})
+                ? protocol::encode_payload(protocol::Heartbeat{{}, {{3, {1, 1, {}}}}})
             : text == "welcome" ? protocol::encode_payload(protocol::Welcome{3, "x"})
                                 : std::string("{\"type\":");
         m.received(session, payload, now);
@@ -216,7 +216,7 @@ TEST_CASE("relay: a follower's usage stays here for the leader's heartbeat", "[r
                                 {10, "send 1 heartbeat", k_nothing},
                             });
     CHECK(m.follower_usages() ==
-          std::vector<protocol::RankUsage>{{2, protocol::Usage{1200, 4096}}});
+          std::vector<protocol::RankUsage>{{2, protocol::Usage{1200, 4096, {}}}});
     // A follower's heartbeat that speaks for others is a protocol error: its connection ends.
     auto again =
         play(settings(),

@@ -10,7 +10,9 @@
 #include <tfslurm/run/auth.hpp>
 #include <tfslurm/run/channel.hpp>
 #include <tfslurm/run/protocol.hpp>
+#include <tfslurm/run/snapshot.hpp>
 #include <tfslurm/shell/coordinator_server.hpp>
+#include <tfslurm/shell/watch_client.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -791,4 +793,110 @@ TEST_CASE("coordinator_server: a frame that fails its MAC ends its connection, w
     // One line for the frame, first; what losing rank 0 does to the step comes after it.
     CHECK_THAT(log.text(), Catch::StartsWith(expected));
     ::close(fd);
+}
+
+namespace {
+
+/// The next payload on a watcher's raw connection `fd`, opened with its channel, within 5 s;
+/// empty when the coordinator closed it.
+std::string watcher_payload(int fd, protocol::FrameDecoder& decoder) {
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (auto frame = decoder.next()) {
+            return channel_of(fd)->open(std::move(*frame));
+        }
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 100) <= 0) {
+            continue;
+        }
+        std::array<char, 4096> buffer{};
+        const ssize_t n = ::recv(fd, buffer.data(), buffer.size(), 0);
+        if (n <= 0) {
+            return {};
+        }
+        decoder.feed(std::string_view(buffer.data(), static_cast<std::size_t>(n)));
+    }
+    return {};
+}
+
+} // namespace
+
+TEST_CASE("coordinator_server: a watcher sees every rank and changes nothing",
+          "[coordinator_server][watch]") {
+    CoordinatorSettings s;
+    s.ranks = {Member{Role::worker, 0, "n1"}, Member{Role::ps, 0, "n2"}};
+    s.run_id = "c-7-0";
+    LiveServer live(s);
+    protocol::FrameDecoder in;
+    const int rank0 = register_rank(live.port(), live.auth(), 0, in, false);
+    const WatchTarget target{"n1", "127.0.0.1", live.port(), protocol::StepId{7, 0}};
+
+    SECTION("a snapshot at once, then one a second") {
+        WatchClient client(target, live.auth(), 5s);
+        const auto first = client.next(5s);
+        REQUIRE(first);
+        CHECK(first->job == 7);
+        CHECK(first->run_id == "c-7-0");
+        CHECK(first->nodes == 2);
+        CHECK(first->verdict == Verdict::none);
+        REQUIRE(first->ranks.size() == 2);
+        CHECK(first->ranks[1].role == Role::ps);
+        CHECK(first->ranks[0].host == "n1");
+        CHECK(first->ranks[0].activity == RankActivity::running);
+        CHECK(first->ranks[1].activity == RankActivity::waiting);
+        const auto second = client.next(5s);
+        REQUIRE(second);
+        CHECK(second->elapsed >= first->elapsed);
+    }
+    SECTION("another step's coordinator refuses, naming both") {
+        const WatchTarget other{"n1", "127.0.0.1", live.port(), protocol::StepId{7, 1}};
+        REQUIRE_THROWS_WITH(WatchClient(other, live.auth(), 5s),
+                            "top: step 7.1's coordinator refused this watcher: \"wrong step 7.1 "
+                            "(this is step 7.0)\"");
+    }
+    SECTION("a watcher without the step's secret is refused") {
+        const auto stranger = protocol::Authenticator::create(
+            {protocol::AuthMethod::secret, std::string(64, 'd'), "/nonexistent/munge.socket"});
+        REQUIRE_THROWS_WITH(WatchClient(target, stranger, 5s),
+                            "top: step 7.0's coordinator refused this watcher: \"bad secret "
+                            "proof\"");
+    }
+    SECTION("nothing a watcher sends reaches the coordinator: its connection ends") {
+        const int fd = connect_to(live.port());
+        protocol::FrameDecoder watcher_in;
+        const auto challenge = receive(fd, watcher_in);
+        REQUIRE(challenge);
+        protocol::Hello hello =
+            proved_hello(challenge, live.auth(), protocol::k_watcher_rank, live.port());
+        hello.watch = true;
+        send_frame(fd, protocol::encode_frame(hello));
+        const auto welcome = receive(fd, watcher_in);
+        REQUIRE(welcome);
+        REQUIRE(std::holds_alternative<protocol::Welcome>(*welcome));
+        const std::string snapshot = watcher_payload(fd, watcher_in);
+        REQUIRE(is_snapshot_payload(snapshot));
+        CHECK(decode_snapshot(snapshot).ranks.size() == 2);
+        // A watcher's `exit`, `stall` and `interrupt` would end the step from a launcher.
+        send_frame(fd, protocol::encode_frame(protocol::Stall{300000}));
+        CHECK(watcher_payload(fd, watcher_in).empty()); // closed, nothing more sent
+        ::close(fd);
+        live.stop([](CoordinatorServer& in_its_thread) {
+            CHECK(in_its_thread.state().verdict() == Verdict::none);
+        });
+    }
+    SECTION("at most 16 watchers at once") {
+        std::vector<std::unique_ptr<WatchClient>> watchers;
+        watchers.reserve(16);
+        for (int i = 0; i < 16; ++i) {
+            watchers.push_back(std::make_unique<WatchClient>(target, live.auth(), 5s));
+        }
+        REQUIRE_THROWS_WITH(
+            WatchClient(target, live.auth(), 5s),
+            "top: step 7.0's coordinator refused this watcher: \"too many watchers (16 at once)\"");
+        watchers.pop_back();
+        // The one that left makes room (its end reaches the server first).
+        std::this_thread::sleep_for(200ms);
+        CHECK_NOTHROW(WatchClient(target, live.auth(), 5s));
+    }
+    ::close(rank0);
 }
