@@ -90,6 +90,27 @@ WatchClient::WatchClient(const WatchTarget& target,
     if (m_fd < 0) {
         throw unreachable(last_error);
     }
+    try {
+        handshake(auth, timeout, deadline);
+    } catch (...) {
+        // No destructor runs for an object whose constructor threw.
+        ::close(m_fd);
+        m_fd = -1;
+        throw;
+    }
+}
+
+void WatchClient::handshake(const protocol::Authenticator& auth,
+                            Millis timeout,
+                            Clock::time_point deadline) {
+    const WatchTarget& target = m_target;
+    const std::string step_name = protocol::to_string(target.step);
+    const auto unreachable = [&](const std::string& why) {
+        return errors::make(
+            Errc::io,
+            "top",
+            fmt::format("cannot reach step {}'s coordinator at {}: {}", step_name, where(), why));
+    };
     // The handshake: challenge, our hello with its proof, the coordinator's welcome with its.
     if (!fill(deadline, "challenge", timeout)) {
         throw unreachable("it closed the connection before its challenge");

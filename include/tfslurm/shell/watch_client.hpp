@@ -53,6 +53,8 @@ class WatchClient {
     [[nodiscard]] bool buffered();
 
   private:
+    /// Challenge, hello and proof, welcome and its proof checked, the channel opened.
+    void handshake(const protocol::Authenticator& auth, Millis timeout, Clock::time_point deadline);
     /// Read until a whole frame is buffered or `deadline` passes; false at EOF.
     bool fill(Clock::time_point deadline, const std::string& waiting_for, Millis timeout);
     void send(const protocol::Message& message);
