@@ -38,19 +38,28 @@ std::string WatchClient::where() const {
     return fmt::format("{} ({})", m_target.host, m_dialled);
 }
 
+Error WatchClient::unreachable(const std::string& why) const {
+    return errors::make(Errc::io,
+                        "top",
+                        fmt::format("cannot reach step {}'s coordinator at {}: {}",
+                                    protocol::to_string(m_target.step),
+                                    where(),
+                                    why));
+}
+
+Error WatchClient::unexpected(std::string_view expected, const protocol::Message& got) const {
+    return errors::make(
+        Errc::protocol,
+        "top",
+        fmt::format("expected a {} from {}, got {}", expected, where(), protocol::type_name(got)));
+}
+
 WatchClient::WatchClient(const WatchTarget& target,
                          const protocol::Authenticator& auth,
                          Millis timeout)
     : m_target(target), m_dialled(host_port(target.address, target.port)),
       m_last_beat(Clock::now()) {
     const auto deadline = Clock::now() + timeout;
-    const std::string step_name = protocol::to_string(target.step);
-    const auto unreachable = [&](const std::string& why) {
-        return errors::make(
-            Errc::io,
-            "top",
-            fmt::format("cannot reach step {}'s coordinator at {}: {}", step_name, where(), why));
-    };
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -105,12 +114,6 @@ void WatchClient::handshake(const protocol::Authenticator& auth,
                             Clock::time_point deadline) {
     const WatchTarget& target = m_target;
     const std::string step_name = protocol::to_string(target.step);
-    const auto unreachable = [&](const std::string& why) {
-        return errors::make(
-            Errc::io,
-            "top",
-            fmt::format("cannot reach step {}'s coordinator at {}: {}", step_name, where(), why));
-    };
     // The handshake: challenge, our hello with its proof, the coordinator's welcome with its.
     if (!fill(deadline, "challenge", timeout)) {
         throw unreachable("it closed the connection before its challenge");
@@ -118,11 +121,7 @@ void WatchClient::handshake(const protocol::Authenticator& auth,
     const protocol::Message first = protocol::decode_payload(*std::exchange(m_pending, {}));
     const auto* challenge = std::get_if<protocol::Challenge>(&first);
     if (challenge == nullptr) {
-        throw errors::make(Errc::protocol,
-                           "top",
-                           fmt::format("expected a challenge from {}, got {}",
-                                       where(),
-                                       protocol::type_name(first)));
+        throw unexpected("challenge", first);
     }
     const std::string endpoint = protocol::tcp_endpoint(target.port);
     protocol::Hello hello;
@@ -155,11 +154,7 @@ void WatchClient::handshake(const protocol::Authenticator& auth,
     }
     const auto* welcome = std::get_if<protocol::Welcome>(&answer);
     if (welcome == nullptr) {
-        throw errors::make(Errc::protocol,
-                           "top",
-                           fmt::format("expected a welcome from {}, got {}",
-                                       where(),
-                                       protocol::type_name(answer)));
+        throw unexpected("welcome", answer);
     }
     std::string peer_key;
     if (auto why = auth.verify_coordinator(welcome->credential,

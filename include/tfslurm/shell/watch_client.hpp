@@ -7,6 +7,7 @@
 /// secret), check the coordinator's proof, then read sealed `snapshot` frames. Read-only: it
 /// sends only heartbeats. Blocking with deadlines (poll), one thread; every read bounded.
 
+#include <tfslurm/common/error.hpp>
 #include <tfslurm/run/auth.hpp>
 #include <tfslurm/run/channel.hpp>
 #include <tfslurm/run/protocol.hpp>
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace tfslurm {
 
@@ -59,6 +61,10 @@ class WatchClient {
     bool fill(Clock::time_point deadline, const std::string& waiting_for, Millis timeout);
     void send(const protocol::Message& message);
     [[nodiscard]] std::string where() const;
+    /// `top: cannot reach step 12.0's coordinator at n1 (10.0.0.1:21865): <why>` (Errc::io).
+    [[nodiscard]] Error unreachable(const std::string& why) const;
+    /// `top: expected a <expected> from n1 (...), got <type>` (Errc::protocol).
+    [[nodiscard]] Error unexpected(std::string_view expected, const protocol::Message& got) const;
 
     WatchTarget m_target;
     int m_fd = -1;
