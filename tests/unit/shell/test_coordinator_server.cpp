@@ -900,3 +900,53 @@ TEST_CASE("coordinator_server: a watcher sees every rank and changes nothing",
     }
     ::close(rank0);
 }
+
+TEST_CASE("coordinator_server: a watcher believes no process that cannot prove it is the "
+          "coordinator",
+          "[coordinator_server][watch]") {
+    // Another user's process on a port a stale endpoint names: it speaks the protocol (a
+    // challenge, then a welcome) but cannot make the coordinator's proof.
+    const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(listener, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+    REQUIRE(::listen(listener, 1) == 0);
+    socklen_t size = sizeof address;
+    REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &size) == 0);
+    const std::uint16_t port = ntohs(address.sin_port);
+    std::thread impostor([listener] {
+        const int fd = ::accept(listener, nullptr, nullptr);
+        if (fd < 0) {
+            return;
+        }
+        const std::string challenge =
+            protocol::encode_frame(protocol::Challenge{std::string(64, 'b')});
+        (void)::send(fd, challenge.data(), challenge.size(), MSG_NOSIGNAL);
+        protocol::FrameDecoder in;
+        std::array<char, 4096> buffer{};
+        while (!in.next()) { // the watcher's hello
+            const ssize_t n = ::recv(fd, buffer.data(), buffer.size(), 0);
+            if (n <= 0) {
+                break;
+            }
+            in.feed(std::string_view(buffer.data(), static_cast<std::size_t>(n)));
+        }
+        const std::string welcome =
+            protocol::encode_frame(protocol::Welcome{2, std::string(64, '0')});
+        (void)::send(fd, welcome.data(), welcome.size(), MSG_NOSIGNAL);
+        ::shutdown(fd, SHUT_WR);
+        while (::recv(fd, buffer.data(), buffer.size(), 0) > 0) {
+        }
+        ::close(fd);
+    });
+    const auto auth = protocol::Authenticator::create(
+        {protocol::AuthMethod::secret, std::string(64, 'c'), "/nonexistent/munge.socket"});
+    const WatchTarget target{"n1", "127.0.0.1", port, protocol::StepId{7, 0}};
+    REQUIRE_THROWS_WITH(WatchClient(target, auth, 5s),
+                        fmt::format("top: the process at n1 (127.0.0.1:{}) is not step 7.0's "
+                                    "coordinator: bad secret proof",
+                                    port));
+    impostor.join();
+    ::close(listener);
+}
