@@ -46,7 +46,7 @@ srun_pid=$!
 on_exit "touch $dir/end; kill $srun_pid 2>/dev/null || true"
 job=
 for ((i = 0; i < 100; i++)); do
-    job=$(timeout 10 squeue -h -t RUNNING -o %i -n tfslurm | head -1)
+    job=$(timeout 10 squeue -h -t RUNNING -o %i -n tfslurm | sed -n 1p)
     [[ -z $job ]] || break
     sleep 0.1
 done
@@ -136,7 +136,7 @@ tmux new-session -d -s "$session" -x 150 -y 30 \
 screen_has() {
     local i
     for ((i = 0; i < 100; i++)); do
-        if tmux capture-pane -p -t "$session" 2>/dev/null | grep -qF -- "$1"; then
+        if tmux capture-pane -p -t "$session" 2>/dev/null | grep -F -- "$1" >/dev/null; then
             return 0
         fi
         sleep 0.2
@@ -149,7 +149,7 @@ screen_has "verdict: aborted: rank 3 (worker:3) on n2 is stuck"
 tmux send-keys -t "$session" s
 screen_has "sort: state"
 # Sorted by state, the stuck rank comes first.
-first=$(tmux capture-pane -p -t "$session" | awk '$1 ~ /^[0-9]+$/ { print $1, $4; exit }')
+first=$(tmux capture-pane -p -t "$session" | awk '$1 ~ /^[0-9]+$/ && !seen { print $1, $4; seen = 1 }')
 [[ $first == "3 *stuck" ]] || fail "sorted by state, the first row is \"$first\""
 tmux send-keys -t "$session" f
 screen_has "ranks 1-1 of 1 listed (4 in the step)  sort: state  filter: attention"

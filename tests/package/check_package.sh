@@ -95,11 +95,13 @@ for package in "$deb" "$spank_deb"; do
 done
 [[ ${deb##*/} == tfslurm_*"+slurm${slurm}_"*.deb ]] || fail "the file name does not name Slurm $slurm"
 [[ ${spank_deb##*/} == tfslurm-spank_*"+slurm${slurm}_"*.deb ]] || fail "the plugin's file name does not name Slurm $slurm"
-dpkg-deb -f "$spank_deb" Description | grep -q -F "built for Slurm $slurm" ||
+# Readers that take all their input (never grep -q or head in a pipeline: under pipefail the
+# writer's SIGPIPE, when the reader leaves first, fails the pipeline by chance).
+dpkg-deb -f "$spank_deb" Description | grep -F "built for Slurm $slurm" >/dev/null ||
     fail "the plugin's description does not say it is built for Slurm $slurm"
 [[ $(dpkg-deb -f "$deb" Package) == tfslurm ]] || fail "Package is not tfslurm"
 [[ $(dpkg-deb -f "$spank_deb" Package) == tfslurm-spank ]] || fail "Package is not tfslurm-spank"
-synopses=$(dpkg-deb -f "$deb" Description | head -1)$'\n'$(dpkg-deb -f "$spank_deb" Description | head -1)
+synopses=$(dpkg-deb -f "$deb" Description | sed -n 1p)$'\n'$(dpkg-deb -f "$spank_deb" Description | sed -n 1p)
 if [[ $synopses == $'Slurm-aware cluster resolver and launcher for distributed training\nSPANK plugin adding --tfslurm to srun, sbatch and salloc' ]]; then
     ok "each package has its own synopsis"
 else

@@ -74,7 +74,7 @@ done
 config=$(rpm -qp --configfiles "$plugin_rpm" 2>/dev/null)
 [[ $config == /etc/slurm/plugstack.conf.d/tfslurm.conf ]] ||
     fail "config files of tfslurm-spank: \"$config\""
-rpm -qp --requires "$main" 2>/dev/null | grep -q '^slurm' &&
+rpm -qp --requires "$main" 2>/dev/null | grep '^slurm' >/dev/null &&
     fail "the tfslurm package requires Slurm (only the plugin does)"
 
 # --- contents: the plugin stack file, the plugin's link flags ----------------------------------
@@ -85,7 +85,7 @@ done
 conf=$top/fs/etc/slurm/plugstack.conf.d/tfslurm.conf
 active=$(grep -v -E '^[[:space:]]*(#|$)' "$conf" || true)
 [[ -z $active ]] || fail "tfslurm.conf has active lines: $active"
-first=$(sed -n 's/^#\(required [^ ]*\)$/\1/p' "$conf" | head -1)
+first=$(sed -n 's/^#\(required [^ ]*\)$/\1/p' "$conf" | sed -n 1p)
 if [[ $first == "required /usr/lib64/slurm/spank_tfslurm.so" ]]; then
     ok "tfslurm.conf offers: $first (commented out)"
 else
