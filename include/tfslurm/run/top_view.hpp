@@ -44,8 +44,8 @@ parse_scontrol_record(std::string_view line);
 
 /// A job's record read: JobId, JobState, UserId (`name(uid)`), EndTime (`Unknown`, `None` or
 /// an ISO time in the controller's local zone, which `to_utc` turns into seconds since the epoch
-/// from the civil time read as if it were UTC), Restarts, NodeList. \throws Error (Errc::invalid_argument) naming the field and
-/// quoting it when one is missing or malformed.
+/// from the civil time read as if it were UTC), Restarts, NodeList. \throws Error
+/// (Errc::invalid_argument) naming the field and quoting it when one is missing or malformed.
 [[nodiscard]] TopJob job_from_record(const std::map<std::string, std::string, std::less<>>& fields,
                                      const std::function<std::int64_t(std::int64_t)>& to_utc);
 
