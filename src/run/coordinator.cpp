@@ -149,14 +149,12 @@ void Coordinator::note_startup(std::uint32_t rank, const protocol::Exit& exit) {
     if (exit.progress_step) {
         m_progress.step = std::max(m_progress.step.value_or(0), *exit.progress_step);
     }
+    startup_reported(rank, exit.startup);
     RankState& state = m_ranks[rank];
     if (state.startup_recorded || exit.startup.empty()) {
         return;
     }
     state.startup_recorded = true;
-    if (m_settings.keep_startup) {
-        state.startup = exit.startup;
-    }
     if (StepEvent* event = record(EventKind::startup, rank)) {
         event->startup = exit.startup;
         event->progress_step = exit.progress_step;
@@ -337,6 +335,31 @@ void Coordinator::usage_reported(std::uint32_t rank,
         state.usage_at = now;
     }
     state.usage = usage;
+}
+
+void Coordinator::startup_reported(std::uint32_t rank, const StartupTimes& startup) {
+    if (rank >= m_ranks.size() || !m_ranks[rank].registered) {
+        return;
+    }
+    StartupTimes& kept = m_ranks[rank].startup;
+    for (std::size_t i = 0; i < k_startup_phases; ++i) {
+        if (const auto& time = startup.at.at(i); time && kept.at.at(i) != time) {
+            kept.at.at(i) = time;
+            m_startup_summary.reset();
+        }
+    }
+}
+
+const StartupSummary& Coordinator::startup_summary() const {
+    if (!m_startup_summary) {
+        std::vector<RankPhases> ranks;
+        ranks.reserve(m_ranks.size());
+        for (std::uint32_t rank = 0; rank < m_ranks.size(); ++rank) {
+            ranks.push_back({rank, m_settings.ranks[rank].host, &m_ranks[rank].startup});
+        }
+        m_startup_summary = summarize_startup(ranks);
+    }
+    return *m_startup_summary;
 }
 
 void Coordinator::exited(std::uint32_t rank, const protocol::Exit& exit, Clock::time_point now) {

@@ -12,7 +12,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <functional>
 #include <limits>
+#include <map>
 #include <utility>
 
 namespace tfslurm {
@@ -568,59 +570,57 @@ std::string render_timeline(const std::vector<StepEvent>& events) {
 
 namespace {
 
-/// One rank's `startup`, with the durations render_startup() compares.
-struct RankStartup {
-    const StepEvent* event = nullptr;
-    /// Per phase, the time from the phase before (the tasks' start: from the step's first).
-    std::array<std::optional<Millis>, k_startup_phases> took;
-    std::optional<Millis> total; ///< from the step's first task to the end phase
-};
-
-[[nodiscard]] Millis millis_between(WallClock::time_point from, WallClock::time_point to) {
-    return std::chrono::duration_cast<Millis>(to - from);
-}
-
-/// Each rank's durations: a phase from the one before it that the rank reached (`cluster` is
-/// skipped without the exchange), the task's start from `first_task`.
-[[nodiscard]] RankStartup rank_startup(const StepEvent& event,
-                                       std::optional<WallClock::time_point> first_task,
-                                       StartupPhase end) {
-    RankStartup out;
-    out.event = &event;
-    const StartupTimes& at = event.startup;
-    if (first_task && at[StartupPhase::task]) {
-        out.took[0] = millis_between(*first_task, *at[StartupPhase::task]);
-    }
-    std::optional<WallClock::time_point> before = at[StartupPhase::task];
-    for (std::size_t i = 1; i < k_startup_phases; ++i) {
-        const auto& time = at.at.at(i);
-        if (!time) {
-            continue;
-        }
-        if (before) {
-            // One node's clock, but file times (first progress) tick coarser than the
-            // launcher's: a phase never takes less than nothing.
-            out.took.at(i) = std::max(millis_between(*before, *time), Millis{0});
-        }
-        before = time;
-    }
-    if (first_task && at[end]) {
-        out.total = millis_between(*first_task, *at[end]);
-    }
-    return out;
-}
-
-/// The nearest-rank percentile `percent` of sorted `values` (not empty).
-[[nodiscard]] Millis percentile(const std::vector<Millis>& values, std::size_t percent) {
-    const std::size_t rank = (values.size() * percent + 99) / 100;
-    return values.at(std::max<std::size_t>(rank, 1) - 1);
-}
-
 [[nodiscard]] std::string signed_seconds(Millis millis) {
     return millis.count() < 0 ? "-" + seconds(-millis) : seconds(millis);
 }
 
 } // namespace
+
+std::string render_startup_figures(const StartupSummary& summary,
+                                   const std::function<std::string(std::uint32_t)>& who,
+                                   bool ended) {
+    std::string out =
+        fmt::format("{:<21}{:>10}{:>10}{:>10}  slowest\n", "phase", "median", "p90", "max");
+    bool progress = false;
+    for (const PhaseFigures& figures : summary.phases) {
+        progress = progress || figures.phase == StartupPhase::progress;
+        out += fmt::format("{:<21}{:>10}{:>10}{:>10}  {}\n",
+                           describe(figures.phase),
+                           signed_seconds(figures.median),
+                           signed_seconds(figures.p90),
+                           signed_seconds(figures.max),
+                           who(figures.slowest));
+    }
+    if (!progress && ended) {
+        out += fmt::format("{:<21}no trainer touched $TFSLURM_PROGRESS_FILE\n",
+                           describe(StartupPhase::progress));
+    }
+    if (!summary.slowest) {
+        return out;
+    }
+    out += fmt::format("slowest nodes to {}:", describe(summary.end));
+    for (std::size_t i = 0; i < summary.nodes.size(); ++i) {
+        out += fmt::format("{} {} {}",
+                           i == 0 ? "" : ",",
+                           shown(summary.nodes[i].host),
+                           signed_seconds(summary.nodes[i].took));
+    }
+    out += summary.more_nodes > 0 ? ", ...\n" : "\n";
+    const SlowestStartup& slowest = *summary.slowest;
+    out += fmt::format("slowest: {}, {} from the step's first task to {}",
+                       who(slowest.rank),
+                       signed_seconds(slowest.total),
+                       describe(summary.end));
+    if (slowest.lost) {
+        out += fmt::format("; its {} took {} ({})",
+                           describe(*slowest.lost),
+                           signed_seconds(slowest.took),
+                           slowest.others_median ? "the other ranks' median: " +
+                                                       signed_seconds(*slowest.others_median)
+                                                 : std::string("no other rank reached it"));
+    }
+    return out + "\n";
+}
 
 std::string render_startup(const std::vector<StepEvent>& events) {
     const StepEvent* step = nullptr;
@@ -645,119 +645,17 @@ std::string render_startup(const std::vector<StepEvent>& events) {
     }());
     out += step != nullptr ? fmt::format(", on {}\n", shown(step->nodes)) : std::string("\n");
 
-    std::optional<WallClock::time_point> first_task;
-    bool any_progress = false;
-    for (const StepEvent* event : startups) {
-        if (const auto& task = event->startup[StartupPhase::task]) {
-            first_task = first_task ? std::min(*first_task, *task) : *task;
-        }
-        any_progress = any_progress || event->startup[StartupPhase::progress].has_value();
-    }
-    const StartupPhase end = any_progress ? StartupPhase::progress : StartupPhase::started;
-    std::vector<RankStartup> ranks;
+    std::vector<RankPhases> ranks;
+    std::map<std::uint32_t, const StepEvent*> by_rank;
     ranks.reserve(startups.size());
     for (const StepEvent* event : startups) {
-        ranks.push_back(rank_startup(*event, first_task, end));
+        ranks.push_back({*event->rank, event->member.host, &event->startup});
+        by_rank.emplace(*event->rank, event);
     }
-
-    out += fmt::format("{:<21}{:>10}{:>10}{:>10}  slowest\n", "phase", "median", "p90", "max");
-    for (std::size_t i = 0; i < k_startup_phases; ++i) {
-        const auto phase = static_cast<StartupPhase>(i);
-        std::vector<Millis> values;
-        const RankStartup* slowest = nullptr;
-        for (const RankStartup& rank : ranks) {
-            if (const auto& took = rank.took.at(i)) {
-                values.push_back(*took);
-                if (slowest == nullptr || *took > *slowest->took.at(i)) {
-                    slowest = &rank;
-                }
-            }
-        }
-        if (values.empty()) {
-            if (phase == StartupPhase::progress) {
-                out += fmt::format("{:<21}no trainer touched $TFSLURM_PROGRESS_FILE\n",
-                                   describe(phase));
-            }
-            continue;
-        }
-        std::sort(values.begin(), values.end());
-        out += fmt::format("{:<21}{:>10}{:>10}{:>10}  {}\n",
-                           describe(phase),
-                           signed_seconds(percentile(values, 50)),
-                           signed_seconds(percentile(values, 90)),
-                           signed_seconds(values.back()),
-                           who(*slowest->event));
-    }
-
-    // The nodes by their slowest rank, then the slowest rank and where it lost its time.
-    std::vector<std::pair<std::string, Millis>> nodes;
-    const RankStartup* slowest = nullptr;
-    for (const RankStartup& rank : ranks) {
-        if (!rank.total) {
-            continue;
-        }
-        if (slowest == nullptr || *rank.total > *slowest->total) {
-            slowest = &rank;
-        }
-        const std::string& host = rank.event->member.host;
-        const auto node = std::find_if(
-            nodes.begin(), nodes.end(), [&host](const auto& entry) { return entry.first == host; });
-        if (node == nodes.end()) {
-            nodes.emplace_back(host, *rank.total);
-        } else {
-            node->second = std::max(node->second, *rank.total);
-        }
-    }
-    if (slowest == nullptr) {
-        return out;
-    }
-    std::stable_sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) {
-        return a.second > b.second;
-    });
-    constexpr std::size_t k_nodes_shown = 3;
-    out += fmt::format("slowest nodes to {}:", describe(end));
-    for (std::size_t i = 0; i < nodes.size() && i < k_nodes_shown; ++i) {
-        out += fmt::format(
-            "{} {} {}", i == 0 ? "" : ",", shown(nodes[i].first), signed_seconds(nodes[i].second));
-    }
-    out += nodes.size() > k_nodes_shown ? ", ...\n" : "\n";
-    // Where it lost most: its phase furthest above the other ranks' median of that phase (0
-    // when no other rank reached it).
-    std::optional<std::size_t> lost_most;
-    Millis lost{};
-    std::optional<Millis> lost_base;
-    for (std::size_t i = 0; i < k_startup_phases; ++i) {
-        if (!slowest->took.at(i)) {
-            continue;
-        }
-        std::vector<Millis> others;
-        for (const RankStartup& rank : ranks) {
-            if (&rank != slowest && rank.took.at(i)) {
-                others.push_back(*rank.took.at(i));
-            }
-        }
-        std::sort(others.begin(), others.end());
-        const std::optional<Millis> base =
-            others.empty() ? std::nullopt : std::optional<Millis>(percentile(others, 50));
-        const Millis excess = *slowest->took.at(i) - base.value_or(Millis{0});
-        if (!lost_most || excess > lost) {
-            lost_most = i;
-            lost = excess;
-            lost_base = base;
-        }
-    }
-    out += fmt::format("slowest: {}, {} from the step's first task to {}",
-                       who(*slowest->event),
-                       signed_seconds(*slowest->total),
-                       describe(end));
-    if (lost_most) {
-        out += fmt::format("; its {} took {} ({})",
-                           describe(static_cast<StartupPhase>(*lost_most)),
-                           signed_seconds(*slowest->took.at(*lost_most)),
-                           lost_base ? "the other ranks' median: " + signed_seconds(*lost_base)
-                                     : std::string("no other rank reached it"));
-    }
-    return out + "\n";
+    return out + render_startup_figures(
+                     summarize_startup(ranks),
+                     [&by_rank](std::uint32_t rank) { return who(*by_rank.at(rank)); },
+                     true);
 }
 
 } // namespace tfslurm

@@ -47,28 +47,6 @@ void family(std::string& out, std::string_view name, std::string_view type, std:
 constexpr std::array<Verdict, 4> k_verdicts{
     Verdict::none, Verdict::done, Verdict::interrupted, Verdict::aborted};
 
-/// Each phase's durations (from the phase before it that the rank reached), over the ranks
-/// whose phases came; empty vectors for phases nobody reported.
-std::array<std::vector<Millis>, k_startup_phases> phase_durations(const Coordinator& c) {
-    std::array<std::vector<Millis>, k_startup_phases> out;
-    for (std::uint32_t rank = 0; rank < c.size(); ++rank) {
-        const StartupTimes& times = c.startup(rank);
-        std::optional<WallClock::time_point> before;
-        for (std::size_t i = 0; i < k_startup_phases; ++i) {
-            const auto& at = times.at.at(i);
-            if (!at) {
-                continue;
-            }
-            if (before) {
-                out.at(i).push_back(
-                    std::max(Millis{0}, std::chrono::duration_cast<Millis>(*at - *before)));
-            }
-            before = at;
-        }
-    }
-    return out;
-}
-
 } // namespace
 
 MetricsEndpoint parse_metrics_endpoint(std::string_view text, std::string_view key) {
@@ -152,27 +130,21 @@ std::string render_metrics(const Coordinator& coordinator,
                            to_string(verdict),
                            coordinator.verdict() == verdict ? 1 : 0);
     }
-    auto durations = phase_durations(coordinator);
     family(out,
            "tfslurm_step_startup_phase_seconds",
            "gauge",
            "Median and maximum time the ranks took to reach each start-up phase from the one "
-           "before, as their launchers reported it with their trainers' exits.");
-    for (std::size_t i = 0; i < k_startup_phases; ++i) {
-        // Sorted in place: a copy here made GCC 14 (-O2) warn of a free of a non-heap object.
-        std::vector<Millis>& values = durations.at(i);
-        if (values.empty()) {
-            continue;
-        }
-        std::sort(values.begin(), values.end());
-        const std::string_view phase = to_string(static_cast<StartupPhase>(i));
+           "before (the tasks' start: from the step's first task), as their launchers report "
+           "them on their heartbeats and exits.");
+    for (const PhaseFigures& figures : coordinator.startup_summary().phases) {
+        const std::string_view phase = to_string(figures.phase);
         out +=
             fmt::format("tfslurm_step_startup_phase_seconds{{phase=\"{}\",stat=\"median\"}} {}\n",
                         phase,
-                        seconds_value(values.at((values.size() - 1) / 2)));
+                        seconds_value(figures.median));
         out += fmt::format("tfslurm_step_startup_phase_seconds{{phase=\"{}\",stat=\"max\"}} {}\n",
                            phase,
-                           seconds_value(values.back()));
+                           seconds_value(figures.max));
     }
     if (!per_rank) {
         return out;

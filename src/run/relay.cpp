@@ -128,14 +128,20 @@ void RelayMachine::received(SessionId id, const std::string& payload, Clock::tim
                 return; // heard (above); the leader's own heartbeat speaks for the node
             }
             if (payload.find(R"("type":"heartbeat")") != std::string::npos) {
-                // With its trainer's usage: kept for the leader's heartbeat, not relayed.
+                // With its trainer's usage or its start-up phases: kept for the leader's
+                // heartbeat, not relayed.
                 const protocol::Message message = protocol::decode_payload(payload);
                 if (const auto* beat = std::get_if<protocol::Heartbeat>(&message)) {
-                    if (!beat->followers.empty()) {
-                        throw errors::make(
-                            Errc::protocol, "protocol", "a follower's heartbeat with followers");
+                    if (!beat->followers.empty() || !beat->startups.empty()) {
+                        throw errors::make(Errc::protocol,
+                                           "protocol",
+                                           "a follower's heartbeat with other ranks' figures");
                     }
                     session.usage = beat->usage;
+                    if (!beat->startup.empty()) {
+                        session.startup = beat->startup;
+                        session.startup_new = true;
+                    }
                     return;
                 }
             }
@@ -314,6 +320,19 @@ std::vector<protocol::RankUsage> RelayMachine::follower_usages() const {
         if (session.state == State::registered && session.usage &&
             out.size() < protocol::k_max_follower_usages) {
             out.push_back({session.hello.rank, *session.usage});
+        }
+    }
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+    return out;
+}
+
+std::vector<protocol::RankStartup> RelayMachine::take_follower_startups() {
+    std::vector<protocol::RankStartup> out;
+    for (auto& [id, session] : m_sessions) {
+        if (session.state == State::registered && session.startup_new &&
+            out.size() < protocol::k_max_follower_usages) {
+            out.push_back({session.hello.rank, session.startup});
+            session.startup_new = false;
         }
     }
     std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });

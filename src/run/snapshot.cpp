@@ -134,6 +134,151 @@ SnapshotRank read_rank(const Json& row, std::size_t expected, std::string_view p
     return rank;
 }
 
+/// Milliseconds of a start-up summary: signed (a total compares two nodes' clocks), within a
+/// year either way.
+constexpr std::int64_t k_summary_ms = 365LL * 24 * 3600 * 1000;
+
+Json phase_name(const std::optional<StartupPhase>& phase) {
+    return phase ? Json(std::string(to_string(*phase))) : Json(nullptr);
+}
+
+Json wire_startup_json(const StartupSummary& summary) {
+    Json phases = Json::array();
+    for (const PhaseFigures& f : summary.phases) {
+        phases.push_back(Json{std::string(to_string(f.phase)),
+                              f.ranks,
+                              f.median.count(),
+                              f.p90.count(),
+                              f.max.count(),
+                              f.slowest});
+    }
+    Json nodes = Json::array();
+    for (const NodeStartup& node : summary.nodes) {
+        nodes.push_back(Json{node.host, node.took.count()});
+    }
+    Json out = Json::object();
+    out["end"] = std::string(to_string(summary.end));
+    out["reported"] = summary.reported;
+    out["phases"] = std::move(phases);
+    out["nodes"] = std::move(nodes);
+    out["more_nodes"] = summary.more_nodes;
+    if (const auto& slowest = summary.slowest) {
+        out["slowest"] =
+            Json{slowest->rank,
+                 slowest->total.count(),
+                 phase_name(slowest->lost),
+                 slowest->took.count(),
+                 slowest->others_median ? Json(slowest->others_median->count()) : Json(nullptr)};
+    } else {
+        out["slowest"] = nullptr;
+    }
+    return out;
+}
+
+std::optional<StartupPhase>
+read_phase(const Json& value, std::string_view what, std::string_view payload) {
+    if (value.is_string()) {
+        for (std::size_t i = 0; i < k_startup_phases; ++i) {
+            if (to_string(static_cast<StartupPhase>(i)) == value.get_ref<const std::string&>()) {
+                return static_cast<StartupPhase>(i);
+            }
+        }
+    }
+    bad_snapshot(fmt::format("{} is not a start-up phase", what), payload);
+}
+
+Millis read_millis(const Json& value, std::string_view what, std::string_view payload) {
+    if (!value.is_number_integer() || value.get<std::int64_t>() < -k_summary_ms ||
+        value.get<std::int64_t>() > k_summary_ms) {
+        bad_snapshot(fmt::format("{} is not a number of milliseconds within a year", what),
+                     payload);
+    }
+    return Millis{value.get<std::int64_t>()};
+}
+
+/// A rank named by the start-up summary: one of the snapshot's.
+std::uint32_t read_summary_rank(const Json& value,
+                                std::size_t ranks,
+                                std::string_view what,
+                                std::string_view payload) {
+    const auto rank = read_optional(value, what, payload, UINT32_MAX);
+    if (!rank || *rank >= ranks) {
+        bad_snapshot(fmt::format("{} is not one of the step's ranks", what), payload);
+    }
+    return static_cast<std::uint32_t>(*rank);
+}
+
+StartupSummary read_startup(const Json& object, std::size_t ranks, std::string_view payload) {
+    if (!object.is_object()) {
+        bad_snapshot("field \"startup\" is not an object", payload);
+    }
+    StartupSummary out;
+    const auto end = object.find("end");
+    out.end = *read_phase(end == object.end() ? Json() : *end, "the start-up's end", payload);
+    out.reported = read_number(object, "reported", payload, ranks);
+    out.more_nodes = read_number(object, "more_nodes", payload, UINT32_MAX);
+    const auto phases = object.find("phases");
+    if (phases == object.end() || !phases->is_array() || phases->size() > k_startup_phases) {
+        bad_snapshot(
+            fmt::format("the start-up's phases are not a list of at most {}", k_startup_phases),
+            payload);
+    }
+    for (const Json& item : *phases) {
+        if (!item.is_array() || item.size() != 6) {
+            bad_snapshot("a start-up phase is not a list of 6 items", payload);
+        }
+        PhaseFigures f;
+        f.phase = *read_phase(item[0], "a start-up phase's name", payload);
+        const auto count = read_optional(item[1], "a start-up phase's ranks", payload, ranks);
+        if (!count || (!out.phases.empty() && out.phases.back().phase >= f.phase)) {
+            bad_snapshot(fmt::format("start-up phase {} is out of order or has no ranks",
+                                     to_string(f.phase)),
+                         payload);
+        }
+        f.ranks = *count;
+        f.median = read_millis(item[2], "a start-up phase's median", payload);
+        f.p90 = read_millis(item[3], "a start-up phase's 90th percentile", payload);
+        f.max = read_millis(item[4], "a start-up phase's maximum", payload);
+        f.slowest = read_summary_rank(item[5], ranks, "a start-up phase's slowest rank", payload);
+        out.phases.push_back(f);
+    }
+    const auto nodes = object.find("nodes");
+    if (nodes == object.end() || !nodes->is_array() || nodes->size() > k_slowest_nodes) {
+        bad_snapshot(
+            fmt::format("the start-up's nodes are not a list of at most {}", k_slowest_nodes),
+            payload);
+    }
+    for (const Json& item : *nodes) {
+        if (!item.is_array() || item.size() != 2) {
+            bad_snapshot("a start-up node is not a list of 2 items", payload);
+        }
+        out.nodes.push_back({read_string(item[0], "a start-up node's host", payload),
+                             read_millis(item[1], "a start-up node's time", payload)});
+    }
+    const auto slowest = object.find("slowest");
+    if (slowest == object.end()) {
+        bad_snapshot("missing field \"slowest\" of the start-up", payload);
+    }
+    if (!slowest->is_null()) {
+        const Json& item = *slowest;
+        if (!item.is_array() || item.size() != 5) {
+            bad_snapshot("the start-up's slowest rank is not a list of 5 items", payload);
+        }
+        SlowestStartup last;
+        last.rank = read_summary_rank(item[0], ranks, "the start-up's slowest rank", payload);
+        last.total = read_millis(item[1], "the slowest rank's total", payload);
+        if (!item[2].is_null()) {
+            last.lost = read_phase(item[2], "the slowest rank's phase", payload);
+        }
+        last.took = read_millis(item[3], "the slowest rank's phase time", payload);
+        if (!item[4].is_null()) {
+            last.others_median = read_millis(item[4], "the other ranks' median", payload);
+        }
+        out.slowest = last;
+    }
+    return out;
+}
+
 } // namespace
 
 std::optional<RankActivity> parse_rank_activity(std::string_view name) noexcept {
@@ -187,6 +332,7 @@ Snapshot take_snapshot(const Coordinator& coordinator, Clock::time_point now, pr
                                          view.output_rate});
     }
     out.nodes = hosts.size();
+    out.startup = coordinator.startup_summary();
     return out;
 }
 
@@ -228,6 +374,9 @@ std::string encode_snapshot(const Snapshot& snapshot) {
                                         std::max<Millis::rep>(0, snapshot.stall_timeout->count())))
                                   : Json(nullptr);
     out["ranks"] = std::move(ranks);
+    if (snapshot.startup.reported > 0) {
+        out["startup"] = wire_startup_json(snapshot.startup);
+    }
     // Host names come from the system: a stray byte never throws here.
     return out.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
@@ -239,7 +388,7 @@ bool is_snapshot_payload(std::string_view payload) noexcept {
 }
 
 Snapshot decode_snapshot(std::string_view payload) {
-    constexpr int k_snapshot_depth = 3; // the object, its ranks, a rank
+    constexpr int k_snapshot_depth = 4; // the object, its ranks or start-up, a rank, a phase
     protocol::check_nesting(payload, k_snapshot_depth);
     Json object = Json::parse(payload, nullptr, false);
     if (object.is_discarded() || !object.is_object()) {
@@ -280,6 +429,9 @@ Snapshot decode_snapshot(std::string_view payload) {
     out.ranks.reserve(ranks->size());
     for (const Json& row : *ranks) {
         out.ranks.push_back(read_rank(row, out.ranks.size(), payload));
+    }
+    if (const auto startup = object.find("startup"); startup != object.end()) {
+        out.startup = read_startup(*startup, out.ranks.size(), payload);
     }
     return out;
 }

@@ -2,6 +2,7 @@
 #include "common/detail/text.hpp"
 
 #include <tfslurm/common/error.hpp>
+#include <tfslurm/run/events.hpp>
 #include <tfslurm/run/top_view.hpp>
 
 #include <fmt/format.h>
@@ -142,6 +143,49 @@ std::string startup_text(const Snapshot& snapshot) {
                        more);
 }
 
+/// Whether the step is still starting: a rank has not registered, or has not said that its
+/// trainer started.
+bool starting(const Snapshot& snapshot) {
+    const bool waiting =
+        std::any_of(snapshot.ranks.begin(), snapshot.ranks.end(), [](const SnapshotRank& rank) {
+            return rank.activity == RankActivity::waiting;
+        });
+    const auto started =
+        std::find_if(snapshot.startup.phases.begin(),
+                     snapshot.startup.phases.end(),
+                     [](const auto& figures) { return figures.phase == StartupPhase::started; });
+    return waiting || started == snapshot.startup.phases.end() ||
+           started->ranks < snapshot.ranks.size();
+}
+
+/// While the step starts and ranks reported phases: where the start-up time went so far, as
+/// `tfslurm events --startup` tells it (render_startup_figures()), under `start-up so far: 3 of
+/// 4 ranks reported, 2 trainers started`.
+std::string startup_figures_text(const Snapshot& snapshot) {
+    if (snapshot.startup.reported == 0 || !starting(snapshot)) {
+        return {};
+    }
+    std::size_t started = 0;
+    for (const PhaseFigures& figures : snapshot.startup.phases) {
+        if (figures.phase == StartupPhase::started) {
+            started = figures.ranks;
+        }
+    }
+    return fmt::format("start-up so far: {} of {} ranks reported, {} {} started\n",
+                       snapshot.startup.reported,
+                       snapshot.ranks.size(),
+                       started,
+                       started == 1 ? "trainer" : "trainers") +
+           render_startup_figures(
+               snapshot.startup,
+               [&snapshot](std::uint32_t rank) {
+                   const SnapshotRank& row = snapshot.ranks.at(rank);
+                   return fmt::format(
+                       "rank {} ({}:{}) on {}", row.rank, to_string(row.role), row.index, row.host);
+               },
+               false);
+}
+
 std::string header_text(const Snapshot& snapshot, const TopJob& job, std::int64_t now) {
     std::string out = fmt::format(
         "job {} step {}{} on {}: {} nodes, {} ranks\n",
@@ -166,6 +210,7 @@ std::string header_text(const Snapshot& snapshot, const TopJob& job, std::int64_
                              snapshot.failure.empty() ? std::string()
                                                       : fmt::format(": {}", snapshot.failure));
     out += startup_text(snapshot);
+    out += startup_figures_text(snapshot);
     return out;
 }
 
@@ -495,6 +540,50 @@ std::string render_top_text(const Snapshot& snapshot, const TopJob& job, std::in
     return out;
 }
 
+namespace {
+
+/// The start-up summary for --json (null before any rank reported a phase).
+TopJson top_startup_json(const StartupSummary& summary) {
+    if (summary.reported == 0) {
+        return nullptr;
+    }
+    TopJson phases = TopJson::array();
+    for (const PhaseFigures& f : summary.phases) {
+        phases.push_back({{"phase", std::string(to_string(f.phase))},
+                          {"ranks", f.ranks},
+                          {"median_s", static_cast<double>(f.median.count()) / 1000.0},
+                          {"p90_s", static_cast<double>(f.p90.count()) / 1000.0},
+                          {"max_s", static_cast<double>(f.max.count()) / 1000.0},
+                          {"slowest_rank", f.slowest}});
+    }
+    TopJson nodes = TopJson::array();
+    for (const NodeStartup& node : summary.nodes) {
+        nodes.push_back(
+            {{"host", node.host}, {"seconds", static_cast<double>(node.took.count()) / 1000.0}});
+    }
+    TopJson slowest = nullptr;
+    if (const auto& last = summary.slowest) {
+        slowest = {
+            {"rank", last->rank},
+            {"seconds", static_cast<double>(last->total.count()) / 1000.0},
+            {"phase", last->lost ? TopJson(std::string(to_string(*last->lost))) : TopJson(nullptr)},
+            {"phase_s", static_cast<double>(last->took.count()) / 1000.0},
+            {"others_median_s",
+             last->others_median
+                 ? TopJson(static_cast<double>(last->others_median->count()) / 1000.0)
+                 : TopJson(nullptr)},
+        };
+    }
+    return {{"reported", summary.reported},
+            {"end", std::string(to_string(summary.end))},
+            {"phases", std::move(phases)},
+            {"slowest_nodes", std::move(nodes)},
+            {"more_nodes", summary.more_nodes},
+            {"slowest", std::move(slowest)}};
+}
+
+} // namespace
+
 std::string render_top_json(const Snapshot& snapshot, const TopJob& job, std::int64_t now) {
     TopJson roles = TopJson::object();
     for (const Role role : k_top_roles) {
@@ -553,11 +642,12 @@ std::string render_top_json(const Snapshot& snapshot, const TopJob& job, std::in
         {"failure", snapshot.failure.empty() ? TopJson(nullptr) : TopJson(snapshot.failure)},
         {"roles", std::move(roles)},
         {"ranks", std::move(ranks)},
+        {"startup", top_startup_json(snapshot.startup)},
     };
     return out.dump(2, ' ', false, TopJson::error_handler_t::replace) + "\n";
 }
 
-std::size_t top_page_rows(const Snapshot& snapshot, std::size_t height) noexcept {
+std::size_t top_page_rows(const Snapshot& snapshot, std::size_t height) {
     std::size_t roles = 0;
     for (const Role role : k_top_roles) {
         roles += std::any_of(snapshot.ranks.begin(),
@@ -566,13 +656,12 @@ std::size_t top_page_rows(const Snapshot& snapshot, std::size_t height) noexcept
                      ? 1U
                      : 0U;
     }
-    const bool starting =
-        std::any_of(snapshot.ranks.begin(), snapshot.ranks.end(), [](const SnapshotRank& rank) {
-            return rank.activity == RankActivity::waiting;
-        });
-    // Header (3, and the start-up line while ranks are missing), blank, roles' header and rows,
+    const std::string startup = startup_text(snapshot) + startup_figures_text(snapshot);
+    // Header (3, and the start-up lines while the step starts), blank, roles' header and rows,
     // blank, ranks' header; the status line.
-    const std::size_t fixed = 3 + (starting ? 1U : 0U) + 1 + 1 + roles + 1 + 1 + 1;
+    const std::size_t fixed =
+        3 + static_cast<std::size_t>(std::count(startup.begin(), startup.end(), '\n')) + 1 + 1 +
+        roles + 1 + 1 + 1;
     return height > fixed ? height - fixed : 1;
 }
 

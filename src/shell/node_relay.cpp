@@ -489,6 +489,10 @@ std::vector<protocol::RankUsage> NodeRelay::follower_usages() const {
     return m_impl->machine.follower_usages();
 }
 
+std::vector<protocol::RankStartup> NodeRelay::take_follower_startups() {
+    return m_impl->machine.take_follower_startups();
+}
+
 void NodeRelay::pulse() {
     m_impl->machine.pulse(Clock::now());
     m_impl->perform();

@@ -396,6 +396,19 @@ start_three_node_step() {
     on_exit "timeout 10 scancel $E2E_JOB 2>/dev/null || true"
 }
 
+# running_job: the id of the running job named tfslurm (srun's name for `tfslurm run`), waiting
+# up to 10 s for it to start; fails without one.
+running_job() {
+    local i job=
+    for ((i = 0; i < 100; i++)); do
+        job=$(timeout 10 squeue -h -t RUNNING -o %i -n tfslurm | sed -n 1p)
+        [[ -z $job ]] || break
+        sleep 0.1
+    done
+    [[ -n $job ]] || fail "the step did not start"
+    printf '%s\n' "$job"
+}
+
 # launcher_pids NODE: pids of the tfslurm launchers ("tfslurm run ...") running on NODE; not
 # their trainers' keepers or supervisors (forked copies named tfslurm-keeper, tfslurm-super and
 # tfslurm-init).

@@ -76,6 +76,12 @@ done
     fail "no scrape with the restart at $endpoint: $scrape"$'\n'"$(cat "$dir"/task*.out "$dir/srun.out")"
 assert_eq "$want" "$(using "$scrape")" \
     "every trainer's memory and CPU time, the followers' through their leaders"$'\n'"$scrape"
+# The start-up phases came on the heartbeats, while the trainers run (no exit yet): each with its
+# median and maximum.
+phases=$(grep -o '^tfslurm_step_startup_phase_seconds{phase="[a-z]*",stat="[a-z]*"}' <<<"$scrape" |
+    cut -d'"' -f2,4 | tr '\n' ' ')
+assert_eq 'task"median task"max up"median up"max registered"median registered"max started"median started"max ' \
+    "$phases" "the start-up phases, live"
 printf '%s\n' "$scrape" >"$dir/scrape.txt"
 check=$(promtool check metrics <"$dir/scrape.txt" 2>&1) || fail "promtool: $check"
 assert_eq "" "$check" "promtool check metrics has nothing to say"

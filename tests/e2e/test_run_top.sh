@@ -5,7 +5,8 @@
 # their node's leader), found by itself from the job id (the endpoint rank 0 publishes in
 # ~/.tfslurm/steps):
 #   - rank 2's trainer fails once and is restarted: `--once` and `--json` list every rank
-#     running, rank 2 with its restart, the roles' counts and the header;
+#     running, rank 2 with its restart, the roles' counts and the header; `--json` has every
+#     rank's start-up phases, which came on the heartbeats (the followers' on their leaders');
 #   - rank 3's trainer stops making progress: its launcher reports it stuck and the step
 #     aborts, the trainers (which ignore SIGTERM) still running within the grace period: rank 3
 #     shows as stuck and the verdict names it;
@@ -44,13 +45,7 @@ DIR=$dir timeout -k 5 150 srun -w n1,n2 -N2 --ntasks-per-node=2 -o "$dir/task%t.
     >"$dir/srun.out" 2>&1 &
 srun_pid=$!
 on_exit "touch $dir/end; kill $srun_pid 2>/dev/null || true"
-job=
-for ((i = 0; i < 100; i++)); do
-    job=$(timeout 10 squeue -h -t RUNNING -o %i -n tfslurm | sed -n 1p)
-    [[ -z $job ]] || break
-    sleep 0.1
-done
-[[ -n $job ]] || fail "the step did not start"
+job=$(running_job)
 
 # top_json: `tfslurm top --json JOB` (0 or its error on stderr).
 top_json() { timeout 30 "$E2E_TFSLURM" top --json "$job"; }
@@ -89,8 +84,37 @@ expected="none 4 2 RUNNING
 $expected
 got
 $out"
+# The start-up's phases came on the heartbeats, the followers' (ranks 1 and 3) on their leaders':
+# every rank reached every phase (no address exchange), while the step runs.
+startup() {
+    python3 -c '
+import json, sys
+s = json.load(sys.stdin)["startup"]
+print("reported", s["reported"], "end", s["end"], "more nodes", s["more_nodes"])
+for p in s["phases"]:
+    print(p["phase"], p["ranks"], "slowest", p["slowest_rank"] in (0, 1, 2, 3))
+print("nodes", " ".join(sorted(n["host"] for n in s["slowest_nodes"])))
+print("slowest", s["slowest"]["rank"] in (0, 1, 2, 3), s["slowest"]["phase"] is not None)'
+}
+expected="reported 4 end progress more nodes 0
+task 4 slowest True
+up 4 slowest True
+registered 4 slowest True
+started 4 slowest True
+progress 4 slowest True
+nodes n1 n2
+slowest True True"
+for ((i = 0; i < 100; i++)); do
+    out=$(top_json 2>/dev/null | startup 2>/dev/null || true)
+    [[ $out != "$expected" ]] || break
+    sleep 0.2
+done
+[[ $out == "$expected" ]] || fail "top --json: the start-up: expected
+$expected
+got
+$out"
 once=$(timeout 30 "$E2E_TFSLURM" top --once "$job") || fail "top --once: status $?"
-# The header, the roles' counts, and each rank's deterministic columns (CPU, memory, progress
+# The header (no start-up figures: every trainer started), the roles' counts, and each rank's deterministic columns (CPU, memory, progress
 # and output move with the machine).
 head1="job $job step 0 (run tfslurm-$job-0) on n[1-2]: 2 nodes, 4 ranks"
 [[ $(sed -n 1p <<<"$once") == "$head1" ]] || fail "top --once: header: $(sed -n 1p <<<"$once")"

@@ -232,6 +232,30 @@ void feed(LauncherMachine& m, const std::string& event, Clock::time_point now) {
     }
 }
 
+namespace {
+
+/// Start-up phases as the tables write them: ` [task -50 up 0 registered 0]`, each in
+/// milliseconds from k_wall0; empty without any.
+std::string phases_text(const StartupTimes& times) {
+    if (times.empty()) {
+        return {};
+    }
+    std::string out;
+    const char* separator = " [";
+    for (std::size_t i = 0; i < k_startup_phases; ++i) {
+        if (const auto& time = times.at.at(i)) {
+            out += fmt::format("{}{} {}",
+                               separator,
+                               to_string(static_cast<StartupPhase>(i)),
+                               std::chrono::duration_cast<Millis>(*time - k_wall0).count());
+            separator = " ";
+        }
+    }
+    return out + "]";
+}
+
+} // namespace
+
 std::vector<std::string> render(const std::vector<LauncherAction>& actions) {
     std::vector<std::string> out;
     for (const auto& action : actions) {
@@ -241,27 +265,16 @@ std::vector<std::string> render(const std::vector<LauncherAction>& actions) {
         } else if (const auto* exit = std::get_if<protocol::Exit>(&send->message)) {
             std::string line = "send exit " + describe(exit->status) +
                                (exit->error.empty() ? "" : ": " + exit->error);
-            if (!exit->startup.empty()) {
-                // Each phase in milliseconds from k_wall0.
-                const char* separator = " [";
-                for (std::size_t i = 0; i < k_startup_phases; ++i) {
-                    if (const auto& time = exit->startup.at.at(i)) {
-                        line += fmt::format(
-                            "{}{} {}",
-                            separator,
-                            to_string(static_cast<StartupPhase>(i)),
-                            std::chrono::duration_cast<Millis>(*time - k_wall0).count());
-                        separator = " ";
-                    }
-                }
-                line += "]";
-            }
+            line += phases_text(exit->startup);
             if (exit->progress_step) {
                 line += fmt::format(" step {}", *exit->progress_step);
             }
             out.push_back(line);
         } else if (const auto* stall = std::get_if<protocol::Stall>(&send->message)) {
             out.push_back("send stall " + std::to_string(stall->silent_ms));
+        } else if (const auto* beat = std::get_if<protocol::Heartbeat>(&send->message);
+                   beat != nullptr && !beat->startup.empty()) {
+            out.push_back("send heartbeat" + phases_text(beat->startup));
         } else if (const auto* probed = std::get_if<protocol::Probed>(&send->message)) {
             out.push_back(fmt::format("send probed {} failed{}",
                                       probed->failures.size(),

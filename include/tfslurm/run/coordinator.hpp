@@ -26,8 +26,6 @@ struct CoordinatorSettings {
     /// restarts (which failed trainers are started again; default: none).
     RunSettings run;
     std::vector<Member> ranks; ///< indexed by rank
-    /// Keep each rank's start-up phases (startup()) for the metrics (`metrics`).
-    bool keep_startup = false;
     /// TFSLURM_RUN_ID, for what watchers see (`tfslurm top`); the state machine ignores it.
     std::string run_id;
     /// The plan's trainer port of each rank (indexed by rank; may be empty): `cluster` lists only
@@ -189,6 +187,9 @@ class Coordinator {
     /// `rank`'s trainer's usage, from its heartbeat or its node leader's (the metrics, `tfslurm
     /// top`); with output counts in two reports, its output rate between them.
     void usage_reported(std::uint32_t rank, const protocol::Usage& usage, Clock::time_point now);
+    /// `rank`'s start-up phases, from its heartbeat or its node leader's: the ones it reached
+    /// are kept (startup(), startup_summary()); nothing else changes.
+    void startup_reported(std::uint32_t rank, const StartupTimes& startup);
     void exited(std::uint32_t rank, const protocol::Exit& exit, Clock::time_point now);
     /// `whole_step`: slurmstepd sent the signal to every process of the step (carried by the
     /// `stop`, so that no launcher signals its trainer again).
@@ -242,10 +243,13 @@ class Coordinator {
     [[nodiscard]] const RunProgress& run_progress() const noexcept { return m_progress; }
     /// `rank` at `now` (the metrics). \throws std::out_of_range for a rank out of range.
     [[nodiscard]] RankView rank_view(std::uint32_t rank, Clock::time_point now) const;
-    /// `rank`'s start-up phases, with its first exit report (kept with `keep_startup` only).
+    /// `rank`'s start-up phases so far, from its heartbeats and its exit reports.
     [[nodiscard]] const StartupTimes& startup(std::uint32_t rank) const {
         return m_ranks.at(rank).startup;
     }
+    /// Where the step's start-up time went so far (summarize_startup() of every rank's phases;
+    /// worked out again only after a phase came).
+    [[nodiscard]] const StartupSummary& startup_summary() const;
     /// The failed rank's node check (`on_failure_check`), once it came; nullopt before, and
     /// when none is due.
     [[nodiscard]] const std::optional<protocol::Checked>& node_check() const noexcept {
@@ -277,7 +281,7 @@ class Coordinator {
         std::optional<std::uint64_t> cpu_percent;      ///< RankView::cpu_percent
         bool stuck = false;                            ///< its launcher sent `stall`
         std::optional<Clock::time_point> restarted_at; ///< its last restart, granted then
-        StartupTimes startup;                          ///< with keep_startup: its phases
+        StartupTimes startup;                          ///< its phases so far
     };
 
     [[nodiscard]] bool is_training(Role role) const noexcept;
@@ -327,9 +331,11 @@ class Coordinator {
     int m_step_status = 0;
     bool m_finished = false;
     std::vector<Outgoing> m_outgoing;
-    std::vector<StepEvent> m_events;               ///< take_events()
-    bool m_recording = false;                      ///< run.events names a record
-    RunProgress m_progress;                        ///< run_progress()
+    std::vector<StepEvent> m_events; ///< take_events()
+    bool m_recording = false;        ///< run.events names a record
+    RunProgress m_progress;          ///< run_progress()
+    /// startup_summary(), worked out on demand; nullopt once a phase came since.
+    mutable std::optional<StartupSummary> m_startup_summary;
     std::optional<protocol::Checked> m_node_check; ///< node_check()
 };
 

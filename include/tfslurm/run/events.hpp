@@ -37,6 +37,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -137,5 +138,14 @@ parse_events(std::string_view text, std::string_view subject, std::size_t* incom
 ///     slowest: rank 2 (worker:1) on n3, 3.081 s from the step's first task to first
 ///     progress; its first progress took 3.012 s (the other ranks' median: 0.041 s)
 [[nodiscard]] std::string render_startup(const std::vector<StepEvent>& events);
+
+/// The figures of a start-up summary as render_startup() tells them (its lines after the first):
+/// the phase table, the slowest nodes and the slowest rank; `who` names a rank, e.g.
+/// `rank 2 (worker:1) on n3`; `ended`: the step is over, so a phase nobody reached (first
+/// progress) is said to be missing. `tfslurm top` shows the same while a step starts.
+[[nodiscard]] std::string
+render_startup_figures(const StartupSummary& summary,
+                       const std::function<std::string(std::uint32_t)>& who,
+                       bool ended);
 
 } // namespace tfslurm

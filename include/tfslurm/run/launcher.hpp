@@ -529,8 +529,9 @@ class LauncherMachine {
     RunProgress m_run_progress; ///< rank 0: how far the step's trainers got (server_finished())
     AfterCheck m_after_check = AfterCheck::none;
     std::optional<protocol::Checked> m_node_check; ///< rank 0: the failed rank's, if it came
-    Millis m_ran{0};        ///< rank 0: from the launcher's start to its coordinator's end
-    StartupTimes m_startup; ///< the phases reached (with `up`)
+    Millis m_ran{0};             ///< rank 0: from the launcher's start to its coordinator's end
+    StartupTimes m_startup;      ///< the phases reached (with `up`)
+    StartupTimes m_startup_sent; ///< the phases the last heartbeat that carried some carried
     std::optional<std::uint64_t> m_progress_step; ///< the step last read in the progress file
 };
 

@@ -201,16 +201,32 @@ struct RankUsage {
 /// Most followers' usages one heartbeat carries (a node's ranks).
 inline constexpr std::size_t k_max_follower_usages = 1024;
 
+/// One follower's start-up phases, as its node's leader carries them.
+struct RankStartup {
+    std::uint32_t rank = 0;
+    StartupTimes startup;
+
+    friend bool operator==(const RankStartup& a, const RankStartup& b) noexcept {
+        return a.rank == b.rank && a.startup == b.startup;
+    }
+};
+
 /// Both ways, every `--heartbeat`: "I am alive". A launcher's may carry its trainer's `usage`
 /// (sampled every few seconds while it runs), and a node leader's its followers' (`followers`,
-/// their last ones: a follower's heartbeat stops at its leader, which aggregates the node). Both
-/// later additions to version 7, absent when empty: the coordinator's heartbeat is `{}`.
-/// A usage with an output count carries it as `out` (a follower's as a fourth item).
-/// Example: `{"followers":[[1,250,31457280]],"type":"heartbeat","usage":{"cpu_ms":1200,"rss":
+/// their last ones: a follower's heartbeat stops at its leader, which aggregates the node).
+/// A launcher's also carries its start-up phases (`startup`, as an `exit`'s) when one was
+/// reached since its last heartbeat, and a leader its followers' that changed since its last
+/// one (`startups`, [rank, phases] pairs): `tfslurm top` and the metrics see the start-up while
+/// it happens. All later additions to version 7, absent when empty: the coordinator's heartbeat
+/// is `{}`. A usage with an output count carries it as `out` (a follower's as a fourth item).
+/// Example: `{"followers":[[1,250,31457280]],"startups":[[1,{"registered":1796047358123,"task":
+/// 1796047358010,"up":1796047358040}]],"type":"heartbeat","usage":{"cpu_ms":1200,"rss":
 /// 52428800},"v":7}`.
 struct Heartbeat {
     std::optional<Usage> usage;
     std::vector<RankUsage> followers;
+    StartupTimes startup;
+    std::vector<RankStartup> startups;
 };
 
 /// Launcher -> coordinator: my trainer ended (or could not be started: `error` is set).

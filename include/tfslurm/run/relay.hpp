@@ -125,7 +125,8 @@ using RelayAction = std::variant<relay_action::ToLocal,
 ///   them and answers them with a heartbeat whenever the coordinator answers the leader's
 ///   (pulse()). A registered launcher silent for the heartbeat timeout (silent_too_long()) is
 ///   closed. A local heartbeat that carries its trainer's `usage` is kept too: the relay keeps
-///   each rank's last one (follower_usages()), for the leader's heartbeat to carry upstream.
+///   each rank's last one (follower_usages()), for the leader's heartbeat to carry upstream,
+///   and so are the start-up phases one carries (take_follower_startups(): sent once each).
 /// - A local connection that ends after its hello went upstream is reported upstream as
 ///   `closed` with why, unless the relay itself was closed (the leader's connection is gone).
 /// - busy(): a local connection is open, or a rank of the node never came and the relay still
@@ -176,6 +177,10 @@ class RelayMachine {
     /// heartbeat (protocol::Heartbeat::followers); a rank whose connection ended is left out.
     [[nodiscard]] std::vector<protocol::RankUsage> follower_usages() const;
 
+    /// The local launchers' start-up phases that came since the last call, by rank, for the
+    /// leader's heartbeat (protocol::Heartbeat::startups): each change goes upstream once.
+    [[nodiscard]] std::vector<protocol::RankStartup> take_follower_startups();
+
     [[nodiscard]] bool busy() const noexcept {
         return !m_sessions.empty() || (m_waiting && !m_unseen.empty());
     }
@@ -192,6 +197,8 @@ class RelayMachine {
         Clock::time_point last_heard;
         bool forwarded = false;               ///< its hello went upstream: its end must too
         std::optional<protocol::Usage> usage; ///< from its last heartbeat that had one
+        StartupTimes startup;                 ///< from its last heartbeat that had some
+        bool startup_new = false;             ///< not yet taken by take_follower_startups()
     };
 
     void hello(SessionId id, Session& session, const std::string& payload);

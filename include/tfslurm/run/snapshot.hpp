@@ -13,7 +13,12 @@
 /// `{"elapsed_ms":8000,"failure":"","job":94,"nodes":2,"ranks":[[0,"ps",0,"n1","running",0,
 /// null,120,31457280,2,null],[1,"worker",0,"n2","restarting",1,null,null,null,null,null]],
 /// "restarts":1,"run_id":"c-94-0","stall_timeout_ms":null,"step":0,"type":"snapshot","v":7,
-/// "verdict":"none"}`.
+/// "verdict":"none"}`. While ranks report start-up phases it also carries `startup`, the
+/// coordinator's start-up summary (summarize_startup()): `{"end":"started","more_nodes":0,
+/// "nodes":[["n2",412]],"phases":[["task",2,0,5,5,1],["up",2,31,40,40,1]],"reported":2,
+/// "slowest":[1,412,"up",40,31]}`: a phase is `[name, ranks, median, p90, max, slowest rank]`, a
+/// node `[host, ms]`, the slowest `[rank, total, the phase it lost most in (or null), that phase's
+/// time, the other ranks' median of it (or null)]`, milliseconds.
 
 #include <tfslurm/run/coordinator.hpp>
 #include <tfslurm/run/protocol.hpp>
@@ -54,6 +59,9 @@ struct Snapshot {
     std::uint32_t restarts = 0; ///< restarts granted in the step
     std::optional<Millis> stall_timeout; ///< the progress ages are judged against it
     std::vector<SnapshotRank> ranks;
+    /// Where the start-up time went so far (Coordinator::startup_summary()); `reported` 0 (and
+    /// no `startup` on the wire) before any rank's phases came.
+    StartupSummary startup;
 };
 
 /// The coordinator's state at `now`, for step `id`.
@@ -67,8 +75,9 @@ take_snapshot(const Coordinator& coordinator, Clock::time_point now, protocol::S
 /// it from the protocol's messages before decoding it.
 [[nodiscard]] bool is_snapshot_payload(std::string_view payload) noexcept;
 
-/// Parse one `snapshot` payload, every field checked (ranks in order from 0, states and roles by
-/// name, strings of at most 4096 bytes). \throws Error (Errc::protocol): `protocol: <problem>:
+/// Parse one `snapshot` payload, every field checked (ranks in order from 0, states, roles and
+/// phases by name, strings of at most 4096 bytes, the start-up's ranks among the ranks). \throws
+/// Error (Errc::protocol): `protocol: <problem>:
 /// "<payload, shortened>"`.
 [[nodiscard]] Snapshot decode_snapshot(std::string_view payload);
 

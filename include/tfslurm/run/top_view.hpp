@@ -105,6 +105,6 @@ render_top_json(const Snapshot& snapshot, const TopJob& job, std::int64_t now);
 render_top_screen(const Snapshot& snapshot, const TopJob& job, std::int64_t now, TopScreen& screen);
 
 /// Rows of ranks the live screen has room for at `height`.
-[[nodiscard]] std::size_t top_page_rows(const Snapshot& snapshot, std::size_t height) noexcept;
+[[nodiscard]] std::size_t top_page_rows(const Snapshot& snapshot, std::size_t height);
 
 } // namespace tfslurm

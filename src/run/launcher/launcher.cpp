@@ -440,7 +440,13 @@ void LauncherMachine::timer_fired(LauncherTimer timer, Clock::time_point now) {
     switch (timer) {
     case LauncherTimer::heartbeat:
         if (m_phase == Phase::registered) {
-            send(protocol::Heartbeat{});
+            // With the start-up phases reached since the last one (the shell adds the usage).
+            protocol::Heartbeat beat;
+            if (!(m_startup == m_startup_sent)) {
+                beat.startup = m_startup;
+                m_startup_sent = m_startup;
+            }
+            send(std::move(beat));
             m_actions.emplace_back(
                 action::ArmTimer{LauncherTimer::heartbeat, now + m_settings.run.heartbeat});
         }

@@ -229,6 +229,19 @@ json status_json(const ExitStatus& status) {
     return json{{"kind", "exited"}, {"code", status.value}};
 }
 
+/// A `startup`'s JSON: each known phase by name, milliseconds since the Unix epoch.
+json startup_json(const StartupTimes& times) {
+    json out = json::object();
+    for (std::size_t i = 0; i < k_startup_phases; ++i) {
+        if (const auto& time = times.at.at(i)) {
+            out[std::string(to_string(static_cast<StartupPhase>(i)))] =
+                std::chrono::duration_cast<std::chrono::milliseconds>(time->time_since_epoch())
+                    .count();
+        }
+    }
+    return out;
+}
+
 struct Encoder {
     json& out;
 
@@ -297,6 +310,15 @@ struct Encoder {
                 out["followers"].push_back(std::move(item));
             }
         }
+        if (!m.startup.empty()) {
+            out["startup"] = startup_json(m.startup);
+        }
+        if (!m.startups.empty()) {
+            out["startups"] = json::array();
+            for (const RankStartup& follower : m.startups) {
+                out["startups"].push_back(json{follower.rank, startup_json(follower.startup)});
+            }
+        }
     }
     void operator()(const Exit& m) const {
         out["status"] = status_json(m.status);
@@ -304,15 +326,7 @@ struct Encoder {
             out["error"] = m.error;
         }
         if (!m.startup.empty()) {
-            json& startup = out["startup"] = json::object();
-            for (std::size_t i = 0; i < k_startup_phases; ++i) {
-                if (const auto& time = m.startup.at.at(i)) {
-                    startup[std::string(to_string(static_cast<StartupPhase>(i)))] =
-                        std::chrono::duration_cast<std::chrono::milliseconds>(
-                            time->time_since_epoch())
-                            .count();
-                }
-            }
+            out["startup"] = startup_json(m.startup);
         }
         if (m.progress_step) {
             out["progress_step"] = *m.progress_step;
@@ -430,8 +444,11 @@ Probed decode_probed(const Fields& f, std::string_view payload) {
     return m;
 }
 
-/// `heartbeat`: its optional `usage` ({cpu_ms, rss}) and `followers` ([rank, cpu_ms, rss]
-/// triples, at most k_max_follower_usages).
+StartupTimes decode_startup(const json& object, std::string_view type, std::string_view payload);
+
+/// `heartbeat`: its optional `usage` ({cpu_ms, rss}), `followers` ([rank, cpu_ms, rss]
+/// triples, at most k_max_follower_usages), `startup` (the launcher's phases) and `startups`
+/// ([rank, phases] pairs, at most k_max_follower_usages).
 Heartbeat decode_heartbeat(const Fields& f, std::string_view payload) {
     Heartbeat m;
     if (f.has("usage")) {
@@ -468,6 +485,28 @@ Heartbeat decode_heartbeat(const Fields& f, std::string_view payload) {
             m.followers.push_back(follower);
         }
     }
+    if (f.has("startup")) {
+        m.startup = decode_startup(f.object("startup"), "heartbeat", payload);
+    }
+    if (f.has("startups")) {
+        const json& startups = f.require("startups");
+        const auto pair = [](const json& item) {
+            return item.is_array() && item.size() == 2 && item[0].is_number_unsigned() &&
+                   item[0].get<std::uint64_t>() <= UINT32_MAX && item[1].is_object();
+        };
+        if (!startups.is_array() || startups.size() > k_max_follower_usages ||
+            !std::all_of(startups.begin(), startups.end(), pair)) {
+            fail(fmt::format("field \"startups\" of heartbeat is not a list of at most {} "
+                             "[rank, phases]",
+                             k_max_follower_usages),
+                 payload);
+        }
+        m.startups.reserve(startups.size());
+        for (const json& item : startups) {
+            m.startups.push_back(
+                {item[0].get<std::uint32_t>(), decode_startup(item[1], "heartbeat", payload)});
+        }
+    }
     return m;
 }
 
@@ -484,12 +523,13 @@ Checked decode_checked(const Fields& f, std::string_view payload) {
     return m;
 }
 
-/// An `exit`'s `startup`: known phases only, each milliseconds since the epoch, from 0 to the
-/// last one the wall clock holds (its nanoseconds end in 2262: a larger time would overflow).
-StartupTimes decode_startup(const json& object, std::string_view payload) {
+/// A `startup` (an `exit`'s or a `heartbeat`'s, `type`): known phases only, each milliseconds
+/// since the epoch, from 0 to the last one the wall clock holds (its nanoseconds end in 2262: a
+/// larger time would overflow).
+StartupTimes decode_startup(const json& object, std::string_view type, std::string_view payload) {
     constexpr std::int64_t k_max_millis =
         std::chrono::duration_cast<std::chrono::milliseconds>(WallClock::duration::max()).count();
-    const Fields f(object, "exit", payload);
+    const Fields f(object, type, payload);
     StartupTimes out;
     for (const auto& item : object.items()) {
         bool known = false;
@@ -497,9 +537,9 @@ StartupTimes decode_startup(const json& object, std::string_view payload) {
             known = item.key() == to_string(static_cast<StartupPhase>(i));
         }
         if (!known) {
-            fail(
-                fmt::format("field \"startup\" of exit has an unknown phase {}", quote(item.key())),
-                payload);
+            fail(fmt::format(
+                     "field \"startup\" of {} has an unknown phase {}", type, quote(item.key())),
+                 payload);
         }
     }
     for (std::size_t i = 0; i < k_startup_phases; ++i) {
@@ -610,7 +650,7 @@ Message decode_object(const Fields& f, std::string_view type, std::string_view p
             m.error = f.string("error");
         }
         if (f.has("startup")) {
-            m.startup = decode_startup(f.object("startup"), payload);
+            m.startup = decode_startup(f.object("startup"), "exit", payload);
         }
         if (f.has("progress_step")) {
             m.progress_step = f.integer<std::uint64_t>("progress_step");

@@ -446,11 +446,22 @@ void CoordinatorServer::Impl::Session::dispatch(std::uint32_t rank,
         if (beat->usage) {
             state.usage_reported(rank, *beat->usage, now);
         }
-        // A leader's followers' usages: only for ranks its connection carries.
+        if (!beat->startup.empty()) {
+            state.startup_reported(rank, beat->startup);
+        }
+        // A leader's followers' usages and phases: only for ranks its connection carries.
+        const auto carried = [this, rank](std::uint32_t follower) {
+            return rank == m_rank && follower < m_server->by_rank.size() &&
+                   m_server->by_rank[follower].get() == this && follower != m_rank;
+        };
         for (const protocol::RankUsage& follower : beat->followers) {
-            if (rank == m_rank && follower.rank < m_server->by_rank.size() &&
-                m_server->by_rank[follower.rank].get() == this && follower.rank != m_rank) {
+            if (carried(follower.rank)) {
                 state.usage_reported(follower.rank, follower.usage, now);
+            }
+        }
+        for (const protocol::RankStartup& follower : beat->startups) {
+            if (carried(follower.rank)) {
+                state.startup_reported(follower.rank, follower.startup);
             }
         }
         if (rank == m_rank) {

@@ -71,6 +71,8 @@ class NodeRelay {
     void pulse();
     /// RelayMachine::follower_usages().
     [[nodiscard]] std::vector<protocol::RankUsage> follower_usages() const;
+    /// RelayMachine::take_follower_startups().
+    [[nodiscard]] std::vector<protocol::RankStartup> take_follower_startups();
     /// The leader's connection is gone: close every local connection (their launchers then
     /// take the coordinator-lost path) and stop accepting.
     void upstream_lost();

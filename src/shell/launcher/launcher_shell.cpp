@@ -118,7 +118,6 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
     settings.hello_timeout =
         std::min(connect_timeout_for(m_options.run, m_plan.hosts.size()), Millis{10000});
     settings.tree = m_options.slurm_step.has_value(); // plan_tree(): `--local` stays flat
-    settings.keep_startup = m_options.run.metrics.has_value();
     settings.run_id = m_options.run_id;
     if (!m_options.run.events.empty()) {
         try {
@@ -338,8 +337,8 @@ void LauncherShell::perform(const LauncherAction& action) {
         return;
     }
     if (const auto* send_action = std::get_if<action::Send>(&action)) {
-        if (std::holds_alternative<protocol::Heartbeat>(send_action->message)) {
-            send(heartbeat_with_usage());
+        if (const auto* beat = std::get_if<protocol::Heartbeat>(&send_action->message)) {
+            send(heartbeat_with_usage(*beat));
         } else {
             send(send_action->message);
         }
@@ -473,10 +472,9 @@ void LauncherShell::on_lost(const std::string& reason) {
     perform();
 }
 
-protocol::Heartbeat LauncherShell::heartbeat_with_usage() {
+protocol::Heartbeat LauncherShell::heartbeat_with_usage(protocol::Heartbeat beat) {
     /// How often the trainer's usage is read from /proc; heartbeats in between repeat it.
     constexpr Millis k_usage_interval{5000};
-    protocol::Heartbeat beat;
     const auto now = Clock::now();
     if (m_pid > 0 && m_machine.trainer_running()) {
         if (!m_usage_at || now - *m_usage_at >= k_usage_interval) {
@@ -502,6 +500,7 @@ protocol::Heartbeat LauncherShell::heartbeat_with_usage() {
     }
     if (m_relay) {
         beat.followers = m_relay->follower_usages();
+        beat.startups = m_relay->take_follower_startups();
     }
     return beat;
 }

@@ -138,10 +138,12 @@ class LauncherShell {
     /// HalfClose (`both` false) or Disconnect: the link, and the timers that watch it.
     void close_link(bool both);
     void finish();
-    /// The machine's heartbeat with the trainer's usage (its process tree from /proc, read at
-    /// most every k_usage_interval: a walk of /proc per heartbeat per rank would cost a node of 8
-    /// ranks 8 walks a second) and, on a node leader, its followers' last ones (the relay's).
-    [[nodiscard]] protocol::Heartbeat heartbeat_with_usage();
+    /// The machine's heartbeat (with its start-up phases when some were reached since the last
+    /// one) with the trainer's usage (its process tree from /proc, read at most every
+    /// k_usage_interval: a walk of /proc per heartbeat per rank would cost a node of 8 ranks 8
+    /// walks a second) and, on a node leader, its followers' last usages and their new start-up
+    /// phases (the relay's).
+    [[nodiscard]] protocol::Heartbeat heartbeat_with_usage(protocol::Heartbeat beat);
     /// Rank 0 with `metrics`: serve the coordinator's snapshot (a warning when it cannot).
     void start_metrics(const MetricsEndpoint& endpoint);
 

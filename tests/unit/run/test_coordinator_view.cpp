@@ -327,3 +327,40 @@ TEST_CASE("coordinator view: the usage of a rank that did not register is ignore
     CHECK(c.rank_view(1, t0 + 10s).usage == protocol::Usage{2000, 4096, 10});
     CHECK_FALSE(c.rank_view(1, t0 + 10s).cpu_percent); // its first sample
 }
+
+TEST_CASE("coordinator view: start-up phases come on heartbeats and exits and are summed",
+          "[coordinator][startup]") {
+    const auto t0 = tfslurm::test::k_t0;
+    const WallClock::time_point wall = WallClock::time_point{} + 1'796'047'358'000ms;
+    Coordinator c(cview_settings(), t0);
+    c.registered(0, t0);
+    c.registered(1, t0);
+    CHECK(c.startup_summary().reported == 0);
+    StartupTimes first;
+    first[StartupPhase::task] = wall;
+    first[StartupPhase::up] = wall + 30ms;
+    c.startup_reported(0, first);
+    // Rank 2 has not registered: its phases are not believed.
+    c.startup_reported(2, first);
+    CHECK(c.startup(2).empty());
+    CHECK(c.startup_summary().reported == 1);
+    // A later heartbeat adds the phases reached since; the known ones stay.
+    StartupTimes later;
+    later[StartupPhase::registered] = wall + 50ms;
+    later[StartupPhase::started] = wall + 60ms;
+    c.startup_reported(0, later);
+    CHECK(c.startup(0)[StartupPhase::up] == wall + 30ms);
+    CHECK(c.startup(0)[StartupPhase::started] == wall + 60ms);
+    const StartupSummary& summary = c.startup_summary();
+    CHECK(summary.reported == 1);
+    REQUIRE(summary.phases.size() == 4);
+    CHECK(summary.phases[3] == PhaseFigures{StartupPhase::started, 1, 10ms, 10ms, 10ms, 0});
+    // Rank 1's exit carries its phases: summed with rank 0's.
+    protocol::Exit exit{ExitStatus::exited(0)};
+    exit.startup[StartupPhase::task] = wall + 5ms;
+    exit.startup[StartupPhase::up] = wall + 405ms;
+    c.exited(1, exit, t0 + 1s);
+    const StartupSummary& after = c.startup_summary();
+    CHECK(after.reported == 2);
+    CHECK(after.phases[1] == PhaseFigures{StartupPhase::up, 2, 30ms, 400ms, 400ms, 1});
+}

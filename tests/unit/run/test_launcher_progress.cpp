@@ -266,6 +266,30 @@ TEST_CASE("launcher: its start-up phases and its trainer's first progress go wit
          });
 }
 
+TEST_CASE("launcher: its heartbeats carry its start-up phases once each, as they are reached",
+          "[launcher][startup]") {
+    play(startup_settings(2),
+         {
+             {0, "welcome", k_registered},
+             {0, "start due", {"start trainer"}},
+             {10, "started", {"arm first-progress 1010"}},
+             {1000,
+              "timer heartbeat",
+              {"send heartbeat [task -50 up 0 registered 0 started 10]", "arm heartbeat 2000"}},
+             {1010, "timer first-progress", {"sample progress file"}},
+             {1010, "progress file none", {"arm first-progress 2010"}},
+             // No phase since: a bare heartbeat; then the first progress.
+             {1500, "timer heartbeat", {"send heartbeat", "arm heartbeat 2500"}},
+             {2010, "timer first-progress", {"sample progress file"}},
+             {2010, "progress file 1505", k_nothing},
+             {2500,
+              "timer heartbeat",
+              {"send heartbeat [task -50 up 0 registered 0 started 10 progress 1505]",
+               "arm heartbeat 3500"}},
+             {3500, "timer heartbeat", {"send heartbeat", "arm heartbeat 4500"}},
+         });
+}
+
 TEST_CASE("launcher: with the address exchange the addresses' arrival is a phase and an "
           "untouched progress file gives no first progress",
           "[launcher][startup]") {

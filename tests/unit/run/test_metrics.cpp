@@ -31,7 +31,6 @@ CoordinatorSettings metrics_settings() {
     s.run.stall_timeout = 60s;
     s.run.restarts.per_rank = 1;
     s.run.restarts.roles = {Role::worker};
-    s.keep_startup = true;
     return s;
 }
 
@@ -82,8 +81,10 @@ tfslurm_step_verdict{verdict="none"} 1
 tfslurm_step_verdict{verdict="done"} 0
 tfslurm_step_verdict{verdict="interrupted"} 0
 tfslurm_step_verdict{verdict="aborted"} 0
-# HELP tfslurm_step_startup_phase_seconds Median and maximum time the ranks took to reach each start-up phase from the one before, as their launchers reported it with their trainers' exits.
+# HELP tfslurm_step_startup_phase_seconds Median and maximum time the ranks took to reach each start-up phase from the one before (the tasks' start: from the step's first task), as their launchers report them on their heartbeats and exits.
 # TYPE tfslurm_step_startup_phase_seconds gauge
+tfslurm_step_startup_phase_seconds{phase="task",stat="median"} 0.000
+tfslurm_step_startup_phase_seconds{phase="task",stat="max"} 0.000
 tfslurm_step_startup_phase_seconds{phase="up",stat="median"} 0.010
 tfslurm_step_startup_phase_seconds{phase="up",stat="max"} 0.010
 tfslurm_step_startup_phase_seconds{phase="registered",stat="median"} 0.020

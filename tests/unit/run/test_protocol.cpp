@@ -84,9 +84,9 @@ TEST_CASE("protocol: every message survives a round trip", "[protocol]") {
         Progress{42000},
         Checked{},
         Checked{PreflightFailure{"command", "\"true\" did not end within 2 s"}},
-        Heartbeat{Usage{1200, 52428800, {}}, {}},
-        Heartbeat{Usage{1200, 52428800, 4096}, {}},
-        Heartbeat{{}, {{1, {250, 31457280, {}}}, {3, {0, 0, 17}}}},
+        Heartbeat{Usage{1200, 52428800, {}}, {}, {}, {}},
+        Heartbeat{Usage{1200, 52428800, 4096}, {}, {}, {}},
+        Heartbeat{{}, {{1, {250, 31457280, {}}}, {3, {0, 0, 17}}}, {}, {}},
     };
     hello.address = "fd00:1::5";
     CHECK(round_trip(hello) == encode_payload(hello));
@@ -304,7 +304,7 @@ TEST_CASE("protocol: a probed carries its node's failed health check", "[protoco
 TEST_CASE("protocol: a heartbeat may carry its trainer's usage and its followers'",
           "[protocol][metrics]") {
     CHECK(encode_payload(Heartbeat{}) == R"({"type":"heartbeat","v":7})");
-    const Heartbeat beat{Usage{1200, 52428800, {}}, {{1, {250, 31457280, {}}}}};
+    const Heartbeat beat{Usage{1200, 52428800, {}}, {{1, {250, 31457280, {}}}}, {}, {}};
     const std::string payload = R"({"followers":[[1,250,31457280]],"type":"heartbeat",)"
                                 R"("usage":{"cpu_ms":1200,"rss":52428800},"v":7})";
     CHECK(encode_payload(beat) == payload);
@@ -312,7 +312,7 @@ TEST_CASE("protocol: a heartbeat may carry its trainer's usage and its followers
     CHECK(decoded.usage == beat.usage);
     CHECK(decoded.followers == beat.followers);
     // With output counts (`--label`): `out`, and a follower's fourth item.
-    const Heartbeat counted{Usage{1200, 52428800, 4096}, {{1, {250, 31457280, 77}}}};
+    const Heartbeat counted{Usage{1200, 52428800, 4096}, {{1, {250, 31457280, 77}}}, {}, {}};
     const std::string counted_payload =
         R"({"followers":[[1,250,31457280,77]],"type":"heartbeat",)"
         R"("usage":{"cpu_ms":1200,"out":4096,"rss":52428800},"v":7})";
@@ -326,6 +326,40 @@ TEST_CASE("protocol: a heartbeat may carry its trainer's usage and its followers
         {R"("followers":[[4294967296,2,3]])",
          R"(protocol: field "followers" of heartbeat is not a list)"},
         {R"("followers":{})", R"(protocol: field "followers" of heartbeat is not a list)"},
+    };
+    for (const auto& [field, message] : bad) {
+        INFO(field);
+        CHECK_THROWS_WITH(decode_payload(R"({"v":7,"type":"heartbeat",)" + field + "}"),
+                          Catch::StartsWith(message));
+    }
+}
+
+TEST_CASE("protocol: a heartbeat may carry start-up phases, its own and its followers'",
+          "[protocol][startup]") {
+    Heartbeat beat;
+    beat.startup[StartupPhase::task] = WallClock::time_point{} + std::chrono::milliseconds{1000};
+    beat.startup[StartupPhase::up] = WallClock::time_point{} + std::chrono::milliseconds{1040};
+    StartupTimes follower;
+    follower[StartupPhase::registered] =
+        WallClock::time_point{} + std::chrono::milliseconds{1796047358123};
+    beat.startups = {{3, follower}};
+    const std::string payload = R"({"startup":{"task":1000,"up":1040},"startups":[[3,)"
+                                R"({"registered":1796047358123}]],"type":"heartbeat","v":7})";
+    CHECK(encode_payload(beat) == payload);
+    const auto decoded = std::get<Heartbeat>(decode_payload(payload));
+    CHECK(decoded.startup == beat.startup);
+    CHECK(decoded.startups == beat.startups);
+    CHECK_FALSE(decoded.usage);
+    const std::vector<std::pair<std::string, std::string>> bad{
+        {R"("startup":{"soon":1})",
+         R"(protocol: field "startup" of heartbeat has an unknown phase "soon")"},
+        {R"("startup":{"up":-1})", R"(protocol: field "up" of heartbeat)"},
+        {R"("startup":[])", R"(protocol: field "startup" of heartbeat)"},
+        {R"("startups":[[3]])", R"(protocol: field "startups" of heartbeat is not a list)"},
+        {R"("startups":[[4294967296,{}]])",
+         R"(protocol: field "startups" of heartbeat is not a list)"},
+        {R"("startups":[[3,{"up":"x"}]])", R"(protocol: field "up" of heartbeat)"},
+        {R"("startups":{})", R"(protocol: field "startups" of heartbeat is not a list)"},
     };
     for (const auto& [field, message] : bad) {
         INFO(field);

@@ -57,6 +57,14 @@ std::vector<std::uint32_t> ranks_of(std::istringstream& in) {
     return ranks;
 }
 
+/// The start-up phases a `send S phases` heartbeat carries: task and up, 40 ms apart.
+StartupTimes relay_phases() {
+    StartupTimes out;
+    out[StartupPhase::task] = WallClock::time_point{} + std::chrono::milliseconds{1000};
+    out[StartupPhase::up] = WallClock::time_point{} + std::chrono::milliseconds{1040};
+    return out;
+}
+
 /// Feed one event, written as in the tables: `listening`, `accept S` (nonce SSS...), `hello S R
 /// [relay]`, `verified S`, `verified S reject <reason>`, `send S exit|heartbeat|welcome|garbage`
 /// (a local launcher's frame), `unreadable S <what>`, `closed S <why>`, `down R,R
@@ -96,10 +104,14 @@ std::vector<std::string> feed(RelayMachine& m, const std::string& event, Clock::
         const std::string payload =
             text == "exit" ? protocol::encode_payload(protocol::Exit{ExitStatus::exited(0), {}})
             : text == "heartbeat" ? protocol::encode_payload(protocol::Heartbeat{})
-            : text == "usage"
-                ? protocol::encode_payload(protocol::Heartbeat{protocol::Usage{1200, 4096, {}}, {}})
+            : text == "usage"     ? protocol::encode_payload(protocol::Heartbeat{
+                                    protocol::Usage{1200, 4096, {}}, {}, {}, {}})
             : text == "leader-beat"
-                ? protocol::encode_payload(protocol::Heartbeat{{}, {{3, {1, 1, {}}}}})
+                ? protocol::encode_payload(protocol::Heartbeat{{}, {{3, {1, 1, {}}}}, {}, {}})
+            : text == "phases"
+                ? protocol::encode_payload(protocol::Heartbeat{{}, {}, relay_phases(), {}})
+            : text == "leader-phases"
+                ? protocol::encode_payload(protocol::Heartbeat{{}, {}, {}, {{3, relay_phases()}}})
             : text == "welcome" ? protocol::encode_payload(protocol::Welcome{3, "x"})
                                 : std::string("{\"type\":");
         m.received(session, payload, now);
@@ -225,6 +237,28 @@ TEST_CASE("relay: a follower's usage stays here for the leader's heartbeat", "[r
                      {10, "send 1 leader-beat", {"close 1", "up relay [1] closed: protocol error"}},
                  });
     CHECK(again.follower_usages().empty());
+}
+
+TEST_CASE("relay: a follower's start-up phases go up once with the leader's heartbeat",
+          "[relay][startup]") {
+    const test::LogCapture log(spdlog::level::warn);
+    auto m = play(settings(),
+                  registers(1, 1, 0) + registers(2, 2, 0) +
+                      std::vector<Step>{
+                          {10, "send 2 phases", k_nothing},
+                          {10, "send 1 heartbeat", k_nothing},
+                      });
+    CHECK(m.take_follower_startups() == std::vector<protocol::RankStartup>{{2, relay_phases()}});
+    CHECK(m.take_follower_startups().empty()); // taken: sent once
+    CHECK(m.follower_usages().empty());        // phases are no usage
+    // A follower's heartbeat that carries others' phases is a protocol error.
+    auto again = play(
+        settings(),
+        registers(1, 1, 0) +
+            std::vector<Step>{
+                {10, "send 1 leader-phases", {"close 1", "up relay [1] closed: protocol error"}},
+            });
+    CHECK(again.take_follower_startups().empty());
 }
 
 TEST_CASE("relay: a hello that fails a check is refused here and the coordinator never hears "

@@ -97,6 +97,7 @@ void snap_check_same(const Snapshot& a, const Snapshot& b) {
     CHECK(a.failure == b.failure);
     CHECK(a.restarts == b.restarts);
     CHECK(a.stall_timeout == b.stall_timeout);
+    CHECK(a.startup == b.startup);
     REQUIRE(a.ranks.size() == b.ranks.size());
     for (std::size_t i = 0; i < a.ranks.size(); ++i) {
         INFO("rank " << i);
@@ -149,8 +150,14 @@ TEST_CASE("snapshot: taken from a coordinator that runs", "[snapshot]") {
     c.usage_reported(0, protocol::Usage{600, 2000, {}}, t0 + 6s);
     c.progressed(0, 2500ms, t0 + 7s);
     c.exited(1, protocol::Exit{ExitStatus::exited(3)}, t0 + 7s);
+    StartupTimes phases;
+    phases[StartupPhase::task] = WallClock::time_point{} + 1'796'047'358'000ms;
+    phases[StartupPhase::up] = WallClock::time_point{} + 1'796'047'358'040ms;
+    c.startup_reported(0, phases);
 
     const Snapshot s = take_snapshot(c, t0 + 7500ms, protocol::StepId{94, 3});
+    CHECK(s.startup == c.startup_summary());
+    CHECK(s.startup.reported == 1);
     CHECK(s.job == 94);
     CHECK(s.step == 3);
     CHECK(s.run_id == "c-94-0");
@@ -314,6 +321,81 @@ TEST_CASE("snapshot: a payload read back is the snapshot", "[snapshot]") {
     }
 }
 
+namespace {
+
+/// The header's example of a start-up summary.
+const std::string k_snap_startup =
+    R"({"end":"started","more_nodes":0,"nodes":[["n2",412]],"phases":[["task",2,0,5,5,1],)"
+    R"(["up",2,31,40,40,1]],"reported":2,"slowest":[1,412,"up",40,31]})";
+
+/// The header's example payload with `startup` as its start-up summary.
+std::string snap_with_startup(const std::string& startup) {
+    std::string payload = k_snap_example_payload;
+    payload.insert(payload.find(R"(,"step":)"), R"(,"startup":)" + startup);
+    return payload;
+}
+
+} // namespace
+
+TEST_CASE("snapshot: the start-up summary travels with it", "[snapshot][startup]") {
+    const Snapshot decoded = decode_snapshot(snap_with_startup(k_snap_startup));
+    StartupSummary want;
+    want.reported = 2;
+    want.end = StartupPhase::started;
+    want.phases = {{StartupPhase::task, 2, 0ms, 5ms, 5ms, 1},
+                   {StartupPhase::up, 2, 31ms, 40ms, 40ms, 1}};
+    want.nodes = {{"n2", 412ms}};
+    want.slowest = SlowestStartup{1, 412ms, StartupPhase::up, 40ms, 31ms};
+    CHECK(decoded.startup == want);
+    CHECK(encode_snapshot(decoded) == snap_with_startup(k_snap_startup));
+    // None reported: no `startup` on the wire.
+    CHECK(decode_snapshot(k_snap_example_payload).startup == StartupSummary{});
+    CHECK(encode_snapshot(decode_snapshot(k_snap_example_payload)) == k_snap_example_payload);
+    // Signed times (two nodes' clocks), a phase nobody else reached, no slowest yet.
+    const std::string odd =
+        R"({"end":"progress","more_nodes":4,"nodes":[],"phases":[["task",1,-3,-3,-3,0]],)"
+        R"("reported":1,"slowest":null})";
+    const Snapshot back = decode_snapshot(snap_with_startup(odd));
+    CHECK(back.startup.end == StartupPhase::progress);
+    CHECK(back.startup.more_nodes == 4);
+    CHECK(back.startup.phases.at(0).median == -3ms);
+    CHECK_FALSE(back.startup.slowest);
+    CHECK(encode_snapshot(back) == snap_with_startup(odd));
+}
+
+TEST_CASE("snapshot: a start-up summary that is not right is refused", "[snapshot][startup]") {
+    const std::vector<std::pair<std::string, std::string>> bad{
+        {"[]", R"(field "startup" is not an object)"},
+        {R"({"end":"soon","more_nodes":0,"nodes":[],"phases":[],"reported":0,"slowest":null})",
+         "the start-up's end is not a start-up phase"},
+        {R"({"end":"up","more_nodes":0,"nodes":[],"phases":[],"reported":3,"slowest":null})",
+         R"(field "reported" is not a number in [0, 2])"},
+        {R"({"end":"up","more_nodes":0,"nodes":[],"phases":[["up",1,0,0,0,0],["task",1,0,0,0,0]],)"
+         R"("reported":1,"slowest":null})",
+         "start-up phase task is out of order or has no ranks"},
+        {R"({"end":"up","more_nodes":0,"nodes":[],"phases":[["up",1,0,0,0,2]],"reported":1,)"
+         R"("slowest":null})",
+         "a start-up phase's slowest rank is not one of the step's ranks"},
+        {R"({"end":"up","more_nodes":0,"nodes":[],"phases":[["up",1,0,0,1e20,0]],"reported":1,)"
+         R"("slowest":null})",
+         "a start-up phase's maximum is not a number of milliseconds within a year"},
+        {R"({"end":"up","more_nodes":0,"nodes":[["a",1],["b",1],["c",1],["d",1]],"phases":[],)"
+         R"("reported":1,"slowest":null})",
+         "the start-up's nodes are not a list of at most 3"},
+        {R"({"end":"up","more_nodes":0,"nodes":[],"phases":[],"reported":1})",
+         R"(missing field "slowest" of the start-up)"},
+        {R"({"end":"up","more_nodes":0,"nodes":[],"phases":[],"reported":1,"slowest":[7,1,null,1,null]})",
+         "the start-up's slowest rank is not one of the step's ranks"},
+        {R"({"end":"up","more_nodes":0,"nodes":[],"phases":[],"reported":1,"slowest":[1,1,"x",1,null]})",
+         "the slowest rank's phase is not a start-up phase"},
+    };
+    for (const auto& [startup, problem] : bad) {
+        INFO(startup);
+        const std::string payload = snap_with_startup(startup);
+        CHECK(snap_decode_error(payload) == snap_refusal(problem, payload));
+    }
+}
+
 TEST_CASE("snapshot: a payload that is not an object is refused", "[snapshot]") {
     CHECK(snap_decode_error("[1]") == R"(protocol: snapshot: not a JSON object: "[1]")");
     CHECK(snap_decode_error("") == R"(protocol: snapshot: not a JSON object: "")");
@@ -338,9 +420,10 @@ TEST_CASE("snapshot: a payload of another type or version is refused", "[snapsho
 }
 
 TEST_CASE("snapshot: a payload nested too deeply is refused before it is parsed", "[snapshot]") {
-    const std::string payload = snap_payload("[[0]]");
+    const std::string payload = snap_payload("[[[0]]]");
     CHECK(snap_decode_error(payload) == "protocol: nested too deeply: " + quote(payload));
-    // Three levels are fine (and brackets in strings are not counted).
+    // Four levels are fine (a start-up phase is the fourth) (and brackets in strings are not
+    // counted).
     CHECK_NOTHROW(decode_snapshot(
         snap_payload(R"([0,"worker",0,"[[[[n1]]]]","running",0,null,null,null,null,null])")));
 }

@@ -438,7 +438,8 @@ TEST_CASE("top: the JSON document of a step", "[top]") {
     CHECK(text.rfind("{\n  \"elapsed_s\": 3723.0,\n", 0) == 0);
     CHECK(text.back() == '\n');
     const auto doc = nlohmann::json::parse(text);
-    CHECK(doc.size() == 16);
+    CHECK(doc.size() == 17);
+    CHECK(doc["startup"].is_null()); // no rank reported its start-up phases
     CHECK(doc["job"] == 94);
     CHECK(doc["step"] == 0);
     CHECK(doc["run_id"] == "c-94-0");
@@ -550,6 +551,70 @@ TEST_CASE("top: while ranks have not registered the header names the nodes waite
     // Every rank registered: no such line.
     CHECK(render_top_text(topv_snapshot(), topv_job(), k_topv_now).find("start-up:") ==
           std::string::npos);
+}
+
+namespace {
+
+/// topv_snapshot() with its start-up so far: every rank up, ranks 0 and 1 registered and started,
+/// rank 2 (restarting, on n2) not yet registered by its own clock.
+Snapshot topv_starting() {
+    Snapshot s = topv_snapshot();
+    s.startup.reported = 3;
+    s.startup.end = StartupPhase::started;
+    s.startup.phases = {{StartupPhase::task, 3, Millis{0}, Millis{5}, Millis{5}, 2},
+                        {StartupPhase::up, 3, Millis{30}, Millis{400}, Millis{400}, 2},
+                        {StartupPhase::registered, 2, Millis{20}, Millis{22}, Millis{22}, 1},
+                        {StartupPhase::started, 2, Millis{10}, Millis{10}, Millis{10}, 0}};
+    s.startup.nodes = {{"n1", Millis{62}}};
+    s.startup.slowest =
+        SlowestStartup{1, Millis{62}, StartupPhase::registered, Millis{22}, Millis{20}};
+    return s;
+}
+
+} // namespace
+
+TEST_CASE("top: while trainers have not started the header shows where the start-up time went",
+          "[top][startup]") {
+    const Snapshot s = topv_starting();
+    const auto lines = topv_lines(render_top_text(s, topv_job(), k_topv_now));
+    REQUIRE(lines.size() > 11);
+    CHECK(std::vector<std::string>(lines.begin() + 3, lines.begin() + 11) ==
+          std::vector<std::string>{
+              "start-up so far: 3 of 3 ranks reported, 2 trainers started",
+              "phase                    median       p90       max  slowest",
+              "task started            0.000 s   0.005 s   0.005 s  rank 2 (worker:1) on n2",
+              "launcher up             0.030 s   0.400 s   0.400 s  rank 2 (worker:1) on n2",
+              "registered              0.020 s   0.022 s   0.022 s  rank 1 (worker:0) on n1",
+              "trainer started         0.010 s   0.010 s   0.010 s  rank 0 (ps:0) on n1",
+              "slowest nodes to trainer started: n1 0.062 s",
+              std::string("slowest: rank 1 (worker:0) on n1, 0.062 s from the step's first task "
+                          "to trainer started; its registered took 0.022 s (the other ranks' "
+                          "median: 0.020 s)"),
+          });
+    CHECK(lines[11].empty());
+    // The live screen keeps 8 rows fewer for the ranks.
+    CHECK(top_page_rows(s, 30) == top_page_rows(topv_snapshot(), 30) - 8);
+    // Every trainer started: the start-up is over, and the header is the usual one.
+    Snapshot started = s;
+    started.startup.phases.back().ranks = 3;
+    CHECK(render_top_text(started, topv_job(), k_topv_now) ==
+          render_top_text(topv_snapshot(), topv_job(), k_topv_now));
+}
+
+TEST_CASE("top: the JSON document's start-up", "[top][startup]") {
+    const auto doc =
+        nlohmann::json::parse(render_top_json(topv_starting(), topv_job(), k_topv_now));
+    CHECK(doc["startup"] ==
+          nlohmann::json::parse(
+              R"({"reported":3,"end":"started","more_nodes":0,)"
+              R"("phases":[{"phase":"task","ranks":3,"median_s":0.0,"p90_s":0.005,"max_s":0.005,)"
+              R"("slowest_rank":2},{"phase":"up","ranks":3,"median_s":0.03,"p90_s":0.4,)"
+              R"("max_s":0.4,"slowest_rank":2},{"phase":"registered","ranks":2,"median_s":0.02,)"
+              R"("p90_s":0.022,"max_s":0.022,"slowest_rank":1},{"phase":"started","ranks":2,)"
+              R"("median_s":0.01,"p90_s":0.01,"max_s":0.01,"slowest_rank":0}],)"
+              R"("slowest_nodes":[{"host":"n1","seconds":0.062}],)"
+              R"("slowest":{"rank":1,"seconds":0.062,"phase":"registered","phase_s":0.022,)"
+              R"("others_median_s":0.02}})"));
 }
 
 TEST_CASE("top: the live screen scrolls", "[top]") {

@@ -672,6 +672,42 @@ TEST_CASE("coordinator_server: a node leader's heartbeat stands for its follower
     ::close(leader);
 }
 
+TEST_CASE("coordinator_server: a leader's heartbeat carries the phases of the ranks it relays only",
+          "[coordinator_server][tree][startup]") {
+    CoordinatorSettings s;
+    s.ranks = {Member{Role::worker, 0, "n1"},
+               Member{Role::worker, 1, "n1"},
+               Member{Role::worker, 2, "n2"}};
+    LiveServer live(s);
+    const protocol::Authenticator& auth = live.auth();
+    CoordinatorServer& server = live.server();
+    protocol::FrameDecoder leader_in;
+    const int leader = register_rank(server.port(), auth, 0, leader_in, true);
+    send_frame(leader, protocol::encode_frame(relayed_hello(1)));
+    REQUIRE(receive(leader, leader_in));
+    protocol::FrameDecoder other_in;
+    const int other = register_rank(server.port(), auth, 2, other_in, false);
+    StartupTimes phases;
+    phases[StartupPhase::task] = WallClock::time_point{} + 1'796'047'358'000ms;
+    phases[StartupPhase::up] = WallClock::time_point{} + 1'796'047'358'040ms;
+    // Its own, its follower's, and rank 2's, which another connection carries: not believed.
+    protocol::Heartbeat beat;
+    beat.startup = phases;
+    beat.startups = {{1, phases}, {2, phases}};
+    send_frame(leader, protocol::encode_frame(beat));
+    const auto answer = receive(leader, leader_in);
+    REQUIRE(answer);
+    REQUIRE(std::holds_alternative<protocol::Heartbeat>(*answer));
+    live.stop([&phases](CoordinatorServer& in_its_thread) {
+        CHECK(in_its_thread.state().startup(0) == phases);
+        CHECK(in_its_thread.state().startup(1) == phases);
+        CHECK(in_its_thread.state().startup(2).empty());
+        CHECK(in_its_thread.state().startup_summary().reported == 2);
+    });
+    ::close(leader);
+    ::close(other);
+}
+
 TEST_CASE("coordinator_server: a cluster larger than a frame reaches proven launchers",
           "[coordinator_server][tree]") {
     CoordinatorSettings s;
