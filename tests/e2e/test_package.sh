@@ -52,7 +52,7 @@ if [[ -n ${TC_ROOTFS:-} ]]; then
     plugin=/usr/lib/$multiarch/slurm-wlm/spank_tfslurm.so
     conf=/etc/slurm/plugstack.conf.d/tfslurm.conf
     [[ -f $TC_ROOTFS$plugin ]] || fail "no $plugin in $TC_ROOTFS"
-    line=$(sed -n 's/^#\(required [^ ]*\)$/\1/p' "$TC_ROOTFS$conf" | head -1)
+    line=$(sed -n 's/^#\(required [^ ]*\)$/\1/p' "$TC_ROOTFS$conf" | sed -n 1p)
     assert_eq "required $plugin" "$line" "the plain line of $conf"
 
     e2e_log "srun --tfslurm=ps=1 with the plugin the package installed"
@@ -111,7 +111,7 @@ E2E_SPANK_PLUGIN=$plugin
 use_spank_plugin
 
 e2e_log "srun --tfslurm=ps=1 with the line of the installed $conf"
-line=$(sed -n 's/^#\(required [^ ]*\)$/\1/p' "$conf" | head -1)
+line=$(sed -n 's/^#\(required [^ ]*\)$/\1/p' "$conf" | sed -n 1p)
 assert_eq "required $plugin" "$line" "the plain line of $conf"
 printf '%s\n' "$line" >"$SPANK_CONF"
 run_stdout 0 60 srun -N3 --ntasks-per-node=2 --tfslurm=ps=1 bash -c "$SPANK_PRINT_TASK"

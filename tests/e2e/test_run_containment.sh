@@ -35,7 +35,7 @@ chmod 755 "$trainer"
 marked() {
     local pid
     for pid in /proc/[0-9]*; do
-        tr '\0' ' ' <"$pid/cmdline" 2>/dev/null | grep -qF -- "$marker-" && printf '%s\n' "${pid#/proc/}"
+        tr '\0' ' ' <"$pid/cmdline" 2>/dev/null | grep -F -- "$marker-" >/dev/null && printf '%s\n' "${pid#/proc/}"
     done
     return 0
 }

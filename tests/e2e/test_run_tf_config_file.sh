@@ -44,7 +44,7 @@ for rank in 0 1 2; do
         "rank $rank read TF_CONFIG through the shim"$'\n'"$out"
 done
 assert_eq 0 "$(grep -c 'tfslurm: error' <<<"$out")" "no error"$'\n'"$out"
-remaining=$(find "$dir" -mindepth 1 | head -5)
+remaining=$(find "$dir" -mindepth 1 | sed -n 1,5p)
 assert_eq "" "$remaining" "the launchers removed the files and shims"
 no_leftovers
 e2e_log "TF_CONFIG through files for 3 tasks, nothing left"

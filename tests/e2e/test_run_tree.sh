@@ -70,7 +70,7 @@ kill_launcher_of() {
     on_exit "kill $srun_pid 2>/dev/null || true"
     wait_for_lines 'listening on' 6 60 "$dir"/task-{0..5}.out
     for pid in $(launcher_pids n2); do
-        if tr '\0' '\n' <"/proc/$pid/environ" | grep -qx "SLURM_PROCID=$rank"; then
+        if tr '\0' '\n' <"/proc/$pid/environ" | grep -x "SLURM_PROCID=$rank" >/dev/null; then
             victim=$pid
         fi
     done

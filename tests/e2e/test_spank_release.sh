@@ -60,7 +60,7 @@ run_stdout 0 60 srun -N1 -w "${TC_NODE_ARRAY[0]}" bash -c 'echo "ran ${TF_CONFIG
 assert_eq "ran without TF_CONFIG" "$E2E_OUTPUT" "the step's output"
 assert_eq "srun: error: $line" "$(grep 'tfslurm: ' <<<"$E2E_STDERR")" "srun's line"
 for ((i = 0; i < 200; i++)); do
-    tail -n +"$((before + 1))" "$log" | grep -q -F -- "error: $line" && break
+    tail -n +"$((before + 1))" "$log" | grep -F -- "error: $line" >/dev/null && break
     sleep 0.1
 done
 assert_eq 1 "$(tail -n +"$((before + 1))" "$log" | grep -c -F -- "error: $line" || true)" \

@@ -39,7 +39,7 @@ as_user=("${E2E_TC_EXEC[@]}" runuser -u "$user" -- env SLURM_CONF="$SLURM_CONF")
 out=$(run_bounded 60 "${as_user[@]}" srun -N3 --ntasks-per-node=1 bash -c \
     'printf "%s %s %s %s\n" "$SLURM_PROCID" "$(id -u)" "$(hostname)" "$("$0" env --only tf --format env | sed -n 1p)"' \
     "$tfslurm" 2>&1) || fail "srun as $user failed (status $?):"$'\n'"$out"
-port=$(sed -n 's/.*"n1:\([0-9]*\)".*/\1/p' <<<"$out" | head -n 1)
+port=$(sed -n 's/.*"n1:\([0-9]*\)".*/\1/p' <<<"$out" | sed -n 1p)
 [[ -n $port ]] || fail "no port for n1 in:"$'\n'"$out"
 cluster="{\"cluster\":{\"worker\":[\"n1:$port\",\"n2:$port\",\"n3:$port\"]}"
 assert_eq "0 $uid n1 TF_CONFIG=$cluster,\"task\":{\"type\":\"worker\",\"index\":0}}
