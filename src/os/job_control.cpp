@@ -182,6 +182,23 @@ void append_requeue_event(const std::string& events,
     }
 }
 
+/// A takeover's turn (RequeueRequest::takeover): wait, then read the job again; nullopt when
+/// this launcher may requeue it, else why not (takeover_refusal(), or the job unreadable).
+std::optional<std::string> await_turn(const RequeueRequest& request) {
+    const Takeover& turn = *request.takeover;
+    logger().debug("job {}: requeue turn {}: waiting {} ms before reading the job again",
+                   request.job,
+                   turn.turn,
+                   turn.wait.count());
+    std::this_thread::sleep_for(turn.wait);
+    const ClientRun run =
+        run_client({"scontrol", "-o", "show", "job", std::to_string(request.job)});
+    if (!run.why.empty()) {
+        return fmt::format("cannot read job {}: {}", request.job, run.why);
+    }
+    return takeover_refusal(run.output, request.job, request.restart - 1);
+}
+
 } // namespace
 
 SlurmLibrary load_libslurm(const Environment& env) {
@@ -229,14 +246,34 @@ job_end_time(const Plan& plan, const Environment& env, SlurmJob job, const JobRe
     }
 }
 
-// In order (~60 lines), because Slurm ends this process soon after the requeue: the line, the
-// comment (while the job runs), the requeue, ExcNodeList (now that the job is pending again),
-// the record.
+// In order (~70 lines), because Slurm ends this process soon after the requeue: a takeover's
+// turn, the line, the comment (while the job runs), the requeue, ExcNodeList (now that the job
+// is pending again), the record.
 int requeue_job(const LaunchResult& result,
                 const Environment& env,
                 const std::string& events,
                 const JobReport& report) {
     const RequeueRequest& request = *result.requeue;
+    if (request.takeover) {
+        if (request.takeover->turn == 0) {
+            // Rank 0 leaves the first move to the other side: its line says so now, since the
+            // wait is long and srun shows nothing else meanwhile.
+            report(result.outcome,
+                   fmt::format("{}; waiting {} for a launcher of the other nodes to requeue job "
+                               "{} first",
+                               request.takeover->fallback,
+                               format_seconds(request.takeover->wait),
+                               request.job));
+        }
+        if (const auto why = await_turn(request)) {
+            report(result.outcome,
+                   fmt::format("{}; not requeueing job {}: {}",
+                               request.takeover->fallback,
+                               request.job,
+                               *why));
+            return request.status_if_refused;
+        }
+    }
     report(result.outcome, result.message);
     // Let srun forward the line above before Slurm ends the step.
     std::this_thread::sleep_for(k_abort_linger);

@@ -726,6 +726,7 @@ void Coordinator::tick(Clock::time_point now) {
                 protocol::Failure failure = failure_of(rank);
                 failure.cause = protocol::FailureCause::lost;
                 failure.detail = no_heartbeat(m_settings.run.heartbeat_timeout);
+                failure.answering = answering_nodes(now);
                 if (StepEvent* event = record(EventKind::lost, rank)) {
                     event->why = failure.detail;
                 }
@@ -742,6 +743,21 @@ void Coordinator::tick(Clock::time_point now) {
         forget_silent(now);
     }
     update_finished(now);
+}
+
+std::uint32_t Coordinator::answering_nodes(Clock::time_point now) const {
+    std::set<std::string_view> hosts;
+    if (!m_settings.ranks.empty()) {
+        hosts.insert(m_settings.ranks[0].host);
+    }
+    for (std::uint32_t rank = 0; rank < m_ranks.size(); ++rank) {
+        const RankState& state = m_ranks[rank];
+        if (state.connected && !state.lost &&
+            !silent_too_long(state.last_seen, now, m_settings.run.heartbeat_timeout / 2)) {
+            hosts.insert(m_settings.ranks[rank].host);
+        }
+    }
+    return static_cast<std::uint32_t>(hosts.size());
 }
 
 void Coordinator::forget_silent(Clock::time_point now) {

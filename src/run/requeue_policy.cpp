@@ -4,11 +4,13 @@
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/resolve/hostlist.hpp>
 #include <tfslurm/run/requeue_policy.hpp>
+#include <tfslurm/run/top_view.hpp> // parse_scontrol_record()
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <string>
 
 namespace tfslurm {
@@ -343,6 +345,84 @@ job_end_from_variable(std::string_view text, std::chrono::system_clock::time_poi
         return std::nullopt;
     }
     return end;
+}
+
+Millis coordinator_linger(const RunSettings& run) {
+    Millis linger = run.grace + run.heartbeat_timeout + Millis{2000};
+    if (!run.on_failure_check.empty()) {
+        // The failed rank's launcher checks its node after its trainer ended (its grace).
+        linger += run.on_failure_check_timeout + Millis{5000};
+    }
+    return linger;
+}
+
+Millis takeover_silence_wait(const RunSettings& run) {
+    return coordinator_linger(run) + Millis{10000};
+}
+
+Millis takeover_rank0_wait(const RunSettings& run) {
+    return 2 * takeover_silence_wait(run) + k_takeover_turns * k_takeover_stagger;
+}
+
+bool strict_majority(std::uint32_t answering, std::size_t nodes) noexcept {
+    return 2 * static_cast<std::size_t>(answering) > nodes;
+}
+
+std::optional<Takeover> takeover_turn(const std::vector<Member>& ranks,
+                                      std::uint32_t rank,
+                                      CoordinatorLoss loss,
+                                      const RunSettings& run) {
+    if (loss == CoordinatorLoss::other || rank == 0 || rank >= ranks.size()) {
+        return std::nullopt;
+    }
+    if (node_leaders(ranks)[rank] != rank) {
+        return std::nullopt; // the node's leader speaks for it
+    }
+    // The nodes in rank order: rank 0's first. A leader is its node's lowest rank, so the
+    // nodes before this one are those of the lower ranks.
+    std::vector<std::string_view> hosts;
+    for (std::uint32_t r = 0; r < rank; ++r) {
+        if (std::find(hosts.begin(), hosts.end(), ranks[r].host) == hosts.end()) {
+            hosts.emplace_back(ranks[r].host);
+        }
+    }
+    const auto turn = static_cast<std::uint32_t>(hosts.size()); // rank 0's node is turn 0
+    if (turn == 0 || turn > k_takeover_turns) {
+        return std::nullopt;
+    }
+    Takeover out;
+    out.turn = turn;
+    out.wait = (turn - 1) * k_takeover_stagger;
+    if (loss == CoordinatorLoss::silent) {
+        out.wait += takeover_silence_wait(run);
+    }
+    return out;
+}
+
+std::optional<std::string>
+takeover_refusal(std::string_view record, std::uint64_t job, std::uint32_t restart_count) {
+    const auto fields = parse_scontrol_record(record);
+    const auto state = fields.find("JobState");
+    if (state == fields.end()) {
+        return fmt::format("scontrol's record of job {} has no JobState", job);
+    }
+    const auto restarts = fields.find("Restarts");
+    if (restarts == fields.end()) {
+        return fmt::format("scontrol's record of job {} has no Restarts", job);
+    }
+    const auto count = detail::parse_decimal(restarts->second);
+    if (!count) {
+        return fmt::format("scontrol's record of job {} has an unreadable Restarts: {}",
+                           job,
+                           quote(restarts->second));
+    }
+    if (*count != restart_count) {
+        return fmt::format("job {} was requeued already (Restarts={})", job, *count);
+    }
+    if (state->second != "RUNNING") {
+        return fmt::format("job {} is {}", job, quote(state->second));
+    }
+    return std::nullopt;
 }
 
 } // namespace tfslurm

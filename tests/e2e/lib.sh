@@ -471,6 +471,26 @@ lose_node() {
     e2e_log "${label}killed every process of the step on $node: ${victims[*]}"
 }
 
+# cut_off NODE: take NODE's link (its veth on the bridge) down: the node is cut off from the
+# others and from slurmctld. The link is brought back up, and the node resumed if Slurm set it
+# down or drained meanwhile, when the test exits, whatever its outcome (restore_link NODE does
+# that earlier).
+cut_off() {
+    on_exit "restore_link $1"
+    ip link set dev "$TC_VETH_PREFIX$1" down
+    e2e_log "link of $1 ($TC_VETH_PREFIX$1) down"
+}
+
+# restore_link NODE: NODE's link up again (see cut_off), NODE resumed if it is down or drained.
+restore_link() {
+    local node=$1 state
+    ip link set dev "$TC_VETH_PREFIX$node" up 2>/dev/null || true
+    state=$(timeout 10 sinfo -h -n "$node" -o %t 2>/dev/null || true)
+    if [[ $state == *down* || $state == *drain* || $state == *drng* ]]; then
+        timeout 10 scontrol update nodename="$node" state=resume 2>/dev/null || true
+    fi
+}
+
 # use_spank_plugin: for tests of the SPANK plugin: the plugin built for the cluster's release.
 # For the machine's own release E2E_SPANK_PLUGIN (set by CTest), else
 # $E2E_BUILD_DIR/plugins/spank/spank_tfslurm.so, must exist; for another release the one

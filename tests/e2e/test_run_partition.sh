@@ -15,16 +15,6 @@ source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 require_trainer
 
 node=n3
-veth=${TC_VETH_PREFIX}$node
-restore_node() {
-    ip link set dev "$veth" up 2>/dev/null || true
-    local state
-    state=$(timeout 10 sinfo -h -n "$node" -o %t 2>/dev/null || true)
-    if [[ $state == *down* || $state == *drain* || $state == *drng* ]]; then
-        timeout 10 scontrol update nodename="$node" state=resume 2>/dev/null || true
-    fi
-}
-on_exit restore_node
 
 dir=$(make_tmpdir)
 start_three_node_step "$dir"
@@ -33,12 +23,11 @@ tasks=("$dir"/task-{0,1,2}.out)
 mapfile -t cut_off < <(launcher_pids "$node")
 ((${#cut_off[@]} == 1)) || fail "expected one launcher on $node, found: ${cut_off[*]:-none}"
 
-ip link set dev "$veth" down
-e2e_log "link of $node ($veth) down"
+cut_off "$node"
 rc=0
 wait "$srun_pid" || rc=$?
 e2e_log "srun ended ($rc); link of $node back up"
-ip link set dev "$veth" up
+restore_link "$node"
 
 out=$(cat -- "${tasks[@]}" 2>/dev/null)$'\n'$(cat "$log")
 line="tfslurm: error: aborting: rank 2 (worker:1) on n3 launcher lost (no heartbeat for 3 s); cancelling step $job.0 through Slurm"

@@ -64,9 +64,14 @@ job_end_time(const Plan& plan, const Environment& env, SlurmJob job, const JobRe
 /// comment first; with an exclusion (a node's failure), the node goes into its ExcNodeList
 /// (merged with the one it has) right after the requeue, with `scontrol` (see the file
 /// comment). With `events`, a `requeue` event is appended to the step's record.
+/// A takeover (RequeueRequest::takeover: rank 0's node lost, or rank 0 without a majority)
+/// first waits its turn and reads the job again (`scontrol -o show job`): when another launcher
+/// requeued it meanwhile, or it is no longer RUNNING (takeover_refusal()), or it cannot be
+/// read, the line is the takeover's `fallback` with why not, and nothing is asked of Slurm.
+/// Rank 0's turn (0) says first that it waits, and how long.
 /// Returns k_status_requeued, or RequeueRequest::status_if_refused when Slurm (or its library)
-/// refuses, with a warning that gives Slurm's reason (the caller then cancels the step if the
-/// result says to).
+/// refuses or a takeover is not made, with a warning that gives the reason (the caller then
+/// cancels the step if the result says to).
 int requeue_job(const LaunchResult& result,
                 const Environment& env,
                 const std::string& events,

@@ -290,6 +290,10 @@ class Coordinator {
     [[nodiscard]] protocol::Failure failure_of(std::uint32_t rank) const;
     [[nodiscard]] std::optional<protocol::Message> verdict_message() const;
     void forget_silent(Clock::time_point now);
+    /// How many of the step's nodes it still hears from (protocol::Failure::answering): rank
+    /// 0's own, and each node with a connected rank heard from within half the heartbeat
+    /// timeout (a node cut off with the lost rank was silent about as long as it).
+    [[nodiscard]] std::uint32_t answering_nodes(Clock::time_point now) const;
     /// The straggler rule, at a tick.
     void find_stragglers(Clock::time_point now);
     void update_finished(Clock::time_point now);

@@ -258,7 +258,8 @@ using LauncherAction = std::variant<launcher_action::Send,
 /// (`start trainer (restart 1)`),
 /// `sample progress`, `sample progress file`, `half-close`, `disconnect`, `finish <outcome> <exit
 /// status> <step status>[ announce|quiet <message>][ + cancel <job>.<step>][ + requeue <job>
-/// (<status> if refused)]`, e.g. `finish interrupted 143 143 announce stopping: ...`.
+/// (<status> if refused)[ turn <t> after <ms> ms]]`, e.g. `finish interrupted 143 143 announce
+/// stopping: ...`.
 [[nodiscard]] std::string describe(const LauncherAction& action, Clock::time_point epoch);
 
 /// The launcher's decisions, from registration to its result. Pure: the caller feeds events
@@ -347,8 +348,11 @@ class LauncherMachine {
     /// perhaps), named by every later message; empty keeps LauncherSettings::control.
     void registered(const std::string& control, Clock::time_point now);
     void received(const protocol::Message& message, Clock::time_point now);
-    /// The connection ended (`connection closed`, an error or a protocol error's text).
-    void connection_lost(const std::string& reason, Clock::time_point now);
+    /// The connection ended (`connection closed`, an error or a protocol error's text); `loss`
+    /// says which kind (a closed connection, a silent peer, or anything else).
+    void connection_lost(const std::string& reason,
+                         Clock::time_point now,
+                         CoordinatorLoss loss = CoordinatorLoss::closed);
     /// One Send was written.
     void written(Clock::time_point now);
     void start_due(Clock::time_point now);
@@ -446,7 +450,7 @@ class LauncherMachine {
     void send(protocol::Message message);
     void release_exit();
     void on_verdict(const protocol::Message& verdict, Clock::time_point now);
-    void coordinator_lost(const std::string& reason, Clock::time_point now);
+    void coordinator_lost(const std::string& reason, Clock::time_point now, CoordinatorLoss loss);
     void stop_trainer(int signo, Clock::time_point now);
     /// A signal that reached the trainer: SIGTERM is remembered (TermSignal).
     void note_delivered(int signo) noexcept;
@@ -479,6 +483,11 @@ class LauncherMachine {
     [[nodiscard]] ProgressMark run_mark() const;
     /// Rank 0 with `requeue`, after an abort for a node's failure: requeue the job without it.
     void add_node_requeue(LaunchResult& out, const NodeExclusion& exclusion) const;
+    /// A launcher that lost the coordinator, with `requeue`: requeue the job without rank 0's
+    /// node in rank 0's stead when it is one of the turns (takeover_turn()); the others then
+    /// leave the step to those turns rather than cancel it (a cancel would kill a turn while
+    /// it waits).
+    void add_takeover(LaunchResult& out) const;
     void report_stall();
     /// The `exit` for `status`, with this launcher's start-up phases and reported step.
     void report_exit(ExitStatus status, std::string error = {});
@@ -508,7 +517,8 @@ class LauncherMachine {
     TrainerState m_trainer = TrainerState::starting;
     std::optional<ExitStatus> m_status; ///< the trainer's (or a synthetic) status
     std::optional<protocol::Message> m_verdict;
-    std::optional<std::string> m_lost; ///< the coordinator vanished before a verdict
+    std::optional<std::string> m_lost;               ///< the coordinator vanished before a verdict
+    CoordinatorLoss m_loss = CoordinatorLoss::other; ///< how, with m_lost
     Clock::time_point m_last_heard;
     std::optional<Clock::time_point> m_grace_deadline;
     std::size_t m_unwritten = 0; ///< Sends not yet acknowledged by written()

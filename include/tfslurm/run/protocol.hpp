@@ -360,6 +360,11 @@ struct Failure {
     /// ::unregistered with missing > 1: the missing ranks as ranges (`3-5,9`); `host` is then
     /// their hosts as a hostlist (`n[2-3]`).
     std::string ranks;
+    /// ::lost by silence (no heartbeat, not a closed connection): how many of the step's nodes
+    /// the coordinator still heard from when it declared the rank lost, its own included
+    /// (Coordinator::answering_nodes()); 0 otherwise (absent on the wire). Rank 0 requeues
+    /// at once only with a strict majority (strict_majority(), requeue_policy.hpp).
+    std::uint32_t answering = 0;
     int step_status = 1; ///< the step's exit status (the failing rank's status)
 };
 

@@ -10,6 +10,7 @@
 
 #include <tfslurm/run/protocol.hpp>
 #include <tfslurm/run/run.hpp>
+#include <tfslurm/run/run_settings.hpp>
 #include <tfslurm/run/startup.hpp>
 
 #include <chrono>
@@ -142,6 +143,61 @@ requeued_run_line(const NodeExclusion& record,
                   std::uint32_t restart_count,
                   std::uint32_t max_requeues,
                   const std::vector<std::string>& job_nodes);
+
+// --- rank 0's node lost: who requeues (the takeover rule, docs/protocol.md "Rank 0 lost") ----
+
+/// How many surviving node leaders may requeue the job for a lost rank 0, in turn, and the
+/// time between two turns: a turn re-reads the job first, so a later one acts only when the
+/// ones before it could not (their node lost too, or slurmctld out of their reach).
+inline constexpr std::uint32_t k_takeover_turns = 3;
+inline constexpr Millis k_takeover_stagger{5000};
+
+/// How long rank 0's launcher waits after an abort for the surviving launchers to leave
+/// (CoordinatorSettings::linger): grace + heartbeat_timeout + 2 s, and with `on_failure_check`
+/// the check's timeout + 5 s more. Input: grace 10 s, heartbeat timeout 10 s. Output: 22 s.
+[[nodiscard]] Millis coordinator_linger(const RunSettings& run);
+
+/// A surviving launcher that lost the coordinator by silence waits this long before it reads
+/// the job and requeues it: rank 0's side, when it holds a strict majority of the nodes, has
+/// requeued by then (its abort comes after the same silence, then its linger, then the
+/// requeue), so the minority side finds the job requeued and does nothing.
+/// coordinator_linger() + 10 s. Input: grace 10 s, heartbeat timeout 10 s. Output: 32 s.
+[[nodiscard]] Millis takeover_silence_wait(const RunSettings& run);
+
+/// Rank 0's wait when it lost launchers by silence without a strict majority of the nodes
+/// (a tie goes to the side without rank 0): past the last surviving turn's, so that rank 0
+/// requeues only when nobody on the other side did. 2 × takeover_silence_wait() +
+/// k_takeover_turns × k_takeover_stagger. Input: grace 10 s, heartbeat timeout 10 s. Output:
+/// 79 s.
+[[nodiscard]] Millis takeover_rank0_wait(const RunSettings& run);
+
+/// Whether `answering` nodes of the step's `nodes` are a strict majority.
+/// Input: 2, 3. Output: true. Input: 1, 2. Output: false (a tie).
+[[nodiscard]] bool strict_majority(std::uint32_t answering, std::size_t nodes) noexcept;
+
+/// A launcher's turn to requeue the job after losing the coordinator (`--requeue`), or
+/// nullopt: only the node leaders (node_leaders()) of the first k_takeover_turns nodes after
+/// rank 0's (in rank order) take turns, and only for a loss that may be a node's
+/// (CoordinatorLoss::closed, ::silent). Turn t waits (t - 1) × k_takeover_stagger, and
+/// takeover_silence_wait() more after a silence. The returned `fallback` is empty.
+/// Input: hosts n1 n1 n2 n3, rank 2, closed. Output: {1, 0 s}. Input: the same, rank 3,
+/// silent, grace 10 s, heartbeat timeout 10 s. Output: {2, 37 s}. Input: rank 1: nullopt.
+[[nodiscard]] std::optional<Takeover> takeover_turn(const std::vector<Member>& ranks,
+                                                    std::uint32_t rank,
+                                                    CoordinatorLoss loss,
+                                                    const RunSettings& run);
+
+/// Why a takeover must not requeue the job now (nullopt: it may), from its record read again
+/// (`scontrol -o show job`, one line) after the turn's wait: the job must still be RUNNING
+/// and not requeued since this run began (Restarts == `restart_count`). Another launcher's
+/// requeue, the user's scancel and the time limit all show there.
+/// Input: `JobId=12 JobState=RUNNING Restarts=0 ...`, 0. Output: nullopt.
+/// Input: `JobId=12 JobState=PENDING Restarts=1 ...`, 0. Output: `job 12 was requeued
+/// already (Restarts=1)`. Input: `... JobState=CANCELLED Restarts=0 ...`, 0. Output: `job 12
+/// is "CANCELLED"`. A record without JobState or Restarts: `scontrol's record of job 12 has no
+/// JobState`.
+[[nodiscard]] std::optional<std::string>
+takeover_refusal(std::string_view record, std::uint64_t job, std::uint32_t restart_count);
 
 /// A job's ExcNodeList and comment, from squeue's `%x|%k` (one line; the comment may hold
 /// `|`). Input: `n2|nightly`. Output: {"n2", "nightly"}.

@@ -255,7 +255,32 @@ struct RequeuePolicy {
     std::optional<RunRecord> previous;
 };
 
-/// A requeue that rank 0's launcher asks its caller to perform (LaunchResult::requeue).
+/// How a launcher lost its coordinator, as the takeover rule (takeover_turn(),
+/// requeue_policy.hpp) judges it.
+enum class CoordinatorLoss {
+    closed, ///< the connection ended (EOF or reset): rank 0's launcher is gone; a fact
+    silent, ///< nothing for the heartbeat timeout: rank 0's node gone, or cut off (a partition)
+    other   ///< a protocol error, or before registration: nobody's node is blamed
+};
+
+/// A requeue that waits its turn (RequeueRequest::takeover): rank 0's node was lost and a
+/// surviving launcher requeues the job in its stead (takeover_turn(), requeue_policy.hpp), or
+/// rank 0 lost launchers by silence without a strict majority of the nodes and lets the other
+/// side requeue first. The caller waits `wait`, reads the job again (takeover_refusal()) and
+/// requeues it only if nobody did; else it says `fallback` and cancels the step as without
+/// `--requeue`.
+struct Takeover {
+    std::uint32_t turn = 0; ///< 0: rank 0 itself; 1 to k_takeover_turns: a surviving leader
+    Millis wait{0};
+    std::string fallback; ///< the line without the requeue (LaunchResult::message's start)
+
+    friend bool operator==(const Takeover& a, const Takeover& b) {
+        return a.turn == b.turn && a.wait == b.wait && a.fallback == b.fallback;
+    }
+};
+
+/// A requeue that rank 0's launcher (or, rank 0 lost, a surviving one: `takeover`) asks its
+/// caller to perform (LaunchResult::requeue).
 struct RequeueRequest {
     std::uint64_t job = 0;
     std::uint32_t restart = 0; ///< the run it starts: SLURM_RESTART_COUNT + 1
@@ -268,6 +293,9 @@ struct RequeueRequest {
     /// How far this run got (written in the job's comment with the exclusion, for the storm
     /// rule of the next run); nullopt for a preemption, which the rule does not judge.
     std::optional<ProgressMark> progress;
+    /// Set when the requeue waits its turn and is made only if the job is still as this run
+    /// found it (Takeover).
+    std::optional<Takeover> takeover;
 };
 
 struct LaunchResult {

@@ -47,6 +47,7 @@ LaunchResult LauncherMachine::compute_result() const {
         // Rank 0's node may be the one gone: nobody else would end the step, and srun would
         // wait for its tasks forever.
         out.cancel = m_settings.slurm_step;
+        add_takeover(out);
         return out;
     }
     if (const auto* abort = std::get_if<protocol::Abort>(&*m_verdict)) {
@@ -150,13 +151,61 @@ void LauncherMachine::add_node_requeue(LaunchResult& out, const NodeExclusion& e
     }
     // The step's status if Slurm refuses; the step is then cancelled (`cancel` stays set).
     out.requeue = RequeueRequest{
-        policy.job, policy.restart_count + 1, out.exit_status, exclusion, run_mark()};
+        policy.job, policy.restart_count + 1, out.exit_status, exclusion, run_mark(), {}};
     out.exit_status = k_status_requeued;
+    const std::string fallback = out.message;
     out.message += fmt::format("; requeueing job {} without {} (requeue {} of {})",
                                policy.job,
                                nodes,
                                policy.restart_count + 1,
                                m_settings.run.max_requeues);
+    const protocol::Failure& failure = std::get<protocol::Abort>(*m_verdict).failure;
+    const std::size_t step_nodes = node_count(m_settings.ranks);
+    if (failure.cause == protocol::FailureCause::lost && failure.answering != 0 &&
+        !strict_majority(failure.answering, step_nodes)) {
+        // Lost by silence, and rank 0 hears from no more than half of the nodes: a partition,
+        // perhaps, whose other side requeues the job without rank 0's node. A tie goes to
+        // that side: rank 0 requeues only after every turn of it had its chance.
+        out.requeue->takeover = Takeover{0, takeover_rank0_wait(m_settings.run), fallback};
+        out.message += fmt::format(", as rank 0 hears from {} of the {} nodes and no launcher "
+                                   "of the others requeued it",
+                                   failure.answering,
+                                   step_nodes);
+    }
+}
+
+void LauncherMachine::add_takeover(LaunchResult& out) const {
+    if (!m_settings.requeue || !m_settings.slurm_step || m_settings.host == CoordinatorHost::here ||
+        m_interrupt || m_loss == CoordinatorLoss::other || node_count(m_settings.ranks) < 2 ||
+        !requeue_allowed(m_settings.requeue->restart_count, m_settings.run.max_requeues)) {
+        return; // as without --requeue: every launcher that lost the coordinator cancels
+    }
+    const RequeuePolicy& policy = *m_settings.requeue;
+    auto takeover = takeover_turn(m_settings.ranks, m_settings.rank, m_loss, m_settings.run);
+    if (!takeover) {
+        // A turn requeues the job or, refused, cancels the step; a cancel from here would
+        // kill that turn's launcher while it waits.
+        out.cancel.reset();
+        return;
+    }
+    const std::string node = m_settings.ranks[0].host;
+    takeover->fallback = out.message;
+    // Rank 0's launcher knew how far the run got; this one does not: no progress mark, so
+    // the next run does not judge this one by the storm rule.
+    out.requeue =
+        RequeueRequest{policy.job,
+                       policy.restart_count + 1,
+                       out.exit_status,
+                       NodeExclusion{{node}, "rank 0 launcher lost", policy.restart_count + 1},
+                       std::nullopt,
+                       std::move(takeover)};
+    out.exit_status = k_status_requeued;
+    out.message +=
+        fmt::format("; requeueing job {} without {} in rank 0's stead (requeue {} of {})",
+                    policy.job,
+                    node,
+                    policy.restart_count + 1,
+                    m_settings.run.max_requeues);
 }
 
 void LauncherMachine::add_requeue(LaunchResult& out, Judged judged) const {
@@ -181,7 +230,8 @@ void LauncherMachine::add_requeue(LaunchResult& out, Judged judged) const {
                                  policy.restart_count + 1,
                                  out.exit_status,
                                  {},
-                                 judged == Judged::yes ? std::optional(run_mark()) : std::nullopt};
+                                 judged == Judged::yes ? std::optional(run_mark()) : std::nullopt,
+                                 {}};
     out.exit_status = k_status_requeued;
     out.announce = true;
     out.message += fmt::format("; requeueing job {} (requeue {} of {})",

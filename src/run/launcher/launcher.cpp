@@ -251,15 +251,19 @@ void LauncherMachine::received(const protocol::Message& message, Clock::time_poi
         on_restart(*restart, now);
         return;
     }
-    coordinator_lost(fmt::format("unexpected {} message", protocol::type_name(message)), now);
+    coordinator_lost(fmt::format("unexpected {} message", protocol::type_name(message)),
+                     now,
+                     CoordinatorLoss::other);
 }
 
-void LauncherMachine::connection_lost(const std::string& reason, Clock::time_point now) {
+void LauncherMachine::connection_lost(const std::string& reason,
+                                      Clock::time_point now,
+                                      CoordinatorLoss loss) {
     if (m_phase == Phase::closing) {
         disconnect(now); // the EOF we were waiting for
         return;
     }
-    coordinator_lost(reason, now);
+    coordinator_lost(reason, now, loss);
 }
 
 void LauncherMachine::written(Clock::time_point now) {
@@ -456,7 +460,8 @@ void LauncherMachine::timer_fired(LauncherTimer timer, Clock::time_point now) {
             return;
         }
         if (!m_verdict && silent_too_long(m_last_heard, now, m_settings.run.heartbeat_timeout)) {
-            coordinator_lost(no_heartbeat(m_settings.run.heartbeat_timeout), now);
+            coordinator_lost(
+                no_heartbeat(m_settings.run.heartbeat_timeout), now, CoordinatorLoss::silent);
             return;
         }
         m_actions.emplace_back(action::ArmTimer{
@@ -609,12 +614,15 @@ void LauncherMachine::on_verdict(const protocol::Message& verdict, Clock::time_p
     maybe_finish(now);
 }
 
-void LauncherMachine::coordinator_lost(const std::string& reason, Clock::time_point now) {
+void LauncherMachine::coordinator_lost(const std::string& reason,
+                                       Clock::time_point now,
+                                       CoordinatorLoss loss) {
     if (m_verdict || m_lost) {
         disconnect(now);
         return;
     }
     m_lost = reason;
+    m_loss = loss;
     logger().debug("{}: coordinator {} lost: {}", label(), m_settings.control, reason);
     release_start(); // start_due() then records that the trainer never started
     disconnect(now);

@@ -92,6 +92,9 @@ struct Describer {
         if (r.requeue) {
             cancel += fmt::format(
                 " + requeue {} ({} if refused)", r.requeue->job, r.requeue->status_if_refused);
+            if (const auto& turn = r.requeue->takeover) {
+                cancel += fmt::format(" turn {} after {} ms", turn->turn, turn->wait.count());
+            }
         }
         if (r.message.empty()) {
             return fmt::format(

@@ -361,6 +361,9 @@ struct Encoder {
         if (!f.ranks.empty()) {
             out["ranks"] = f.ranks;
         }
+        if (f.answering != 0) {
+            out["answering"] = f.answering;
+        }
         out["step_status"] = f.step_status;
     }
     void operator()(const Stall& m) const { out["silent_ms"] = m.silent_ms; }
@@ -686,6 +689,9 @@ Message decode_object(const Fields& f, std::string_view type, std::string_view p
         x.missing = f.integer<std::uint32_t>("missing");
         if (f.has("ranks")) {
             x.ranks = f.string("ranks");
+        }
+        if (f.has("answering")) {
+            x.answering = f.integer<std::uint32_t>("answering", 1, UINT32_MAX);
         }
         x.step_status = f.integer<int>("step_status", 0, 255);
         return Abort{std::move(x)};

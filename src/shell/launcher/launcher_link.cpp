@@ -202,7 +202,25 @@ void LauncherLink::read() {
                              [this](const ErrorCode& ec, std::size_t n) { on_read(ec, n); });
 }
 
-void LauncherLink::end(const std::string& reason, bool connect_error) {
+namespace {
+
+/// How the session's socket error tells the coordinator's end: EOF or a reset is its process
+/// gone (a fact); a timeout or an unreachable host is its node gone or cut off (silence).
+CoordinatorLoss loss_of(const boost::system::error_code& ec) {
+    if (ec == asio::error::eof || ec == asio::error::connection_reset ||
+        ec == asio::error::broken_pipe || ec == asio::error::connection_aborted) {
+        return CoordinatorLoss::closed;
+    }
+    if (ec == asio::error::timed_out || ec == asio::error::host_unreachable ||
+        ec == asio::error::network_unreachable) {
+        return CoordinatorLoss::silent;
+    }
+    return CoordinatorLoss::other;
+}
+
+} // namespace
+
+void LauncherLink::end(const std::string& reason, bool connect_error, CoordinatorLoss loss) {
     if (m_state == State::handshake) {
         if (connect_error) {
             m_connector->connect_failed(reason, Clock::now());
@@ -211,7 +229,7 @@ void LauncherLink::end(const std::string& reason, bool connect_error) {
         }
         perform();
     } else if (m_state == State::session) {
-        m_events.lost(reason);
+        m_events.lost(reason, loss);
     }
 }
 
@@ -223,7 +241,8 @@ void LauncherLink::on_read(const ErrorCode& ec, std::size_t n) {
     if (ec) {
         end(ec == asio::error::eof && m_state == State::session ? "connection closed"
                                                                 : ec.message(),
-            false);
+            false,
+            loss_of(ec));
         return;
     }
     try {
@@ -248,7 +267,7 @@ void LauncherLink::on_read(const ErrorCode& ec, std::size_t n) {
             m_connector->garbled(e.what(), Clock::now());
             perform();
         } else {
-            m_events.lost(e.what());
+            m_events.lost(e.what(), CoordinatorLoss::other);
         }
         return;
     }
@@ -284,7 +303,7 @@ void LauncherLink::write() {
         if (ec) {
             m_queue.clear();
             if (ec != asio::error::operation_aborted || m_state == State::session) {
-                end(ec.message(), true);
+                end(ec.message(), true, loss_of(ec));
             }
             return;
         }

@@ -12,6 +12,7 @@
 #include <tfslurm/run/channel.hpp>
 #include <tfslurm/run/connector.hpp>
 #include <tfslurm/run/protocol.hpp>
+#include <tfslurm/run/run.hpp>
 
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
@@ -42,8 +43,9 @@ struct LinkEvents {
     std::function<void(const std::string& control)> opened;
     /// A message of the session.
     std::function<void(const protocol::Message& message)> received;
-    /// The session ended: EOF (`connection closed`), an error, or a frame that failed its check.
-    std::function<void(const std::string& reason)> lost;
+    /// The session ended: EOF (`connection closed`), an error, or a frame that failed its check;
+    /// `loss` tells which (loss_of()).
+    std::function<void(const std::string& reason, CoordinatorLoss loss)> lost;
     /// One machine frame (send(..., true)) was written.
     std::function<void()> written;
     /// The Connector gave up, or the session's keys could not be made.
@@ -82,8 +84,10 @@ class LauncherLink {
     void read();
     void on_read(const ErrorCode& ec, std::size_t n);
     void write();
-    /// The session ended (`reason`), or the handshake did (told to the Connector).
-    void end(const std::string& reason, bool connect_error);
+    /// The session ended (`reason`, `loss`), or the handshake did (told to the Connector).
+    void end(const std::string& reason,
+             bool connect_error,
+             CoordinatorLoss loss = CoordinatorLoss::other);
     boost::asio::steady_timer& timer(ConnectorTimer which) {
         return m_timers.at(static_cast<std::size_t>(which));
     }

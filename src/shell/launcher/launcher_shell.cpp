@@ -26,6 +26,7 @@
 #include <tfslurm/run/metrics.hpp>
 #include <tfslurm/run/protocol.hpp>
 #include <tfslurm/run/rank_output.hpp>
+#include <tfslurm/run/requeue_policy.hpp>
 #include <tfslurm/shell/coordinator_server.hpp>
 #include <tfslurm/shell/launcher_shell.hpp>
 
@@ -110,11 +111,7 @@ void LauncherShell::start_coordinator(std::uint64_t job) {
         settings.ports.push_back(rank.port);
     }
     settings.run = m_options.run;
-    settings.linger = m_options.run.grace + m_options.run.heartbeat_timeout + Millis{2000};
-    if (!m_options.run.on_failure_check.empty()) {
-        // The failed rank's launcher checks its node after its trainer ended (its grace).
-        settings.linger += m_options.run.on_failure_check_timeout + Millis{5000};
-    }
+    settings.linger = coordinator_linger(m_options.run);
     settings.hello_timeout =
         std::min(connect_timeout_for(m_options.run, m_plan.hosts.size()), Millis{10000});
     settings.tree = m_options.slurm_step.has_value(); // plan_tree(): `--local` stays flat
@@ -434,7 +431,9 @@ void LauncherShell::start_connecting(Clock::time_point now) {
     LinkEvents events;
     events.opened = [this](const std::string& control) { on_opened(control); };
     events.received = [this](const protocol::Message& message) { on_message(message); };
-    events.lost = [this](const std::string& reason) { on_lost(reason); };
+    events.lost = [this](const std::string& reason, CoordinatorLoss loss) {
+        on_lost(reason, loss);
+    };
     events.written = [this] {
         m_machine.written(Clock::now());
         perform();
@@ -464,11 +463,11 @@ void LauncherShell::on_message(const protocol::Message& message) {
     perform();
 }
 
-void LauncherShell::on_lost(const std::string& reason) {
+void LauncherShell::on_lost(const std::string& reason, CoordinatorLoss loss) {
     if (m_relay) {
         m_relay->upstream_lost();
     }
-    m_machine.connection_lost(reason, Clock::now());
+    m_machine.connection_lost(reason, Clock::now(), loss);
     perform();
 }
 

@@ -101,7 +101,7 @@ class LauncherShell {
     /// The link's events: the session opened, a message, the session lost, a frame written.
     void on_opened(const std::string& control);
     void on_message(const protocol::Message& message);
-    void on_lost(const std::string& reason);
+    void on_lost(const std::string& reason, CoordinatorLoss loss);
     void start_relay();
     /// Whether `action` must wait until the relay has no local launcher left.
     [[nodiscard]] bool defer(const LauncherAction& action);

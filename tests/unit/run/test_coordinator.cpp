@@ -1122,3 +1122,38 @@ TEST_CASE("coordinator: preflight: go once every node passed", "[coordinator][pr
         CHECK(c.verdict() == Verdict::none);
     }
 }
+
+TEST_CASE("coordinator: a launcher lost by silence says how many nodes still answer",
+          "[coordinator][requeue]") {
+    // n1 {0, 1}, n2 {2, 3}, n3 {4, 5}; n3's launchers fall silent first (heard at 0 s).
+    // When n2's were heard within half the heartbeat timeout (5 s), rank 0 holds 2 of the 3
+    // nodes: a strict majority; heard 6 s before, n2 is counted with the silent side.
+    const auto [n2_heard, answering] = GENERATE(table<Millis, std::uint32_t>({
+        {Millis{8000}, 2},
+        {Millis{4000}, 1},
+    }));
+    Coordinator c(
+        settings(
+            {Role::worker, Role::worker, Role::worker, Role::worker, Role::worker, Role::worker}),
+        k_t0);
+    register_all(c);
+    c.heartbeat(0, k_t0 + 8s);
+    c.heartbeat(1, k_t0 + 8s);
+    c.heartbeat(2, k_t0 + n2_heard);
+    c.heartbeat(3, k_t0 + n2_heard);
+    c.tick(k_t0 + 10001ms);
+    REQUIRE(c.failure());
+    CHECK(c.failure()->rank == 4);
+    CHECK(c.failure()->cause == protocol::FailureCause::lost);
+    CHECK(c.failure()->answering == answering);
+}
+
+TEST_CASE("coordinator: a closed connection is a fact: no count of the nodes that answer",
+          "[coordinator][requeue]") {
+    Coordinator c(settings({Role::worker, Role::worker, Role::worker}), k_t0);
+    register_all(c);
+    c.connection_lost(2, k_t0 + 1s, "connection closed");
+    REQUIRE(c.failure());
+    CHECK(c.failure()->cause == protocol::FailureCause::lost);
+    CHECK(c.failure()->answering == 0);
+}

@@ -234,3 +234,156 @@ TEST_CASE("launcher: a launcher that lost the coordinator cancels the step after
     REQUIRE(m.result());
     CHECK(m.result()->cancel == std::optional<StepRef>(StepRef{12, 3}));
 }
+
+namespace {
+
+/// Seven ranks on five nodes, each launcher with `--requeue` (job 12, run 1 of at most 2
+/// requeues) in Slurm step 12.0: n1 {0, 1} (the coordinator's), n2 {2, 3}, n3 {4}, n4 {5},
+/// n5 {6}.
+LauncherSettings takeover_settings(std::uint32_t rank, std::uint32_t restart = 0) {
+    LauncherSettings s = checkpoint_settings(rank, restart);
+    s.job_end.reset();
+    s.run.checkpoint_before.reset();
+    s.slurm_step = StepRef{12, 0};
+    s.ranks = {{Role::worker, 0, "n1"},
+               {Role::worker, 1, "n1"},
+               {Role::worker, 2, "n2"},
+               {Role::worker, 3, "n2"},
+               {Role::worker, 4, "n3"},
+               {Role::worker, 5, "n4"},
+               {Role::worker, 6, "n5"}};
+    return s;
+}
+
+/// The result of a launcher whose trainer runs when the coordinator is lost (`loss`), after
+/// its trainer died of the SIGTERM that followed.
+LaunchResult result_after_loss(const LauncherSettings& s, CoordinatorLoss loss) {
+    LauncherMachine m = running_machine(s);
+    if (loss == CoordinatorLoss::silent) {
+        m.timer_fired(LauncherTimer::watch, k_t0 + s.run.heartbeat_timeout + 1s);
+    } else {
+        m.connection_lost(
+            loss == CoordinatorLoss::closed ? "connection closed" : "bad frame", k_t0, loss);
+    }
+    m.trainer_exited(ExitStatus::signaled(SIGTERM), k_t0 + 20s);
+    (void)m.take_actions();
+    REQUIRE(m.result());
+    return *m.result();
+}
+
+} // namespace
+
+TEST_CASE("launcher: rank 0 lost, the leaders of the next three nodes requeue in its stead in "
+          "turn",
+          "[launcher][requeue]") {
+    // This launcher's rank, how the coordinator was lost, and its turn and wait (0: none).
+    using Row = std::tuple<std::uint32_t, CoordinatorLoss, std::uint32_t, Millis>;
+    const auto [rank, loss, turn, wait] =
+        GENERATE(table<std::uint32_t, CoordinatorLoss, std::uint32_t, Millis>({
+            // A closed connection is a fact: the first turn at once, the others 5 s apart.
+            Row{2, CoordinatorLoss::closed, 1, 0s},
+            Row{4, CoordinatorLoss::closed, 2, 5s},
+            Row{5, CoordinatorLoss::closed, 3, 10s},
+            // Silence may be a partition: rank 0's side requeues first if it holds a majority
+            // (grace 10 s + heartbeat timeout 10 s + 2 s + 10 s).
+            Row{2, CoordinatorLoss::silent, 1, 32s},
+            Row{5, CoordinatorLoss::silent, 3, 42s},
+            // Not a turn: a follower, rank 0's own node, a node past the third.
+            Row{3, CoordinatorLoss::closed, 0, 0s},
+            Row{1, CoordinatorLoss::closed, 0, 0s},
+            Row{6, CoordinatorLoss::closed, 0, 0s},
+        }));
+    INFO("rank " << rank << " turn " << turn);
+    const LaunchResult r = result_after_loss(takeover_settings(rank), loss);
+    CHECK(r.outcome == Outcome::coordinator_lost);
+    CHECK(r.announce);
+    const std::string lost =
+        std::string("aborting: coordinator at n1:29000 lost (") +
+        (loss == CoordinatorLoss::silent ? "no heartbeat for 10 s" : "connection closed") + ")";
+    if (turn == 0) {
+        // It leaves the step to the turns: a cancel would kill them while they wait.
+        CHECK(r.message == lost);
+        CHECK_FALSE(r.requeue);
+        CHECK_FALSE(r.cancel);
+        CHECK(r.exit_status == k_status_lost);
+        return;
+    }
+    CHECK(r.message == lost + "; requeueing job 12 without n1 in rank 0's stead (requeue 1 of 2)");
+    REQUIRE(r.requeue);
+    CHECK(r.requeue->job == 12);
+    CHECK(r.requeue->restart == 1);
+    CHECK(r.requeue->status_if_refused == k_status_lost);
+    CHECK(r.requeue->exclusion ==
+          std::optional<NodeExclusion>(NodeExclusion{{"n1"}, "rank 0 launcher lost", 1}));
+    CHECK_FALSE(r.requeue->progress); // rank 0 knew how far the run got; nobody else does
+    CHECK(r.requeue->takeover == std::optional<Takeover>(Takeover{turn, wait, lost}));
+    CHECK(r.exit_status == k_status_requeued);
+    // Refused (or taken by another turn): the step is cancelled as without --requeue.
+    CHECK(r.cancel == std::optional<StepRef>(StepRef{12, 0}));
+}
+
+TEST_CASE("launcher: no takeover without a requeue to make", "[launcher][requeue]") {
+    SECTION("the requeues are spent") {
+        const LaunchResult r = result_after_loss(takeover_settings(2, 2), CoordinatorLoss::closed);
+        CHECK_FALSE(r.requeue);
+        CHECK(r.cancel == std::optional<StepRef>(StepRef{12, 0}));
+    }
+    SECTION("a protocol error is nobody's node") {
+        const LaunchResult r = result_after_loss(takeover_settings(2), CoordinatorLoss::other);
+        CHECK_FALSE(r.requeue);
+        CHECK(r.cancel == std::optional<StepRef>(StepRef{12, 0}));
+    }
+    SECTION("without --requeue") {
+        LauncherSettings s = takeover_settings(2);
+        s.requeue.reset();
+        const LaunchResult r = result_after_loss(s, CoordinatorLoss::closed);
+        CHECK_FALSE(r.requeue);
+        CHECK(r.cancel == std::optional<StepRef>(StepRef{12, 0}));
+    }
+    SECTION("a signal came first: Slurm is ending the step") {
+        LauncherMachine m = running_machine(takeover_settings(2));
+        m.signal_received(SIGTERM, k_t0, SignalOrigin::step);
+        m.connection_lost("connection closed", k_t0 + 1s, CoordinatorLoss::closed);
+        m.trainer_exited(ExitStatus::signaled(SIGTERM), k_t0 + 2s);
+        (void)m.take_actions();
+        REQUIRE(m.result());
+        CHECK_FALSE(m.result()->requeue);
+    }
+}
+
+TEST_CASE("launcher: rank 0 without a majority lets the other side requeue first",
+          "[launcher][requeue]") {
+    // How many nodes rank 0 still heard from (0: the launcher's connection closed), and the
+    // turn's wait (0: rank 0 requeues at once).
+    using Row = std::tuple<std::uint32_t, Millis>;
+    const auto [answering, wait] = GENERATE(table<std::uint32_t, Millis>({
+        Row{0, 0s},
+        Row{3, 0s}, // 3 of 5: a strict majority
+        // 2 of 5, or a tie: after the other side's last turn (2 × 32 s + 3 × 5 s).
+        Row{2, 79s},
+        Row{1, 79s},
+    }));
+    INFO("answering " << answering);
+    protocol::Failure failure = failure_of(0, protocol::FailureCause::lost, k_status_lost);
+    failure.rank = 4;
+    failure.host = "n3";
+    failure.detail = answering == 0 ? "connection closed" : "no heartbeat for 10 s";
+    failure.answering = answering;
+    LauncherMachine m = running_machine(takeover_settings(0));
+    const LaunchResult r = result_after_abort(m, failure, 0);
+    REQUIRE(r.requeue);
+    CHECK(r.requeue->exclusion ==
+          std::optional<NodeExclusion>(NodeExclusion{{"n3"}, "rank 4 launcher lost", 1}));
+    const std::string line = "aborting: " + protocol::describe(failure);
+    if (wait == 0s) {
+        CHECK_FALSE(r.requeue->takeover);
+        CHECK(r.message == line + "; requeueing job 12 without n3 (requeue 1 of 2)");
+        return;
+    }
+    CHECK(r.requeue->takeover == std::optional<Takeover>(Takeover{0, wait, line}));
+    CHECK(r.message == line + fmt::format("; requeueing job 12 without n3 (requeue 1 of 2), as "
+                                          "rank 0 hears from {} of the 5 nodes and no launcher "
+                                          "of the others requeued it",
+                                          answering));
+    CHECK(r.cancel == std::optional<StepRef>(StepRef{12, 0}));
+}

@@ -55,6 +55,10 @@ TEST_CASE("protocol: every message survives a round trip", "[protocol]") {
     unregistered.missing = 4;
     unregistered.ranks = "3-5,9";
     unregistered.host = "n[2-3,5]";
+    Failure silent = failure;
+    silent.cause = FailureCause::lost;
+    silent.detail = "no heartbeat for 10 s";
+    silent.answering = 2;
     const std::vector<Message> messages{
         Challenge{std::string(64, 'f')},
         hello,
@@ -73,6 +77,7 @@ TEST_CASE("protocol: every message survives a round trip", "[protocol]") {
         Abort{failure},
         Abort{stalled},
         Abort{unregistered},
+        Abort{silent},
         Stall{300000},
         Cluster{{{"n1", "10.1.0.1"}, {"n2", "fd00::2"}}, {}},
         Cluster{},
@@ -95,6 +100,23 @@ TEST_CASE("protocol: every message survives a round trip", "[protocol]") {
         CHECK(round_trip(message) == encode_payload(message));
         CHECK(decode_payload(encode_payload(message)).index() == message.index());
     }
+}
+
+TEST_CASE("protocol: an abort for a silent launcher says how many nodes answered",
+          "[protocol][requeue]") {
+    Failure silent = failure_of_rank(2, Role::worker, 1, "n3", FailureCause::lost, 8);
+    silent.detail = "no heartbeat for 10 s";
+    const std::string closed = encode_payload(Abort{silent});
+    CHECK(closed.find("answering") == std::string::npos); // absent when not counted
+    silent.answering = 2;
+    const std::string counted = encode_payload(Abort{silent});
+    CHECK(counted.find(R"("answering":2,)") != std::string::npos);
+    CHECK(std::get<Abort>(decode_payload(counted)).failure.answering == 2);
+    std::string zero = counted;
+    zero.replace(zero.find(R"("answering":2)"), 13, R"("answering":0)");
+    CHECK_THROWS_WITH(decode_payload(zero),
+                      Catch::StartsWith(R"(protocol: field "answering" of abort is not an )"
+                                        R"(integer in [1, 4294967295]: )"));
 }
 
 TEST_CASE("protocol: payloads are compact JSON with a version and a type", "[protocol]") {

@@ -341,3 +341,99 @@ TEST_CASE("requeue_policy: a record without a mark (a preemption, an older tfslu
     const RunRecord preempted{1, std::nullopt, std::nullopt};
     CHECK_FALSE(requeue_storm(preempted, ProgressMark{ProgressMark::Kind::none, 0}, 1));
 }
+
+namespace {
+
+/// Grace 10 s, heartbeat timeout 10 s: rank 0 lingers 22 s after an abort.
+RunSettings takeover_run() {
+    RunSettings run;
+    run.grace = Millis{10000};
+    run.heartbeat_timeout = Millis{10000};
+    return run;
+}
+
+} // namespace
+
+TEST_CASE("requeue_policy: the takeover's waits follow rank 0's linger", "[requeue_policy]") {
+    RunSettings run = takeover_run();
+    CHECK(coordinator_linger(run) == Millis{22000});
+    CHECK(takeover_silence_wait(run) == Millis{32000});
+    CHECK(takeover_rank0_wait(run) == Millis{79000});
+    // A node check after the failure holds rank 0 longer: every wait grows with it.
+    run.on_failure_check = "true";
+    run.on_failure_check_timeout = Millis{60000};
+    CHECK(coordinator_linger(run) == Millis{87000});
+    CHECK(takeover_silence_wait(run) == Millis{97000});
+}
+
+TEST_CASE("requeue_policy: a strict majority", "[requeue_policy]") {
+    using Row = std::tuple<std::uint32_t, std::size_t, bool>;
+    const auto [answering, nodes, majority] = GENERATE(table<std::uint32_t, std::size_t, bool>({
+        Row{1, 1, true},
+        Row{1, 2, false}, // a tie goes to the side without rank 0
+        Row{2, 3, true},
+        Row{2, 4, false},
+        Row{3, 4, true},
+        Row{1025, 2048, true},
+        Row{1024, 2048, false},
+    }));
+    CHECK(strict_majority(answering, nodes) == majority);
+}
+
+TEST_CASE("requeue_policy: the turns of a takeover", "[requeue_policy]") {
+    // Hosts by rank: n1 n1 n2 n3 n3 n4 n5.
+    const std::vector<Member> ranks{{Role::ps, 0, "n1"},
+                                    {Role::worker, 0, "n1"},
+                                    {Role::worker, 1, "n2"},
+                                    {Role::worker, 2, "n3"},
+                                    {Role::worker, 3, "n3"},
+                                    {Role::worker, 4, "n4"},
+                                    {Role::worker, 5, "n5"}};
+    using Row = std::tuple<std::uint32_t, CoordinatorLoss, std::uint32_t, Millis>;
+    const auto [rank, loss, turn, wait] =
+        GENERATE(table<std::uint32_t, CoordinatorLoss, std::uint32_t, Millis>({
+            Row{2, CoordinatorLoss::closed, 1, Millis{0}},
+            Row{3, CoordinatorLoss::closed, 2, Millis{5000}},
+            Row{5, CoordinatorLoss::closed, 3, Millis{10000}},
+            Row{2, CoordinatorLoss::silent, 1, Millis{32000}},
+            Row{3, CoordinatorLoss::silent, 2, Millis{37000}},
+            Row{5, CoordinatorLoss::silent, 3, Millis{42000}},
+            // None: rank 0 itself, its node's other rank, a follower, the fourth node, a
+            // protocol error, a rank outside the step.
+            Row{0, CoordinatorLoss::closed, 0, Millis{0}},
+            Row{1, CoordinatorLoss::closed, 0, Millis{0}},
+            Row{4, CoordinatorLoss::closed, 0, Millis{0}},
+            Row{6, CoordinatorLoss::closed, 0, Millis{0}},
+            Row{2, CoordinatorLoss::other, 0, Millis{0}},
+            Row{7, CoordinatorLoss::closed, 0, Millis{0}},
+        }));
+    INFO("rank " << rank);
+    const auto got = takeover_turn(ranks, rank, loss, takeover_run());
+    if (turn == 0) {
+        CHECK_FALSE(got);
+    } else {
+        CHECK(got == std::optional<Takeover>(Takeover{turn, wait, {}}));
+    }
+}
+
+TEST_CASE("requeue_policy: a takeover requeues only a job still running as this run found it",
+          "[requeue_policy]") {
+    const std::string running = "JobId=12 JobName=t x UserId=u(5) JobState=RUNNING Reason=None "
+                                "Requeue=1 Restarts=1 BatchFlag=1";
+    CHECK_FALSE(takeover_refusal(running, 12, 1));
+    CHECK(takeover_refusal(running, 12, 0) ==
+          std::optional<std::string>("job 12 was requeued already (Restarts=1)"));
+    CHECK(takeover_refusal("JobId=12 JobState=PENDING Restarts=2", 12, 1) ==
+          std::optional<std::string>("job 12 was requeued already (Restarts=2)"));
+    CHECK(takeover_refusal("JobId=12 JobState=CANCELLED Restarts=0", 12, 0) ==
+          std::optional<std::string>("job 12 is \"CANCELLED\""));
+    CHECK(takeover_refusal("JobId=12 JobState=COMPLETING Restarts=0", 12, 0) ==
+          std::optional<std::string>("job 12 is \"COMPLETING\""));
+    CHECK(takeover_refusal("JobId=12 Restarts=0", 12, 0) ==
+          std::optional<std::string>("scontrol's record of job 12 has no JobState"));
+    CHECK(takeover_refusal("JobId=12 JobState=RUNNING", 12, 0) ==
+          std::optional<std::string>("scontrol's record of job 12 has no Restarts"));
+    CHECK(takeover_refusal("JobId=12 JobState=RUNNING Restarts=x\x1b", 12, 0) ==
+          std::optional<std::string>(
+              "scontrol's record of job 12 has an unreadable Restarts: \"x\\x1b\""));
+}
