@@ -642,54 +642,35 @@ struct FaninResult {
     Traffic traffic;           ///< what crossed the connections (the floor's bytes)
 };
 
-// One measured run (~75 lines): the coordinator and the simulated nodes in two processes, the
+// One measured run (~70 lines): the server and the simulated nodes in two processes, the
 // figures read from both; kept together so what is timed is visible in one place.
-/// One coordinator (its own process) and the simulated nodes (another process).
-FaninResult fanin(const Shape& shape) {
+/// `serve` in a process of its own (it writes its port to the descriptor it is given, then
+/// serves: its return is the exit status), then `clients` in another (given the port and a
+/// descriptor for the Traffic it counted): the times from the clients' start, the server's peak
+/// memory and CPU, the clients' CPU and Traffic. `what` names the server in its messages.
+FaninResult two_processes(const std::string& what,
+                          const std::function<int(int port_fd)>& serve,
+                          const std::function<int(std::uint16_t port, int traffic_fd)>& clients) {
     FaninResult result;
     int ports[2] = {-1, -1};
     if (::pipe(ports) != 0) {
         throw std::runtime_error("pipe");
     }
-    const std::uint32_t n = shape.ranks();
     const pid_t server = ::fork();
     if (server == 0) {
         ::close(ports[0]);
         int code = 1;
         try {
-            asio::io_context io;
-            CoordinatorSettings settings;
-            settings.ranks.reserve(n);
-            for (std::uint32_t i = 0; i < n; ++i) {
-                settings.ranks.push_back(
-                    Member{Role::worker, i, fmt::format("node{}", i / shape.per_node)});
-            }
-            settings.run.heartbeat_timeout = std::chrono::seconds(120);
-            settings.run.connect_timeout = std::chrono::seconds(120);
-            settings.linger = std::chrono::seconds(60);
-            settings.tree = shape.per_node > 1;
-            const auto auth = protocol::Authenticator::create(
-                {protocol::AuthMethod::secret, k_secret, "/nonexistent"});
-            CoordinatorServer coordinator(
-                io, std::move(settings), auth, protocol::StepId{k_job, 0}, "127.0.0.1", 0);
-            const std::uint16_t port = coordinator.port();
-            [[maybe_unused]] auto w = ::write(ports[1], &port, sizeof port);
-            ::close(ports[1]);
-            coordinator.on_finished([&] {
-                coordinator.close();
-                io.stop();
-            });
-            io.run();
-            code = coordinator.state().verdict() == Verdict::done ? 0 : 2;
+            code = serve(ports[1]);
         } catch (const std::exception& e) {
-            std::cerr << "fan-in coordinator: " << e.what() << "\n";
+            std::cerr << what << ": " << e.what() << "\n";
         }
         ::_exit(code);
     }
     ::close(ports[1]);
     std::uint16_t port = 0;
     if (::read(ports[0], &port, sizeof port) != static_cast<ssize_t>(sizeof port)) {
-        fmt::print("fan-in: the coordinator did not start\n");
+        fmt::print("{}: did not start\n", what);
         ::waitpid(server, nullptr, 0);
         return result;
     }
@@ -699,14 +680,14 @@ FaninResult fanin(const Shape& shape) {
         throw std::runtime_error("pipe");
     }
     const double start = now_ms();
-    const pid_t clients = ::fork();
-    if (clients == 0) {
+    const pid_t nodes = ::fork();
+    if (nodes == 0) {
         ::close(traffic[0]);
         int code = 1;
         try {
-            code = fanin_clients(shape, port, traffic[1]);
+            code = clients(port, traffic[1]);
         } catch (const std::exception& e) {
-            std::cerr << "fan-in clients: " << e.what() << "\n";
+            std::cerr << what << ", its nodes: " << e.what() << "\n";
         }
         ::_exit(code);
     }
@@ -716,7 +697,7 @@ FaninResult fanin(const Shape& shape) {
     };
     int client_status = 0;
     rusage client_usage{};
-    ::wait4(clients, &client_status, 0, &client_usage);
+    ::wait4(nodes, &client_status, 0, &client_usage);
     result.wall_ms = now_ms() - start;
     if (::read(traffic[0], &result.traffic, sizeof result.traffic) !=
         static_cast<ssize_t>(sizeof result.traffic)) {
@@ -733,6 +714,40 @@ FaninResult fanin(const Shape& shape) {
     result.ok = ExitStatus::from_wait_status(client_status).success() &&
                 ExitStatus::from_wait_status(server_status).success();
     return result;
+}
+
+/// One coordinator (its own process) and the simulated nodes (another process).
+FaninResult fanin(const Shape& shape) {
+    const auto serve = [&shape](int port_fd) {
+        const std::uint32_t n = shape.ranks();
+        asio::io_context io;
+        CoordinatorSettings settings;
+        settings.ranks.reserve(n);
+        for (std::uint32_t i = 0; i < n; ++i) {
+            settings.ranks.push_back(
+                Member{Role::worker, i, fmt::format("node{}", i / shape.per_node)});
+        }
+        settings.run.heartbeat_timeout = std::chrono::seconds(120);
+        settings.run.connect_timeout = std::chrono::seconds(120);
+        settings.linger = std::chrono::seconds(60);
+        settings.tree = shape.per_node > 1;
+        const auto auth = protocol::Authenticator::create(
+            {protocol::AuthMethod::secret, k_secret, "/nonexistent"});
+        CoordinatorServer coordinator(
+            io, std::move(settings), auth, protocol::StepId{k_job, 0}, "127.0.0.1", 0);
+        const std::uint16_t port = coordinator.port();
+        [[maybe_unused]] auto w = ::write(port_fd, &port, sizeof port);
+        ::close(port_fd);
+        coordinator.on_finished([&] {
+            coordinator.close();
+            io.stop();
+        });
+        io.run();
+        return coordinator.state().verdict() == Verdict::done ? 0 : 2;
+    };
+    return two_processes("fan-in coordinator", serve, [&shape](std::uint16_t port, int fd) {
+        return fanin_clients(shape, port, fd);
+    });
 }
 
 // --- the floor: the same connections and bytes, no logic ---------------------------------------
@@ -950,90 +965,46 @@ class FloorNode : public std::enable_shared_from_this<FloorNode> {
 /// bytes per phase (`traffic`, measured in the fan-in) with the same handshake window, between
 /// a server and clients that do nothing else. Two processes, as fanin().
 FaninResult floor_fanin(const Shape& shape, const Traffic& traffic) {
-    FaninResult result;
     const FloorBytes bytes = per_node(traffic, shape.nodes);
-    int ports[2] = {-1, -1};
-    if (::pipe(ports) != 0) {
-        throw std::runtime_error("pipe");
-    }
-    const pid_t server = ::fork();
-    if (server == 0) {
-        ::close(ports[0]);
-        int code = 1;
-        try {
-            ensure_descriptor_limit(shape.nodes + 64, "the floor's server");
-            asio::io_context io;
-            FloorServer floor(io, shape.nodes, bytes);
-            const std::uint16_t port = floor.port();
-            [[maybe_unused]] auto w = ::write(ports[1], &port, sizeof port);
-            ::close(ports[1]);
-            floor.start();
-            io.run();
-            code = 0;
-        } catch (const std::exception& e) {
-            std::cerr << "floor server: " << e.what() << "\n";
-        }
-        ::_exit(code);
-    }
-    ::close(ports[1]);
-    std::uint16_t port = 0;
-    if (::read(ports[0], &port, sizeof port) != static_cast<ssize_t>(sizeof port)) {
-        ::waitpid(server, nullptr, 0);
-        return result;
-    }
-    ::close(ports[0]);
-    const double start = now_ms();
-    const pid_t clients = ::fork();
-    if (clients == 0) {
-        int code = 1;
-        try {
-            ensure_descriptor_limit(shape.nodes + 64, "the floor's nodes");
-            asio::io_context io;
-            std::uint32_t next = 0;
-            std::uint32_t ok = 0;
-            std::uint32_t handshaking = 0;
-            std::function<void()> launch_more;
-            launch_more = [&] {
-                while (next < shape.nodes && handshaking < k_in_flight) {
-                    ++handshaking;
-                    ++next;
-                    std::make_shared<FloorNode>(
-                        io,
-                        bytes,
-                        port,
-                        [&] {
-                            --handshaking;
-                            launch_more();
-                        },
-                        [&](bool success) { ok += success ? 1 : 0; })
-                        ->start();
-                }
-            };
-            launch_more();
-            io.run();
-            code = ok == shape.nodes ? 0 : 1;
-        } catch (const std::exception& e) {
-            std::cerr << "floor nodes: " << e.what() << "\n";
-        }
-        ::_exit(code);
-    }
-    const auto ms = [](const timeval& t) {
-        return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3;
+    const auto serve = [&shape, &bytes](int port_fd) {
+        ensure_descriptor_limit(shape.nodes + 64, "the floor's server");
+        asio::io_context io;
+        FloorServer floor(io, shape.nodes, bytes);
+        const std::uint16_t port = floor.port();
+        [[maybe_unused]] auto w = ::write(port_fd, &port, sizeof port);
+        ::close(port_fd);
+        floor.start();
+        io.run();
+        return 0;
     };
-    int client_status = 0;
-    rusage client_usage{};
-    ::wait4(clients, &client_status, 0, &client_usage);
-    result.wall_ms = now_ms() - start;
-    result.clients_cpu_ms = ms(client_usage.ru_utime) + ms(client_usage.ru_stime);
-    int server_status = 0;
-    rusage usage{};
-    ::wait4(server, &server_status, 0, &usage);
-    result.finished_ms = now_ms() - start;
-    result.rss_kib = static_cast<double>(usage.ru_maxrss);
-    result.cpu_ms = ms(usage.ru_utime) + ms(usage.ru_stime);
-    result.ok = ExitStatus::from_wait_status(client_status).success() &&
-                ExitStatus::from_wait_status(server_status).success();
-    return result;
+    const auto clients = [&shape, &bytes](std::uint16_t port, int /*traffic_fd*/) {
+        ensure_descriptor_limit(shape.nodes + 64, "the floor's nodes");
+        asio::io_context io;
+        std::uint32_t next = 0;
+        std::uint32_t ok = 0;
+        std::uint32_t handshaking = 0;
+        std::function<void()> launch_more;
+        launch_more = [&] {
+            while (next < shape.nodes && handshaking < k_in_flight) {
+                ++handshaking;
+                ++next;
+                std::make_shared<FloorNode>(
+                    io,
+                    bytes,
+                    port,
+                    [&] {
+                        --handshaking;
+                        launch_more();
+                    },
+                    [&](bool success) { ok += success ? 1 : 0; })
+                    ->start();
+            }
+        };
+        launch_more();
+        io.run();
+        return ok == shape.nodes ? 0 : 1;
+    };
+    return two_processes("floor server", serve, clients);
 }
 
 /// The floor's line under a fan-in's: its times and tfslurm's ratio to them.
