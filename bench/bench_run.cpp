@@ -328,6 +328,22 @@ struct Shape {
     [[nodiscard]] std::uint32_t ranks() const { return nodes * per_node; }
 };
 
+/// Connect `socket` to 127.0.0.1:`port` with Nagle's algorithm off, as a launcher does, then
+/// `connected(true)`, or `connected(false)` when the connection failed (the callback keeps the
+/// socket's owner alive).
+void connect_loopback(Tcp::socket& socket,
+                      std::uint16_t port,
+                      std::function<void(bool)> connected) {
+    socket.async_connect(
+        Tcp::endpoint(asio::ip::address_v4::loopback(), port),
+        [&socket, connected = std::move(connected)](const boost::system::error_code& ec) {
+            if (!ec) {
+                socket.set_option(Tcp::no_delay(true));
+            }
+            connected(!ec);
+        });
+}
+
 /// The bytes on the simulated nodes' connections, by phase, summed over the nodes (the
 /// frames as they travel: header, payload and, once sealed, tag). The floor (floor_fanin())
 /// carries the same bytes in the same phases with no logic at all.
@@ -360,15 +376,9 @@ class FakeNode : public std::enable_shared_from_this<FakeNode> {
           m_registered(std::move(registered)), m_done(std::move(done)) {}
 
     void start() {
-        m_socket.async_connect(Tcp::endpoint(asio::ip::address_v4::loopback(), m_port),
-                               [self = shared_from_this()](const boost::system::error_code& ec) {
-                                   if (ec) {
-                                       self->finish(false);
-                                       return;
-                                   }
-                                   self->m_socket.set_option(Tcp::no_delay(true));
-                                   self->read();
-                               });
+        connect_loopback(m_socket, m_port, [self = shared_from_this()](bool connected) {
+            connected ? self->read() : self->finish(false);
+        });
     }
 
   private:
@@ -892,15 +902,9 @@ class FloorNode : public std::enable_shared_from_this<FloorNode> {
           m_done(std::move(done)) {}
 
     void start() {
-        m_socket.async_connect(Tcp::endpoint(asio::ip::address_v4::loopback(), m_port),
-                               [self = shared_from_this()](const boost::system::error_code& ec) {
-                                   if (ec) {
-                                       self->finish(false);
-                                       return;
-                                   }
-                                   self->m_socket.set_option(Tcp::no_delay(true));
-                                   self->run();
-                               });
+        connect_loopback(m_socket, m_port, [self = shared_from_this()](bool connected) {
+            connected ? self->run() : self->finish(false);
+        });
     }
 
   private:
