@@ -51,16 +51,26 @@ cmd_build() {
     cache=${TFSLURM_TC_CACHE:-/var/cache/tfslurm-tc}
     hash=$(sources_hash)
     out=$cache/tfslurm-$TC_SLURM-$hash
-    if [[ -f $out/spank_tfslurm.so && -n $(compgen -G "$out/tfslurm_*.deb") &&
-        -n $(compgen -G "$out/tfslurm-spank_*.deb") ]] &&
-        { ((!with_tests)) || [[ -f $out/$k_tests_passed ]]; }; then
+    # built: the build of these sources is there (with its tests passed, if asked for).
+    built() {
+        [[ -f $out/spank_tfslurm.so && -n $(compgen -G "$out/tfslurm_*.deb") &&
+            -n $(compgen -G "$out/tfslurm-spank_*.deb") ]] &&
+            { ((!with_tests)) || [[ -f $out/$k_tests_passed ]]; }
+    }
+    if built; then
         printf '%s\n' "$out"
         return 0
     fi
     mkdir -p -- "$cache"
-    # One build at a time per release and checkout.
+    # One build at a time per release and checkout; the one we waited for may have been ours
+    # (scripts/test.sh builds beside the tests that use the build).
     exec {fd}>"$cache/tfslurm-$TC_SLURM.lock"
     flock -w 1800 "$fd" || die "another build for Slurm $TC_SLURM has held its lock for 30 minutes"
+    if built; then
+        exec {fd}>&-
+        printf '%s\n' "$out"
+        return 0
+    fi
     logfile=$cache/tfslurm-$TC_SLURM.log
     rm -rf -- "$out.tmp"
     mkdir -p -- "$out.tmp"
