@@ -123,10 +123,9 @@ other_builds() {
         scripts/test-cluster rootfs --slurm "$release"
     done
 }
-beside "the builds and root filesystems of the other releases" other_builds
-
 status=0
 stage "ctest on Slurm 22.05 (every test)"
+beside "the builds and root filesystems of the other releases" other_builds
 ctest --preset dev --output-on-failure -j2 || status=$?
 if [ "$status" -ne 0 ]; then
     echo "test.sh: ctest failed (status $status)" >&2
@@ -140,7 +139,6 @@ fuzz_stage() {
     stage "fuzz"
     scripts/fuzz.sh
 }
-beside "fuzz" fuzz_stage
 
 # CTest labels choose each release's tests (tests/e2e/CMakeLists.txt says why each test has its
 # label):
@@ -150,6 +148,7 @@ beside "fuzz" fuzz_stage
 k_full_releases=' 26.05 '
 for release in $releases; do
     stage "ctest on Slurm $release"
+    [[ -n $beside_pid ]] || beside "fuzz" fuzz_stage
     if [[ $k_full_releases == *" $release "* ]]; then
         tests=(-L '^e2e$' -LE '^host_python$')
     else
@@ -176,7 +175,12 @@ for suite in ${TFSLURM_TEST_TOOLCHAINS-}; do
     fi
 done
 
-stage "waiting for fuzz beside them"
-beside_wait
+if [[ -z $beside_pid ]]; then
+    stage "fuzz"
+    scripts/fuzz.sh
+else
+    stage "waiting for fuzz beside them"
+    beside_wait
+fi
 stage ""
 echo "test.sh: all tests passed in $((SECONDS / 60)) min $((SECONDS % 60)) s"
