@@ -480,6 +480,9 @@ void NodeRelay::listen(const std::string& path) {
             Errc::io, "relay", fmt::format("cannot listen on {} ({})", quote(path), ec.message()));
     }
     m_impl->path = path;
+}
+
+void NodeRelay::serve() {
     m_impl->accept();
     m_impl->machine.listening(Clock::now());
     m_impl->perform();

@@ -48,11 +48,13 @@ inline constexpr std::uint32_t k_unknown_uid = 0xffffffffU;
 /// program (a listener that never accepts) holding the port.
 inline constexpr Millis k_challenge_timeout{2000};
 /// The first back-off after an attempt that failed on every candidate; it doubles each time.
-inline constexpr Millis k_first_backoff{20};
+/// Short: the nodes' launchers start within milliseconds of each other, and one that came
+/// before rank 0 listened (or its leader's relay) should not wait long (issue #33).
+inline constexpr Millis k_first_backoff{10};
 /// The back-off's cap towards the coordinator's control ports.
 inline constexpr Millis k_max_backoff{1000};
-/// The back-off's cap towards a node leader's relay: its socket appears once the leader
-/// registered, so a follower looks again soon.
+/// The back-off's cap towards a node leader's relay: its socket appears as the leader starts
+/// (and accepts once it registered), so a follower looks again soon.
 inline constexpr Millis k_max_relay_backoff{100};
 
 struct ConnectorSettings {

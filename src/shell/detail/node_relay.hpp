@@ -60,10 +60,15 @@ class NodeRelay {
     NodeRelay(const NodeRelay&) = delete;
     NodeRelay& operator=(const NodeRelay&) = delete;
 
-    /// Listen on `path` (relay_path()). \throws Error (Errc::auth) when another process holds
-    /// the name (`relay: @tfslurm-0/relay-12.0-2 is held by uid 65534 (pid 812), not by this
-    /// job's user (uid 0)`, naming the holder when it answers), (Errc::io) when it cannot listen.
+    /// Bind `path` (relay_path()) and listen, without accepting yet: the leader does it when it
+    /// starts, so that its followers' connections wait in the backlog while it registers
+    /// instead of being refused and backing off (issue #33), and the name is this job's early.
+    /// \throws Error (Errc::auth) when another process holds the name (`relay:
+    /// @tfslurm-0/relay-12.0-2 is held by uid 65534 (pid 812), not by this job's user (uid
+    /// 0)`, naming the holder when it answers), (Errc::io) when it cannot listen.
     void listen(const std::string& path);
+    /// Accept the local launchers (once the leader registered; after listen()).
+    void serve();
     /// An envelope from the coordinator: each of its ranks gets the message.
     void downstream(const protocol::Relay& relay);
     /// The coordinator answered the leader's heartbeat: every registered local launcher gets

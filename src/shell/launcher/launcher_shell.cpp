@@ -413,6 +413,9 @@ void LauncherShell::plan_tree() {
 
 void LauncherShell::start_connecting(Clock::time_point now) {
     plan_tree();
+    if (leads_node()) {
+        listen_relay();
+    }
     ConnectorSettings settings;
     settings.rank = m_rank;
     settings.self = Member{m_self.role, m_self.index, m_self.host};
@@ -512,14 +515,14 @@ void LauncherShell::send(const protocol::Message& message, bool own) {
     m_link->send(message, !own && !std::holds_alternative<protocol::Relay>(message));
 }
 
-void LauncherShell::start_relay() {
+void LauncherShell::listen_relay() {
     RelaySettings settings;
     settings.step = step_id();
     settings.ranks = m_place.followers;
     settings.heartbeat = m_options.run.heartbeat;
     settings.heartbeat_timeout = m_options.run.heartbeat_timeout;
     settings.wait_until = m_connect_deadline;
-    m_relay = std::make_unique<NodeRelay>(
+    m_listening_relay = std::make_unique<NodeRelay>(
         m_io,
         *m_auth,
         std::move(settings),
@@ -534,14 +537,25 @@ void LauncherShell::start_relay() {
             perform();
         });
     try {
-        m_relay->listen(relay_path(step_id(), m_rank));
+        m_listening_relay->listen(relay_path(step_id(), m_rank));
     } catch (const Error& e) {
+        // Said once registered (start_relay()), where the step fails with it at once.
+        m_relay_error = e;
+        m_listening_relay.reset();
+    }
+}
+
+void LauncherShell::start_relay() {
+    if (!m_listening_relay) {
         // Never a relay that someone else can reach, and never a node whose ranks wait for the
         // connect timeout: the step fails at once, with this line (docs/protocol.md, "Threat
         // model").
-        fatal(e);
+        fatal(m_relay_error ? *m_relay_error
+                            : errors::make(Errc::io, "relay", "the relay is not listening"));
         return;
     }
+    m_relay = std::move(m_listening_relay);
+    m_relay->serve();
     logger().debug("{}: relaying for ranks {}", label(), fmt::join(m_place.followers, ","));
 }
 

@@ -102,6 +102,11 @@ class LauncherShell {
     void on_opened(const std::string& control);
     void on_message(const protocol::Message& message);
     void on_lost(const std::string& reason, CoordinatorLoss loss);
+    /// A leader, as it starts: its relay bound and listening (m_listening_relay), or why not
+    /// (m_relay_error, said once it registered, as before).
+    void listen_relay();
+    /// A leader, once registered: its relay accepts (m_relay), or the step fails with the
+    /// reason listen_relay() kept.
     void start_relay();
     /// Whether `action` must wait until the relay has no local launcher left.
     [[nodiscard]] bool defer(const LauncherAction& action);
@@ -187,6 +192,8 @@ class LauncherShell {
     NodePlace m_place;
     std::string m_relay_path;
     std::unique_ptr<NodeRelay> m_relay;
+    std::unique_ptr<NodeRelay> m_listening_relay; ///< listen_relay()'s, until start_relay()
+    std::optional<Error> m_relay_error;           ///< why listen_relay() could not listen
     std::vector<LauncherAction> m_deferred; ///< closing actions waiting for the relay (hold())
     std::array<asio::steady_timer, k_launcher_timer_count> m_timers;  ///< indexed by LauncherTimer
     std::string m_progress_file;                                      ///< TFSLURM_PROGRESS_FILE

@@ -241,16 +241,16 @@ TEST_CASE("connector: the candidates in order and then a back-off that doubles u
              {0, "start", {"arm deadline 10000", "connect n1:29000"}},
              {1, "refused Connection refused", next(32000)},
              {2, "refused Connection refused", next(32001)},
-             {3, "refused Connection refused", retry(23)},
-             {23, "timer retry", {"connect n1:29000"}},
-             {24, "refused Connection refused", next(32000)},
-             {25, "refused Connection refused", next(32001)},
-             {26, "refused Connection refused", retry(66)},
+             {3, "refused Connection refused", retry(13)},
+             {13, "timer retry", {"connect n1:29000"}},
+             {14, "refused Connection refused", next(32000)},
+             {15, "refused Connection refused", next(32001)},
+             {16, "refused Connection refused", retry(36)},
          });
-    // One candidate: each refusal is a round; 20, 40, ... 640, then 1000 ms each.
+    // One candidate: each refusal is a round; 10, 20, 40, ... 640, then 1000 ms each.
     std::vector<Step> steps{{0, "start", {"arm deadline 10000", "connect n1:29000"}}};
     int now = 0;
-    for (const int backoff : {20, 40, 80, 160, 320, 640, 1000, 1000}) {
+    for (const int backoff : {10, 20, 40, 80, 160, 320, 640, 1000, 1000}) {
         steps.push_back({now, "refused Connection refused", retry(now + backoff)});
         now += backoff;
         steps.push_back({now, "timer retry", {"connect n1:29000"}});
@@ -262,15 +262,17 @@ TEST_CASE("connector: a follower looks for its leader's relay again within 100 m
     const auto c = play(follower(),
                         {
                             {0, "start", {"arm deadline 10000", "connect @tfslurm-0/relay-12.0-2"}},
-                            {1, "refused No such file or directory", retry(21)},
-                            {21, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}},
-                            {21, "refused No such file or directory", retry(61)},
-                            {61, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}},
-                            {61, "refused No such file or directory", retry(141)},
-                            {141, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}},
-                            {141, "refused No such file or directory", retry(241)},
-                            {241, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}},
-                            {241, "refused No such file or directory", retry(341)},
+                            {1, "refused No such file or directory", retry(11)},
+                            {11, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}},
+                            {11, "refused No such file or directory", retry(31)},
+                            {31, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}},
+                            {31, "refused No such file or directory", retry(71)},
+                            {71, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}},
+                            {71, "refused No such file or directory", retry(151)},
+                            {151, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}},
+                            {151, "refused No such file or directory", retry(251)},
+                            {251, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}},
+                            {251, "refused No such file or directory", retry(351)},
                         });
     CHECK(c.control() == "rank 2's relay @tfslurm-0/relay-12.0-2");
 }
@@ -280,8 +282,8 @@ TEST_CASE("connector: an endpoint that cannot be resolved is tried again after t
     play(settings(),
          {
              {0, "start", {"arm deadline 10000", "connect n1:29000"}},
-             {0, "unreachable cannot resolve n1: Host not found", retry(20)},
-             {20, "timer retry", {"connect n1:29000"}}, // the same candidate
+             {0, "unreachable cannot resolve n1: Host not found", retry(10)},
+             {10, "timer retry", {"connect n1:29000"}}, // the same candidate
          });
 }
 
@@ -333,10 +335,10 @@ TEST_CASE("connector: the same impostor is warned about once per reason", "[conn
          {
              {0, "start", {"arm deadline 10000", "connect n1:29000"}},
              {0, "connected", {"arm challenge 2000"}},
-             {0, "heartbeat", retry(20)},
-             {20, "timer retry", {"connect n1:29000"}},
-             {20, "connected", {"arm challenge 2020"}},
-             {20, "heartbeat", retry(60)},
+             {0, "heartbeat", retry(10)},
+             {10, "timer retry", {"connect n1:29000"}},
+             {10, "connected", {"arm challenge 2010"}},
+             {10, "heartbeat", retry(30)},
          });
     CHECK(log.text() ==
           "warning: rank 1 (worker:0): n1:29000 did not prove that it is job 12's "
@@ -357,7 +359,7 @@ TEST_CASE("connector: another step's coordinator is left for the next candidate 
              {1, "challenge", challenged("tcp:32000")},
              {1, "proved", k_hello},
              {2, "reject wrong_job wrong job 12 (this is job 13)", next(32001)},
-             {2, "refused Connection refused", retry(22)},
+             {2, "refused Connection refused", retry(12)},
              {10000,
               "timer deadline",
               {"fail coordinator: cannot register with n1:29000 (nor its 2 fallback ports) within "
@@ -376,9 +378,9 @@ TEST_CASE("connector: at the deadline a refusal is named before any other error"
                  {0, "connected", {"arm challenge 2000"}},
                  {0, "challenge", k_challenged},
                  {0, "proved", k_hello},
-                 {1, "reject refused bad secret proof", retry(21)},
-                 {21, "timer retry", {"connect n1:29000"}},
-                 {22, "refused Connection refused", retry(62)},
+                 {1, "reject refused bad secret proof", retry(11)},
+                 {11, "timer retry", {"connect n1:29000"}},
+                 {12, "refused Connection refused", retry(32)},
                  {10000,
                   "timer deadline",
                   {"fail coordinator: n1:29000 rejected rank 1 (worker:0): bad secret proof (hint: "

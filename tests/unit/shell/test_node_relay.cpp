@@ -24,6 +24,7 @@
 
 #include <array>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -169,6 +170,7 @@ TEST_CASE("node relay: followers register, talk and end through the leader's rel
         {});
     const std::string path = detail::relay_path(k_step, 900000 + static_cast<unsigned>(::getpid()));
     relay.listen(path);
+    relay.serve();
 
     // Rank 1 registers: its hello goes up; the coordinator's welcome comes down, proved.
     Follower one(io, path);
@@ -255,6 +257,7 @@ TEST_CASE("node relay: every frame after the welcome is sealed, each way, per se
         {});
     const std::string path = detail::relay_path(k_step, 930000 + static_cast<unsigned>(::getpid()));
     relay.listen(path);
+    relay.serve();
     std::vector<std::unique_ptr<Follower>> followers;
     for (const std::uint32_t rank : {1U, 2U}) {
         followers.push_back(std::make_unique<Follower>(io, path));
@@ -350,13 +353,17 @@ TEST_CASE("node relay: another user's connection is closed before its first byte
     detail::NodeRelay relay(io, auth, settings, [](const protocol::Message&) {}, {});
     const std::string path = detail::relay_path(k_step, 920000 + static_cast<unsigned>(::getpid()));
     relay.listen(path);
+    relay.serve();
     const auto endpoint = detail::relay_endpoint(path);
 
     // The other user (uid and gid 65534, nobody): connects and reads. Exit 0: closed without a
-    // byte (refused); 1: the relay sent something (a challenge); 2: it could not connect.
+    // byte (refused); 1: the relay sent something (a challenge); 2: it could not connect; killed
+    // by SIGALRM after 10 s: the relay neither answered nor closed. Killed by the guard if this
+    // test ends first.
     const pid_t child = ::fork();
     REQUIRE(child >= 0);
     if (child == 0) {
+        ::alarm(10);
         if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
             ::setresuid(65534, 65534, 65534) != 0) {
             ::_exit(3);
@@ -370,7 +377,14 @@ TEST_CASE("node relay: another user's connection is closed before its first byte
         ::_exit(::read(fd, &byte, 1) == 0 ? 0 : 1);
     }
     int status = 0;
-    REQUIRE(run_until(io, [&] { return ::waitpid(child, &status, WNOHANG) == child; }));
+    bool reaped = false;
+    const std::shared_ptr<void> guard(nullptr, [&](void* /*unused*/) {
+        if (!reaped) {
+            ::kill(child, SIGKILL);
+            ::waitpid(child, nullptr, 0);
+        }
+    });
+    REQUIRE(run_until(io, [&] { return reaped = ::waitpid(child, &status, WNOHANG) == child; }));
     REQUIRE(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
     CHECK(log.text() ==
@@ -381,5 +395,40 @@ TEST_CASE("node relay: another user's connection is closed before its first byte
     // The relay goes on: this user's followers still get their challenge.
     Follower one(io, path);
     REQUIRE(run_until(io, [&] { return got<protocol::Challenge>(one); }));
+    relay.close();
+}
+
+TEST_CASE("node relay: a follower that comes before the leader registered waits for its challenge",
+          "[node_relay]") {
+    asio::io_context io;
+    const auto auth = secret_auth('c');
+    std::vector<protocol::Relay> up;
+    RelaySettings settings;
+    settings.step = k_step;
+    settings.ranks = {1};
+    detail::NodeRelay relay(
+        io,
+        auth,
+        settings,
+        [&](const protocol::Message& m) { up.push_back(std::get<protocol::Relay>(m)); },
+        {});
+    const std::string path = detail::relay_path(k_step, 940000 + static_cast<unsigned>(::getpid()));
+    // The leader listens as it starts: the follower's connection is made (it waits in the
+    // backlog) but nothing comes before the relay serves, and nothing goes up.
+    relay.listen(path);
+    Follower one(io, path);
+    const auto until = std::chrono::steady_clock::now() + 200ms;
+    while (std::chrono::steady_clock::now() < until) {
+        io.run_one_for(10ms);
+    }
+    CHECK(one.received.empty());
+    CHECK_FALSE(one.eof);
+    CHECK(up.empty());
+    // Registered: the relay serves, and the waiting follower gets its challenge and registers.
+    relay.serve();
+    REQUIRE(run_until(io, [&] { return got<protocol::Challenge>(one); }));
+    one.hello(auth, 1);
+    REQUIRE(run_until(io, [&] { return up.size() == 1; }));
+    CHECK(std::get<protocol::Hello>(protocol::decode_payload(up[0].message)).rank == 1);
     relay.close();
 }
