@@ -16,6 +16,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <fcntl.h>
 #include <grp.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -352,9 +353,17 @@ TEST_CASE("node relay: another user's connection is closed before its first byte
     settings.ranks = {1};
     detail::NodeRelay relay(io, auth, settings, [](const protocol::Message&) {}, {});
     const std::string path = detail::relay_path(k_step, 920000 + static_cast<unsigned>(::getpid()));
+    // Also a connection made before the relay serves (its leader not registered yet): it waits
+    // in the backlog, and is refused the same way once the relay accepts.
+    const bool early = GENERATE(false, true);
+    CAPTURE(early);
     relay.listen(path);
-    relay.serve();
+    if (!early) {
+        relay.serve();
+    }
     const auto endpoint = detail::relay_endpoint(path);
+    std::array<int, 2> connected{-1, -1}; // the child's byte once its connect() returned
+    REQUIRE(::pipe2(connected.data(), O_CLOEXEC) == 0);
 
     // The other user (uid and gid 65534, nobody): connects and reads. Exit 0: closed without a
     // byte (refused); 1: the relay sent something (a challenge); 2: it could not connect; killed
@@ -373,9 +382,20 @@ TEST_CASE("node relay: another user's connection is closed before its first byte
             ::connect(fd, endpoint.data(), static_cast<socklen_t>(endpoint.size())) != 0) {
             ::_exit(2);
         }
-        char byte = 0;
+        char byte = 'c';
+        if (::write(connected[1], &byte, 1) != 1) {
+            ::_exit(4);
+        }
         ::_exit(::read(fd, &byte, 1) == 0 ? 0 : 1);
     }
+    ::close(connected[1]);
+    if (early) {
+        // Its connection is in the backlog (or the child failed: EOF, and its status says why).
+        char byte = 0;
+        static_cast<void>(::read(connected[0], &byte, 1));
+        relay.serve();
+    }
+    ::close(connected[0]);
     int status = 0;
     bool reaped = false;
     const std::shared_ptr<void> guard(nullptr, [&](void* /*unused*/) {
