@@ -17,6 +17,7 @@ import argparse
 import os
 import socket
 import sys
+import time
 
 # The shared checker sits next to this directory; no __pycache__ in the (maybe read-only) tree.
 sys.dont_write_bytecode = True
@@ -66,10 +67,21 @@ def train_with_tensorflow(args):
     # The first worker initialises the variables on the ps; the others wait until they are
     # (polling every half second, not TensorFlow's default 30 s).
     manager = tf.compat.v1.train.SessionManager(ready_op=ready, recovery_wait_secs=0.5)
-    if task_id == 0:
-        session = manager.prepare_session(server.target, init_op=init, config=config)
-    else:
-        session = manager.wait_for_session(server.target, config=config, max_wait_secs=300)
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            if task_id == 0:
+                session = manager.prepare_session(server.target, init_op=init, config=config)
+            else:
+                session = manager.wait_for_session(server.target, config=config,
+                                                   max_wait_secs=300)
+            break
+        except tf.errors.UnavailableError:
+            # Another task's server is not listening yet: the tasks start within milliseconds
+            # of each other, in no order, and TensorFlow 1's session does not wait for them.
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
     with session:
         if args.fail_rank == int(rank):
             # One step first, whatever the global step is: the other workers may already have
