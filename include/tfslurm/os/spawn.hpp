@@ -109,8 +109,13 @@ struct SpawnRequest {
 /// process of the group was left.
 bool signal_group(pid_t pgid, int signo) noexcept;
 
-/// The pids whose parent is `parent`, read from `/proc/<pid>/stat` (zombies included).
+/// The pids whose parent is `parent` (zombies included), read from each of its threads'
+/// `/proc/<parent>/task/<tid>/children`; on a kernel without those files, from every process's
+/// `/proc/<pid>/stat` (list_children_by_scan()).
 [[nodiscard]] std::vector<pid_t> list_children(pid_t parent);
+
+/// The same from every process's `/proc/<pid>/stat`: a pass over the whole node.
+[[nodiscard]] std::vector<pid_t> list_children_by_scan(pid_t parent);
 
 /// Make this process a child subreaper (`PR_SET_CHILD_SUBREAPER`): orphaned descendants are
 /// re-parented to it instead of init, so they can be reaped and killed.

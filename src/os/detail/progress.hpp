@@ -29,7 +29,7 @@ struct TreeUsage {
 };
 [[nodiscard]] TreeUsage tree_usage(pid_t root);
 
-/// Every pid of `root`'s tree (one pass over /proc through list_children() per level).
+/// Every pid of `root`'s tree (list_children() of each pid, level by level).
 [[nodiscard]] std::vector<pid_t> process_tree(pid_t root);
 
 /// The modification time of `path` in nanoseconds; 0 when it cannot be read.
@@ -44,11 +44,6 @@ struct ProgressFileReport {
 };
 
 [[nodiscard]] ProgressFileReport read_progress_file(const std::string& path);
-
-/// An inotify descriptor (non-blocking, close-on-exec) that becomes readable when the file at
-/// `path` is first touched, written, replaced or removed: the trainer's first progress is seen
-/// when it happens, not at the next look. -1 when inotify is not available (the looks remain).
-[[nodiscard]] int watch_progress_file(const std::string& path) noexcept;
 
 /// Give the open file `fd` a modification time of 0 (the Unix epoch): any touch by the trainer
 /// is then told apart, and its time is the first progress's. Returns false on failure.

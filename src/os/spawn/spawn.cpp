@@ -422,7 +422,50 @@ bool signal_group(pid_t pgid, int signo) noexcept {
     return ::kill(-pgid, signo) == 0 || errno != ESRCH;
 }
 
-std::vector<pid_t> list_children(pid_t parent) {
+namespace {
+
+/// Append the pids listed in one `/proc/<pid>/task/<tid>/children` file ("12 34 "). Returns
+/// false when the file cannot be opened.
+bool read_children_file(const std::string& path, std::vector<pid_t>& out) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return false;
+    }
+    char text[4096];
+    long number = 0;
+    bool digits = false;
+    ssize_t got = 0;
+    while ((got = ::read(fd, text, sizeof text)) > 0) {
+        for (ssize_t i = 0; i < got; ++i) {
+            if (text[i] >= '0' && text[i] <= '9') {
+                number = number * 10 + (text[i] - '0');
+                digits = true;
+            } else if (digits) {
+                out.push_back(static_cast<pid_t>(number));
+                number = 0;
+                digits = false;
+            }
+        }
+    }
+    if (digits) {
+        out.push_back(static_cast<pid_t>(number));
+    }
+    ::close(fd);
+    return true;
+}
+
+/// Whether this kernel has `/proc/<pid>/task/<tid>/children` (CONFIG_PROC_CHILDREN).
+bool kernel_lists_children() {
+    static const bool has = [] {
+        const std::string self = std::to_string(::getpid());
+        return ::access(("/proc/" + self + "/task/" + self + "/children").c_str(), R_OK) == 0;
+    }();
+    return has;
+}
+
+} // namespace
+
+std::vector<pid_t> list_children_by_scan(pid_t parent) {
     std::vector<pid_t> children;
     DIR* proc = ::opendir("/proc");
     if (proc == nullptr) {
@@ -451,6 +494,27 @@ std::vector<pid_t> list_children(pid_t parent) {
         }
     }
     ::closedir(proc);
+    return children;
+}
+
+std::vector<pid_t> list_children(pid_t parent) {
+    if (!kernel_lists_children()) {
+        return list_children_by_scan(parent);
+    }
+    // Each thread's children (a child belongs to the thread that forked it), not a pass over
+    // every process of the node.
+    std::vector<pid_t> children;
+    const std::string tasks = "/proc/" + std::to_string(parent) + "/task";
+    DIR* dir = ::opendir(tasks.c_str());
+    if (dir == nullptr) {
+        return children;
+    }
+    while (const dirent* entry = ::readdir(dir)) {
+        if (entry->d_name[0] >= '1' && entry->d_name[0] <= '9') {
+            read_children_file(tasks + "/" + entry->d_name + "/children", children);
+        }
+    }
+    ::closedir(dir);
     return children;
 }
 

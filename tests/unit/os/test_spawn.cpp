@@ -24,6 +24,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 using namespace tfslurm;
 using namespace std::chrono_literals;
@@ -250,6 +251,34 @@ TEST_CASE("spawn: kill_all_children kills and reaps every child", "[spawn]") {
     for (const pid_t pid : pids) {
         CHECK_FALSE(alive(pid));
     }
+}
+
+TEST_CASE("spawn: list_children reads each thread's children as the scan of /proc finds them",
+          "[spawn]") {
+    SpawnRequest request;
+    request.argv = {"sleep", "30"};
+    request.env = base_env();
+    std::vector<pid_t> pids{spawn_process(request)};
+    // A child forked by another thread is that thread's child in /proc/<pid>/task/<tid>/children.
+    std::thread([&] { pids.push_back(spawn_process(request)); }).join();
+    // A zombie is still a child until it is reaped.
+    request.argv = {"true"};
+    const pid_t zombie = spawn_process(request);
+    pids.push_back(zombie);
+    siginfo_t info{};
+    REQUIRE(::waitid(P_PID, static_cast<id_t>(zombie), &info, WEXITED | WNOWAIT) == 0);
+
+    auto listed = list_children(::getpid());
+    auto scanned = list_children_by_scan(::getpid());
+    std::sort(listed.begin(), listed.end());
+    std::sort(scanned.begin(), scanned.end());
+    std::sort(pids.begin(), pids.end());
+    CHECK(listed == pids);
+    CHECK(scanned == pids);
+    CHECK(list_children(pids.front()).empty());
+    CHECK(kill_all_children() >= 2);
+    CHECK(list_children(::getpid()).empty());
+    CHECK(list_children_by_scan(::getpid()).empty());
 }
 
 namespace {
