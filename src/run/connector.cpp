@@ -87,7 +87,9 @@ std::string describe(const ConnectorAction& action, Clock::time_point epoch) {
     return std::visit(ConnectorDescriber{epoch}, action);
 }
 
-Connector::Connector(ConnectorSettings settings) : m_settings(std::move(settings)) {}
+Connector::Connector(ConnectorSettings settings)
+    : m_settings(std::move(settings)),
+      m_backoff(m_settings.relay_path.empty() ? k_first_backoff : k_first_relay_backoff) {}
 
 std::vector<ConnectorAction> Connector::take_actions() {
     return std::exchange(m_actions, {});

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The node relay's shell (detail/node_relay.hpp): a Unix-socket listener in the node leader's
 // launcher, one socket per local launcher, performing what RelayMachine (relay.cpp) decides.
-// Single-threaded on the launcher's io_context; handlers never throw.
+// Single-threaded on the launcher's io_context, but for the MUNGE proofs (a round trip to munged
+// each), made on a small pool whose answers come back to the io thread; handlers never throw.
 #include "shell/detail/node_relay.hpp"
 
 #include "os/detail/fd.hpp"
@@ -11,6 +12,7 @@
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 
@@ -86,6 +88,12 @@ struct NodeRelay::Impl : std::enable_shared_from_this<NodeRelay::Impl> {
           machine(std::move(settings)), upstream(std::move(up)), idle(std::move(on_idle)) {}
 
     void accept();
+    /// Accept, now, every connection waiting in the backlog (the followers that came before the
+    /// leader registered): their challenges leave before the leader goes on to spawn its
+    /// trainer, which blocks this thread for a few milliseconds.
+    void accept_waiting();
+    /// Challenge an accepted local connection, if admit() lets it in.
+    void accepted(Unix::socket socket);
     /// Whether an accepted local connection is this user's (SO_PEERCRED): another user on the
     /// node can connect to an abstract name, and is closed before its first byte; warned about
     /// once per uid.
@@ -96,6 +104,22 @@ struct NodeRelay::Impl : std::enable_shared_from_this<NodeRelay::Impl> {
     void arm(RelayTimer which, Clock::time_point at);
     /// Close `id`'s socket and tell the machine why (a read or write error, a failed proof).
     void end(SessionId id, const std::string& why);
+    /// A MUNGE hello's Verify, off the io thread: on `proofs`, its credential is decoded and, if
+    /// it proves itself, the relay's own proof of the follower's nonce made for the welcome to
+    /// come; both come back to the io thread together (the machine's verified()).
+    void verify_off_thread(const relay_action::Verify& verify);
+    /// The relay's proof of `hello`'s nonce: its credential and the key material it carries.
+    struct Proof {
+        std::string credential;
+        std::string key;
+        std::string error; ///< why it could not be made (munged's error)
+    };
+    [[nodiscard]] Proof prove(const protocol::Hello& hello) const;
+    /// Send `welcome` to `session` with `proof`, and seal the session from then on.
+    void send_welcome(SessionId session,
+                      const protocol::Hello& hello,
+                      const protocol::Welcome& welcome,
+                      const Proof& proof);
 
     asio::io_context& io;
     Unix::acceptor acceptor;
@@ -112,6 +136,11 @@ struct NodeRelay::Impl : std::enable_shared_from_this<NodeRelay::Impl> {
     std::string path;
     bool idle_posted = false;
     std::set<std::uint32_t> refused_uids; ///< foreign uids already warned about
+    /// Where MUNGE hellos are checked and the relay's proofs made, k_munge_threads side by side
+    /// (created at the first; stopped and joined by ~NodeRelay, before the io_context and the
+    /// Authenticator go). A node of 8 followers proves them in parallel instead of one after the
+    /// other on the io thread (issue #33).
+    std::optional<asio::thread_pool> proofs;
 };
 
 /// One local launcher's socket: frames in (each payload to the machine), frames out (one write
@@ -154,6 +183,10 @@ class NodeRelay::Impl::Session : public std::enable_shared_from_this<Session> {
     }
     [[nodiscard]] const std::string& challenge() const noexcept { return m_challenge; }
     [[nodiscard]] const std::string& launcher_key() const noexcept { return m_launcher_key; }
+
+    /// The relay's own proof of the hello, made on the proofs pool with its check (MUNGE).
+    void proved(Impl::Proof proof) { m_proof = std::move(proof); }
+    std::optional<Impl::Proof> take_proof() { return std::exchange(m_proof, std::nullopt); }
 
     /// Every frame from now on is sealed and checked (after the welcome).
     void seal(const protocol::SessionKeys& keys) {
@@ -258,6 +291,7 @@ class NodeRelay::Impl::Session : public std::enable_shared_from_this<Session> {
     std::array<asio::const_buffer, 3> m_buffers; ///< of the frame being written
     std::string m_challenge;
     std::string m_launcher_key;
+    std::optional<Impl::Proof> m_proof;
     std::optional<protocol::Channel> m_channel;
     bool m_closed = false;
     bool m_writing = false;
@@ -271,30 +305,50 @@ void NodeRelay::Impl::accept() {
         }
         if (ec) {
             logger().warn("relay: accept: {}", ec.message());
-        } else if (!self->admit(socket)) {
-            error_code ignored;
-            socket.close(ignored);
         } else {
-            detail::set_cloexec(socket.native_handle());
-            std::string nonce;
-            try {
-                nonce = protocol::to_hex(protocol::random_bytes(protocol::k_nonce_size));
-            } catch (const std::exception& e) {
-                logger().error("relay: no challenge: {}", e.what());
-                error_code ignored;
-                socket.close(ignored);
-            }
-            if (!nonce.empty()) {
-                const SessionId id = self->next_id++;
-                auto session = std::make_shared<Session>(self, id, std::move(socket));
-                self->sessions.emplace(id, session);
-                self->machine.accepted(id, nonce, Clock::now());
-                self->perform();
-                session->start();
-            }
+            self->accepted(std::move(socket));
         }
         self->accept();
     });
+}
+
+void NodeRelay::Impl::accept_waiting() {
+    error_code ec;
+    acceptor.non_blocking(true, ec);
+    while (!ec && !machine.is_closed()) {
+        Unix::socket socket(io);
+        acceptor.accept(socket, ec);
+        if (!ec) {
+            accepted(std::move(socket));
+        }
+    }
+    if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
+        logger().warn("relay: accept: {}", ec.message());
+    }
+}
+
+void NodeRelay::Impl::accepted(Unix::socket socket) {
+    if (!admit(socket)) {
+        error_code ignored;
+        socket.close(ignored);
+        return;
+    }
+    detail::set_cloexec(socket.native_handle());
+    std::string nonce;
+    try {
+        nonce = protocol::to_hex(protocol::random_bytes(protocol::k_nonce_size));
+    } catch (const std::exception& e) {
+        logger().error("relay: no challenge: {}", e.what());
+        error_code ignored;
+        socket.close(ignored);
+        return;
+    }
+    const SessionId id = next_id++;
+    auto session = std::make_shared<Session>(shared_from_this(), id, std::move(socket));
+    sessions.emplace(id, session);
+    machine.accepted(id, nonce, Clock::now());
+    perform();
+    session->start();
 }
 
 bool NodeRelay::Impl::admit(Unix::socket& socket) {
@@ -344,6 +398,10 @@ void NodeRelay::Impl::perform(const RelayAction& action) {
             s->send(to->payload);
         }
     } else if (const auto* verify = std::get_if<act::Verify>(&action)) {
+        if (verify->hello.auth == protocol::AuthMethod::munge) {
+            verify_off_thread(*verify);
+            return;
+        }
         std::optional<protocol::Reject> reject;
         std::string key;
         try {
@@ -359,33 +417,15 @@ void NodeRelay::Impl::perform(const RelayAction& action) {
         }
         machine.verified(verify->session, reject, Clock::now());
     } else if (const auto* welcome = std::get_if<act::Welcome>(&action)) {
-        const auto& hello = welcome->hello;
-        try {
-            auto* s = session(welcome->session);
-            if (s == nullptr) {
-                return;
-            }
-            const std::string endpoint = protocol::unix_endpoint(path);
-            const std::string key = hello.auth == protocol::AuthMethod::munge
-                                        ? protocol::random_bytes(protocol::k_key_material_size)
-                                        : std::string();
-            protocol::Welcome proved = welcome->welcome;
-            proved.credential =
-                auth.prove_coordinator(hello.auth, hello.nonce, step, hello.rank, endpoint, key);
-            s->send(
-                std::make_shared<const protocol::SharedPayload>(protocol::encode_payload(proved)));
-            s->seal(auth.session_keys(hello.auth,
-                                      s->launcher_key(),
-                                      key,
-                                      s->challenge(),
-                                      hello.nonce,
-                                      step,
-                                      hello.rank,
-                                      endpoint));
-        } catch (const std::exception& e) {
-            logger().error("relay: rank {}: {}", hello.rank, e.what());
-            end(welcome->session, e.what());
+        auto* s = session(welcome->session);
+        if (s == nullptr) {
+            return;
         }
+        auto proof = s->take_proof(); // made with the MUNGE check, else now (a secret's HMAC)
+        send_welcome(welcome->session,
+                     welcome->hello,
+                     welcome->welcome,
+                     proof ? *proof : prove(welcome->hello));
     } else if (const auto* close = std::get_if<act::CloseLocal>(&action)) {
         if (close->when == act::CloseWhen::after_writes) {
             if (auto* s = session(close->session)) {
@@ -420,6 +460,97 @@ void NodeRelay::Impl::perform(const RelayAction& action) {
     }
 }
 
+void NodeRelay::Impl::verify_off_thread(const relay_action::Verify& verify) {
+    if (!proofs) {
+        proofs.emplace(protocol::k_munge_threads);
+    }
+    logger().debug("relay: rank {} (pid {}): MUNGE proof", verify.hello.rank, verify.hello.pid);
+    asio::post(*proofs, [self = shared_from_this(), verify]() mutable {
+        std::optional<protocol::Reject> reject;
+        std::string key;
+        std::string error;
+        std::optional<Proof> proof;
+        try {
+            reject = self->auth.verify(
+                verify.hello, verify.nonce, self->step, protocol::unix_endpoint(self->path), &key);
+            if (!reject) {
+                proof = self->prove(verify.hello);
+            }
+        } catch (const std::exception& e) {
+            error = e.what();
+        }
+        // `self` goes back to the io thread whole: the last reference to the relay never ends
+        // on a pool thread.
+        auto& context = self->io;
+        asio::post(context,
+                   [self = std::move(self),
+                    verify,
+                    reject = std::move(reject),
+                    key = std::move(key),
+                    error = std::move(error),
+                    proof = std::move(proof)]() mutable {
+                       if (!error.empty()) {
+                           logger().warn("relay: closing a local connection: {}", error);
+                           self->end(verify.session, "protocol error");
+                           return;
+                       }
+                       if (const auto it = self->sessions.find(verify.session);
+                           it != self->sessions.end()) {
+                           it->second->verified(verify.nonce, std::move(key));
+                           if (proof) {
+                               it->second->proved(std::move(*proof));
+                           }
+                       }
+                       self->machine.verified(verify.session, reject, Clock::now());
+                       self->perform();
+                   });
+    });
+}
+
+NodeRelay::Impl::Proof NodeRelay::Impl::prove(const protocol::Hello& hello) const {
+    Proof proof;
+    try {
+        proof.key = hello.auth == protocol::AuthMethod::munge
+                        ? protocol::random_bytes(protocol::k_key_material_size)
+                        : std::string();
+        proof.credential = auth.prove_coordinator(
+            hello.auth, hello.nonce, step, hello.rank, protocol::unix_endpoint(path), proof.key);
+    } catch (const std::exception& e) {
+        proof.error = e.what();
+    }
+    return proof;
+}
+
+void NodeRelay::Impl::send_welcome(SessionId id,
+                                   const protocol::Hello& hello,
+                                   const protocol::Welcome& welcome,
+                                   const Proof& proof) {
+    const auto it = sessions.find(id);
+    if (it == sessions.end()) {
+        return;
+    }
+    Session& s = *it->second;
+    try {
+        if (!proof.error.empty()) {
+            throw std::runtime_error(proof.error);
+        }
+        protocol::Welcome proved = welcome;
+        proved.credential = proof.credential;
+        s.send(std::make_shared<const protocol::SharedPayload>(protocol::encode_payload(proved)));
+        s.seal(auth.session_keys(hello.auth,
+                                 s.launcher_key(),
+                                 proof.key,
+                                 s.challenge(),
+                                 hello.nonce,
+                                 step,
+                                 hello.rank,
+                                 protocol::unix_endpoint(path)));
+    } catch (const std::exception& e) {
+        logger().error("relay: rank {}: {}", hello.rank, e.what());
+        end(id, e.what());
+    }
+}
+
 void NodeRelay::Impl::arm(RelayTimer which, Clock::time_point at) {
     auto& timer = which == RelayTimer::watch            ? watch_timer
                   : which == RelayTimer::node_heartbeat ? heartbeat_timer
@@ -446,6 +577,12 @@ NodeRelay::~NodeRelay() {
         close();
     } catch (...) {
         // Closing sockets does not fail in practice; a destructor must not throw anyway.
+    }
+    if (m_impl->proofs) {
+        // A proof in flight ends within munged's own timeout; its answer, posted to the io
+        // context, finds the relay closed.
+        m_impl->proofs->stop();
+        m_impl->proofs->join();
     }
 }
 
@@ -483,9 +620,10 @@ void NodeRelay::listen(const std::string& path) {
 }
 
 void NodeRelay::serve() {
-    m_impl->accept();
     m_impl->machine.listening(Clock::now());
     m_impl->perform();
+    m_impl->accept_waiting();
+    m_impl->accept();
 }
 
 std::vector<protocol::RankUsage> NodeRelay::follower_usages() const {

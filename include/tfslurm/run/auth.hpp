@@ -88,6 +88,12 @@ using Digest = std::array<std::uint8_t, 32>;
 /// Bytes of key material each end puts in its MUNGE credential, for the session keys.
 inline constexpr std::size_t k_key_material_size = 32;
 
+/// How many MUNGE hellos a coordinator (or a node leader's relay) proves at once, each on a
+/// thread of its own that mostly waits on munged (which serves several clients at once: its
+/// --num-threads, 2 by default). Leaders that register together, or a node's followers, are
+/// proved side by side instead of one after the other (issue #33).
+inline constexpr std::size_t k_munge_threads = 4;
+
 /// The two keys of one connection: `up` for what the launcher sends, `down` for what the
 /// coordinator (or a node leader's relay, in its stead) sends.
 struct SessionKeys {

@@ -53,6 +53,10 @@ inline constexpr Millis k_challenge_timeout{2000};
 inline constexpr Millis k_first_backoff{10};
 /// The back-off's cap towards the coordinator's control ports.
 inline constexpr Millis k_max_backoff{1000};
+/// The first back-off towards a node leader's relay: a Unix socket on the follower's own node,
+/// which appears within milliseconds as the leader starts, and whose refusal costs a system
+/// call, not a packet on the network (issue #33).
+inline constexpr Millis k_first_relay_backoff{1};
 /// The back-off's cap towards a node leader's relay: its socket appears as the leader starts
 /// (and accepts once it registered), so a follower looks again soon.
 inline constexpr Millis k_max_relay_backoff{100};
@@ -162,8 +166,8 @@ using ConnectorAction = std::variant<connector_action::Connect,
 ///   for k_challenge_timeout, closes it during registration or does not prove that it is this
 ///   step's coordinator is left for the next at once. Once every candidate was tried, the next
 ///   round starts after a back-off: k_first_backoff, doubled each round up to k_max_backoff
-///   (k_max_relay_backoff towards a node leader's relay). An endpoint that cannot be resolved
-///   or opened is tried again after the back-off.
+///   (k_first_relay_backoff up to k_max_relay_backoff towards a node leader's relay). An
+///   endpoint that cannot be resolved or opened is tried again after the back-off.
 /// - Nothing the peer says is believed before its welcome's proof: a second challenge, a
 ///   message before the welcome, a bad proof, a frame that cannot be decoded or a `refused`
 ///   reject only make the launcher try the next candidate (warned once per peer and reason).
@@ -238,7 +242,7 @@ class Connector {
     Phase m_phase = Phase::connecting;
     std::size_t m_candidate = 0;
     Clock::time_point m_deadline;
-    Millis m_backoff = k_first_backoff;
+    Millis m_backoff = k_first_backoff; // k_first_relay_backoff towards a relay
     std::string m_nonce; ///< this connection's challenge to the coordinator (after proved())
     bool m_proving = false;
     std::string m_last_error = "no attempt";

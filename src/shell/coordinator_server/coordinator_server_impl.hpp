@@ -129,8 +129,9 @@ struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer:
     bool finished_reported = false;
     bool closed = false;
     std::size_t proofs_pending = 0; ///< hellos on their way through `proofs` (the log says)
-    /// MUNGE's round trips (decoding a hello's credential, encoding our proof) run here, one at
-    /// a time, never on the io thread; made at the first MUNGE hello, stopped by close().
+    /// MUNGE's round trips (decoding a hello's credential, encoding our proof) run here,
+    /// k_munge_threads hellos at once, never on the io thread; made at the first MUNGE hello,
+    /// stopped by close().
     /// Declared last: destroyed first, so no task outlives the members it reads (`auth`).
     std::optional<asio::thread_pool> proofs;
 };
@@ -200,7 +201,7 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
         std::string error;
     };
     /// Check a hello (its step, then the plan and its route, then its proof), prove ourselves
-    /// and register it; else reject. A MUNGE hello is proved on the server's proofs thread
+    /// and register it; else reject. A MUNGE hello is proved on the server's proofs pool
     /// (proved() goes on).
     void register_hello(const protocol::Hello& hello);
     /// Verify `hello` and make our credential for it. Thread-safe (only its arguments).
@@ -265,7 +266,7 @@ class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Ses
     bool m_closed = false;
     bool m_node = false;    ///< a node leader's connection (Hello::relay)
     bool m_watcher = false; ///< a watcher's connection (Hello::watch)
-    /// A MUNGE hello is being proved on the proofs thread: nothing more is read or handled.
+    /// A MUNGE hello is being proved on the proofs pool: nothing more is read or handled.
     bool m_proving = false;
     std::uint32_t m_rank = 0;
     std::vector<std::uint32_t> m_relayed;

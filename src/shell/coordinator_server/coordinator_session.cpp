@@ -246,12 +246,12 @@ void CoordinatorServer::Impl::Session::register_hello(const protocol::Hello& hel
         return;
     }
     // MUNGE is a round trip to munged (a slow or stopped munged, or a flood of MUNGE hellos,
-    // would stall every heartbeat here): the proofs' thread decodes the credential and encodes
-    // ours, and this connection reads nothing more until the answer is back.
+    // would stall every heartbeat here): a thread of the proofs pool decodes the credential and
+    // encodes ours, and this connection reads nothing more until the answer is back.
     m_proving = true;
     ++m_server->proofs_pending;
     if (!m_server->proofs) {
-        m_server->proofs.emplace(1);
+        m_server->proofs.emplace(protocol::k_munge_threads);
     }
     logger().debug("coordinator: rank {} from {}: MUNGE proof ({} pending)",
                    hello.rank,

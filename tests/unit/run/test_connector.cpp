@@ -258,22 +258,18 @@ TEST_CASE("connector: the candidates in order and then a back-off that doubles u
     play(one_port(), steps);
 }
 
-TEST_CASE("connector: a follower looks for its leader's relay again within 100 ms", "[connector]") {
-    const auto c = play(follower(),
-                        {
-                            {0, "start", {"arm deadline 10000", "connect @tfslurm-0/relay-12.0-2"}},
-                            {1, "refused No such file or directory", retry(11)},
-                            {11, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}},
-                            {11, "refused No such file or directory", retry(31)},
-                            {31, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}},
-                            {31, "refused No such file or directory", retry(71)},
-                            {71, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}},
-                            {71, "refused No such file or directory", retry(151)},
-                            {151, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}},
-                            {151, "refused No such file or directory", retry(251)},
-                            {251, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}},
-                            {251, "refused No such file or directory", retry(351)},
-                        });
+TEST_CASE("connector: a follower looks for its leader's relay again after 1 ms then within 100 ms",
+          "[connector]") {
+    // 1, 2, 4, ... 64 ms, then the cap of 100 ms.
+    std::vector<Step> steps{
+        {0, "start", {"arm deadline 10000", "connect @tfslurm-0/relay-12.0-2"}}};
+    int now = 0;
+    for (const int backoff : {1, 2, 4, 8, 16, 32, 64, 100, 100}) {
+        steps.push_back({now, "refused No such file or directory", retry(now + backoff)});
+        now += backoff;
+        steps.push_back({now, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}});
+    }
+    const auto c = play(follower(), steps);
     CHECK(c.control() == "rank 2's relay @tfslurm-0/relay-12.0-2");
 }
 

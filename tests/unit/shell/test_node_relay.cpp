@@ -3,6 +3,7 @@
 // the node's followers (Unix-socket clients) and the coordinator (the relay's upstream callback and
 // downstream()), all in one io_context.
 #include "log_capture.hpp"
+#include "private_munged.hpp"
 #include "shell/detail/node_relay.hpp"
 
 #include <tfslurm/common/error.hpp>
@@ -76,7 +77,8 @@ class Follower {
         asio::async_write(m_socket, asio::buffer(*frame), [frame](auto /*ec*/, auto /*n*/) {});
     }
 
-    /// A hello of `rank` answering the relay's challenge (with the right secret or not).
+    /// A hello of `rank` answering the relay's challenge (with the right secret or not; with
+    /// MUNGE when `auth` is a munged's).
     void hello(const protocol::Authenticator& auth, std::uint32_t rank) {
         const auto& challenge = std::get<protocol::Challenge>(received.at(0));
         protocol::Hello hello;
@@ -85,8 +87,16 @@ class Follower {
         hello.role = Role::worker;
         hello.host = "n1";
         hello.pid = ::getpid();
-        hello.auth = protocol::AuthMethod::secret;
+        hello.auth = auth.method();
         hello.nonce = m_nonce;
+        if (hello.auth == protocol::AuthMethod::munge) {
+            // The session keys come with the welcome's credential (the relay's key material).
+            m_munge.emplace(Munge{&auth, rank, challenge.nonce});
+            hello.credential = auth.prove(
+                challenge.nonce, k_step, rank, protocol::unix_endpoint(m_path), m_munge->own_key);
+            send(hello);
+            return;
+        }
         hello.credential =
             auth.prove(challenge.nonce, k_step, rank, protocol::unix_endpoint(m_path));
         // The session keys, should the relay welcome it (with this secret or not).
@@ -106,7 +116,8 @@ class Follower {
     std::vector<protocol::Message> received;
     /// From the welcome on: what it sends is sealed, what it receives checked.
     std::optional<protocol::Channel> channel;
-    std::string refused; ///< why a received frame failed its check
+    std::string refused;                      ///< why a received frame failed its check
+    std::optional<std::string> munge_refused; ///< why the relay's MUNGE proof did not pass
     bool eof = false;
     const std::string m_nonce = std::string(64, 'a');
 
@@ -128,7 +139,29 @@ class Follower {
                     }
                 }
                 received.push_back(protocol::decode_payload(*payload));
-                if (std::holds_alternative<protocol::Welcome>(received.back()) && m_keys) {
+                const auto* welcome = std::get_if<protocol::Welcome>(&received.back());
+                if (welcome != nullptr && m_munge) {
+                    // As a launcher: the relay's credential proves it and carries its key.
+                    std::string relay_key;
+                    munge_refused =
+                        m_munge->auth->verify_coordinator(welcome->credential,
+                                                          m_nonce,
+                                                          k_step,
+                                                          m_munge->rank,
+                                                          protocol::unix_endpoint(m_path),
+                                                          &relay_key);
+                    if (!munge_refused) {
+                        m_keys = m_munge->auth->session_keys(protocol::AuthMethod::munge,
+                                                             m_munge->own_key,
+                                                             relay_key,
+                                                             m_munge->challenge,
+                                                             m_nonce,
+                                                             k_step,
+                                                             m_munge->rank,
+                                                             protocol::unix_endpoint(m_path));
+                    }
+                }
+                if (welcome != nullptr && m_keys) {
                     channel.emplace(*m_keys, protocol::End::launcher);
                 }
             }
@@ -141,6 +174,14 @@ class Follower {
     std::array<char, 4096> m_buffer{};
     protocol::FrameDecoder m_decoder;
     std::optional<protocol::SessionKeys> m_keys;
+    /// A MUNGE hello's: who proves, and what the session keys are made of.
+    struct Munge {
+        const protocol::Authenticator* auth;
+        std::uint32_t rank;
+        std::string challenge;
+        std::string own_key = std::string(protocol::k_key_material_size, 'k');
+    };
+    std::optional<Munge> m_munge;
 };
 
 template <typename T> bool got(const Follower& follower) {
@@ -452,5 +493,85 @@ TEST_CASE("node relay: a follower that comes before the leader registered waits 
     one.hello(auth, 1);
     REQUIRE(run_until(io, [&] { return up.size() == 1; }));
     CHECK(std::get<protocol::Hello>(protocol::decode_payload(up[0].message)).rank == 1);
+    relay.close();
+}
+
+TEST_CASE("node relay: MUNGE proofs are made off the io thread: a stopped munged holds up no "
+          "other follower",
+          "[node_relay][munge]") {
+    const test::PrivateMunged& munged = test::private_munged();
+    if (!munged.running()) {
+        WARN("needs root and munged (a private one): not run");
+        return;
+    }
+    const test::LogCapture log(spdlog::level::debug);
+    asio::io_context io;
+    // The relay accepts both: rank 1 proves itself with the secret, rank 2 with MUNGE.
+    const auto relay_auth = protocol::Authenticator::create(
+        {protocol::AuthMethod::automatic, std::string(64, 'c'), munged.socket()});
+    const auto secret = secret_auth('c');
+    const auto munge =
+        protocol::Authenticator::create({protocol::AuthMethod::munge, {}, munged.socket()});
+    std::vector<protocol::Relay> up;
+    RelaySettings settings;
+    settings.step = k_step;
+    settings.ranks = {1, 2};
+    detail::NodeRelay relay(
+        io,
+        relay_auth,
+        settings,
+        [&](const protocol::Message& m) { up.push_back(std::get<protocol::Relay>(m)); },
+        {});
+    const std::string path = detail::relay_path(k_step, 930000 + static_cast<unsigned>(::getpid()));
+    relay.listen(path);
+    relay.serve();
+
+    Follower one(io, path);
+    REQUIRE(run_until(io, [&] { return got<protocol::Challenge>(one); }));
+    one.hello(secret, 1);
+    REQUIRE(run_until(io, [&] { return up.size() == 1; }));
+    relay.downstream({{1}, protocol::encode_payload(protocol::Welcome{3, {}}), {}});
+    REQUIRE(run_until(io, [&] { return got<protocol::Welcome>(one); }));
+
+    Follower two(io, path);
+    REQUIRE(run_until(io, [&] { return got<protocol::Challenge>(two); }));
+    {
+        // munged stops answering: rank 2's hello waits for it on the proofs pool, while rank 1's
+        // frames go up and the leader's pulse comes down as before.
+        struct Continue {
+            pid_t pid;
+            ~Continue() { ::kill(pid, SIGCONT); }
+        } const resume{munged.pid()};
+        two.hello(munge, 2); // its credential is made before munged stops
+        REQUIRE(::kill(munged.pid(), SIGSTOP) == 0);
+        REQUIRE(run_until(io, [&] {
+            return log.text().find("relay: rank 2 (pid " + std::to_string(::getpid()) +
+                                   "): MUNGE proof") != std::string::npos;
+        }));
+        one.send(protocol::Exit{ExitStatus::exited(0), {}});
+        REQUIRE(run_until(io, [&] { return up.size() == 2; }));
+        CHECK(up[1].ranks == std::vector<std::uint32_t>{1});
+        relay.pulse();
+        REQUIRE(run_until(io, [&] { return got<protocol::Heartbeat>(one); }));
+        CHECK(two.received.size() == 1); // the challenge only: munged has not answered
+        REQUIRE(::kill(munged.pid(), SIGCONT) == 0);
+    }
+    // munged answers: rank 2's hello goes up, and the welcome comes down with the relay's proof
+    // (made on the pool with the check), whose key material seals the session both ways.
+    REQUIRE(run_until(io, [&] { return up.size() == 3; }));
+    CHECK(up[2].ranks == std::vector<std::uint32_t>{2});
+    CHECK(std::get<protocol::Hello>(protocol::decode_payload(up[2].message)).auth ==
+          protocol::AuthMethod::munge);
+    relay.downstream({{2}, protocol::encode_payload(protocol::Welcome{3, {}}), {}});
+    REQUIRE(run_until(io, [&] { return got<protocol::Welcome>(two); }));
+    REQUIRE(two.munge_refused == std::nullopt);
+    REQUIRE(two.channel);
+    two.send(protocol::Exit{ExitStatus::exited(3), {}});
+    REQUIRE(run_until(io, [&] { return up.size() == 4; }));
+    CHECK(up[3].ranks == std::vector<std::uint32_t>{2});
+    CHECK(up[3].message == protocol::encode_payload(protocol::Exit{ExitStatus::exited(3), {}}));
+    relay.downstream({{1, 2}, protocol::encode_payload(protocol::Stop{}), {}});
+    REQUIRE(run_until(io, [&] { return got<protocol::Stop>(two); }));
+    CHECK(two.refused.empty());
     relay.close();
 }
