@@ -7,7 +7,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -165,21 +164,6 @@ ProgressFileReport read_progress_file(const std::string& path) {
     }
     ::close(fd);
     return out;
-}
-
-int watch_progress_file(const std::string& path) noexcept {
-    const int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (fd < 0) {
-        return -1;
-    }
-    if (::inotify_add_watch(fd,
-                            path.c_str(),
-                            IN_ATTRIB | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVE_SELF |
-                                IN_DELETE_SELF) < 0) {
-        ::close(fd);
-        return -1;
-    }
-    return fd;
 }
 
 bool set_untouched(int fd) noexcept {

@@ -587,7 +587,6 @@ void LauncherShell::close_link(bool both) {
 }
 
 void LauncherShell::finish() {
-    m_progress_watch.reset();
     m_probe.close();
     m_node_check.close();
     if (m_link) {

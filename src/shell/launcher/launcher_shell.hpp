@@ -28,7 +28,6 @@
 #include <tfslurm/shell/metrics_server.hpp>
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
 
@@ -133,9 +132,6 @@ class LauncherShell {
     /// The trainer's progress file (TFSLURM_PROGRESS_FILE, made once, untouched), and with a
     /// stall timeout PYTHONFAULTHANDLER=1.
     void prepare_progress_watch();
-    /// Until the trainer first touches its progress file: an inotify watch on it, whose first
-    /// event is told to the machine at once (progress_file_sampled()).
-    void watch_first_progress();
     /// Set `name=value` in the trainer's environment, replacing an earlier value.
     void set_trainer_variable(std::string_view name, const std::string& value);
     /// `own`: sent by the shell itself (a relay envelope, the node's heartbeat), not the machine.
@@ -197,8 +193,6 @@ class LauncherShell {
     std::vector<LauncherAction> m_deferred; ///< closing actions waiting for the relay (hold())
     std::array<asio::steady_timer, k_launcher_timer_count> m_timers;  ///< indexed by LauncherTimer
     std::string m_progress_file;                                      ///< TFSLURM_PROGRESS_FILE
-    std::unique_ptr<asio::posix::stream_descriptor> m_progress_watch; ///< watch_first_progress()
-    std::array<char, 256> m_watch_events{}; ///< the watch's events, read and dropped
     HeldPort m_trainer_port;         ///< exact mode: the trainer's port, held until it starts
     ReachabilityProbe m_probe{m_io}; ///< `probe`: its listener and attempts
     NodeCheck m_node_check{m_io};    ///< `preflight`: the node's checks

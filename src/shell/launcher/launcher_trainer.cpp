@@ -339,33 +339,6 @@ void LauncherShell::prepare_progress_watch() {
     ::close(fd);
     m_progress_file = path;
     m_env.push_back("TFSLURM_PROGRESS_FILE=" + path);
-    watch_first_progress();
 }
 
-void LauncherShell::watch_first_progress() {
-    if (!m_progress_watch) {
-        const int fd = detail::watch_progress_file(m_progress_file);
-        if (fd < 0) {
-            logger().debug("{}: no inotify watch on the progress file: looked at every {}",
-                           label(),
-                           format_seconds(k_first_progress_poll));
-            return;
-        }
-        m_progress_watch = std::make_unique<asio::posix::stream_descriptor>(m_io, fd);
-    }
-    m_progress_watch->async_read_some(
-        asio::buffer(m_watch_events), [this](const error_code& ec, std::size_t /*bytes*/) {
-            if (ec || !m_progress_watch) {
-                return;
-            }
-            const auto progress = detail::read_progress_file(m_progress_file);
-            m_machine.progress_file_sampled(progress.touched, progress.step, Clock::now());
-            if (progress.touched) {
-                m_progress_watch.reset(); // the first progress is known: no more watching
-            } else {
-                watch_first_progress(); // opened or closed without a change
-            }
-            perform();
-        });
-}
 } // namespace tfslurm::detail
