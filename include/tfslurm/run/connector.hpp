@@ -48,9 +48,11 @@ inline constexpr std::uint32_t k_unknown_uid = 0xffffffffU;
 /// program (a listener that never accepts) holding the port.
 inline constexpr Millis k_challenge_timeout{2000};
 /// The first back-off after an attempt that failed on every candidate; it doubles each time.
-/// Short: the nodes' launchers start within milliseconds of each other, and one that came
-/// before rank 0 listened (or its leader's relay) should not wait long (issue #33).
-inline constexpr Millis k_first_backoff{10};
+/// Short: the nodes' launchers start within milliseconds of each other, and a node leader that
+/// came before rank 0 listened should not wait long: 10 ms cost a 3-node step about 5 ms
+/// (issue #33). A refused connection costs the coordinator's node one reset, and the rounds
+/// double (2, 4, 8, ... 512 ms, then every second): 9 rounds in the first second.
+inline constexpr Millis k_first_backoff{2};
 /// The back-off's cap towards the coordinator's control ports.
 inline constexpr Millis k_max_backoff{1000};
 /// The first back-off towards a node leader's relay: a Unix socket on the follower's own node,

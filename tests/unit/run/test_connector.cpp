@@ -241,16 +241,16 @@ TEST_CASE("connector: the candidates in order and then a back-off that doubles u
              {0, "start", {"arm deadline 10000", "connect n1:29000"}},
              {1, "refused Connection refused", next(32000)},
              {2, "refused Connection refused", next(32001)},
-             {3, "refused Connection refused", retry(13)},
-             {13, "timer retry", {"connect n1:29000"}},
-             {14, "refused Connection refused", next(32000)},
-             {15, "refused Connection refused", next(32001)},
-             {16, "refused Connection refused", retry(36)},
+             {3, "refused Connection refused", retry(5)},
+             {5, "timer retry", {"connect n1:29000"}},
+             {6, "refused Connection refused", next(32000)},
+             {7, "refused Connection refused", next(32001)},
+             {8, "refused Connection refused", retry(12)},
          });
-    // One candidate: each refusal is a round; 10, 20, 40, ... 640, then 1000 ms each.
+    // One candidate: each refusal is a round; 2, 4, 8, ... 512, then 1000 ms each.
     std::vector<Step> steps{{0, "start", {"arm deadline 10000", "connect n1:29000"}}};
     int now = 0;
-    for (const int backoff : {10, 20, 40, 80, 160, 320, 640, 1000, 1000}) {
+    for (const int backoff : {2, 4, 8, 16, 32, 64, 128, 256, 512, 1000, 1000}) {
         steps.push_back({now, "refused Connection refused", retry(now + backoff)});
         now += backoff;
         steps.push_back({now, "timer retry", {"connect n1:29000"}});
@@ -278,8 +278,8 @@ TEST_CASE("connector: an endpoint that cannot be resolved is tried again after t
     play(settings(),
          {
              {0, "start", {"arm deadline 10000", "connect n1:29000"}},
-             {0, "unreachable cannot resolve n1: Host not found", retry(10)},
-             {10, "timer retry", {"connect n1:29000"}}, // the same candidate
+             {0, "unreachable cannot resolve n1: Host not found", retry(2)},
+             {2, "timer retry", {"connect n1:29000"}}, // the same candidate
          });
 }
 
@@ -331,10 +331,10 @@ TEST_CASE("connector: the same impostor is warned about once per reason", "[conn
          {
              {0, "start", {"arm deadline 10000", "connect n1:29000"}},
              {0, "connected", {"arm challenge 2000"}},
-             {0, "heartbeat", retry(10)},
-             {10, "timer retry", {"connect n1:29000"}},
-             {10, "connected", {"arm challenge 2010"}},
-             {10, "heartbeat", retry(30)},
+             {0, "heartbeat", retry(2)},
+             {2, "timer retry", {"connect n1:29000"}},
+             {2, "connected", {"arm challenge 2002"}},
+             {2, "heartbeat", retry(6)},
          });
     CHECK(log.text() ==
           "warning: rank 1 (worker:0): n1:29000 did not prove that it is job 12's "
@@ -355,7 +355,7 @@ TEST_CASE("connector: another step's coordinator is left for the next candidate 
              {1, "challenge", challenged("tcp:32000")},
              {1, "proved", k_hello},
              {2, "reject wrong_job wrong job 12 (this is job 13)", next(32001)},
-             {2, "refused Connection refused", retry(12)},
+             {2, "refused Connection refused", retry(4)},
              {10000,
               "timer deadline",
               {"fail coordinator: cannot register with n1:29000 (nor its 2 fallback ports) within "
@@ -374,9 +374,9 @@ TEST_CASE("connector: at the deadline a refusal is named before any other error"
                  {0, "connected", {"arm challenge 2000"}},
                  {0, "challenge", k_challenged},
                  {0, "proved", k_hello},
-                 {1, "reject refused bad secret proof", retry(11)},
-                 {11, "timer retry", {"connect n1:29000"}},
-                 {12, "refused Connection refused", retry(32)},
+                 {1, "reject refused bad secret proof", retry(3)},
+                 {3, "timer retry", {"connect n1:29000"}},
+                 {4, "refused Connection refused", retry(8)},
                  {10000,
                   "timer deadline",
                   {"fail coordinator: n1:29000 rejected rank 1 (worker:0): bad secret proof (hint: "
@@ -391,7 +391,7 @@ TEST_CASE("connector: no retry is armed past the deadline which names the last e
     play(one_port(),
          {
              {0, "start", {"arm deadline 10000", "connect n1:29000"}},
-             {9990, "refused Connection refused", {"cancel challenge", "close attempt"}},
+             {9998, "refused Connection refused", {"cancel challenge", "close attempt"}},
              {10000,
               "timer deadline",
               {"fail coordinator: cannot register with n1:29000 within 10 s: n1:29000: "
