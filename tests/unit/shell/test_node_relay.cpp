@@ -32,6 +32,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -193,25 +194,62 @@ protocol::Authenticator secret_auth(char digit) {
         {protocol::AuthMethod::secret, std::string(64, digit), "/nonexistent/munge.socket"});
 }
 
+/// A leader's relay for `ranks`, listening on a name of its own (`name` + this process's pid,
+/// so that tests running side by side never meet); what it sends up is collected in `up`.
+struct LiveRelay {
+    LiveRelay(asio::io_context& io,
+              const protocol::Authenticator& auth,
+              std::set<std::uint32_t> ranks,
+              unsigned name,
+              Millis heartbeat_timeout = k_default_heartbeat_timeout)
+        : path(detail::relay_path(k_step, name + static_cast<unsigned>(::getpid()))),
+          relay(io,
+                auth,
+                settings(std::move(ranks), heartbeat_timeout),
+                [this](const protocol::Message& m) { up.push_back(std::get<protocol::Relay>(m)); },
+                {}) {
+        relay.listen(path);
+    }
+
+    static RelaySettings settings(std::set<std::uint32_t> ranks, Millis heartbeat_timeout) {
+        RelaySettings out;
+        out.step = k_step;
+        out.ranks = std::move(ranks);
+        out.heartbeat_timeout = heartbeat_timeout;
+        return out;
+    }
+
+    std::vector<protocol::Relay> up; ///< what the leader sends to the coordinator
+    std::string path;
+    detail::NodeRelay relay;
+};
+
+/// `follower` registers as `rank` through `live` with `auth`: its challenge, its hello, which
+/// goes up, and the coordinator's welcome coming down.
+void register_through(asio::io_context& io,
+                      LiveRelay& live,
+                      Follower& follower,
+                      const protocol::Authenticator& auth,
+                      std::uint32_t rank) {
+    REQUIRE(run_until(io, [&] { return got<protocol::Challenge>(follower); }));
+    const std::size_t sent = live.up.size();
+    follower.hello(auth, rank);
+    REQUIRE(run_until(io, [&] { return live.up.size() == sent + 1; }));
+    REQUIRE(live.up.back().ranks == std::vector<std::uint32_t>{rank});
+    live.relay.downstream({{rank}, protocol::encode_payload(protocol::Welcome{3, {}}), {}});
+    REQUIRE(run_until(io, [&] { return got<protocol::Welcome>(follower); }));
+}
+
 } // namespace
 
 TEST_CASE("node relay: followers register, talk and end through the leader's relay",
           "[node_relay]") {
     asio::io_context io;
     const auto auth = secret_auth('c');
-    std::vector<protocol::Relay> up; // what the leader sends to the coordinator
-    RelaySettings settings;
-    settings.step = k_step;
-    settings.ranks = {1, 2};
-    settings.heartbeat_timeout = 200ms;
-    detail::NodeRelay relay(
-        io,
-        auth,
-        settings,
-        [&](const protocol::Message& m) { up.push_back(std::get<protocol::Relay>(m)); },
-        {});
-    const std::string path = detail::relay_path(k_step, 900000 + static_cast<unsigned>(::getpid()));
-    relay.listen(path);
+    LiveRelay live(io, auth, {1, 2}, 900000, 200ms);
+    auto& relay = live.relay;
+    auto& up = live.up;
+    const std::string& path = live.path;
     relay.serve();
 
     // Rank 1 registers: its hello goes up; the coordinator's welcome comes down, proved.
@@ -287,18 +325,10 @@ TEST_CASE("node relay: every frame after the welcome is sealed, each way, per se
     const test::LogCapture log(spdlog::level::warn);
     asio::io_context io;
     const auto auth = secret_auth('c');
-    std::vector<protocol::Relay> up;
-    RelaySettings settings;
-    settings.step = k_step;
-    settings.ranks = {1, 2};
-    detail::NodeRelay relay(
-        io,
-        auth,
-        settings,
-        [&](const protocol::Message& m) { up.push_back(std::get<protocol::Relay>(m)); },
-        {});
-    const std::string path = detail::relay_path(k_step, 930000 + static_cast<unsigned>(::getpid()));
-    relay.listen(path);
+    LiveRelay live(io, auth, {1, 2}, 930000);
+    auto& relay = live.relay;
+    auto& up = live.up;
+    const std::string& path = live.path;
     relay.serve();
     std::vector<std::unique_ptr<Follower>> followers;
     for (const std::uint32_t rank : {1U, 2U}) {
@@ -465,20 +495,12 @@ TEST_CASE("node relay: a follower that comes before the leader registered waits 
           "[node_relay]") {
     asio::io_context io;
     const auto auth = secret_auth('c');
-    std::vector<protocol::Relay> up;
-    RelaySettings settings;
-    settings.step = k_step;
-    settings.ranks = {1};
-    detail::NodeRelay relay(
-        io,
-        auth,
-        settings,
-        [&](const protocol::Message& m) { up.push_back(std::get<protocol::Relay>(m)); },
-        {});
-    const std::string path = detail::relay_path(k_step, 940000 + static_cast<unsigned>(::getpid()));
     // The leader listens as it starts: the follower's connection is made (it waits in the
     // backlog) but nothing comes before the relay serves, and nothing goes up.
-    relay.listen(path);
+    LiveRelay live(io, auth, {1}, 940000);
+    auto& relay = live.relay;
+    auto& up = live.up;
+    const std::string& path = live.path;
     Follower one(io, path);
     const auto until = std::chrono::steady_clock::now() + 200ms;
     while (std::chrono::steady_clock::now() < until) {
@@ -512,26 +534,14 @@ TEST_CASE("node relay: MUNGE proofs are made off the io thread: a stopped munged
     const auto secret = secret_auth('c');
     const auto munge =
         protocol::Authenticator::create({protocol::AuthMethod::munge, {}, munged.socket()});
-    std::vector<protocol::Relay> up;
-    RelaySettings settings;
-    settings.step = k_step;
-    settings.ranks = {1, 2};
-    detail::NodeRelay relay(
-        io,
-        relay_auth,
-        settings,
-        [&](const protocol::Message& m) { up.push_back(std::get<protocol::Relay>(m)); },
-        {});
-    const std::string path = detail::relay_path(k_step, 930000 + static_cast<unsigned>(::getpid()));
-    relay.listen(path);
+    LiveRelay live(io, relay_auth, {1, 2}, 950000);
+    auto& relay = live.relay;
+    auto& up = live.up;
+    const std::string& path = live.path;
     relay.serve();
 
     Follower one(io, path);
-    REQUIRE(run_until(io, [&] { return got<protocol::Challenge>(one); }));
-    one.hello(secret, 1);
-    REQUIRE(run_until(io, [&] { return up.size() == 1; }));
-    relay.downstream({{1}, protocol::encode_payload(protocol::Welcome{3, {}}), {}});
-    REQUIRE(run_until(io, [&] { return got<protocol::Welcome>(one); }));
+    register_through(io, live, one, secret, 1);
 
     Follower two(io, path);
     REQUIRE(run_until(io, [&] { return got<protocol::Challenge>(two); }));
