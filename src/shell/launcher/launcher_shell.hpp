@@ -191,8 +191,8 @@ class LauncherShell {
     std::unique_ptr<NodeRelay> m_listening_relay; ///< listen_relay()'s, until start_relay()
     std::optional<Error> m_relay_error;           ///< why listen_relay() could not listen
     std::vector<LauncherAction> m_deferred; ///< closing actions waiting for the relay (hold())
-    std::array<asio::steady_timer, k_launcher_timer_count> m_timers;  ///< indexed by LauncherTimer
-    std::string m_progress_file;                                      ///< TFSLURM_PROGRESS_FILE
+    std::array<asio::steady_timer, k_launcher_timer_count> m_timers; ///< indexed by LauncherTimer
+    std::string m_progress_file;                                     ///< TFSLURM_PROGRESS_FILE
     HeldPort m_trainer_port;         ///< exact mode: the trainer's port, held until it starts
     ReachabilityProbe m_probe{m_io}; ///< `probe`: its listener and attempts
     NodeCheck m_node_check{m_io};    ///< `preflight`: the node's checks
