@@ -115,6 +115,19 @@ struct NodeRelay::Impl : std::enable_shared_from_this<NodeRelay::Impl> {
         std::string error; ///< why it could not be made (munged's error)
     };
     [[nodiscard]] Proof prove(const protocol::Hello& hello) const;
+    /// A hello's check (Authenticator::verify(), its reject and the launcher's MUNGE key
+    /// material) and, `with_proof`, the relay's proof for the welcome to come; `error` when
+    /// the credential could not be checked at all. Thread-safe (reads only what listen() set).
+    struct Check {
+        std::optional<protocol::Reject> reject;
+        std::string key;
+        std::string error;
+        std::optional<Proof> proof;
+    };
+    [[nodiscard]] Check check(const relay_action::Verify& verify, bool with_proof) const;
+    /// The machine's answer to Verify, on the io thread: the session closed if the check
+    /// failed, else what it learnt kept for the welcome, then verified().
+    void apply(const relay_action::Verify& verify, Check checked);
     /// Send `welcome` to `session` with `proof`, and seal the session from then on.
     void send_welcome(SessionId session,
                       const protocol::Hello& hello,
@@ -402,20 +415,8 @@ void NodeRelay::Impl::perform(const RelayAction& action) {
             verify_off_thread(*verify);
             return;
         }
-        std::optional<protocol::Reject> reject;
-        std::string key;
-        try {
-            reject = auth.verify(
-                verify->hello, verify->nonce, step, protocol::unix_endpoint(path), &key);
-        } catch (const std::exception& e) {
-            logger().warn("relay: closing a local connection: {}", e.what());
-            end(verify->session, "protocol error");
-            return;
-        }
-        if (auto* s = session(verify->session)) {
-            s->verified(verify->nonce, std::move(key));
-        }
-        machine.verified(verify->session, reject, Clock::now());
+        // A secret's HMAC: microseconds, here; the welcome's proof is made when it comes.
+        apply(*verify, check(*verify, false));
     } else if (const auto* welcome = std::get_if<act::Welcome>(&action)) {
         auto* s = session(welcome->session);
         if (s == nullptr) {
@@ -460,48 +461,49 @@ void NodeRelay::Impl::perform(const RelayAction& action) {
     }
 }
 
+NodeRelay::Impl::Check NodeRelay::Impl::check(const relay_action::Verify& verify,
+                                              bool with_proof) const {
+    Check out;
+    try {
+        out.reject =
+            auth.verify(verify.hello, verify.nonce, step, protocol::unix_endpoint(path), &out.key);
+        if (with_proof && !out.reject) {
+            out.proof = prove(verify.hello);
+        }
+    } catch (const std::exception& e) {
+        out.error = e.what();
+    }
+    return out;
+}
+
+void NodeRelay::Impl::apply(const relay_action::Verify& verify, Check checked) {
+    if (!checked.error.empty()) {
+        logger().warn("relay: closing a local connection: {}", checked.error);
+        end(verify.session, "protocol error");
+        return;
+    }
+    if (const auto it = sessions.find(verify.session); it != sessions.end()) {
+        it->second->verified(verify.nonce, std::move(checked.key));
+        if (checked.proof) {
+            it->second->proved(std::move(*checked.proof));
+        }
+    }
+    machine.verified(verify.session, checked.reject, Clock::now());
+}
+
 void NodeRelay::Impl::verify_off_thread(const relay_action::Verify& verify) {
     if (!proofs) {
         proofs.emplace(protocol::k_munge_threads);
     }
     logger().debug("relay: rank {} (pid {}): MUNGE proof", verify.hello.rank, verify.hello.pid);
     asio::post(*proofs, [self = shared_from_this(), verify]() mutable {
-        std::optional<protocol::Reject> reject;
-        std::string key;
-        std::string error;
-        std::optional<Proof> proof;
-        try {
-            reject = self->auth.verify(
-                verify.hello, verify.nonce, self->step, protocol::unix_endpoint(self->path), &key);
-            if (!reject) {
-                proof = self->prove(verify.hello);
-            }
-        } catch (const std::exception& e) {
-            error = e.what();
-        }
+        Check checked = self->check(verify, true);
         // `self` goes back to the io thread whole: the last reference to the relay never ends
         // on a pool thread.
         auto& context = self->io;
         asio::post(context,
-                   [self = std::move(self),
-                    verify,
-                    reject = std::move(reject),
-                    key = std::move(key),
-                    error = std::move(error),
-                    proof = std::move(proof)]() mutable {
-                       if (!error.empty()) {
-                           logger().warn("relay: closing a local connection: {}", error);
-                           self->end(verify.session, "protocol error");
-                           return;
-                       }
-                       if (const auto it = self->sessions.find(verify.session);
-                           it != self->sessions.end()) {
-                           it->second->verified(verify.nonce, std::move(key));
-                           if (proof) {
-                               it->second->proved(std::move(*proof));
-                           }
-                       }
-                       self->machine.verified(verify.session, reject, Clock::now());
+                   [self = std::move(self), verify, checked = std::move(checked)]() mutable {
+                       self->apply(verify, std::move(checked));
                        self->perform();
                    });
     });

@@ -424,12 +424,12 @@ bool signal_group(pid_t pgid, int signo) noexcept {
 
 namespace {
 
-/// Append the pids listed in one `/proc/<pid>/task/<tid>/children` file ("12 34 "). Returns
-/// false when the file cannot be opened.
-bool read_children_file(const std::string& path, std::vector<pid_t>& out) {
+/// Append the pids listed in one `/proc/<pid>/task/<tid>/children` file ("12 34 "); nothing
+/// when it cannot be opened (the thread ended).
+void read_children_file(const std::string& path, std::vector<pid_t>& out) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        return false;
+        return;
     }
     char text[4096];
     long number = 0;
@@ -451,7 +451,6 @@ bool read_children_file(const std::string& path, std::vector<pid_t>& out) {
         out.push_back(static_cast<pid_t>(number));
     }
     ::close(fd);
-    return true;
 }
 
 /// Whether this kernel has `/proc/<pid>/task/<tid>/children` (CONFIG_PROC_CHILDREN).
