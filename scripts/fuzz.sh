@@ -6,7 +6,7 @@
 # (tests/fuzz/corpus/<target>/, never modified; for hostlist also every list of the example
 # table tests/data/hostlists.tsv).
 #
-#   scripts/fuzz.sh                    every target: hostlist counts ports
+#   scripts/fuzz.sh                    every target: hostlist counts ports protocol
 #   scripts/fuzz.sh hostlist           only the named targets
 #   TFSLURM_FUZZ_SECONDS=600 scripts/fuzz.sh
 #
@@ -20,7 +20,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 readonly root
 readonly seconds=${TFSLURM_FUZZ_SECONDS:-10}
 readonly build_dir="$root/build/fuzz"
-readonly all_targets=(hostlist counts ports)
+readonly all_targets=(hostlist counts ports protocol)
 
 if [[ ! $seconds =~ ^[1-9][0-9]*$ ]]; then
     echo "$prog: TFSLURM_FUZZ_SECONDS must be a positive number of seconds, not '$seconds'" >&2

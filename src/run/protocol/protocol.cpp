@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: MIT
+#include "run/detail/json_tape.hpp"
+
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/resolve/interfaces.hpp>
 #include <tfslurm/run/protocol.hpp>
@@ -42,8 +44,9 @@ constexpr std::array<std::pair<RejectCode, std::string_view>, 3> k_reject_codes{
     {RejectCode::wrong_step, "wrong_step"},
 }};
 
-/// Deepest nesting a valid message has is 2 (`{"status":{...}}`); anything deeper than this
-/// is refused before nlohmann parses it.
+/// Deepest nesting a valid message has is 4 (a relayed heartbeat's `startups`:
+/// `{"msg":{"startups":[[r,{...}]]}}`); the reader refuses anything deeper than this as it meets
+/// it.
 constexpr int k_max_depth = 8;
 /// Longest string field accepted (a MUNGE credential of our payload is ~200 bytes).
 constexpr std::size_t k_max_string = 4096;
@@ -110,54 +113,57 @@ void check_nesting(std::string_view payload, int max_depth) {
 
 namespace {
 
-void check_depth(std::string_view payload) {
-    check_nesting(payload, k_max_depth);
-}
+using detail::JsonTape;
+using Value = JsonTape::Value;
 
 /// Field readers: each names the field and the message type in its error.
 class Fields {
   public:
-    Fields(const json& object, std::string_view type, std::string_view payload)
+    Fields(const Value& object, std::string_view type, std::string_view payload)
         : m_object(object), m_type(type), m_payload(payload) {}
 
-    [[nodiscard]] const json& require(std::string_view key) const {
-        const auto it = m_object.find(key);
-        if (it == m_object.end()) {
+    [[nodiscard]] Value require(std::string_view key) const {
+        const std::optional<Value> value = m_object.find(key);
+        if (!value) {
             fail(fmt::format("missing field \"{}\" in {}", key, m_type), m_payload);
         }
-        return *it;
+        return *value;
     }
 
-    [[nodiscard]] bool has(std::string_view key) const { return m_object.contains(key); }
+    [[nodiscard]] std::optional<Value> find(std::string_view key) const {
+        return m_object.find(key);
+    }
+
+    [[nodiscard]] bool has(std::string_view key) const { return m_object.find(key).has_value(); }
 
     /// An optional boolean: false when absent.
     [[nodiscard]] bool flag(std::string_view key) const {
-        if (!has(key)) {
+        const std::optional<Value> value = find(key);
+        if (!value) {
             return false;
         }
-        const json& value = require(key);
-        if (!value.is_boolean()) {
+        if (!value->is_boolean()) {
             fail(fmt::format("field \"{}\" of {} is not a boolean", key, m_type), m_payload);
         }
-        return value.get<bool>();
+        return value->as_boolean();
     }
 
     template <typename Int>
     [[nodiscard]] Int integer(std::string_view key,
                               Int min = std::numeric_limits<Int>::min(),
                               Int max = std::numeric_limits<Int>::max()) const {
-        const json& value = require(key);
+        const Value value = require(key);
         if constexpr (std::is_unsigned_v<Int>) {
-            if (value.is_number_unsigned()) {
-                const auto number = value.get<std::uint64_t>();
+            if (value.is_unsigned()) {
+                const std::uint64_t number = value.as_unsigned();
                 if (number >= static_cast<std::uint64_t>(min) &&
                     number <= static_cast<std::uint64_t>(max)) {
                     return static_cast<Int>(number);
                 }
             }
         } else {
-            if (value.is_number_integer()) {
-                const auto number = value.get<std::int64_t>();
+            if (value.is_signed()) {
+                const std::int64_t number = value.as_signed();
                 if (number >= static_cast<std::int64_t>(min) &&
                     number <= static_cast<std::int64_t>(max)) {
                     return static_cast<Int>(number);
@@ -168,32 +174,35 @@ class Fields {
              m_payload);
     }
 
-    [[nodiscard]] std::string string(std::string_view key) const {
-        const json& value = require(key);
-        if (!value.is_string() || value.get_ref<const std::string&>().size() > k_max_string) {
+    /// A string field, as it is in the tape (valid while the tape holds this message).
+    [[nodiscard]] std::string_view text(std::string_view key) const {
+        const Value value = require(key);
+        if (!value.is_string() || value.as_string().size() > k_max_string) {
             fail(fmt::format("field \"{}\" of {} is not a string of at most {} bytes",
                              key,
                              m_type,
                              k_max_string),
                  m_payload);
         }
-        return value.get<std::string>();
+        return value.as_string();
     }
+
+    [[nodiscard]] std::string string(std::string_view key) const { return std::string(text(key)); }
 
     template <typename Enum, std::size_t N>
     [[nodiscard]] Enum choice(std::string_view key,
                               const std::array<std::pair<Enum, std::string_view>, N>& table) const {
-        const std::string text = string(key);
+        const std::string_view given = text(key);
         for (const auto& [value, name] : table) {
-            if (name == text) {
+            if (name == given) {
                 return value;
             }
         }
         fail(fmt::format("field \"{}\" of {} has an unknown value", key, m_type), m_payload);
     }
 
-    [[nodiscard]] const json& object(std::string_view key) const {
-        const json& value = require(key);
+    [[nodiscard]] Value object(std::string_view key) const {
+        const Value value = require(key);
         if (!value.is_object()) {
             fail(fmt::format("field \"{}\" of {} is not an object", key, m_type), m_payload);
         }
@@ -201,12 +210,8 @@ class Fields {
     }
 
     [[nodiscard]] ExitStatus status(std::string_view key) const {
-        const json& value = require(key);
-        if (!value.is_object()) {
-            fail(fmt::format("field \"{}\" of {} is not an object", key, m_type), m_payload);
-        }
-        const Fields inner(value, m_type, m_payload);
-        const std::string kind = inner.string("kind");
+        const Fields inner(object(key), m_type, m_payload);
+        const std::string_view kind = inner.text("kind");
         if (kind == "exited") {
             return ExitStatus::exited(inner.integer<int>("code", 0, 255));
         }
@@ -217,7 +222,7 @@ class Fields {
     }
 
   private:
-    const json& m_object;
+    Value m_object;
     std::string_view m_type;
     std::string_view m_payload;
 };
@@ -392,10 +397,9 @@ struct Encoder {
 
 /// `cluster`: node names as in a hostlist (printable, no quotes), IP literals as addresses.
 Cluster decode_cluster(const Fields& f, std::string_view payload) {
-    const json& addresses = f.object("addresses");
     Cluster m;
-    for (const auto& [host, address] : addresses.items()) {
-        if (!address.is_string() || !is_ip_address(address.get<std::string>()) || host.empty() ||
+    for (const auto& [host, address] : f.object("addresses").members()) {
+        if (!address.is_string() || !is_ip_address(address.as_string()) || host.empty() ||
             host.size() > 255 || std::any_of(host.begin(), host.end(), [](char c) {
                 return static_cast<unsigned char>(c) <= 0x20 ||
                        static_cast<unsigned char>(c) >= 0x7f || c == '"' || c == '\\';
@@ -403,18 +407,18 @@ Cluster decode_cluster(const Fields& f, std::string_view payload) {
             fail("field \"addresses\" of cluster maps a node name to an IPv4 or IPv6 address",
                  payload);
         }
-        m.addresses.emplace(host, address.get<std::string>());
+        m.addresses.emplace(host, address.as_string());
     }
-    if (f.has("ports")) {
-        const json& ports = f.require("ports");
-        if (!ports.is_array() || std::any_of(ports.begin(), ports.end(), [](const json& port) {
-                return !port.is_number_unsigned() || port.get<std::uint64_t>() > 65535;
+    if (const std::optional<Value> ports = f.find("ports")) {
+        const auto elements = ports->elements();
+        if (!ports->is_array() || std::any_of(elements.begin(), elements.end(), [](Value port) {
+                return !port.is_unsigned() || port.as_unsigned() > 65535;
             })) {
             fail("field \"ports\" of cluster is not a list of ports (0 to 65535)", payload);
         }
-        m.ports.reserve(ports.size());
-        for (const json& port : ports) {
-            m.ports.push_back(static_cast<std::uint16_t>(port.get<std::uint64_t>()));
+        m.ports.reserve(ports->size());
+        for (const Value port : elements) {
+            m.ports.push_back(static_cast<std::uint16_t>(port.as_unsigned()));
         }
     }
     return m;
@@ -422,17 +426,17 @@ Cluster decode_cluster(const Fields& f, std::string_view payload) {
 
 /// `probed`: at most k_max_probe_failures failures, each a rank, an address and an error.
 Probed decode_probed(const Fields& f, std::string_view payload) {
-    const json& failures = f.require("failures");
+    const Value failures = f.require("failures");
+    const auto elements = failures.elements();
     if (!failures.is_array() || failures.size() > k_max_probe_failures ||
-        std::any_of(failures.begin(), failures.end(), [](const json& failure) {
-            return !failure.is_object();
-        })) {
+        std::any_of(
+            elements.begin(), elements.end(), [](Value failure) { return !failure.is_object(); })) {
         fail(fmt::format("field \"failures\" of probed is not a list of at most {} objects",
                          k_max_probe_failures),
              payload);
     }
     Probed m;
-    for (const json& failure : failures) {
+    for (const Value failure : elements) {
         const Fields inner(failure, "probed", payload);
         m.failures.push_back(
             {inner.integer<std::uint32_t>("rank"), inner.string("address"), inner.string("error")});
@@ -447,7 +451,7 @@ Probed decode_probed(const Fields& f, std::string_view payload) {
     return m;
 }
 
-StartupTimes decode_startup(const json& object, std::string_view type, std::string_view payload);
+StartupTimes decode_startup(const Value& object, std::string_view type, std::string_view payload);
 
 /// `heartbeat`: its optional `usage` ({cpu_ms, rss}), `followers` ([rank, cpu_ms, rss]
 /// triples, at most k_max_follower_usages), `startup` (the launcher's phases) and `startups`
@@ -462,28 +466,32 @@ Heartbeat decode_heartbeat(const Fields& f, std::string_view payload) {
             m.usage->output_bytes = usage.integer<std::uint64_t>("out");
         }
     }
-    if (f.has("followers")) {
-        const json& followers = f.require("followers");
-        const auto triple = [](const json& item) {
+    if (const std::optional<Value> followers = f.find("followers")) {
+        const auto triple = [](Value item) {
+            const auto numbers = item.elements();
             return item.is_array() && (item.size() == 3 || item.size() == 4) &&
-                   std::all_of(item.begin(),
-                               item.end(),
-                               [](const json& n) { return n.is_number_unsigned(); }) &&
-                   item[0].get<std::uint64_t>() <= UINT32_MAX;
+                   std::all_of(
+                       numbers.begin(), numbers.end(), [](Value n) { return n.is_unsigned(); }) &&
+                   (*numbers.begin()).as_unsigned() <= UINT32_MAX;
         };
-        if (!followers.is_array() || followers.size() > k_max_follower_usages ||
-            !std::all_of(followers.begin(), followers.end(), triple)) {
+        const auto items = followers->elements();
+        if (!followers->is_array() || followers->size() > k_max_follower_usages ||
+            !std::all_of(items.begin(), items.end(), triple)) {
             fail(fmt::format("field \"followers\" of heartbeat is not a list of at most {} "
                              "[rank, cpu_ms, rss] or [rank, cpu_ms, rss, out]",
                              k_max_follower_usages),
                  payload);
         }
-        m.followers.reserve(followers.size());
-        for (const json& item : followers) {
-            RankUsage follower{item[0].get<std::uint32_t>(),
-                               {item[1].get<std::uint64_t>(), item[2].get<std::uint64_t>(), {}}};
+        m.followers.reserve(followers->size());
+        for (const Value item : items) {
+            std::array<std::uint64_t, 4> n{};
+            std::size_t i = 0;
+            for (const Value number : item.elements()) {
+                n.at(i++) = number.as_unsigned();
+            }
+            RankUsage follower{static_cast<std::uint32_t>(n[0]), {n[1], n[2], {}}};
             if (item.size() == 4) {
-                follower.usage.output_bytes = item[3].get<std::uint64_t>();
+                follower.usage.output_bytes = n[3];
             }
             m.followers.push_back(follower);
         }
@@ -491,23 +499,29 @@ Heartbeat decode_heartbeat(const Fields& f, std::string_view payload) {
     if (f.has("startup")) {
         m.startup = decode_startup(f.object("startup"), "heartbeat", payload);
     }
-    if (f.has("startups")) {
-        const json& startups = f.require("startups");
-        const auto pair = [](const json& item) {
-            return item.is_array() && item.size() == 2 && item[0].is_number_unsigned() &&
-                   item[0].get<std::uint64_t>() <= UINT32_MAX && item[1].is_object();
+    if (const std::optional<Value> startups = f.find("startups")) {
+        const auto pair = [](Value item) {
+            if (!item.is_array() || item.size() != 2) {
+                return false;
+            }
+            auto it = item.elements().begin();
+            const Value rank = *it;
+            const Value phases = *++it;
+            return rank.is_unsigned() && rank.as_unsigned() <= UINT32_MAX && phases.is_object();
         };
-        if (!startups.is_array() || startups.size() > k_max_follower_usages ||
-            !std::all_of(startups.begin(), startups.end(), pair)) {
+        const auto items = startups->elements();
+        if (!startups->is_array() || startups->size() > k_max_follower_usages ||
+            !std::all_of(items.begin(), items.end(), pair)) {
             fail(fmt::format("field \"startups\" of heartbeat is not a list of at most {} "
                              "[rank, phases]",
                              k_max_follower_usages),
                  payload);
         }
-        m.startups.reserve(startups.size());
-        for (const json& item : startups) {
-            m.startups.push_back(
-                {item[0].get<std::uint32_t>(), decode_startup(item[1], "heartbeat", payload)});
+        m.startups.reserve(startups->size());
+        for (const Value item : items) {
+            auto it = item.elements().begin();
+            const auto rank = static_cast<std::uint32_t>((*it).as_unsigned());
+            m.startups.push_back({rank, decode_startup(*++it, "heartbeat", payload)});
         }
     }
     return m;
@@ -529,28 +543,28 @@ Checked decode_checked(const Fields& f, std::string_view payload) {
 /// A `startup` (an `exit`'s or a `heartbeat`'s, `type`): known phases only, each milliseconds
 /// since the epoch, from 0 to the last one the wall clock holds (its nanoseconds end in 2262: a
 /// larger time would overflow).
-StartupTimes decode_startup(const json& object, std::string_view type, std::string_view payload) {
+StartupTimes decode_startup(const Value& object, std::string_view type, std::string_view payload) {
     constexpr std::int64_t k_max_millis =
         std::chrono::duration_cast<std::chrono::milliseconds>(WallClock::duration::max()).count();
     const Fields f(object, type, payload);
     StartupTimes out;
-    for (const auto& item : object.items()) {
-        bool known = false;
-        for (std::size_t i = 0; i < k_startup_phases && !known; ++i) {
-            known = item.key() == to_string(static_cast<StartupPhase>(i));
+    const auto phase_of = [](std::string_view key) {
+        std::size_t phase = 0;
+        while (phase < k_startup_phases && key != to_string(static_cast<StartupPhase>(phase))) {
+            ++phase;
         }
-        if (!known) {
-            fail(fmt::format(
-                     "field \"startup\" of {} has an unknown phase {}", type, quote(item.key())),
+        return phase;
+    };
+    for (const auto& [key, value] : object.members()) {
+        if (phase_of(key) == k_startup_phases) {
+            fail(fmt::format("field \"startup\" of {} has an unknown phase {}", type, quote(key)),
                  payload);
         }
     }
-    for (std::size_t i = 0; i < k_startup_phases; ++i) {
-        const std::string key(to_string(static_cast<StartupPhase>(i)));
-        if (f.has(key)) {
-            out.at.at(i) = WallClock::time_point{std::chrono::duration_cast<WallClock::duration>(
+    for (const auto& [key, value] : object.members()) {
+        out.at.at(phase_of(key)) =
+            WallClock::time_point{std::chrono::duration_cast<WallClock::duration>(
                 std::chrono::milliseconds{f.integer<std::int64_t>(key, 0, k_max_millis)})};
-        }
     }
     return out;
 }
@@ -561,25 +575,25 @@ StartupTimes decode_startup(const json& object, std::string_view type, std::stri
 Relay decode_relay(const Fields& f, std::string_view payload, bool as_text = true) {
     constexpr std::size_t k_max_relay_ranks = std::size_t{1} << 20U;
     Relay m;
-    const json& ranks = f.require("ranks");
-    if (!ranks.is_array() || ranks.empty() || ranks.size() > k_max_relay_ranks) {
+    const Value ranks = f.require("ranks");
+    if (!ranks.is_array() || ranks.size() == 0 || ranks.size() > k_max_relay_ranks) {
         fail("field \"ranks\" of relay is not a list of 1 to 1048576 ranks", payload);
     }
     m.ranks.reserve(ranks.size());
-    for (const json& rank : ranks) {
-        if (!rank.is_number_unsigned() ||
-            rank.get<std::uint64_t>() > std::numeric_limits<std::uint32_t>::max()) {
+    for (const Value rank : ranks.elements()) {
+        if (!rank.is_unsigned() || rank.as_unsigned() > std::numeric_limits<std::uint32_t>::max()) {
             fail("field \"ranks\" of relay holds something other than a rank", payload);
         }
-        m.ranks.push_back(rank.get<std::uint32_t>());
+        m.ranks.push_back(static_cast<std::uint32_t>(rank.as_unsigned()));
     }
     if (f.has("closed")) {
         m.closed = f.string("closed");
     }
     if (f.has("msg")) {
-        const json& inner = f.object("msg");
+        const Value inner = f.object("msg");
         if (as_text) {
-            m.message = inner.dump(-1, ' ', false, json::error_handler_t::replace);
+            // Its text as it came: a valid object (the tape read it), passed on unchanged.
+            m.message = std::string(inner.text());
         }
     } else if (m.closed.empty()) {
         fail(R"(relay carries neither "msg" nor "closed")", payload);
@@ -762,58 +776,87 @@ std::string encode_payload(const Message& message) {
 
 namespace {
 
-/// Parse one payload into a JSON object. \throws Error (Errc::protocol).
-json parse_object(std::string_view payload) {
-    check_depth(payload);
-    json object = json::parse(payload, nullptr, false);
-    if (object.is_discarded()) {
-        fail("not valid JSON", payload);
+/// This thread's tape: its memory serves one message after the other, and what a large one
+/// took is given back when it is decoded (TapeLease).
+class TapeLease {
+  public:
+    TapeLease() : m_tape(tape()) {}
+    ~TapeLease() { m_tape.trim(); }
+    TapeLease(const TapeLease&) = delete;
+    TapeLease& operator=(const TapeLease&) = delete;
+    TapeLease(TapeLease&&) = delete;
+    TapeLease& operator=(TapeLease&&) = delete;
+
+    /// Read one payload, which must be a JSON object. \throws Error (Errc::protocol).
+    [[nodiscard]] Value object(std::string_view payload) {
+        switch (m_tape.read(payload, k_max_depth)) {
+        case JsonTape::Outcome::too_deep:
+            fail("nested too deeply", payload);
+        case JsonTape::Outcome::invalid:
+            fail("not valid JSON", payload);
+        case JsonTape::Outcome::repeated_key:
+            fail("an object repeats a key", payload);
+        case JsonTape::Outcome::ok:
+            break;
+        }
+        const Value object = m_tape.root();
+        if (!object.is_object()) {
+            fail("not a JSON object", payload);
+        }
+        return object;
     }
-    if (!object.is_object()) {
-        fail("not a JSON object", payload);
+
+  private:
+    static JsonTape& tape() {
+        thread_local JsonTape tape;
+        return tape;
     }
-    return object;
-}
+
+    JsonTape& m_tape;
+};
 
 /// The `type` of a message object of this version. \throws Error (Errc::protocol).
-std::string type_of(const json& object, std::string_view payload) {
+std::string_view type_of(const Value& object, std::string_view payload) {
     if (!object.is_object()) {
         fail("not a JSON object", payload);
     }
-    const auto version = object.find("v");
-    if (version == object.end() || !version->is_number_integer()) {
+    const std::optional<Value> version = object.find("v");
+    if (!version || !version->is_signed()) {
         fail(fmt::format("unsupported protocol version (expected \"v\":{})", k_version), payload);
     }
-    if (const auto got = version->get<std::int64_t>(); got != k_version) {
+    if (const std::int64_t got = version->as_signed(); got != k_version) {
         // Both versions named: every task of a step must run the same tfslurm.
         fail(fmt::format("protocol version {} (this tfslurm speaks version {})", got, k_version),
              payload);
     }
-    return Fields(object, "message", payload).string("type");
+    return Fields(object, "message", payload).text("type");
 }
 
 } // namespace
 
 void check_relayable(std::string_view payload) {
-    static_cast<void>(type_of(parse_object(payload), payload));
+    TapeLease tape;
+    static_cast<void>(type_of(tape.object(payload), payload));
 }
 
 Message decode_payload(std::string_view payload) {
-    const json object = parse_object(payload);
-    const std::string type = type_of(object, payload);
+    TapeLease tape;
+    const Value object = tape.object(payload);
+    const std::string_view type = type_of(object, payload);
     return decode_object(Fields(object, type, payload), type, payload);
 }
 
 Unwrapped decode_unwrapped(std::string_view payload) {
-    const json object = parse_object(payload);
-    const std::string type = type_of(object, payload);
+    TapeLease tape;
+    const Value object = tape.object(payload);
+    const std::string_view type = type_of(object, payload);
     const Fields fields(object, type, payload);
     if (type != "relay") {
         return {decode_object(fields, type, payload), std::nullopt};
     }
     Unwrapped out{decode_relay(fields, payload, false), std::nullopt};
-    if (const auto msg = object.find("msg"); msg != object.end()) {
-        const std::string inner = type_of(*msg, payload);
+    if (const std::optional<Value> msg = object.find("msg")) {
+        const std::string_view inner = type_of(*msg, payload);
         out.inner = decode_object(Fields(*msg, inner, payload), inner, payload);
     }
     return out;

@@ -487,6 +487,12 @@ TEST_CASE("protocol: malformed payloads are protocol errors", "[protocol]") {
          "protocol: missing field \"credential\" in welcome: "},
         {"[[[[[[[[[[1]]]]]]]]]]", R"(protocol: nested too deeply: "[[[[[[[[[[1]]]]]]]]]]")"},
         {"{\"v\":7,\"type\":\"reject\",\"reason\":\"\xff\"}", "protocol: not valid JSON: "},
+        // Stricter than nlohmann/json, whose parser read these before the protocol's own reader
+        // (issue #33): a repeated key (it kept the last), bytes after a NUL (its end of input).
+        {R"({"v":7,"type":"go","v":7})",
+         R"(protocol: an object repeats a key: "{\"v\":7,\"type\":\"go\",\"v\":7}")"},
+        {std::string("{\"v\":7,\"type\":\"go\"}\0{}", 22), "protocol: not valid JSON: "},
+        {"{\"v\":7,\"type\":\"go\",\"x\":1e400}", "protocol: not valid JSON: "},
     }));
     INFO(payload);
     try {
@@ -532,6 +538,10 @@ TEST_CASE("protocol: relay envelopes carry any message unchanged (the tree)", "[
         const auto relay = std::get<Relay>(decode_payload(encode_payload(Relay{{7}, future, {}})));
         CHECK(relay.message == future);
         CHECK(relay.ranks == std::vector<std::uint32_t>{7});
+        // The message's text as it came, spaces and all: the relay passes it on unchanged.
+        const auto spaced = std::get<Relay>(decode_payload(
+            R"({"msg": { "type" : "future", "v":7 } ,"ranks":[7],"type":"relay","v":7})"));
+        CHECK(spaced.message == R"({ "type" : "future", "v":7 })");
     }
     SECTION("downstream: a broadcast once for several ranks") {
         const Relay down{{1, 2, 3}, encode_payload(Stop{StopReason::done, 0, 0}), {}};
