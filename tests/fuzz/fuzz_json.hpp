@@ -14,8 +14,11 @@
 ///   same order, and each value's text() reads back as that value.
 /// - decode_payload(), decode_unwrapped() and check_relayable() throw nothing but
 ///   tfslurm::Error.
+/// - The protocol's writer (src/run/detail/json_writer.hpp) writes the input as a string with
+///   the bytes nlohmann/json's dump() makes of it (escapes, U+FFFD for what is not UTF-8).
 
 #include "run/detail/json_tape.hpp"
+#include "run/detail/json_writer.hpp"
 
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/run/protocol.hpp>
@@ -174,6 +177,12 @@ inline std::string check_json(std::string_view input) {
                 return "a member's text reads back as another value";
             }
         }
+    }
+    std::string written;
+    protocol::detail::append_json_string(written, input);
+    if (written != nlohmann::json(std::string(input))
+                       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)) {
+        return "the writer writes the input as a string unlike nlohmann: " + written;
     }
     try {
         static_cast<void>(protocol::decode_payload(input));

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "run/detail/json_tape.hpp"
+#include "run/detail/json_writer.hpp"
 
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/resolve/interfaces.hpp>
@@ -7,15 +8,12 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h> // fmt::join (fmt 11 has it only there)
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <limits>
 #include <type_traits>
 
 namespace tfslurm::protocol {
-
-using nlohmann::json;
 
 namespace {
 
@@ -114,6 +112,7 @@ void check_nesting(std::string_view payload, int max_depth) {
 namespace {
 
 using detail::JsonTape;
+using detail::JsonWriter;
 using Value = JsonTape::Value;
 
 /// Field readers: each names the field and the message type in its error.
@@ -227,171 +226,260 @@ class Fields {
     std::string_view m_payload;
 };
 
-json status_json(const ExitStatus& status) {
+/// Writes `"status":{...}` (an exit's or an abort's).
+void write_status(JsonWriter& w, const ExitStatus& status) {
+    w.key("status").open_object();
     if (status.kind == ExitStatus::Kind::signaled) {
-        return json{{"kind", "signaled"}, {"signal", status.value}};
+        w.key("kind").string("signaled").key("signal").signed_number(status.value);
+    } else {
+        w.key("code").signed_number(status.value).key("kind").string("exited");
     }
-    return json{{"kind", "exited"}, {"code", status.value}};
+    w.close_object();
 }
 
-/// A `startup`'s JSON: each known phase by name, milliseconds since the Unix epoch.
-json startup_json(const StartupTimes& times) {
-    json out = json::object();
-    for (std::size_t i = 0; i < k_startup_phases; ++i) {
-        if (const auto& time = times.at.at(i)) {
-            out[std::string(to_string(static_cast<StartupPhase>(i)))] =
-                std::chrono::duration_cast<std::chrono::milliseconds>(time->time_since_epoch())
-                    .count();
+/// The start-up phases in the order of their names, as a `startup` lists them.
+constexpr std::array<StartupPhase, k_startup_phases> k_phases_by_name{StartupPhase::cluster,
+                                                                      StartupPhase::progress,
+                                                                      StartupPhase::registered,
+                                                                      StartupPhase::started,
+                                                                      StartupPhase::task,
+                                                                      StartupPhase::up};
+
+/// A `startup`'s object: each known phase by name, milliseconds since the Unix epoch.
+void write_startup(JsonWriter& w, const StartupTimes& times) {
+    w.open_object();
+    for (const StartupPhase phase : k_phases_by_name) {
+        if (const auto& time = times[phase]) {
+            w.key(to_string(phase))
+                .signed_number(
+                    std::chrono::duration_cast<std::chrono::milliseconds>(time->time_since_epoch())
+                        .count());
         }
     }
-    return out;
+    w.close_object();
 }
 
+void write_failure(JsonWriter& w, std::string_view key, const PreflightFailure& failure) {
+    w.key(key)
+        .open_object()
+        .key("check")
+        .string(failure.check)
+        .key("detail")
+        .string(failure.detail)
+        .close_object();
+}
+
+/// Each message's members in the order of their keys, `type` and `v` among them: the bytes
+/// nlohmann/json's sorted objects made before (JsonWriter checks the order).
 struct Encoder {
-    json& out;
+    JsonWriter& w;
+    std::string_view name; ///< the message's type
 
-    void operator()(const Challenge& m) const { out["nonce"] = m.nonce; }
+    void type() const { w.key("type").string(name); }
+    void version() const { w.key("v").signed_number(k_version); }
+    void tail() const {
+        type();
+        version();
+    }
+
+    void operator()(const Challenge& m) const {
+        w.key("nonce").string(m.nonce);
+        tail();
+    }
     void operator()(const Hello& m) const {
-        out["job"] = m.job;
-        out["step"] = m.step;
-        out["rank"] = m.rank;
-        out["role"] = role_name(m.role);
-        out["host"] = m.host;
-        out["pid"] = m.pid;
-        out["auth"] = to_string(m.auth);
-        out["credential"] = m.credential;
-        out["nonce"] = m.nonce;
         if (!m.address.empty()) {
-            out["address"] = m.address;
+            w.key("address").string(m.address);
         }
-        if (m.relay) {
-            out["relay"] = true;
-        }
+        w.key("auth").string(to_string(m.auth));
+        w.key("credential").string(m.credential);
+        w.key("host").string(m.host);
+        w.key("job").unsigned_number(m.job);
+        w.key("nonce").string(m.nonce);
+        w.key("pid").signed_number(m.pid);
         if (m.port != 0) {
-            out["port"] = m.port;
+            w.key("port").unsigned_number(m.port);
         }
+        w.key("rank").unsigned_number(m.rank);
+        if (m.relay) {
+            w.key("relay").boolean(true);
+        }
+        w.key("role").string(role_name(m.role));
+        w.key("step").unsigned_number(m.step);
+        tail();
         if (m.watch) {
-            out["watch"] = true;
+            w.key("watch").boolean(true);
         }
     }
     void operator()(const Relay& m) const {
-        out["ranks"] = m.ranks;
         if (!m.closed.empty()) {
-            out["closed"] = m.closed;
+            w.key("closed").string(m.closed);
         }
-        // `msg` is spliced in as text by encode_payload(): a large `cluster` is not parsed again.
+        if (!m.message.empty()) {
+            // The message's text as it is: a large `cluster` is not parsed again.
+            w.key("msg").raw(m.message);
+        }
+        ranks(m.ranks);
+        tail();
+    }
+    void ranks(const std::vector<std::uint32_t>& ranks) const {
+        w.key("ranks").open_array();
+        for (const std::uint32_t rank : ranks) {
+            w.unsigned_number(rank);
+        }
+        w.close_array();
     }
     void operator()(const Cluster& m) const {
-        out["addresses"] = json::object();
+        w.key("addresses").open_object();
         for (const auto& [host, address] : m.addresses) {
-            out["addresses"][host] = address;
+            w.key(host).string(address);
         }
+        w.close_object();
         if (!m.ports.empty()) {
-            out["ports"] = m.ports;
+            w.key("ports").open_array();
+            for (const std::uint16_t port : m.ports) {
+                w.unsigned_number(port);
+            }
+            w.close_array();
         }
+        tail();
     }
     void operator()(const Welcome& m) const {
-        out["ranks"] = m.ranks;
-        out["credential"] = m.credential;
+        w.key("credential").string(m.credential);
+        w.key("ranks").unsigned_number(m.ranks);
+        tail();
     }
     void operator()(const Reject& m) const {
-        out["code"] = enum_name(k_reject_codes, m.code);
-        out["reason"] = m.reason;
+        w.key("code").string(enum_name(k_reject_codes, m.code));
+        w.key("reason").string(m.reason);
+        tail();
     }
     void operator()(const Heartbeat& m) const {
-        if (m.usage) {
-            out["usage"] = {{"cpu_ms", m.usage->cpu_ms}, {"rss", m.usage->rss_bytes}};
-            if (m.usage->output_bytes) {
-                out["usage"]["out"] = *m.usage->output_bytes;
-            }
-        }
         if (!m.followers.empty()) {
-            out["followers"] = json::array();
+            w.key("followers").open_array();
             for (const RankUsage& follower : m.followers) {
-                json item{follower.rank, follower.usage.cpu_ms, follower.usage.rss_bytes};
+                w.open_array()
+                    .unsigned_number(follower.rank)
+                    .unsigned_number(follower.usage.cpu_ms)
+                    .unsigned_number(follower.usage.rss_bytes);
                 if (follower.usage.output_bytes) {
-                    item.push_back(*follower.usage.output_bytes);
+                    w.unsigned_number(*follower.usage.output_bytes);
                 }
-                out["followers"].push_back(std::move(item));
+                w.close_array();
             }
+            w.close_array();
         }
         if (!m.startup.empty()) {
-            out["startup"] = startup_json(m.startup);
+            write_startup(w.key("startup"), m.startup);
         }
         if (!m.startups.empty()) {
-            out["startups"] = json::array();
+            w.key("startups").open_array();
             for (const RankStartup& follower : m.startups) {
-                out["startups"].push_back(json{follower.rank, startup_json(follower.startup)});
+                w.open_array().unsigned_number(follower.rank);
+                write_startup(w, follower.startup);
+                w.close_array();
             }
+            w.close_array();
         }
+        type();
+        if (m.usage) {
+            w.key("usage").open_object().key("cpu_ms").unsigned_number(m.usage->cpu_ms);
+            if (m.usage->output_bytes) {
+                w.key("out").unsigned_number(*m.usage->output_bytes);
+            }
+            w.key("rss").unsigned_number(m.usage->rss_bytes).close_object();
+        }
+        version();
     }
     void operator()(const Exit& m) const {
-        out["status"] = status_json(m.status);
         if (!m.error.empty()) {
-            out["error"] = m.error;
-        }
-        if (!m.startup.empty()) {
-            out["startup"] = startup_json(m.startup);
+            w.key("error").string(m.error);
         }
         if (m.progress_step) {
-            out["progress_step"] = *m.progress_step;
+            w.key("progress_step").unsigned_number(*m.progress_step);
         }
+        if (!m.startup.empty()) {
+            write_startup(w.key("startup"), m.startup);
+        }
+        write_status(w, m.status);
+        tail();
     }
     void operator()(const Interrupt& m) const {
-        out["signal"] = m.signal;
+        w.key("signal").signed_number(m.signal);
+        tail();
         if (m.whole_step) {
-            out["whole_step"] = true;
+            w.key("whole_step").boolean(true);
         }
     }
     void operator()(const Stop& m) const {
-        out["reason"] = m.reason == StopReason::done ? "done" : "signal";
-        if (m.reason == StopReason::signal) {
-            out["rank"] = m.rank;
-            out["signal"] = m.signal;
-            if (m.whole_step) {
-                out["whole_step"] = true;
-            }
+        const bool signal = m.reason == StopReason::signal;
+        if (signal) {
+            w.key("rank").unsigned_number(m.rank);
+        }
+        w.key("reason").string(signal ? "signal" : "done");
+        if (signal) {
+            w.key("signal").signed_number(m.signal);
+        }
+        tail();
+        if (signal && m.whole_step) {
+            w.key("whole_step").boolean(true);
         }
     }
     void operator()(const Abort& m) const {
         const Failure& f = m.failure;
-        out["rank"] = f.rank;
-        out["role"] = role_name(f.role);
-        out["index"] = f.index;
-        out["host"] = f.host;
-        out["cause"] = enum_name(k_causes, f.cause);
-        out["status"] = status_json(f.status);
-        out["detail"] = f.detail;
-        out["missing"] = f.missing;
-        if (!f.ranks.empty()) {
-            out["ranks"] = f.ranks;
-        }
         if (f.answering != 0) {
-            out["answering"] = f.answering;
+            w.key("answering").unsigned_number(f.answering);
         }
-        out["step_status"] = f.step_status;
+        w.key("cause").string(enum_name(k_causes, f.cause));
+        w.key("detail").string(f.detail);
+        w.key("host").string(f.host);
+        w.key("index").unsigned_number(f.index);
+        w.key("missing").unsigned_number(f.missing);
+        w.key("rank").unsigned_number(f.rank);
+        if (!f.ranks.empty()) {
+            w.key("ranks").string(f.ranks);
+        }
+        w.key("role").string(role_name(f.role));
+        write_status(w, f.status);
+        w.key("step_status").signed_number(f.step_status);
+        tail();
     }
-    void operator()(const Stall& m) const { out["silent_ms"] = m.silent_ms; }
+    void operator()(const Stall& m) const {
+        w.key("silent_ms").unsigned_number(m.silent_ms);
+        tail();
+    }
     void operator()(const Restart& m) const {
-        out["count"] = m.count;
-        out["limit"] = m.limit;
+        w.key("count").unsigned_number(m.count);
+        w.key("limit").unsigned_number(m.limit);
+        tail();
     }
     void operator()(const Probed& m) const {
-        out["failures"] = json::array();
+        w.key("failures").open_array();
         for (const ProbeFailure& failure : m.failures) {
-            out["failures"].push_back(
-                {{"rank", failure.rank}, {"address", failure.address}, {"error", failure.error}});
+            w.open_object()
+                .key("address")
+                .string(failure.address)
+                .key("error")
+                .string(failure.error)
+                .key("rank")
+                .unsigned_number(failure.rank)
+                .close_object();
         }
+        w.close_array();
         if (m.preflight) {
-            out["preflight"] = {{"check", m.preflight->check}, {"detail", m.preflight->detail}};
+            write_failure(w, "preflight", *m.preflight);
         }
+        tail();
     }
-    void operator()(const Go& /*unused*/) const {}
-    void operator()(const Progress& m) const { out["idle_ms"] = m.idle_ms; }
+    void operator()(const Go& /*unused*/) const { tail(); }
+    void operator()(const Progress& m) const {
+        w.key("idle_ms").unsigned_number(m.idle_ms);
+        tail();
+    }
     void operator()(const Checked& m) const {
         if (m.failure) {
-            out["failure"] = {{"check", m.failure->check}, {"detail", m.failure->detail}};
+            write_failure(w, "failure", *m.failure);
         }
+        tail();
     }
 };
 
@@ -759,18 +847,12 @@ std::string_view type_name(const Message& message) noexcept {
 }
 
 std::string encode_payload(const Message& message) {
-    json out = json::object();
-    out["v"] = k_version;
-    out["type"] = type_name(message);
-    std::visit(Encoder{out}, message);
-    // Strings such as host names come from the system; never let a stray byte throw here.
-    std::string text = out.dump(-1, ' ', false, json::error_handler_t::replace);
-    if (const auto* relay = std::get_if<Relay>(&message);
-        relay != nullptr && !relay->message.empty()) {
-        // Keys are sorted: `msg` goes after `closed` (if any) and before `ranks`.
-        const std::size_t at = text.rfind("\"ranks\":[");
-        text.insert(at, "\"msg\":" + relay->message + ",");
-    }
+    std::string text;
+    text.reserve(128);
+    JsonWriter w(text);
+    w.open_object();
+    std::visit(Encoder{w, type_name(message)}, message);
+    w.close_object();
     return text;
 }
 
