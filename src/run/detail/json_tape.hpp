@@ -47,8 +47,11 @@ class JsonTape {
     void trim() noexcept;
 
     class Value;
-    class Elements;
-    class Members;
+    class ElementIterator;
+    class MemberIterator;
+    template <typename It> class Range;
+    using Elements = Range<ElementIterator>;
+    using Members = Range<MemberIterator>;
     /// The value read. Only after read() returned Outcome::ok.
     [[nodiscard]] Value root() const noexcept;
 
@@ -110,6 +113,8 @@ class JsonTape::Value {
 
   private:
     friend class JsonTape;
+    friend class ElementIterator;
+    friend class MemberIterator;
     [[nodiscard]] const Node& node() const noexcept { return m_tape->m_nodes[m_index]; }
     /// The value after this one at the same level.
     [[nodiscard]] std::uint32_t next() const noexcept { return m_index + node().span; }
@@ -118,93 +123,83 @@ class JsonTape::Value {
     std::uint32_t m_index;
 };
 
-/// An array's elements, to iterate.
-class JsonTape::Elements {
+/// An array's elements, one after the other.
+class JsonTape::ElementIterator {
   public:
-    class Iterator {
-      public:
-        // NOLINTBEGIN(readability-identifier-naming): the names std::iterator_traits reads
-        using iterator_category = std::forward_iterator_tag;
-        using value_type = Value;
-        using difference_type = std::ptrdiff_t;
-        using pointer = void;
-        using reference = Value;
-        // NOLINTEND(readability-identifier-naming)
+    // NOLINTBEGIN(readability-identifier-naming): the names std::iterator_traits reads
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = Value;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = Value;
+    // NOLINTEND(readability-identifier-naming)
 
-        Iterator(const JsonTape* tape, std::uint32_t index) noexcept : m_value(tape, index) {}
-        [[nodiscard]] Value operator*() const noexcept { return m_value; }
-        Iterator& operator++() noexcept {
-            m_value.m_index = m_value.next();
-            return *this;
-        }
-        Iterator operator++(int) noexcept {
-            Iterator before = *this;
-            ++*this;
-            return before;
-        }
-        [[nodiscard]] bool operator==(const Iterator& other) const noexcept {
-            return m_value.m_index == other.m_value.m_index;
-        }
-        [[nodiscard]] bool operator!=(const Iterator& other) const noexcept {
-            return !(*this == other);
-        }
+    ElementIterator(const JsonTape* tape, std::uint32_t index) noexcept : m_value(tape, index) {}
+    [[nodiscard]] Value operator*() const noexcept { return m_value; }
+    ElementIterator& operator++() noexcept {
+        m_value.m_index = m_value.next();
+        return *this;
+    }
+    ElementIterator operator++(int) noexcept {
+        ElementIterator before = *this;
+        ++*this;
+        return before;
+    }
+    [[nodiscard]] bool operator==(const ElementIterator& other) const noexcept {
+        return m_value.m_index == other.m_value.m_index;
+    }
+    [[nodiscard]] bool operator!=(const ElementIterator& other) const noexcept {
+        return !(*this == other);
+    }
 
-      private:
-        Value m_value;
-    };
-    Elements(const JsonTape* tape, std::uint32_t first, std::uint32_t last) noexcept
-        : m_tape(tape), m_first(first), m_last(last) {}
-    [[nodiscard]] Iterator begin() const noexcept { return {m_tape, m_first}; }
-    [[nodiscard]] Iterator end() const noexcept { return {m_tape, m_last}; }
+  private:
+    Value m_value;
+};
+
+/// An object's members, one after the other: each a key and its value.
+class JsonTape::MemberIterator {
+  public:
+    // NOLINTBEGIN(readability-identifier-naming): the names std::iterator_traits reads
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = std::pair<std::string_view, Value>;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = value_type;
+    // NOLINTEND(readability-identifier-naming)
+
+    MemberIterator(const JsonTape* tape, std::uint32_t index) noexcept
+        : m_tape(tape), m_index(index) {}
+    [[nodiscard]] value_type operator*() const noexcept {
+        return {Value(m_tape, m_index).as_string(), Value(m_tape, m_index + 1)};
+    }
+    MemberIterator& operator++() noexcept {
+        m_index = Value(m_tape, m_index + 1).next();
+        return *this;
+    }
+    MemberIterator operator++(int) noexcept {
+        MemberIterator before = *this;
+        ++*this;
+        return before;
+    }
+    [[nodiscard]] bool operator==(const MemberIterator& other) const noexcept {
+        return m_index == other.m_index;
+    }
+    [[nodiscard]] bool operator!=(const MemberIterator& other) const noexcept {
+        return !(*this == other);
+    }
 
   private:
     const JsonTape* m_tape;
-    std::uint32_t m_first;
-    std::uint32_t m_last;
+    std::uint32_t m_index; ///< of a member's key
 };
 
-/// An object's members, to iterate: each a key and its value.
-class JsonTape::Members {
+/// Nodes [first, last) of a tape, walked by `It`: an array's elements, an object's members.
+template <typename It> class JsonTape::Range {
   public:
-    class Iterator {
-      public:
-        // NOLINTBEGIN(readability-identifier-naming): the names std::iterator_traits reads
-        using iterator_category = std::forward_iterator_tag;
-        using value_type = std::pair<std::string_view, Value>;
-        using difference_type = std::ptrdiff_t;
-        using pointer = void;
-        using reference = value_type;
-        // NOLINTEND(readability-identifier-naming)
-
-        Iterator(const JsonTape* tape, std::uint32_t index) noexcept
-            : m_tape(tape), m_index(index) {}
-        [[nodiscard]] std::pair<std::string_view, Value> operator*() const noexcept {
-            return {Value(m_tape, m_index).as_string(), Value(m_tape, m_index + 1)};
-        }
-        Iterator& operator++() noexcept {
-            m_index = Value(m_tape, m_index + 1).next();
-            return *this;
-        }
-        Iterator operator++(int) noexcept {
-            Iterator before = *this;
-            ++*this;
-            return before;
-        }
-        [[nodiscard]] bool operator==(const Iterator& other) const noexcept {
-            return m_index == other.m_index;
-        }
-        [[nodiscard]] bool operator!=(const Iterator& other) const noexcept {
-            return !(*this == other);
-        }
-
-      private:
-        const JsonTape* m_tape;
-        std::uint32_t m_index; ///< of a member's key
-    };
-    Members(const JsonTape* tape, std::uint32_t first, std::uint32_t last) noexcept
+    Range(const JsonTape* tape, std::uint32_t first, std::uint32_t last) noexcept
         : m_tape(tape), m_first(first), m_last(last) {}
-    [[nodiscard]] Iterator begin() const noexcept { return {m_tape, m_first}; }
-    [[nodiscard]] Iterator end() const noexcept { return {m_tape, m_last}; }
+    [[nodiscard]] It begin() const noexcept { return {m_tape, m_first}; }
+    [[nodiscard]] It end() const noexcept { return {m_tape, m_last}; }
 
   private:
     const JsonTape* m_tape;

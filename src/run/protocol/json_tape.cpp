@@ -25,6 +25,13 @@ bool is_space(char c) noexcept {
     return c == ' ' || c == '\n' || c == '\r' || c == '\t';
 }
 
+/// A string's character that stands for itself and is one byte: neither a quote, a backslash,
+/// a control character nor part of a UTF-8 sequence.
+bool plain(char c) noexcept {
+    const auto byte = static_cast<unsigned char>(c);
+    return byte >= 0x20 && byte < 0x80 && byte != '"' && byte != '\\';
+}
+
 bool is_digit(char c) noexcept {
     return c >= '0' && c <= '9';
 }
@@ -339,7 +346,17 @@ class JsonTape::Reader {
     bool string() {
         const std::uint32_t index = add(Kind::string);
         const std::size_t first = ++m_at;
+        std::string* decoded = nullptr; ///< from the first escape on
+        std::size_t start = 0;          ///< of this string in *decoded
         for (;;) {
+            std::size_t run = m_at; // the plain characters from here, in one piece
+            while (run < m_text.size() && plain(m_text[run])) {
+                ++run;
+            }
+            if (decoded != nullptr) {
+                decoded->append(m_text.data() + m_at, run - m_at);
+            }
+            m_at = run;
             if (m_at >= m_text.size()) {
                 return false;
             }
@@ -347,68 +364,46 @@ class JsonTape::Reader {
             if (c == '"') {
                 break;
             }
-            if (c == '\\') {
-                return escaped(index, first);
-            }
             if (c < 0x20) {
                 return false;
             }
-            if (c < 0x80) {
-                ++m_at;
-            } else if (const std::size_t n = utf8_sequence(m_text, m_at); n != 0) {
-                m_at += n;
-            } else {
+            if (c == '\\') {
+                if (decoded == nullptr) {
+                    decoded = &unescaped();
+                    start = decoded->size();
+                    decoded->append(m_text.data() + first, m_at - first);
+                }
+                if (!escape(*decoded)) {
+                    return false;
+                }
+                continue;
+            }
+            const std::size_t n = c < 0x80 ? 1 : utf8_sequence(m_text, m_at);
+            if (n == 0) {
                 return false;
             }
+            if (decoded != nullptr) {
+                decoded->append(m_text.data() + m_at, n);
+            }
+            m_at += n;
         }
         Node& node = m_nodes[index];
-        node.string = m_text.data() + first;
-        node.length = static_cast<std::uint32_t>(m_at - first);
+        node.string = decoded == nullptr ? m_text.data() + first : decoded->data() + start;
+        node.length =
+            static_cast<std::uint32_t>(decoded == nullptr ? m_at - first : decoded->size() - start);
         ++m_at;
         node.end = static_cast<std::uint32_t>(m_at);
         return true;
     }
 
-    /// The rest of a string whose first escape is at m_at (its characters from `first`).
-    bool escaped(std::uint32_t index, std::size_t first) {
+    /// The tape's buffer of decoded strings, reserved once per read to the text's size before
+    /// the first view into it is taken.
+    std::string& unescaped() {
         std::string& out = m_tape.m_unescaped;
         if (out.capacity() < m_text.size()) {
-            // Reserved once per read, before the first view into it is taken.
             out.reserve(m_text.size());
         }
-        const std::size_t start = out.size();
-        out.append(m_text.data() + first, m_at - first);
-        for (;;) {
-            if (m_at >= m_text.size()) {
-                return false;
-            }
-            const auto c = static_cast<unsigned char>(m_text[m_at]);
-            if (c == '"') {
-                break;
-            }
-            if (c < 0x20) {
-                return false;
-            }
-            if (c == '\\') {
-                if (!escape(out)) {
-                    return false;
-                }
-            } else if (c < 0x80) {
-                out += static_cast<char>(c);
-                ++m_at;
-            } else if (const std::size_t n = utf8_sequence(m_text, m_at); n != 0) {
-                out.append(m_text.data() + m_at, n);
-                m_at += n;
-            } else {
-                return false;
-            }
-        }
-        Node& node = m_nodes[index];
-        node.string = out.data() + start;
-        node.length = static_cast<std::uint32_t>(out.size() - start);
-        ++m_at;
-        node.end = static_cast<std::uint32_t>(m_at);
-        return true;
+        return out;
     }
 
     /// One escape at m_at (its backslash), appended decoded.

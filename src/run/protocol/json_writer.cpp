@@ -56,6 +56,13 @@ std::size_t sequence_at(std::string_view text, std::size_t at, bool& valid) noex
     return length;
 }
 
+/// An integer as nlohmann/json writes one: its decimal digits, a minus sign before them.
+template <typename Int> void append_decimal(std::string& out, Int value) {
+    std::array<char, 24> digits{};
+    const auto result = std::to_chars(digits.data(), digits.data() + digits.size(), value);
+    out.append(digits.data(), result.ptr);
+}
+
 bool plain(unsigned char c) noexcept {
     return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
 }
@@ -182,17 +189,13 @@ JsonWriter& JsonWriter::string(std::string_view text) {
 
 JsonWriter& JsonWriter::unsigned_number(std::uint64_t value) {
     element();
-    std::array<char, 24> digits{};
-    const auto result = std::to_chars(digits.data(), digits.data() + digits.size(), value);
-    m_out.append(digits.data(), result.ptr);
+    append_decimal(m_out, value);
     return *this;
 }
 
 JsonWriter& JsonWriter::signed_number(std::int64_t value) {
     element();
-    std::array<char, 24> digits{};
-    const auto result = std::to_chars(digits.data(), digits.data() + digits.size(), value);
-    m_out.append(digits.data(), result.ptr);
+    append_decimal(m_out, value);
     return *this;
 }
 
