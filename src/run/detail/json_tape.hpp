@@ -85,6 +85,7 @@ class JsonTape::Value {
     [[nodiscard]] bool is_array() const noexcept { return kind() == Kind::array; }
     [[nodiscard]] bool is_string() const noexcept { return kind() == Kind::string; }
     [[nodiscard]] bool is_boolean() const noexcept { return kind() == Kind::boolean; }
+    [[nodiscard]] bool is_null() const noexcept { return kind() == Kind::null; }
     /// An integer without a sign that fits 64 bits.
     [[nodiscard]] bool is_unsigned() const noexcept {
         return kind() == Kind::number && node().number_kind == Number::unsigned_integer;

@@ -43,6 +43,7 @@ class JsonWriter {
     JsonWriter& unsigned_number(std::uint64_t value);
     JsonWriter& signed_number(std::int64_t value);
     JsonWriter& boolean(bool value);
+    JsonWriter& null();
     /// A value already written as JSON (a relayed message's text), as it is.
     JsonWriter& raw(std::string_view json);
 

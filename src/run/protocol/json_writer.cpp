@@ -205,6 +205,12 @@ JsonWriter& JsonWriter::boolean(bool value) {
     return *this;
 }
 
+JsonWriter& JsonWriter::null() {
+    element();
+    m_out += "null";
+    return *this;
+}
+
 JsonWriter& JsonWriter::raw(std::string_view json) {
     element();
     m_out += json;
