@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h> // fmt::join (fmt 11 has it only there)
 
 #include <cstdint>
 #include <filesystem>
