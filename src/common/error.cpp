@@ -130,42 +130,6 @@ Error Error::rendered(const SettingNamer& name) const {
     return out;
 }
 
-namespace {
-
-/// The length of the well-formed UTF-8 sequence of a non-ASCII character at `text[i]`, or 0
-/// (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, or cut short).
-std::size_t utf8_sequence(std::string_view text, std::size_t i) noexcept {
-    const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[i + k]); };
-    const unsigned char lead = byte(0);
-    std::size_t length = 0;
-    unsigned char low = 0x80;  // the range of the second byte, which excludes overlong forms,
-    unsigned char high = 0xbf; // surrogates and code points past U+10FFFF
-    if (lead >= 0xc2 && lead <= 0xdf) {
-        length = 2;
-    } else if (lead >= 0xe0 && lead <= 0xef) {
-        length = 3;
-        low = lead == 0xe0 ? 0xa0 : 0x80;
-        high = lead == 0xed ? 0x9f : 0xbf;
-    } else if (lead >= 0xf0 && lead <= 0xf4) {
-        length = 4;
-        low = lead == 0xf0 ? 0x90 : 0x80;
-        high = lead == 0xf4 ? 0x8f : 0xbf;
-    } else {
-        return 0;
-    }
-    if (i + length > text.size() || byte(1) < low || byte(1) > high) {
-        return 0;
-    }
-    for (std::size_t k = 2; k < length; ++k) {
-        if (byte(k) < 0x80 || byte(k) > 0xbf) {
-            return 0;
-        }
-    }
-    return length;
-}
-
-} // namespace
-
 std::string quote(std::string_view value) {
     constexpr std::size_t k_max_quoted = 200;
     std::string out;
@@ -177,7 +141,7 @@ std::string quote(std::string_view value) {
         // Well-formed UTF-8 is kept (names may be non-ASCII), except the C1 controls U+0080 to
         // U+009F, which some terminals obey; every other byte >= 0x80 is escaped, so that a
         // message stays valid UTF-8 text whatever it quotes.
-        const std::size_t length = c < 0x80 ? 0 : utf8_sequence(value, i);
+        const std::size_t length = c < 0x80 ? 0 : detail::utf8_sequence(value, i);
         if (length > 0 && !(c == 0xc2 && static_cast<unsigned char>(value[i + 1]) < 0xa0)) {
             out.append(value.substr(i, length));
             i += length;

@@ -7,6 +7,67 @@
 
 namespace tfslurm::detail {
 
+namespace {
+
+/// A UTF-8 lead byte: how many continuation bytes follow it, and the range of the first (which
+/// excludes overlong forms, surrogates and code points past U+10FFFF); need 0 for a byte that
+/// leads nothing.
+struct Utf8Lead {
+    std::size_t need = 0;
+    unsigned char low = 0x80;
+    unsigned char high = 0xbf;
+};
+
+Utf8Lead utf8_lead(unsigned char lead) noexcept {
+    if (lead >= 0xc2 && lead <= 0xdf) {
+        return {1, 0x80, 0xbf};
+    }
+    if (lead >= 0xe0 && lead <= 0xef) {
+        return {2,
+                static_cast<unsigned char>(lead == 0xe0 ? 0xa0 : 0x80),
+                static_cast<unsigned char>(lead == 0xed ? 0x9f : 0xbf)};
+    }
+    if (lead >= 0xf0 && lead <= 0xf4) {
+        return {3,
+                static_cast<unsigned char>(lead == 0xf0 ? 0x90 : 0x80),
+                static_cast<unsigned char>(lead == 0xf4 ? 0x8f : 0xbf)};
+    }
+    return {};
+}
+
+/// The bytes from text[i] that fit the sequence its lead starts (1 for a byte that leads
+/// nothing); `complete` says whether they are the whole sequence.
+std::size_t utf8_fitting(std::string_view text, std::size_t i, bool& complete) noexcept {
+    const Utf8Lead lead = utf8_lead(static_cast<unsigned char>(text[i]));
+    std::size_t length = 1;
+    for (std::size_t k = 0; k < lead.need; ++k, ++length) {
+        if (i + length >= text.size()) {
+            complete = false;
+            return length;
+        }
+        const auto byte = static_cast<unsigned char>(text[i + length]);
+        if (byte < (k == 0 ? lead.low : 0x80) || byte > (k == 0 ? lead.high : 0xbf)) {
+            complete = false;
+            return length;
+        }
+    }
+    complete = lead.need > 0;
+    return length;
+}
+
+} // namespace
+
+std::size_t utf8_sequence(std::string_view text, std::size_t i) noexcept {
+    bool complete = false;
+    const std::size_t length = utf8_fitting(text, i, complete);
+    return complete ? length : 0;
+}
+
+std::size_t utf8_invalid_piece(std::string_view text, std::size_t i) noexcept {
+    bool complete = false;
+    return utf8_fitting(text, i, complete);
+}
+
 std::optional<std::uint64_t> parse_decimal(std::string_view text) noexcept {
     if (text.empty()) {
         return std::nullopt;

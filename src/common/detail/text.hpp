@@ -30,6 +30,17 @@ enum class Escape {
 /// `style`. Input: '"', json. Output: `\"`. Input: 0x01, json: `\u0001`; log: `\x01`.
 void append_escaped(std::string& out, unsigned char c, Escape style);
 
+/// The length of the well-formed UTF-8 sequence (RFC 3629: no overlong form, no surrogate,
+/// nothing past U+10FFFF) of the non-ASCII character at `text[i]`, or 0 (a stray continuation
+/// byte, an overlong form, a surrogate, past U+10FFFF, or cut short).
+/// Input: "\xc3\xa9", 0. Output: 2. Input: "\xc0\x80", 0. Output: 0.
+[[nodiscard]] std::size_t utf8_sequence(std::string_view text, std::size_t i) noexcept;
+
+/// Where utf8_sequence() is 0: the bytes from `text[i]` that one U+FFFD replaces, at least 1: a
+/// lead byte and the continuation bytes that fit it, up to the first that does not (which then
+/// starts afresh), as nlohmann/json replaces them. Input: "\xe2\x82a", 0. Output: 2.
+[[nodiscard]] std::size_t utf8_invalid_piece(std::string_view text, std::size_t i) noexcept;
+
 /// Join with `separator`.
 [[nodiscard]] std::string join(const std::vector<std::string>& items, std::string_view separator);
 

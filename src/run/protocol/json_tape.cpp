@@ -3,6 +3,8 @@
 // a node per value appended to a vector that the next read reuses.
 #include "run/detail/json_tape.hpp"
 
+#include "common/detail/text.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <cstring>
@@ -47,35 +49,6 @@ int hex_value(char c) noexcept {
         return c - 'A' + 10;
     }
     return -1;
-}
-
-/// Bytes of the well-formed UTF-8 sequence (RFC 3629: no overlong form, no surrogate, nothing
-/// above U+10FFFF) that starts at `at` (a byte >= 0x80), or 0.
-std::size_t utf8_sequence(std::string_view text, std::size_t at) noexcept {
-    const auto byte = [&text](std::size_t i) {
-        return i < text.size() ? static_cast<unsigned char>(text[i]) : 0U;
-    };
-    const auto continuation = [](unsigned b, unsigned low = 0x80, unsigned high = 0xBF) {
-        return b >= low && b <= high;
-    };
-    const unsigned first = byte(at);
-    if (first >= 0xC2 && first <= 0xDF) {
-        return continuation(byte(at + 1)) ? 2 : 0;
-    }
-    if (first >= 0xE0 && first <= 0xEF) {
-        const unsigned low = first == 0xE0 ? 0xA0 : 0x80;
-        const unsigned high = first == 0xED ? 0x9F : 0xBF;
-        return continuation(byte(at + 1), low, high) && continuation(byte(at + 2)) ? 3 : 0;
-    }
-    if (first >= 0xF0 && first <= 0xF4) {
-        const unsigned low = first == 0xF0 ? 0x90 : 0x80;
-        const unsigned high = first == 0xF4 ? 0x8F : 0xBF;
-        return continuation(byte(at + 1), low, high) && continuation(byte(at + 2)) &&
-                       continuation(byte(at + 3))
-                   ? 4
-                   : 0;
-    }
-    return 0;
 }
 
 /// The power of ten of a number's first significant digit (its text met the grammar and is
@@ -378,7 +351,7 @@ class JsonTape::Reader {
                 }
                 continue;
             }
-            const std::size_t n = c < 0x80 ? 1 : utf8_sequence(m_text, m_at);
+            const std::size_t n = c < 0x80 ? 1 : tfslurm::detail::utf8_sequence(m_text, m_at);
             if (n == 0) {
                 return false;
             }

@@ -2,6 +2,8 @@
 // The protocol's JSON writer (run/detail/json_writer.hpp).
 #include "run/detail/json_writer.hpp"
 
+#include "common/detail/text.hpp"
+
 #include <array>
 #include <charconv>
 #include <stdexcept>
@@ -9,52 +11,6 @@
 namespace tfslurm::protocol::detail {
 
 namespace {
-
-/// The bytes a well-formed UTF-8 sequence starting with `lead` needs after it, and the range of
-/// the first of them (RFC 3629: no overlong form, no surrogate, nothing above U+10FFFF); need 0
-/// for a byte that starts none.
-struct Lead {
-    unsigned need = 0;
-    unsigned low = 0x80;
-    unsigned high = 0xBF;
-};
-
-Lead lead_of(unsigned lead) noexcept {
-    if (lead >= 0xC2 && lead <= 0xDF) {
-        return {1, 0x80, 0xBF};
-    }
-    if (lead >= 0xE0 && lead <= 0xEF) {
-        return {2, lead == 0xE0 ? 0xA0U : 0x80U, lead == 0xED ? 0x9FU : 0xBFU};
-    }
-    if (lead >= 0xF0 && lead <= 0xF4) {
-        return {3, lead == 0xF0 ? 0x90U : 0x80U, lead == 0xF4 ? 0x8FU : 0xBFU};
-    }
-    return {};
-}
-
-/// At `at`, a byte >= 0x80: the length of the well-formed sequence there (`valid`), or of the
-/// piece that stands for one U+FFFD: its lead and the continuation bytes that fit it, before the
-/// first that does not (which starts afresh, as nlohmann/json reads it).
-std::size_t sequence_at(std::string_view text, std::size_t at, bool& valid) noexcept {
-    const Lead lead = lead_of(static_cast<unsigned char>(text[at]));
-    std::size_t length = 1;
-    for (unsigned i = 0; i < lead.need; ++i) {
-        if (at + length >= text.size()) {
-            valid = false;
-            return length;
-        }
-        const unsigned byte = static_cast<unsigned char>(text[at + length]);
-        const unsigned low = i == 0 ? lead.low : 0x80U;
-        const unsigned high = i == 0 ? lead.high : 0xBFU;
-        if (byte < low || byte > high) {
-            valid = false;
-            return length;
-        }
-        ++length;
-    }
-    valid = lead.need > 0;
-    return length;
-}
 
 /// An integer as nlohmann/json writes one: its decimal digits, a minus sign before them.
 template <typename Int> void append_decimal(std::string& out, Int value) {
@@ -84,14 +40,13 @@ void append_json_string(std::string& out, std::string_view text) {
         }
         const auto c = static_cast<unsigned char>(text[at]);
         if (c >= 0x80) {
-            bool valid = false;
-            const std::size_t length = sequence_at(text, at, valid);
-            if (valid) {
+            if (const std::size_t length = tfslurm::detail::utf8_sequence(text, at); length != 0) {
                 out.append(text.data() + at, length);
+                at += length;
             } else {
                 out += "\xEF\xBF\xBD";
+                at += tfslurm::detail::utf8_invalid_piece(text, at);
             }
-            at += length;
             continue;
         }
         switch (c) {
