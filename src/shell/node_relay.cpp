@@ -6,13 +6,13 @@
 #include "shell/detail/node_relay.hpp"
 
 #include "os/detail/fd.hpp"
+#include "shell/detail/proof_workers.hpp"
 
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/common/log.hpp>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
 
@@ -149,11 +149,12 @@ struct NodeRelay::Impl : std::enable_shared_from_this<NodeRelay::Impl> {
     std::string path;
     bool idle_posted = false;
     std::set<std::uint32_t> refused_uids; ///< foreign uids already warned about
-    /// Where MUNGE hellos are checked and the relay's proofs made, k_munge_threads side by side
-    /// (created at the first; stopped and joined by ~NodeRelay, before the io_context and the
-    /// Authenticator go). A node of 8 followers proves them in parallel instead of one after the
-    /// other on the io thread (issue #33).
-    std::optional<asio::thread_pool> proofs;
+    /// Where MUNGE hellos are checked and the relay's proofs made, up to k_munge_threads side
+    /// by side (a thread started for each hello that finds the others busy; created at the first;
+    /// stopped and joined by ~NodeRelay, before the io_context and the Authenticator go). A node of
+    /// 8 followers proves them in parallel instead of one after the other on the io thread (issue
+    /// #33).
+    std::optional<detail::ProofWorkers> proofs;
 };
 
 /// One local launcher's socket: frames in (each payload to the machine), frames out (one write
@@ -496,7 +497,7 @@ void NodeRelay::Impl::verify_off_thread(const relay_action::Verify& verify) {
         proofs.emplace(protocol::k_munge_threads);
     }
     logger().debug("relay: rank {} (pid {}): MUNGE proof", verify.hello.rank, verify.hello.pid);
-    asio::post(*proofs, [self = shared_from_this(), verify]() mutable {
+    proofs->post([self = shared_from_this(), verify]() mutable {
         Check checked = self->check(verify, true);
         // `self` goes back to the io thread whole: the last reference to the relay never ends
         // on a pool thread.
@@ -584,7 +585,6 @@ NodeRelay::~NodeRelay() {
         // A proof in flight ends within munged's own timeout; its answer, posted to the io
         // context, finds the relay closed.
         m_impl->proofs->stop();
-        m_impl->proofs->join();
     }
 }
 

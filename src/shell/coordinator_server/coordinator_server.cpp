@@ -328,7 +328,6 @@ void CoordinatorServer::Impl::close() {
     // A proof under way finishes (libmunge's own timeouts bound it); one not begun is dropped.
     if (proofs) {
         proofs->stop();
-        proofs->join();
     }
     error_code ignored;
     acceptor.close(ignored);

@@ -8,6 +8,8 @@
 /// envelopes, the messages for the pure Coordinator, gathered writes). Single-threaded on the
 /// caller's io_context; handlers never throw.
 
+#include "shell/detail/proof_workers.hpp"
+
 #include <tfslurm/run/auth.hpp>
 #include <tfslurm/run/channel.hpp>
 #include <tfslurm/run/protocol.hpp>
@@ -16,7 +18,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/thread_pool.hpp>
 
 #include <array>
 #include <cstdint>
@@ -129,11 +130,11 @@ struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer:
     bool finished_reported = false;
     bool closed = false;
     std::size_t proofs_pending = 0; ///< hellos on their way through `proofs` (the log says)
-    /// MUNGE's round trips (decoding a hello's credential, encoding our proof) run here,
-    /// k_munge_threads hellos at once, never on the io thread; made at the first MUNGE hello,
-    /// stopped by close().
+    /// MUNGE's round trips (decoding a hello's credential, encoding our proof) run here, up to
+    /// k_munge_threads hellos at once (a thread started for each hello that finds the others
+    /// busy), never on the io thread; made at the first MUNGE hello, stopped by close().
     /// Declared last: destroyed first, so no task outlives the members it reads (`auth`).
-    std::optional<asio::thread_pool> proofs;
+    std::optional<detail::ProofWorkers> proofs;
 };
 
 /// One accepted connection: challenge, hello, then heartbeats/exit/interrupt in, stop/abort out.

@@ -257,24 +257,21 @@ void CoordinatorServer::Impl::Session::register_hello(const protocol::Hello& hel
                    hello.rank,
                    m_peer,
                    m_server->proofs_pending);
-    asio::post(*m_server->proofs,
-               [self = shared_from_this(),
-                hello = hello, // a copy of its own, moved on below
-                nonce = m_nonce,
-                endpoint = m_endpoint,
-                step = m_server->step,
-                auth = &m_server->auth]() mutable {
-                   Proof proof = prove(*auth, hello, nonce, step, endpoint);
-                   // `self` goes back to the io thread whole: the last reference to a session
-                   // (and its server) never ends on this thread.
-                   auto& context = self->m_server->io;
-                   asio::post(context,
-                              [self = std::move(self),
-                               hello = std::move(hello),
-                               proof = std::move(proof)]() mutable {
-                                  self->proved(hello, std::move(proof));
-                              });
-               });
+    m_server->proofs->post([self = shared_from_this(),
+                            hello = hello, // a copy of its own, moved on below
+                            nonce = m_nonce,
+                            endpoint = m_endpoint,
+                            step = m_server->step,
+                            auth = &m_server->auth]() mutable {
+        Proof proof = prove(*auth, hello, nonce, step, endpoint);
+        // `self` goes back to the io thread whole: the last reference to a session
+        // (and its server) never ends on this thread.
+        auto& context = self->m_server->io;
+        asio::post(context,
+                   [self = std::move(self),
+                    hello = std::move(hello),
+                    proof = std::move(proof)]() mutable { self->proved(hello, std::move(proof)); });
+    });
 }
 
 CoordinatorServer::Impl::Session::Proof
