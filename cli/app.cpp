@@ -263,6 +263,46 @@ int report_parse_error(const CLI::App& app,
     return 2;
 }
 
+/// A command of tfslurm and what adds it (its options, its callback) to the app.
+struct Command {
+    std::string_view name;
+    void (*setup)(CLI::App&, int&);
+};
+
+/// Every command, in the order `tfslurm --help` lists them.
+constexpr std::array<Command, 8> k_commands{{{"hostnames", setup_hostnames},
+                                             {"hostlist", setup_hostlist},
+                                             {"plan", setup_plan},
+                                             {"env", setup_env},
+                                             {"run", setup_run},
+                                             {"events", setup_events},
+                                             {"top", setup_top},
+                                             {"completion", setup_completion}}};
+
+/// The one command that the arguments name, whose options alone need making: the first word
+/// that is not an option (the top level's are flags without a separate value), if it names a
+/// command other than `completion` (which describes them all). nullptr for anything else
+/// (`--help`, no command, a misspelt one, a word after `--`): then every command is made, for
+/// the help and the errors. A launcher runs in every task of a step, and making the options of
+/// the seven other commands cost it more than parsing its own (issue #33).
+/// Input: {"tfslurm", "-v", "run", "--", "python"}. Output: the `run` entry.
+const Command* named_command(int argc, char** argv) {
+    for (int index = 1; index < argc; ++index) {
+        const std::string_view word = argv[index];
+        if (word == "--") {
+            return nullptr;
+        }
+        if (word.empty() || word.front() != '-') {
+            const auto found =
+                std::find_if(k_commands.begin(), k_commands.end(), [&](const Command& command) {
+                    return command.name == word;
+                });
+            return found == k_commands.end() || found->name == "completion" ? nullptr : &*found;
+        }
+    }
+    return nullptr;
+}
+
 } // namespace
 
 int run_main(int argc, char** argv) {
@@ -285,14 +325,13 @@ int run_main(int argc, char** argv) {
     app.parse_complete_callback([&] { setup_logging(verbosity, quiet); });
 
     int status = 0;
-    setup_hostnames(app, status);
-    setup_hostlist(app, status);
-    setup_plan(app, status);
-    setup_env(app, status);
-    setup_run(app, status);
-    setup_events(app, status);
-    setup_top(app, status);
-    setup_completion(app, status);
+    if (const Command* named = named_command(argc, argv); named != nullptr) {
+        named->setup(app, status);
+    } else {
+        for (const Command& command : k_commands) {
+            command.setup(app, status);
+        }
+    }
 
     try {
         app.parse(argc, argv);
