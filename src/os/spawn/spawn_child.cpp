@@ -5,6 +5,7 @@
 #include "os/spawn/spawn_child.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -26,6 +27,27 @@ extern "C" void note_stop(int /*signo*/) {
 
 /// How long await_stop_signal() waits.
 constexpr int k_stop_settle_ms = 1000;
+
+/// The stack of start_command()'s child, which runs in the supervisor's memory until its exec
+/// (CLONE_VM | CLONE_VFORK, as posix_spawn does). The supervisor is single-threaded and waits
+/// meanwhile, so one stack serves every start; 64 KiB leaves room for the dynamic linker's
+/// first resolution of a symbol, which saves the CPU's whole register state on it.
+alignas(
+    64) char g_command_stack[64 *
+                             1024]; // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+
+/// What start_command()'s child needs (on the supervisor's stack, which it shares).
+struct CommandStart {
+    const tfslurm::detail::ExecArgs* exec;
+    int not_inherited;
+    pid_t parent;
+};
+
+extern "C" int command_main(void* argument) noexcept {
+    const auto* start = static_cast<const CommandStart*>(argument);
+    ::close(start->not_inherited);
+    tfslurm::detail::exec_child(*start->exec, /*new_group=*/false, SIGKILL, start->parent);
+}
 
 } // namespace
 
@@ -72,14 +94,23 @@ exec_child(const ExecArgs& exec, bool new_group, int death_signal, pid_t parent)
 }
 
 pid_t start_command(const ExecArgs& exec, int not_inherited) noexcept {
-    const pid_t self = ::getpid();
-    const pid_t command = ::fork();
-    if (command == 0) {
-        ::close(not_inherited);
-        exec_child(exec, /*new_group=*/false, SIGKILL, self);
-    }
+    // Not fork(): the child shares our memory and we wait until it execs, so no page table is
+    // copied and no page of ours faults in again as the child or we write to it (issue #33: the
+    // trainer's start is on every rank's path to its first step). Every signal stays blocked
+    // across the clone: no handler of ours may run in the child while it shares our memory;
+    // exec_child() resets every handler before it unblocks them.
+    sigset_t all;
+    sigset_t before;
+    ::sigfillset(&all);
+    ::sigprocmask(SIG_SETMASK, &all, &before);
+    CommandStart start{&exec, not_inherited, ::getpid()};
+    const pid_t command = ::clone(command_main,
+                                  g_command_stack + sizeof g_command_stack,
+                                  CLONE_VM | CLONE_VFORK | SIGCHLD,
+                                  &start);
+    const int error = errno;
+    ::sigprocmask(SIG_SETMASK, &before, nullptr);
     if (command < 0) {
-        const int error = errno;
         [[maybe_unused]] const auto written = ::write(exec.report_fd, &error, sizeof error);
         ::_exit(127);
     }

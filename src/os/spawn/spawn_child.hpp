@@ -30,11 +30,12 @@ struct ExecArgs {
 [[noreturn]] void
 exec_child(const ExecArgs& exec, bool new_group, int death_signal, pid_t parent) noexcept;
 
-/// A supervisor's start of its command (the keeper's, a namespace's init's): fork() a child
-/// that closes `not_inherited` (a descriptor of the supervisor's own) and runs exec_child()
-/// in the supervisor's group, killed with the supervisor. A failed fork goes to `report_fd` and
-/// the supervisor exits 127; else the supervisor's copy of `report_fd` is closed and the pid
-/// returned.
+/// A supervisor's start of its command (the keeper's, a namespace's init's): a child that
+/// closes `not_inherited` (a descriptor of the supervisor's own) and runs exec_child() in the
+/// supervisor's group, killed with the supervisor. The child shares the supervisor's memory
+/// until its exec (clone with CLONE_VM | CLONE_VFORK, on a stack of its own; the supervisor,
+/// single-threaded, waits meanwhile). A failed clone goes to `report_fd` and the supervisor
+/// exits 127; else the supervisor's copy of `report_fd` is closed and the pid returned.
 [[nodiscard]] pid_t start_command(const ExecArgs& exec, int not_inherited) noexcept;
 
 /// Every signal but SIGKILL, SIGSTOP and SIGCHLD ignored (SIGCHLD keeps its default so that
