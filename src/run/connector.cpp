@@ -114,6 +114,7 @@ std::string Connector::endpoint() const {
 }
 
 void Connector::start(Clock::time_point now) {
+    m_started = now;
     m_deadline = now + m_settings.connect_timeout;
     m_actions.emplace_back(connect_action::ArmTimer{ConnectorTimer::deadline, m_deadline});
     connect();
@@ -135,6 +136,9 @@ void Connector::connected(Clock::time_point now) {
     }
     m_phase = Phase::handshake;
     m_nonce.clear();
+    if (m_candidate == 0) {
+        m_first_answered = true; // someone listens there: polling it sooner finds no one new
+    }
     m_actions.emplace_back(
         connect_action::ArmTimer{ConnectorTimer::challenge, now + k_challenge_timeout});
 }
@@ -165,6 +169,9 @@ void Connector::foreign_peer(std::uint32_t uid,
 
 void Connector::connect_failed(const std::string& why, Clock::time_point now) {
     if (m_phase == Phase::connecting || m_phase == Phase::handshake) {
+        if (m_candidate == 0) {
+            m_first_refused = m_phase == Phase::connecting;
+        }
         next_candidate(why, now);
     }
 }
@@ -177,6 +184,7 @@ void Connector::disconnected(const std::string& why, Clock::time_point now) {
 
 void Connector::unreachable(const std::string& why, Clock::time_point now) {
     if (m_phase == Phase::connecting) {
+        m_first_refused = false; // not a refusal: no quick poll (a lookup each time)
         retry(why, now);
     }
 }
@@ -193,6 +201,11 @@ void Connector::next_candidate(const std::string& why, Clock::time_point now) {
     // Refused, silent or not this job's coordinator: try the next candidate at once; back off
     // only once every candidate has been tried.
     const auto tried = control();
+    if (m_quick && !m_first_answered) {
+        retry(fmt::format("{}: {}", tried, why), now); // a quick poll is the first alone
+        return;
+    }
+    m_quick = false;
     m_candidate = (m_candidate + 1) % m_settings.candidates.size();
     if (m_candidate == 0) {
         retry(fmt::format("{}: {}", tried, why), now);
@@ -211,9 +224,22 @@ void Connector::close_attempt() {
     m_actions.emplace_back(connect_action::CloseAttempt{});
 }
 
+bool Connector::quick_poll_next(Clock::time_point now) const {
+    return m_settings.relay_path.empty() && m_settings.dialers <= k_quick_poll_dialers &&
+           m_first_refused && !m_first_answered && now < m_started + k_quick_window;
+}
+
 void Connector::retry(const std::string& why, Clock::time_point now) {
     m_last_error = why;
     close_attempt();
+    m_quick = quick_poll_next(now);
+    if (m_quick) {
+        if (now + k_quick_poll < m_deadline) {
+            m_actions.emplace_back(
+                connect_action::ArmTimer{ConnectorTimer::retry, now + k_quick_poll});
+        }
+        return;
+    }
     if (now + m_backoff >= m_deadline) {
         return; // the deadline reports it
     }

@@ -55,6 +55,17 @@ inline constexpr Millis k_challenge_timeout{2000};
 inline constexpr Millis k_first_backoff{2};
 /// The back-off's cap towards the coordinator's control ports.
 inline constexpr Millis k_max_backoff{1000};
+/// Quick polls: while the first candidate refuses connections (nothing listens there yet: rank
+/// 0's launcher has not started its coordinator), a node leader of a step of at most
+/// k_quick_poll_dialers nodes tries that candidate alone again every k_quick_poll, for the first
+/// k_quick_window after its start, instead of waiting out a round's back-off (2, then 4 ms): in
+/// a small step rank 0 is often the last task Slurm starts, and the leaders that came before it
+/// waited 1 to 5 ms after it listened (issue #33). A quick poll is one refused connection on
+/// rank 0's node; the dialers bound how many of them it gets (32 a millisecond at most). Once
+/// something answers on the first candidate, or after the window, the rounds are as above.
+inline constexpr Millis k_quick_poll{1};
+inline constexpr Millis k_quick_window{100};
+inline constexpr std::size_t k_quick_poll_dialers = 32;
 /// The first back-off towards a node leader's relay: a Unix socket on the follower's own node,
 /// which appears within milliseconds as the leader starts, and whose refusal costs a system
 /// call, not a packet on the network (issue #33).
@@ -78,6 +89,9 @@ struct ConnectorSettings {
     /// The ports tried in order (control_port_candidates(); rank 0: its coordinator's only; a
     /// follower: the plan's, to name it).
     std::vector<std::uint16_t> candidates;
+    /// How many launchers of the step dial the control ports (its node leaders; every launcher
+    /// of a flat `--local` step): quick polls only for at most k_quick_poll_dialers.
+    std::size_t dialers = 1;
     /// A follower's node leader and the leader's relay socket; empty: the control ports.
     std::uint32_t leader = 0;
     std::string relay_path;
@@ -170,6 +184,11 @@ using ConnectorAction = std::variant<connector_action::Connect,
 ///   round starts after a back-off: k_first_backoff, doubled each round up to k_max_backoff
 ///   (k_first_relay_backoff up to k_max_relay_backoff towards a node leader's relay). An
 ///   endpoint that cannot be resolved or opened is tried again after the back-off.
+/// - Quick polls (k_quick_poll): after a round in which the first candidate refused the
+///   connection, within k_quick_window of start() and with at most k_quick_poll_dialers
+///   dialers, the next round is the first candidate alone, k_quick_poll later, and so on while
+///   it refuses; the back-off does not grow meanwhile. Once the first candidate accepted a
+///   connection (whoever it was), no quick poll again.
 /// - Nothing the peer says is believed before its welcome's proof: a second challenge, a
 ///   message before the welcome, a bad proof, a frame that cannot be decoded or a `refused`
 ///   reject only make the launcher try the next candidate (warned once per peer and reason).
@@ -237,6 +256,8 @@ class Connector {
     void next_candidate(const std::string& why, Clock::time_point now);
     void not_the_coordinator(const std::string& why, Clock::time_point now);
     void retry(const std::string& why, Clock::time_point now);
+    /// Whether the next round is a quick poll (see the rules above).
+    [[nodiscard]] bool quick_poll_next(Clock::time_point now) const;
     void close_attempt();
     void fail(Error error);
 
@@ -245,6 +266,10 @@ class Connector {
     std::size_t m_candidate = 0;
     Clock::time_point m_deadline;
     Millis m_backoff = k_first_backoff; // k_first_relay_backoff towards a relay
+    Clock::time_point m_started;
+    bool m_quick = false;          ///< this round is a quick poll: the first candidate alone
+    bool m_first_refused = false;  ///< the last attempt at the first candidate was refused
+    bool m_first_answered = false; ///< the first candidate accepted a connection once
     std::string m_nonce; ///< this connection's challenge to the coordinator (after proved())
     bool m_proving = false;
     std::string m_last_error = "no attempt";

@@ -24,9 +24,11 @@ namespace {
 
 using tfslurm::test::k_t0;
 
-/// Rank 1 (worker:0 on n2) of step 12.0, three candidate control ports on n1, 10 s to connect.
+/// Rank 1 (worker:0 on n2) of step 12.0, three candidate control ports on n1, 10 s to connect,
+/// in a step of more nodes than quick polls are for (small_step() has them).
 ConnectorSettings settings() {
     ConnectorSettings s;
+    s.dialers = k_quick_poll_dialers + 1;
     s.rank = 1;
     s.self = {Role::worker, 0, "n2"};
     s.step = {12, 0};
@@ -35,6 +37,13 @@ ConnectorSettings settings() {
     s.control_port = 29000;
     s.candidates = {29000, 32000, 32001};
     s.connect_timeout = 10s;
+    return s;
+}
+
+/// settings() in a step of 3 nodes: quick polls.
+ConnectorSettings small_step() {
+    ConnectorSettings s = settings();
+    s.dialers = 3;
     return s;
 }
 
@@ -256,6 +265,83 @@ TEST_CASE("connector: the candidates in order and then a back-off that doubles u
         steps.push_back({now, "timer retry", {"connect n1:29000"}});
     }
     play(one_port(), steps);
+}
+
+TEST_CASE("connector: a small step's leader tries the first candidate alone every 1 ms while it "
+          "refuses",
+          "[connector]") {
+    const auto c = play(small_step(),
+                        {
+                            {0, "start", {"arm deadline 10000", "connect n1:29000"}},
+                            {0, "refused Connection refused", next(32000)},
+                            {0, "refused Connection refused", next(32001)},
+                            {0, "refused Connection refused", retry(1)},
+                            {1, "timer retry", {"connect n1:29000"}},
+                            {1, "refused Connection refused", retry(2)},
+                            {2, "timer retry", {"connect n1:29000"}},
+                            {2, "refused Connection refused", retry(3)},
+                            {3, "timer retry", {"connect n1:29000"}},
+                            {3, "connected", {"arm challenge 2003"}},
+                            {3, "challenge", k_challenged},
+                            {3, "proved", k_hello},
+                            {4, "welcome", verify()},
+                            {4, "verified", k_registered_29000},
+                        });
+    CHECK(c.control() == "n1:29000");
+}
+
+TEST_CASE("connector: after 100 ms the quick polls give way to rounds of every candidate",
+          "[connector]") {
+    std::vector<Step> steps{{0, "start", {"arm deadline 10000", "connect n1:29000"}},
+                            {0, "refused Connection refused", next(32000)},
+                            {0, "refused Connection refused", next(32001)},
+                            {0, "refused Connection refused", retry(1)}};
+    for (int now = 1; now < 100; ++now) {
+        steps.push_back({now, "timer retry", {"connect n1:29000"}});
+        steps.push_back({now, "refused Connection refused", retry(now + 1)});
+    }
+    // The back-off did not grow meanwhile: 2 ms, then 4.
+    steps.push_back({100, "timer retry", {"connect n1:29000"}});
+    steps.push_back({100, "refused Connection refused", retry(102)});
+    steps.push_back({102, "timer retry", {"connect n1:29000"}});
+    steps.push_back({102, "refused Connection refused", next(32000)});
+    steps.push_back({102, "refused Connection refused", next(32001)});
+    steps.push_back({102, "refused Connection refused", retry(106)});
+    play(small_step(), steps);
+}
+
+TEST_CASE("connector: no quick poll once the first candidate answered, in a large step, or for "
+          "an endpoint that cannot be resolved",
+          "[connector]") {
+    // Someone listens on the first candidate (another step's coordinator): polling it sooner
+    // would find the same peer.
+    play(small_step(),
+         {
+             {0, "start", {"arm deadline 10000", "connect n1:29000"}},
+             {0, "connected", {"arm challenge 2000"}},
+             {0, "challenge", k_challenged},
+             {0, "proved", k_hello},
+             {1, "reject wrong_step wrong step 12.0 (this is step 12.1)", next(32000)},
+             {1, "refused Connection refused", next(32001)},
+             {1, "refused Connection refused", retry(3)},
+             {3, "timer retry", {"connect n1:29000"}},
+             {3, "refused Connection refused", next(32000)},
+         });
+    // 33 nodes: each quick poll would be 33 connections a millisecond on rank 0's node.
+    ConnectorSettings large = small_step();
+    large.dialers = k_quick_poll_dialers + 1;
+    play(large,
+         {
+             {0, "start", {"arm deadline 10000", "connect n1:29000"}},
+             {0, "refused Connection refused", next(32000)},
+             {0, "refused Connection refused", next(32001)},
+             {0, "refused Connection refused", retry(2)},
+         });
+    play(small_step(),
+         {
+             {0, "start", {"arm deadline 10000", "connect n1:29000"}},
+             {0, "unreachable cannot resolve n1: Host not found", retry(2)},
+         });
 }
 
 TEST_CASE("connector: a follower looks for its leader's relay again after 1 ms then within 100 ms",
