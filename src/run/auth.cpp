@@ -325,13 +325,19 @@ Authenticator Authenticator::create(const AuthSettings& settings) {
     return auth;
 }
 
+void Authenticator::host_own_coordinator(std::uint32_t rank) {
+    m_own_key = random_bytes(k_key_material_size);
+    m_own_rank = rank;
+}
+
 std::string Authenticator::prove(std::string_view nonce_hex,
                                  StepId step,
                                  std::uint32_t rank,
                                  std::string_view endpoint,
                                  std::string_view key) const {
-    if (m_method == AuthMethod::secret) {
-        return to_hex(hmac_sha256(m_secret, secret_message(nonce_hex, step, rank, endpoint)));
+    if (method_for(rank) == AuthMethod::secret) {
+        return to_hex(
+            hmac_sha256(secret_for(rank), secret_message(nonce_hex, step, rank, endpoint)));
     }
     std::string error;
     auto credential = munge_encode_payload(
@@ -371,12 +377,14 @@ std::optional<Reject> Authenticator::verify(const Hello& hello,
         return Reject{RejectCode::refused, std::move(reason)};
     };
     if (hello.auth == AuthMethod::secret) {
-        if (m_secret.empty() || m_requested == AuthMethod::munge) {
+        // This process's own launcher (host_own_coordinator()) proves its rank with this
+        // process's key, whatever the step's method; no one else can.
+        if (!own(hello.rank) && (m_secret.empty() || m_requested == AuthMethod::munge)) {
             return refused("secret authentication is not enabled");
         }
         const auto mac = from_hex(hello.credential);
-        const Digest expected =
-            hmac_sha256(m_secret, secret_message(nonce_hex, step, hello.rank, endpoint));
+        const Digest expected = hmac_sha256(secret_for(hello.rank),
+                                            secret_message(nonce_hex, step, hello.rank, endpoint));
         if (!mac || !constant_time_equal(*mac, as_chars(expected))) {
             return refused("bad secret proof");
         }
@@ -464,11 +472,11 @@ std::string Authenticator::prove_coordinator(AuthMethod method,
                                              std::string_view endpoint,
                                              std::string_view key) const {
     if (method == AuthMethod::secret) {
-        if (m_secret.empty()) {
+        if (secret_for(rank).empty()) {
             throw errors::make(Errc::auth, "coordinator", "no secret to prove itself with");
         }
-        return to_hex(
-            hmac_sha256(m_secret, coordinator_secret_message(nonce_hex, step, rank, endpoint)));
+        return to_hex(hmac_sha256(secret_for(rank),
+                                  coordinator_secret_message(nonce_hex, step, rank, endpoint)));
     }
     std::string error;
     auto credential = munge_encode_payload(
@@ -486,10 +494,10 @@ std::optional<std::string> Authenticator::verify_coordinator(const std::string& 
                                                              std::uint32_t rank,
                                                              std::string_view endpoint,
                                                              std::string* key) const {
-    if (m_method == AuthMethod::secret) {
+    if (method_for(rank) == AuthMethod::secret) {
         const auto mac = from_hex(credential);
-        const Digest expected =
-            hmac_sha256(m_secret, coordinator_secret_message(nonce_hex, step, rank, endpoint));
+        const Digest expected = hmac_sha256(
+            secret_for(rank), coordinator_secret_message(nonce_hex, step, rank, endpoint));
         if (!mac || !constant_time_equal(*mac, as_chars(expected))) {
             return std::string("bad secret proof");
         }
@@ -565,11 +573,11 @@ SessionKeys Authenticator::session_keys(AuthMethod method,
                                         std::uint32_t rank,
                                         std::string_view endpoint) const {
     if (method == AuthMethod::secret) {
-        if (m_secret.empty()) {
+        if (secret_for(rank).empty()) {
             throw errors::make(Errc::auth, "session", "no secret to derive the session keys from");
         }
         return protocol::session_keys(
-            m_secret, challenge_hex, hello_nonce_hex, step, rank, endpoint);
+            secret_for(rank), challenge_hex, hello_nonce_hex, step, rank, endpoint);
     }
     // Each end's key material came inside its own credential, which munged decodes only for
     // this uid: someone who forwarded both credentials knows neither.

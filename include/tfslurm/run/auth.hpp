@@ -141,6 +141,21 @@ class Authenticator {
     /// The method prove() uses: munge or secret.
     [[nodiscard]] AuthMethod method() const noexcept { return m_method; }
 
+    /// This process hosts the coordinator, and its own launcher, of `rank`, registers with it:
+    /// that one connection is proved both ways with a key of this process's own (random,
+    /// k_key_material_size bytes, never written or sent anywhere), by the secret method's HMACs
+    /// and session keys, instead of four MUNGE round trips to munged (issue #33: rank 0's own
+    /// registration came first on its path to its relay and its trainer). Only what holds this
+    /// object can make such a proof; a hello of `rank` with the secret method is checked with
+    /// that key alone from then on. 	hrows std::runtime_error when libsodium cannot start.
+    void host_own_coordinator(std::uint32_t rank);
+
+    /// The method of `rank`'s proofs: secret for the rank of host_own_coordinator(), else
+    /// method().
+    [[nodiscard]] AuthMethod method_for(std::uint32_t rank) const noexcept {
+        return own(rank) ? AuthMethod::secret : m_method;
+    }
+
     /// The credential for a hello over `endpoint` (the one dialled: tcp_endpoint(),
     /// unix_endpoint()). MUNGE: it carries `key` (this end's key material, session_keys()),
     /// readable only by this uid (MUNGE_OPT_UID_RESTRICTION); the secret ignores it.
@@ -206,9 +221,20 @@ class Authenticator {
     [[nodiscard]] std::optional<std::string>
     check_munge(const std::string& credential, const std::string& expected, std::string* key) const;
 
+    /// Whether `rank` is the one whose launcher registers with the coordinator in this process.
+    [[nodiscard]] bool own(std::uint32_t rank) const noexcept {
+        return !m_own_key.empty() && rank == m_own_rank;
+    }
+    /// The key of the secret method's proofs for `rank`: this process's own, or TFSLURM_SECRET.
+    [[nodiscard]] const std::string& secret_for(std::uint32_t rank) const noexcept {
+        return own(rank) ? m_own_key : m_secret;
+    }
+
     AuthMethod m_method = AuthMethod::secret;
     AuthMethod m_requested = AuthMethod::automatic;
-    std::string m_secret; ///< raw bytes, empty when none
+    std::string m_secret;         ///< raw bytes, empty when none
+    std::string m_own_key;        ///< host_own_coordinator()'s key, empty when none
+    std::uint32_t m_own_rank = 0; ///< and the rank it proves
     std::string m_munge_socket;
 };
 

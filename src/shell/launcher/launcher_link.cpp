@@ -57,7 +57,7 @@ void LauncherLink::perform(const ConnectorAction& action) {
         std::string credential;
         Handshake handshake{prove->challenge, {}, prove->endpoint, {}, {}};
         try {
-            if (m_auth.method() == protocol::AuthMethod::munge) {
+            if (m_auth.method_for(m_rank) == protocol::AuthMethod::munge) {
                 handshake.own_key = protocol::random_bytes(protocol::k_key_material_size);
             }
             credential =
@@ -101,7 +101,7 @@ void LauncherLink::perform(const ConnectorAction& action) {
 
 void LauncherLink::open_session(const std::string& control) {
     try {
-        m_channel.emplace(m_auth.session_keys(m_auth.method(),
+        m_channel.emplace(m_auth.session_keys(m_auth.method_for(m_rank),
                                               m_handshake.own_key,
                                               m_handshake.peer_key,
                                               m_handshake.challenge,

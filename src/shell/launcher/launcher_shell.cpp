@@ -218,6 +218,8 @@ LaunchResult LauncherShell::run() {
     m_auth = protocol::Authenticator::create(m_options.auth);
     logger().debug("{}: authentication: {}", label(), protocol::to_string(m_auth->method()));
     if (m_rank == 0) {
+        // Our own registration is proved with this process's key, not through munged.
+        m_auth->host_own_coordinator(m_rank);
         start_coordinator(m_plan.job_id.value_or(0));
     }
     if (!m_options.port_candidates.empty()) {
@@ -421,7 +423,7 @@ void LauncherShell::start_connecting(Clock::time_point now) {
     settings.self = Member{m_self.role, m_self.index, m_self.host};
     settings.step = step_id();
     settings.pid = ::getpid();
-    settings.auth = m_auth->method();
+    settings.auth = m_auth->method_for(m_rank);
     settings.address = m_options.address;
     settings.trainer_port = m_trainer_port.port();
     settings.leads_node = leads_node();

@@ -161,7 +161,7 @@ Hello secret_hello(const Authenticator& auth, std::uint64_t job, std::uint32_t r
     hello.role = Role::worker;
     hello.host = "n1";
     hello.pid = 1;
-    hello.auth = auth.method();
+    hello.auth = auth.method_for(rank);
     hello.credential = auth.prove(k_nonce, StepId{job, 0}, rank, k_endpoint);
     return hello;
 }
@@ -470,5 +470,63 @@ TEST_CASE("auth: munge authentication with a private munged", "[auth][munge]") {
             Authenticator::create({AuthMethod::secret, k_secret_hex, munged.socket()});
         CHECK(secret_only.verify(hello, k_nonce, StepId{99, 0}, k_endpoint) ==
               refused("munge authentication is not enabled"));
+    }
+}
+
+TEST_CASE("auth: the launcher of the coordinator's own process proves itself with the process's "
+          "key",
+          "[auth]") {
+    auto host = Authenticator::create({AuthMethod::automatic, k_secret_hex, k_no_munge});
+    host.host_own_coordinator(0);
+    CHECK(host.method_for(0) == AuthMethod::secret);
+    CHECK(host.method_for(1) == host.method());
+    const StepId step{77, 0};
+    // Both directions and the session keys, as a launcher and its coordinator in one process.
+    const Hello own = secret_hello(host, 77, 0);
+    CHECK_FALSE(host.verify(own, k_nonce, step, k_endpoint));
+    const std::string welcome =
+        host.prove_coordinator(AuthMethod::secret, k_nonce, step, 0, k_endpoint);
+    CHECK_FALSE(host.verify_coordinator(welcome, k_nonce, step, 0, k_endpoint));
+    const auto keys =
+        host.session_keys(AuthMethod::secret, {}, {}, k_nonce, k_nonce, step, 0, k_endpoint);
+    CHECK(keys.up.size() == 32);
+
+    SECTION("the step's secret does not prove that rank any more, nor does its proof hold") {
+        const auto holder = Authenticator::create({AuthMethod::secret, k_secret_hex, k_no_munge});
+        CHECK(host.verify(secret_hello(holder, 77, 0), k_nonce, step, k_endpoint) ==
+              refused("bad secret proof"));
+        CHECK(holder.verify(own, k_nonce, step, k_endpoint) == refused("bad secret proof"));
+        CHECK(holder.verify_coordinator(welcome, k_nonce, step, 0, k_endpoint) ==
+              std::string("bad secret proof"));
+        CHECK(keys.up !=
+              holder.session_keys(AuthMethod::secret, {}, {}, k_nonce, k_nonce, step, 0, k_endpoint)
+                  .up);
+    }
+    SECTION("another process's own key proves nothing here") {
+        auto other = Authenticator::create({AuthMethod::automatic, k_secret_hex, k_no_munge});
+        other.host_own_coordinator(0);
+        CHECK(host.verify(secret_hello(other, 77, 0), k_nonce, step, k_endpoint) ==
+              refused("bad secret proof"));
+    }
+    SECTION("the other ranks are proved as before") {
+        CHECK_FALSE(host.verify(secret_hello(host, 77, 3), k_nonce, step, k_endpoint));
+    }
+    SECTION("with only munge allowed, the secret stays refused for every other rank") {
+        const test::PrivateMunged& munged = test::private_munged();
+        if (!munged.running()) {
+            WARN("munged/mungekey unavailable or not root: the munge path is left to the e2e "
+                 "tests");
+            return;
+        }
+        auto munge_only = Authenticator::create({AuthMethod::munge, std::nullopt, munged.socket()});
+        munge_only.host_own_coordinator(0);
+        CHECK(munge_only.method() == AuthMethod::munge);
+        CHECK(munge_only.method_for(0) == AuthMethod::secret);
+        CHECK_FALSE(munge_only.verify(secret_hello(munge_only, 77, 0), k_nonce, step, k_endpoint));
+        const auto holder = Authenticator::create({AuthMethod::secret, k_secret_hex, k_no_munge});
+        CHECK(munge_only.verify(secret_hello(holder, 77, 2), k_nonce, step, k_endpoint) ==
+              refused("secret authentication is not enabled"));
+        CHECK(munge_only.verify(secret_hello(holder, 77, 0), k_nonce, step, k_endpoint) ==
+              refused("bad secret proof"));
     }
 }
