@@ -14,6 +14,8 @@
 #include <fmt/ranges.h> // fmt::join (fmt 11 has it only there)
 
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -23,6 +25,15 @@
 #include <utility>
 
 namespace tfslurm {
+
+namespace {
+
+/// Connections taken in one turn of the event loop before the other handlers get theirs.
+constexpr std::size_t k_accepts_per_turn = 64;
+/// How long accept() waits after an error such as EMFILE before it tries again.
+constexpr Millis k_accept_retry{50};
+
+} // namespace
 
 void ensure_descriptor_limit(std::size_t needed, std::string_view what) {
     rlimit limit{};
@@ -90,6 +101,15 @@ error_code CoordinatorServer::Impl::try_listen(const Tcp::endpoint& endpoint) {
     if (!ec) {
         acceptor.listen(asio::socket_base::max_listen_connections, ec);
     }
+    if (!ec) {
+        // accept_ready() takes connections until EAGAIN.
+        acceptor.non_blocking(true, ec);
+    }
+    if (!ec) {
+        const auto local = acceptor.local_endpoint(ec);
+        listening_protocol = local.protocol();
+        listening_port = local.port();
+    }
     if (ec) {
         error_code ignored;
         acceptor.close(ignored);
@@ -149,41 +169,86 @@ void CoordinatorServer::Impl::listen(const std::string& bind_address,
 }
 
 void CoordinatorServer::Impl::accept() {
-    acceptor.async_accept([self = shared_from_this()](const error_code& ec, Tcp::socket socket) {
-        if (self->closed || ec == asio::error::operation_aborted) {
-            return;
-        }
-        detail::set_cloexec(socket.native_handle());
-        if (ec) {
-            // EMFILE and friends: back off instead of spinning; the peer will retry.
-            logger().warn("coordinator: accept: {}", ec.message());
-            self->retry_timer.expires_after(Millis{50});
-            self->retry_timer.async_wait([self](const error_code& wait_error) {
-                if (!wait_error && !self->closed) {
-                    self->accept();
-                }
-            });
-            return;
-        }
-        const std::uint64_t id = self->next_id++;
-        auto session = std::make_shared<Session>(self, std::move(socket), id);
-        self->sessions.insert(session);
-        self->pending.emplace(id, session);
-        // Always admitted: the flooder's oldest idle connections make room (HandshakePool).
-        for (const std::uint64_t evicted : self->handshakes.admit(id, session->address())) {
-            if (const auto victim = self->pending[evicted].lock()) {
-                self->warn_connection(
-                    fmt::format("closing connection from {}: too many connections without a "
-                                "hello from {}",
-                                victim->peer(),
-                                victim->address()));
-                victim->close();
+    acceptor.async_wait(Tcp::acceptor::wait_read,
+                        [self = shared_from_this()](const error_code& ec) {
+                            if (self->closed || ec == asio::error::operation_aborted) {
+                                return;
+                            }
+                            if (ec) {
+                                self->accept_later(ec.message());
+                                return;
+                            }
+                            self->accept_ready();
+                        });
+}
+
+// Not async_accept(): it takes one connection a handler, and each then needs fcntl() twice for
+// close-on-exec, getpeername() and getsockname(); accept4() does it all in one call (issue #33:
+// 12,500 node leaders connect at once at 100,000 ranks).
+void CoordinatorServer::Impl::accept_ready() {
+    for (std::size_t taken = 0; taken < k_accepts_per_turn; ++taken) {
+        Tcp::endpoint peer;
+        auto length = static_cast<socklen_t>(peer.capacity());
+        const int fd =
+            ::accept4(acceptor.native_handle(), peer.data(), &length, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+            const int error = errno;
+            if (error == EINTR || error == ECONNABORTED) {
+                continue; // a connection reset in the backlog: the next one
             }
-            self->pending.erase(evicted);
+            if (error == EAGAIN || error == EWOULDBLOCK) {
+                accept(); // none left: wait for the next
+                return;
+            }
+            accept_later(std::system_category().message(error));
+            return;
         }
-        session->start();
-        self->accept();
+        peer.resize(length);
+        Tcp::socket socket(io);
+        error_code ec;
+        socket.assign(listening_protocol, fd, ec);
+        if (ec) {
+            ::close(fd);
+            continue;
+        }
+        admit(std::move(socket), peer);
+    }
+    // More may wait: the other handlers have their turn first.
+    asio::post(io, [self = shared_from_this()] {
+        if (!self->closed) {
+            self->accept_ready();
+        }
     });
+}
+
+void CoordinatorServer::Impl::accept_later(const std::string& why) {
+    // EMFILE and friends: back off instead of spinning; the peer will retry.
+    logger().warn("coordinator: accept: {}", why);
+    retry_timer.expires_after(k_accept_retry);
+    retry_timer.async_wait([self = shared_from_this()](const error_code& wait_error) {
+        if (!wait_error && !self->closed) {
+            self->accept();
+        }
+    });
+}
+
+void CoordinatorServer::Impl::admit(Tcp::socket socket, const Tcp::endpoint& peer) {
+    const std::uint64_t id = next_id++;
+    auto session = std::make_shared<Session>(shared_from_this(), std::move(socket), peer, id);
+    sessions.insert(session);
+    pending.emplace(id, session);
+    // Always admitted: the flooder's oldest idle connections make room (HandshakePool).
+    for (const std::uint64_t evicted : handshakes.admit(id, session->address())) {
+        if (const auto victim = pending[evicted].lock()) {
+            warn_connection(fmt::format("closing connection from {}: too many connections "
+                                        "without a hello from {}",
+                                        victim->peer(),
+                                        victim->address()));
+            victim->close();
+        }
+        pending.erase(evicted);
+    }
+    session->start();
 }
 
 void CoordinatorServer::Impl::tick() {

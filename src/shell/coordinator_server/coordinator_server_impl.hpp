@@ -82,7 +82,16 @@ struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer:
     void listen(const std::string& bind_address, const std::vector<std::uint16_t>& ports);
     /// Open, bind and listen; on failure the acceptor is closed again.
     [[nodiscard]] error_code try_listen(const Tcp::endpoint& endpoint);
+    /// Wait until a connection is ready to be taken, then accept_ready().
     void accept();
+    /// Take every waiting connection (at most k_accepts_per_turn, then the rest in the next
+    /// turn of the loop), each with one accept4(): close-on-exec and non-blocking from the
+    /// start, its peer's address in the same call.
+    void accept_ready();
+    /// accept() again k_accept_retry after `why` (EMFILE and friends): no spinning.
+    void accept_later(const std::string& why);
+    /// A new connection: its session, admitted among the unauthenticated ones, started.
+    void admit(Tcp::socket socket, const Tcp::endpoint& peer);
     void tick();
     void flush();
     /// Send one message to its ranks: once per connection (a node's ranks in one `relay`),
@@ -103,6 +112,10 @@ struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer:
 
     asio::io_context& io;
     Tcp::acceptor acceptor;
+    /// The acceptor's protocol and port once it listens: every accepted connection came in on
+    /// that port, so no getsockname() is needed for it.
+    Tcp listening_protocol = Tcp::v4();
+    std::uint16_t listening_port = 0;
     asio::steady_timer retry_timer;
     asio::steady_timer tick_timer;
     asio::steady_timer watch_timer;
@@ -140,7 +153,11 @@ struct CoordinatorServer::Impl : std::enable_shared_from_this<CoordinatorServer:
 /// One accepted connection: challenge, hello, then heartbeats/exit/interrupt in, stop/abort out.
 class CoordinatorServer::Impl::Session : public std::enable_shared_from_this<Session> {
   public:
-    Session(std::shared_ptr<Impl> server, Tcp::socket socket, std::uint64_t id);
+    /// `peer`: where the connection comes from (accept4's address).
+    Session(std::shared_ptr<Impl> server,
+            Tcp::socket socket,
+            const Tcp::endpoint& peer,
+            std::uint64_t id);
 
     /// Send the challenge, start the hello deadline and read.
     void start();

@@ -18,16 +18,16 @@ namespace tfslurm {
 
 CoordinatorServer::Impl::Session::Session(std::shared_ptr<Impl> server,
                                           Tcp::socket socket,
+                                          const Tcp::endpoint& peer,
                                           std::uint64_t id)
     : m_server(std::move(server)), m_socket(std::move(socket)), m_hello_timer(m_server->io),
       m_id(id) {
+    m_address = peer.address().to_string();
+    m_peer = fmt::format("{}:{}", m_address, peer.port());
+    // The port this connection came in on (the listener's): what the launcher dialled, if
+    // nobody forwarded it.
+    m_endpoint = protocol::tcp_endpoint(m_server->listening_port);
     error_code ec;
-    const auto remote = m_socket.remote_endpoint(ec);
-    m_address = ec ? std::string("?") : remote.address().to_string();
-    m_peer = ec ? std::string("?") : fmt::format("{}:{}", m_address, remote.port());
-    // The port this connection came in on: what the launcher dialled, if nobody forwarded it.
-    const auto local = m_socket.local_endpoint(ec);
-    m_endpoint = protocol::tcp_endpoint(ec ? 0 : local.port());
     m_socket.set_option(Tcp::no_delay(true), ec);
 }
 
