@@ -147,7 +147,7 @@ class Authenticator {
     /// and session keys, instead of four MUNGE round trips to munged (issue #33: rank 0's own
     /// registration came first on its path to its relay and its trainer). Only what holds this
     /// object can make such a proof; a hello of `rank` with the secret method is checked with
-    /// that key alone from then on. 	hrows std::runtime_error when libsodium cannot start.
+    /// that key alone from then on. \throws std::runtime_error when libsodium cannot start.
     void host_own_coordinator(std::uint32_t rank);
 
     /// The method of `rank`'s proofs: secret for the rank of host_own_coordinator(), else

@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstddef>
 #include <ctime>
 
 namespace {
@@ -32,9 +33,9 @@ constexpr int k_stop_settle_ms = 1000;
 /// (CLONE_VM | CLONE_VFORK, as posix_spawn does). The supervisor is single-threaded and waits
 /// meanwhile, so one stack serves every start; 64 KiB leaves room for the dynamic linker's
 /// first resolution of a symbol, which saves the CPU's whole register state on it.
-alignas(
-    64) char g_command_stack[64 *
-                             1024]; // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+constexpr std::size_t k_command_stack_size = std::size_t{64} * 1024;
+// NOLINTNEXTLINE(cppcoreguidelines-avoid-non-const-global-variables)
+alignas(64) char g_command_stack[k_command_stack_size];
 
 /// What start_command()'s child needs (on the supervisor's stack, which it shares).
 struct CommandStart {

@@ -133,13 +133,13 @@ void CoordinatorServer::Impl::listen(const std::string& bind_address,
                               host.to_string(),
                               ports.front(),
                               first_error.message(),
-                              acceptor.local_endpoint().port(),
+                              listening_port,
                               i,
                               ports.size() - 1);
             }
             logger().debug("coordinator: listening on {}:{} for {} ranks",
                            host.to_string(),
-                           acceptor.local_endpoint().port(),
+                           listening_port,
                            coordinator.size());
             return;
         }
