@@ -38,9 +38,15 @@ E2E_NAME=$(basename -- "$0" .sh)
 # e2e_log MESSAGE: a progress line on stderr.
 e2e_log() { printf '%s: %s\n' "$E2E_NAME" "$*" >&2; }
 
-# fail MESSAGE: report a failure and end the test (exit 1).
+# fail MESSAGE: report a failure and end the test (exit 1). A test that defines e2e_diagnose
+# (a function) has it called first, once, its output on stderr: what the failure alone would
+# not show (the processes still running, the daemons' lines about the job).
 fail() {
     printf '%s: FAIL: %s\n' "$E2E_NAME" "$*" >&2
+    if [[ -z ${e2e_diagnosed-} ]] && declare -F e2e_diagnose >/dev/null; then
+        e2e_diagnosed=1
+        e2e_diagnose >&2 || true
+    fi
     if [[ -n ${TC_DIR:-} ]]; then
         printf '%s: cluster logs: %s/log/ (scripts/test-cluster logs)\n' "$E2E_NAME" "$TC_DIR" >&2
     fi
@@ -421,6 +427,34 @@ launcher_pids() {
         arg1=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | sed -n 2p) || continue
         [[ $exe == "$E2E_TFSLURM" && $arg1 == run ]] && printf '%s\n' "$pid"
     done < <(ip netns pids "$TC_NS_PREFIX$1" 2>/dev/null || true)
+}
+
+# node_processes NODE: NODE's processes but its slurmd, one line each (pid, parent, group,
+# state, where the kernel has it waiting, command line), and the kernel stack of each tfslurm
+# launcher among them: for a failure's diagnosis (e2e_diagnose).
+node_processes() {
+    local node=$1 slurmd_pid pid
+    local -a pids
+    slurmd_pid=$(cat "$TC_DIR/pid/slurmd-$node.pid" 2>/dev/null || true)
+    mapfile -t pids < <(ip netns pids "$TC_NS_PREFIX$node" 2>/dev/null | grep -vx "${slurmd_pid:-0}" || true)
+    printf '%s: processes on %s:\n' "$E2E_NAME" "$node"
+    ((${#pids[@]} > 0)) || { echo "  none"; return 0; }
+    ps -o pid=,ppid=,pgid=,stat=,wchan:24=,args= -p "$(IFS=,; echo "${pids[*]}")" | cut -c1-200 | sed 's/^/  /'
+    for pid in $(launcher_pids "$node"); do
+        printf '  launcher %s, kernel stack:\n' "$pid"
+        timeout 5 cat "/proc/$pid/stack" 2>/dev/null | head -20 | sed 's/^/    /' || true
+    done
+}
+
+# daemon_lines JOBID: what slurmctld and the nodes' slurmd logged about job JOBID and its steps
+# (at most 40 lines each): for a failure's diagnosis (e2e_diagnose).
+daemon_lines() {
+    local jid=$1 log
+    for log in "$TC_DIR"/log/slurmctld.log "$TC_DIR"/log/slurmd-*.log; do
+        [[ -r $log ]] || continue
+        printf '%s: %s about job %s:\n' "$E2E_NAME" "$(basename "$log" .log)" "$jid"
+        grep -E "(JobId=|StepId=|\[)$jid([]. ]|$)" "$log" | tail -40 | cut -c1-240 | sed 's/^/  /' || true
+    done
 }
 
 # hostile_client_dir DIR NAME: DIR/NAME, owned by the hostile user (nobody), with

@@ -14,6 +14,8 @@
 #    waits its turn, finds the job still running as the run found it and requeues it without
 #    rank 0's node. One requeue (Restarts=1 with two allowed), only that node left out, and the
 #    requeued run completes.
+# The launchers log at debug level (only their warnings and errors are asserted on): a failure
+# shows every task's whole story, with the processes still running and the daemons' lines.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -21,8 +23,8 @@ require_trainer
 
 # write_job DIR: a job script whose run R (SLURM_RESTART_COUNT) writes its nodes to DIR/nodesR
 # and runs `srun tfslurm run --requeue --max-requeues 2` with its record in DIR/eventsR and each
-# task's output in DIR/runR-task<t>.out; the trainers of run 0 work for 60 s, the later ones for
-# 0.5 s.
+# task's output, debug lines included, in DIR/runR-task<t>.out; the trainers of run 0 work for
+# 60 s, the later ones for 0.5 s.
 write_job() {
     cat >"$1/job.sh" <<'JOB'
 #!/bin/bash
@@ -31,6 +33,7 @@ echo "$SLURM_JOB_NODELIST" >"$OUT_DIR/nodes$run"
 work=500
 ((run > 0)) || work=60000
 rc=0
+export TFSLURM_LOG_LEVEL=debug
 srun -o "$OUT_DIR/run$run-task%t.out" "$E2E_TFSLURM" run --requeue --max-requeues 2 \
     --auth munge --grace 3 --heartbeat 0.5 --heartbeat-timeout 3 \
     --events "$OUT_DIR/events$run" -- "$E2E_TRAINER" --work-ms "$work" || rc=$?
@@ -53,6 +56,21 @@ start_job() {
     printf '%s\n' "$jid"
 }
 
+# tfslurm_lines FILE: the launcher's warnings and errors in FILE (not its debug lines).
+tfslurm_lines() {
+    grep -E '^tfslurm: (warning|error): ' "$1" || true
+}
+
+# e2e_diagnose (called by fail()): the processes left on the nodes and the daemons' lines
+# about the job of the part under way (its directory: $part_dir).
+e2e_diagnose() {
+    local node
+    for node in $TC_NODE_NAMES; do
+        node_processes "$node"
+    done
+    [[ ! -s ${part_dir-}/jid ]] || daemon_lines "$(cat "$part_dir/jid")"
+}
+
 # first_node DIR RUN: the first node of run RUN (rank 0's and the batch script's).
 first_node() {
     timeout 10 scontrol show hostnames "$(cat "$1/nodes$2")" | sed -n 1p
@@ -70,20 +88,21 @@ finish_requeued() {
     [[ $(timeout 10 scontrol show hostnames "$(cat "$dir/nodes1")") != *"$lost"* ]] ||
         fail "run 1 runs on $(cat "$dir/nodes1"), with $lost that was left out"
     assert_eq "tfslurm: warning: requeued run 2 of 3: $lost left out (rank 0 launcher lost in run 1)" \
-        "$(grep '^tfslurm: ' "$dir/run1-task0.out")" "run 1: rank 0 names the node left out and why"
+        "$(tfslurm_lines "$dir/run1-task0.out")" "run 1: rank 0 names the node left out and why"
 }
 
 # --- 1. rank 0's node killed -------------------------------------------------------------------
 dir=$(make_tmpdir)
+part_dir=$dir
 on_exit "[[ ! -s $dir/jid ]] || timeout 10 scancel \$(cat $dir/jid) 2>/dev/null || true"
 jid=$(start_job "$dir")
 lost=$(first_node "$dir" 0)
 lose_node "$lost" "run 0"
 wait_requeued "$jid" 60 "run 0" "$dir/run0*"
-line=$(grep '^tfslurm: ' "$dir/run0-task2.out" || true)
+line=$(tfslurm_lines "$dir/run0-task2.out")
 [[ $line =~ ^tfslurm:\ error:\ aborting:\ coordinator\ at\ [^\ ]+\ lost\ \(connection\ closed\)\;\ requeueing\ job\ $jid\ without\ $lost\ in\ rank\ 0\'s\ stead\ \(requeue\ 1\ of\ 2\)$ ]] ||
     fail "run 0: rank 2 requeues the job without $lost in rank 0's stead: $line; $(cat "$dir"/run0-task*.out)"
-line=$(grep '^tfslurm: ' "$dir/run0-task3.out" || true)
+line=$(tfslurm_lines "$dir/run0-task3.out")
 [[ $line =~ ^tfslurm:\ error:\ aborting:\ coordinator\ at\ rank\ 2\'s\ relay\ [^\ ]+\ lost\ \(connection\ closed\)$ ]] ||
     fail "run 0: rank 3, a follower, leaves the requeue to its leader: $line"
 assert_eq "$lost" "$(timeout 10 squeue -h -j "$jid" -o %x)" "the requeued job's ExcNodeList"
@@ -96,6 +115,7 @@ no_leftovers 20
 
 # --- 2. rank 0's node cut off ------------------------------------------------------------------
 dir=$(make_tmpdir)
+part_dir=$dir
 on_exit "[[ ! -s $dir/jid ]] || timeout 10 scancel \$(cat $dir/jid) 2>/dev/null || true"
 jid=$(start_job "$dir")
 cut=$(first_node "$dir" 0)
@@ -117,13 +137,13 @@ done
 restore_link "$cut"
 e2e_log "job $jid requeued; link of $cut back up"
 wait_requeued "$jid" 60 "run 0" "$dir/run0*"
-line=$(grep '^tfslurm: ' "$dir/run0-task2.out" || true)
+line=$(tfslurm_lines "$dir/run0-task2.out")
 [[ $line =~ ^tfslurm:\ error:\ aborting:\ coordinator\ at\ [^\ ]+\ lost\ \(no\ heartbeat\ for\ 3\ s\)\;\ requeueing\ job\ $jid\ without\ $cut\ in\ rank\ 0\'s\ stead\ \(requeue\ 1\ of\ 2\)$ ]] ||
     fail "run 0: rank 2 requeues the job without $cut in rank 0's stead: $line; $(cat "$dir"/run0-task*.out)"
 assert_eq "$cut" "$(timeout 10 squeue -h -j "$jid" -o %x)" "only the cut-off node is left out"
 # Rank 0 heard from 1 of the 2 nodes: it left the first move to rank 2 (2 × (3 + 3 + 12) + 15 s),
 # and was ended by the requeue before its own turn came.
-line=$(grep '^tfslurm: ' "$dir/run0-task0.out" || true)
+line=$(tfslurm_lines "$dir/run0-task0.out")
 [[ $line =~ ^tfslurm:\ error:\ aborting:\ rank\ [23]\ \(worker:[23]\)\ on\ [^\ ]+\ launcher\ lost\ \(no\ heartbeat\ for\ 3\ s\)\;\ waiting\ 51\ s\ for\ a\ launcher\ of\ the\ other\ nodes\ to\ requeue\ job\ $jid\ first$ ]] ||
     fail "run 0: rank 0, without a majority, waits for the other side: $line"
 finish_requeued "$dir" "$jid" "$cut"
