@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: MIT
+#include "os/detail/client_run.hpp"
+
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/common/log.hpp>
 #include <tfslurm/os/events_file.hpp>
@@ -14,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <csignal>
@@ -22,15 +25,9 @@
 #include <thread>
 #include <vector>
 
-namespace tfslurm {
+namespace tfslurm::detail {
 
 namespace {
-
-/// What a Slurm client of PATH said: empty `why` when it exited 0.
-struct ClientRun {
-    std::string output; ///< its stdout and stderr together
-    std::string why;    ///< e.g. `scontrol exited with status 1: Job is no longer pending ...`
-};
 
 /// Trailing newlines and spaces dropped.
 std::string without_trailing_blanks(std::string text) {
@@ -40,9 +37,26 @@ std::string without_trailing_blanks(std::string text) {
     return text;
 }
 
-/// Run a Slurm client from PATH (`argv[0]`, found as a shell would) with its stdout and stderr
-/// read through one pipe, bounded by 30 s. posix_spawnp: nothing of ours runs in the child,
-/// and the signals this launcher ignores (SIGTERM after a requeue) stay ignored there.
+/// The most of a client's output that is kept; the rest is read and dropped.
+constexpr std::size_t k_client_output_limit = 65536;
+
+/// Read what `fd` (non-blocking) holds now into `out`, up to k_client_output_limit bytes kept,
+/// and at most `chunks` reads: a client (or a child of it that kept the pipe) writing faster
+/// than we read cannot keep us here.
+void read_client_output(int fd, std::string& out, int chunks) {
+    std::array<char, 4096> buffer{};
+    for (int i = 0; i < chunks; ++i) {
+        const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+        if (n <= 0) {
+            return;
+        }
+        const auto room = k_client_output_limit - std::min(out.size(), k_client_output_limit);
+        out.append(buffer.data(), std::min(static_cast<std::size_t>(n), room));
+    }
+}
+
+} // namespace
+
 ClientRun run_client(std::vector<std::string> args) {
     ClientRun out;
     std::vector<char*> argv;
@@ -72,15 +86,12 @@ ClientRun run_client(std::vector<std::string> args) {
     }
     ::fcntl(pipe[0], F_SETFL, O_NONBLOCK);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{30};
-    std::array<char, 4096> buffer{};
+    // Per pass: more than a pipe holds (16 pages), so a quiet client's output is read whole.
+    constexpr int k_reads_per_pass = 32;
     int status = 0;
     bool ended = false;
     while (!ended) {
-        for (ssize_t n = 0; (n = ::read(pipe[0], buffer.data(), buffer.size())) > 0;) {
-            if (out.output.size() < 65536) {
-                out.output.append(buffer.data(), static_cast<std::size_t>(n));
-            }
-        }
+        read_client_output(pipe[0], out.output, k_reads_per_pass);
         ended = ::waitpid(pid, &status, WNOHANG) != 0;
         if (!ended && std::chrono::steady_clock::now() > deadline) {
             ::kill(pid, SIGKILL);
@@ -93,9 +104,7 @@ ClientRun run_client(std::vector<std::string> args) {
             std::this_thread::sleep_for(std::chrono::milliseconds{1});
         }
     }
-    for (ssize_t n = 0; (n = ::read(pipe[0], buffer.data(), buffer.size())) > 0;) {
-        out.output.append(buffer.data(), static_cast<std::size_t>(n));
-    }
+    read_client_output(pipe[0], out.output, k_reads_per_pass);
     ::close(pipe[0]);
     out.output = without_trailing_blanks(std::move(out.output));
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
@@ -108,6 +117,15 @@ ClientRun run_client(std::vector<std::string> args) {
     }
     return out;
 }
+
+} // namespace tfslurm::detail
+
+namespace tfslurm {
+
+using detail::ClientRun;
+using detail::run_client;
+
+namespace {
 
 /// `scontrol update JobId=<job> <field>=<value>`; empty on success, else why not.
 std::string update_job(std::uint64_t job, std::string_view field, const std::string& value) {
