@@ -159,11 +159,12 @@ class LauncherShell {
     /// Where the coordinator may listen (control_port_candidates()), tried in order; rank 0
     /// knows where its own coordinator listens: that port only.
     std::vector<std::uint16_t> m_candidates;
-    /// The link to the coordinator (made in run(), once the held port and the candidates are
-    /// known).
-    std::optional<LauncherLink> m_link;
 
     asio::io_context m_io;
+    /// The link to the coordinator (made in run(), once the held port and the candidates are
+    /// known). After m_io: its socket and timers are Asio objects of m_io's services, which
+    /// must outlive them (members are destroyed in the reverse order).
+    std::optional<LauncherLink> m_link;
     detail::SignalReader m_signals;
     /// Rank 0 with `events`: the step's record (before m_server, which writes to it).
     std::unique_ptr<EventWriter> m_events;
