@@ -14,9 +14,10 @@
 #include <thread>
 
 using namespace tfslurm;
-using Result = PreflightCheck::Result;
 
 namespace {
+
+using Result = PreflightCheck::Result;
 
 /// Only the check called `name` of a run with `settings`.
 PreflightCheck only(const PreflightSettings& settings, const std::string& name) {
