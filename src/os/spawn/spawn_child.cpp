@@ -44,7 +44,7 @@ struct CommandStart {
     pid_t parent;
 };
 
-extern "C" int command_main(void* argument) noexcept {
+extern "C" TFSLURM_CHILD_BEFORE_EXEC int command_main(void* argument) noexcept {
     const auto* start = static_cast<const CommandStart*>(argument);
     ::close(start->not_inherited);
     tfslurm::detail::exec_child(*start->exec, /*new_group=*/false, SIGKILL, start->parent);
@@ -54,7 +54,7 @@ extern "C" int command_main(void* argument) noexcept {
 
 namespace tfslurm::detail {
 
-[[noreturn]] void
+[[noreturn]] TFSLURM_CHILD_BEFORE_EXEC void
 exec_child(const ExecArgs& exec, bool new_group, int death_signal, pid_t parent) noexcept {
     if (new_group) {
         ::setpgid(0, 0);

@@ -24,10 +24,15 @@ struct ExecArgs {
     int stderr_fd; ///< dup2'd to 2 in the command; -1: inherited
 };
 
+/// Code between a fork or clone and the exec, which may run on start_command()'s own stack: an
+/// AddressSanitizer build leaves it uninstrumented (ASan does not know that stack, and said so
+/// on the trainer's stderr at each start). Nothing for ASan to check there: no allocation.
+#define TFSLURM_CHILD_BEFORE_EXEC __attribute__((no_sanitize("address")))
+
 /// The child's side of spawn_process(), between fork() and exec: async-signal-safe calls only.
 /// `new_group`: `setpgid(0, 0)` first (ProcessGroup::new_group). On failure the errno of execve
 /// goes to `report_fd` and the child exits 127.
-[[noreturn]] void
+[[noreturn]] TFSLURM_CHILD_BEFORE_EXEC void
 exec_child(const ExecArgs& exec, bool new_group, int death_signal, pid_t parent) noexcept;
 
 /// A supervisor's start of its command (the keeper's, a namespace's init's): a child that
