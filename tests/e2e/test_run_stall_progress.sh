@@ -20,14 +20,14 @@ python=/usr/bin/python3
 # the workers print a line every 0.2 s (sleeping in between: next to no CPU time) and, with
 # LINES set, end after that many lines; STUCK names the rank that deadlocks after one line.
 cat >"$dir/trainer.py" <<'PY'
-import os, sys, threading, time
+import os, socket, sys, threading, time
 
 rank = int(os.environ["SLURM_PROCID"])
 if rank == 0:
     while True:  # an idle parameter server: no output, no CPU time
         time.sleep(3600)
 if str(rank) == os.environ.get("STUCK"):
-    print(f"rank {rank}: deadlocked", flush=True)
+    print(f"rank {rank}: deadlocked on {socket.gethostname()}", flush=True)
     lock = threading.Lock()
     lock.acquire()
     lock.acquire()  # never returns
@@ -57,8 +57,12 @@ out=$(STUCK=2 timeout -k 5 180 srun -N2 --ntasks-per-node=2 "$E2E_TFSLURM" run -
     --auth munge --stall-timeout 20 --stall-progress output --stall-grace 2 --grace 3 \
     --events "$dir/step.events" -- "$python" "$dir/trainer.py" 2>&1) || rc=$?
 assert_eq 9 "$rc" "srun exits with the stall status"$'\n'"$out"
-straggler='^tfslurm: warning: rank 2 \(worker:1\) on n2 is straggling: no progress for [0-9]+ s while 2 of 3 workers progressed in the last 10 s$'
-abort="tfslurm: error: aborting: rank 2 (worker:1) on n2 is stuck: no progress for 20 s"
+# Rank 2's node: the second of the two Slurm chose (n2, or n3 when n1 is still busy with the
+# step of (a)), as its trainer says.
+stuck_host=$(sed -n 's/^rank 2: deadlocked on \(n[0-9]*\)$/\1/p' <<<"$out")
+[[ -n $stuck_host ]] || fail "rank 2's trainer did not say where it runs"$'\n'"$out"
+straggler="^tfslurm: warning: rank 2 \\(worker:1\\) on $stuck_host is straggling: no progress for [0-9]+ s while 2 of 3 workers progressed in the last 10 s\$"
+abort="tfslurm: error: aborting: rank 2 (worker:1) on $stuck_host is stuck: no progress for 20 s"
 assert_eq 1 "$(grep -cE "$straggler" <<<"$out" || true)" "one straggler warning"$'\n'"$out"
 assert_eq 1 "$(grep -cxF "$abort" <<<"$out" || true)" "the abort names the stuck rank"$'\n'"$out"
 assert_eq 0 "$(grep 'straggling\|is stuck' <<<"$out" | grep -vc 'rank 2 (worker:1)' || true)" \
@@ -73,7 +77,7 @@ record=$(grep -o '"event":"\(straggling\|stalled\)","rank":[0-9]*' "$dir/step.ev
 assert_eq '"event":"straggling","rank":2 "event":"stalled","rank":2' "$record" \
     "the record holds the straggler, then the stall"$'\n'"$(cat "$dir/step.events")"
 assert_contains "$(cat "$dir/step.events")" \
-    '"event":"stalled","rank":2,"role":"worker","index":1,"host":"n2","silent_ms":20000}' \
+    '"event":"stalled","rank":2,"role":"worker","index":1,"host":"'"$stuck_host"'","silent_ms":20000}' \
     "the stall event"
 e2e_log "(b) the stuck worker was named a straggler, then the step aborted"
 
