@@ -41,6 +41,11 @@ def train_with_tensorflow(args):
     config = tf.compat.v1.ConfigProto(
         intra_op_parallelism_threads=int(os.environ.get("TF_NUM_INTRAOP_THREADS", "0")),
         inter_op_parallelism_threads=int(os.environ.get("TF_NUM_INTEROP_THREADS", "0")))
+    if task_type != "ps":
+        # A worker's sessions reach the ps and this worker only, not the other workers (between-
+        # graph replication): a worker that starts late does not need one that finished and
+        # exited, nor one whose server is not up yet.
+        config.device_filters.extend(["/job:ps", f"/job:{task_type}/task:{task_id}"])
     if task_type == "ps":
         # Printed before the server starts, hence before any worker can finish.
         print(f"{who}: serving {cluster.task_address(task_type, task_id)}", flush=True)
