@@ -92,7 +92,16 @@ ClientRun run_client(std::vector<std::string> args) {
     bool ended = false;
     while (!ended) {
         read_client_output(pipe[0], out.output, k_reads_per_pass);
-        ended = ::waitpid(pid, &status, WNOHANG) != 0;
+        const pid_t waited = ::waitpid(pid, &status, WNOHANG);
+        if (waited < 0 && errno != EINTR) {
+            // ECHILD: someone set SIGCHLD to SIG_IGN and the kernel reaped the client; its
+            // status is lost, so success cannot be told from failure.
+            const int error = errno;
+            ::close(pipe[0]);
+            out.why = fmt::format("cannot learn how {} ended: {}", args[0], std::strerror(error));
+            return out;
+        }
+        ended = waited > 0;
         if (!ended && std::chrono::steady_clock::now() > deadline) {
             ::kill(pid, SIGKILL);
             ::waitpid(pid, &status, 0);

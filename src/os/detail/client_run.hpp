@@ -2,7 +2,7 @@
 #pragma once
 
 /// \file
-/// A Slurm client (scontrol, scancel) run from PATH by the launcher's job control
+/// A Slurm client (scontrol, squeue) run from PATH by the launcher's job control
 /// (os/job_control.cpp): its output read through one pipe, bounded in time and in size.
 
 #include <string>

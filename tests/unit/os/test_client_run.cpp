@@ -109,3 +109,19 @@ TEST_CASE("client run: a child that keeps the pipe and writes on does not hold t
     }
     CHECK(gone);
 }
+
+TEST_CASE("client run: a status the kernel threw away is no success", "[client_run]") {
+    test::TempDir dir("client-run");
+    const PathScope path(dir.path);
+    static_cast<void>(dir.write("fake-fail", "#!/bin/sh\necho 'Invalid job id'\nexit 3\n", 0755));
+    // With SIGCHLD ignored the kernel reaps the client itself: waitpid() fails with ECHILD and
+    // the status (3) is lost.
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigemptyset(&ignore.sa_mask);
+    struct sigaction before {};
+    ::sigaction(SIGCHLD, &ignore, &before);
+    const auto run = run_client({"fake-fail"});
+    ::sigaction(SIGCHLD, &before, nullptr);
+    CHECK(run.why == "cannot learn how fake-fail ended: No child processes");
+}
