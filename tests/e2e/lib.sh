@@ -415,6 +415,14 @@ running_job() {
     printf '%s\n' "$job"
 }
 
+# node_pids NODE: the pids of NODE's processes (those in its network namespace) but its slurmd,
+# one a line.
+node_pids() {
+    local slurmd_pid
+    slurmd_pid=$(cat "$TC_DIR/pid/slurmd-$1.pid" 2>/dev/null || true)
+    ip netns pids "$TC_NS_PREFIX$1" 2>/dev/null | grep -vx "${slurmd_pid:-0}" || true
+}
+
 # launcher_pids NODE: pids of the tfslurm launchers ("tfslurm run ...") running on NODE; not
 # their trainers' keepers or supervisors (forked copies named tfslurm-keeper, tfslurm-super and
 # tfslurm-init).
@@ -426,17 +434,16 @@ launcher_pids() {
         exe=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | sed -n 1p) || continue
         arg1=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | sed -n 2p) || continue
         [[ $exe == "$E2E_TFSLURM" && $arg1 == run ]] && printf '%s\n' "$pid"
-    done < <(ip netns pids "$TC_NS_PREFIX$1" 2>/dev/null || true)
+    done < <(node_pids "$1")
 }
 
 # node_processes NODE: NODE's processes but its slurmd, one line each (pid, parent, group,
 # state, where the kernel has it waiting, command line), and the kernel stack of each tfslurm
 # launcher among them: for a failure's diagnosis (e2e_diagnose).
 node_processes() {
-    local node=$1 slurmd_pid pid
+    local node=$1 pid
     local -a pids
-    slurmd_pid=$(cat "$TC_DIR/pid/slurmd-$node.pid" 2>/dev/null || true)
-    mapfile -t pids < <(ip netns pids "$TC_NS_PREFIX$node" 2>/dev/null | grep -vx "${slurmd_pid:-0}" || true)
+    mapfile -t pids < <(node_pids "$node")
     printf '%s: processes on %s:\n' "$E2E_NAME" "$node"
     ((${#pids[@]} > 0)) || { echo "  none"; return 0; }
     ps -o pid=,ppid=,pgid=,stat=,wchan:24=,args= -p "$(IFS=,; echo "${pids[*]}")" | cut -c1-200 | sed 's/^/  /'
@@ -492,16 +499,97 @@ node_lost_step() {
     E2E_OUT=$(cat -- "$dir"/task-{0,1,2}.out 2>/dev/null)$'\n'$(cat "$dir/srun.out")
 }
 
+# freezer_group NAME: a new cgroup NAME in which processes can be frozen: the cgroup v1 freezer's
+# or, without it, cgroup v2's; prints its directory, or nothing (status 1) where neither can be
+# written. freeze_group, thaw_group and remove_group act on it.
+freezer_group() {
+    local root dir
+    for root in /sys/fs/cgroup/freezer /sys/fs/cgroup/unified /sys/fs/cgroup; do
+        dir=$root/$1
+        mkdir -- "$dir" 2>/dev/null || continue
+        if [[ -e $dir/freezer.state || -e $dir/cgroup.freeze ]]; then
+            printf '%s\n' "$dir"
+            return 0
+        fi
+        rmdir -- "$dir" 2>/dev/null || true
+    done
+    return 1
+}
+
+# freeze_group DIR: freeze every process of cgroup DIR (freezer_group) and wait until they are
+# (at most 10 s): a frozen process runs none of its code, whatever signal it gets, until thawed.
+freeze_group() {
+    local i
+    if [[ -e $1/freezer.state ]]; then
+        echo FROZEN >"$1/freezer.state"
+        for ((i = 0; i < 1000; i++)); do
+            [[ $(cat "$1/freezer.state") == FROZEN ]] && return 0
+            sleep 0.01
+        done
+    else
+        echo 1 >"$1/cgroup.freeze"
+        for ((i = 0; i < 1000; i++)); do
+            grep -qx 'frozen 1' "$1/cgroup.events" && return 0
+            sleep 0.01
+        done
+    fi
+    fail "cgroup $1 did not freeze within 10 s"
+}
+
+# thaw_group DIR and remove_group DIR: the cgroup DIR thawed; removed once its processes ended
+# (at most 10 s, else left, and said).
+thaw_group() {
+    if [[ -e $1/freezer.state ]]; then echo THAWED >"$1/freezer.state"; else echo 0 >"$1/cgroup.freeze"; fi
+}
+remove_group() {
+    local i
+    for ((i = 0; i < 1000; i++)); do
+        rmdir -- "$1" 2>/dev/null && return 0
+        sleep 0.01
+    done
+    e2e_log "cgroup $1 still holds processes after 10 s: left in place"
+}
+
 # lose_node NODE [LABEL]: a lost node, as the step sees it: SIGKILL to every process in NODE's
 # namespace but its slurmd (the node's kernel stays up: its connections are reset), after
 # checking that the step is there (a slurmstepd, a launcher and a trainer at least).
+# A node that dies takes its processes all at once, and none acts on another's end: so they are
+# frozen (a cgroup freezer, freezer_group) before any is killed, and thawed with SIGKILL
+# pending. Killed one by one, srun's shepherd (a child of srun that cancels the step when srun
+# dies) could cancel the whole step on every node between srun's kill and its own (SIGSTOP is
+# no substitute: the kernel wakes a stopped process group that a death orphans, with SIGHUP and
+# SIGCONT). Without a writable freezer, they are killed one by one, as before.
 lose_node() {
-    local node=$1 label=${2:+$2: } slurmd_pid
-    local -a victims
-    slurmd_pid=$(cat "$TC_DIR/pid/slurmd-$node.pid")
-    mapfile -t victims < <(ip netns pids "$TC_NS_PREFIX$node" | grep -vx "$slurmd_pid")
+    local node=$1 label=${2:+$2: } group pid round
+    local -a victims more
+    mapfile -t victims < <(node_pids "$node")
     ((${#victims[@]} >= 3)) || fail "expected a slurmstepd, a launcher and a trainer on $node: ${victims[*]:-none}"
-    kill -KILL "${victims[@]}" 2>/dev/null || true # one may end as its parent is killed
+    if group=$(freezer_group "tfslurm-e2e-lose-$node-$$"); then
+        for pid in "${victims[@]}"; do
+            echo "$pid" >"$group/cgroup.procs" 2>/dev/null || true # it may have ended meanwhile
+        done
+        freeze_group "$group"
+        # A child forked before its parent joined stayed behind: it joins too (frozen as it
+        # does), until none is left. Its children fork into the group by themselves.
+        for ((round = 0; round < 20; round++)); do
+            more=()
+            for pid in $(node_pids "$node"); do
+                grep -qx "$pid" "$group/cgroup.procs" && continue
+                grep -qx "$(ps -o ppid= -p "$pid" | tr -d ' ')" "$group/cgroup.procs" &&
+                    more+=("$pid")
+            done
+            ((${#more[@]} > 0)) || break
+            for pid in "${more[@]}"; do
+                echo "$pid" >"$group/cgroup.procs" 2>/dev/null || true
+            done
+        done
+        mapfile -t victims <"$group/cgroup.procs"
+        kill -KILL "${victims[@]}" 2>/dev/null || true
+        thaw_group "$group"
+        remove_group "$group"
+    else
+        kill -KILL "${victims[@]}" 2>/dev/null || true # one may end as its parent is killed
+    fi
     e2e_log "${label}killed every process of the step on $node: ${victims[*]}"
 }
 
@@ -570,20 +658,18 @@ spank_uninstall() { rm -f -- "$SPANK_CONF"; }
 # any node namespace (only slurmd) and no job may be left in the queue.
 # shellcheck disable=SC2120 # SECONDS is optional
 no_leftovers() {
-    local secs=${1:-15} i node ns pid slurmd_pid line state jobs
+    local secs=${1:-15} i node pid line state jobs
     local -a left=()
     for ((i = 0; i <= secs * 5; i++)); do
         left=()
         for node in "${TC_NODE_ARRAY[@]}"; do
-            ns=$TC_NS_PREFIX$node
-            slurmd_pid=$(cat "$TC_DIR/pid/slurmd-$node.pid" 2>/dev/null || true)
             while read -r pid; do
-                [[ -n $pid && $pid != "$slurmd_pid" ]] || continue
+                [[ -n $pid ]] || continue
                 line=$(cat "/proc/$pid/stat" 2>/dev/null) || continue
                 state=${line##*) }
                 [[ ${state%% *} != Z ]] || continue
                 left+=("$node:$pid($(cat "/proc/$pid/comm" 2>/dev/null))")
-            done < <(ip netns pids "$ns" 2>/dev/null || true)
+            done < <(node_pids "$node")
         done
         jobs=$(timeout 10 squeue -h -o '%A:%T' 2>/dev/null | tr '\n' ' ' || true)
         ((${#left[@]} == 0)) && [[ -z ${jobs// /} ]] && return 0
