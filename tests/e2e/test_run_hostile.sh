@@ -29,7 +29,7 @@ late='if [[ $SLURM_PROCID == 1 ]]; then
     sleep 2
 fi
 exec "$1" run --auth munge --port-base 23300 -- "$2" --work-ms 200'
-timeout -k 5 120 srun -N2 --ntasks-per-node=1 -o "$dir/flood.out" bash -c "$late" "$hdir" \
+timeout -k 5 120 srun -N2 -w n1,n2 --ntasks-per-node=1 -o "$dir/flood.out" bash -c "$late" "$hdir" \
     "$E2E_TFSLURM" "$E2E_TRAINER" >"$dir/flood.srun" 2>&1 &
 srun_pid=$!
 on_exit "kill $srun_pid 2>/dev/null || true"
@@ -57,7 +57,7 @@ e2e_log "flood of 3000 connections of nobody: the late rank registered, status 0
 wait_go='printf "%s\n" "$SLURM_JOB_ID" >"$0/job"
 for ((i = 0; i < 600; i++)); do [[ -e $0/go ]] && break; sleep 0.1; done
 exec "$@"'
-timeout -k 5 120 srun -N2 --ntasks-per-node=1 -o "$dir/forge.out" "$E2E_TFSLURM" run --auth munge \
+timeout -k 5 120 srun -N2 -w n1,n2 --ntasks-per-node=1 -o "$dir/forge.out" "$E2E_TFSLURM" run --auth munge \
     --port-base 23400 -- bash -c "$wait_go" "$dir" "$E2E_TRAINER" --work-ms 200 \
     >"$dir/forge.srun" 2>&1 &
 srun_pid=$!
@@ -88,7 +88,7 @@ e2e_log "forged host of nobody: quoted"
 # shellcheck disable=SC2016 # expanded by the task's shell
 wait_summary='for ((i = 0; i < 600; i++)); do grep -q "more warnings about connections" "$0" && break; sleep 0.1; done
 exec "$@"'
-timeout -k 5 120 srun -N2 --ntasks-per-node=1 -o "$dir/noise.out" "$E2E_TFSLURM" run --auth munge \
+timeout -k 5 120 srun -N2 -w n1,n2 --ntasks-per-node=1 -o "$dir/noise.out" "$E2E_TFSLURM" run --auth munge \
     --port-base 23500 --connect-timeout 3 -- bash -c "$wait_summary" "$dir/noise.out" \
     "$E2E_TRAINER" --work-ms 200 >"$dir/noise.srun" 2>&1 &
 srun_pid=$!

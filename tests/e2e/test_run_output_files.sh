@@ -25,7 +25,7 @@ fi
 exec sleep 600'
 rc=0
 err=$(mktemp "$E2E_TMPDIR/stderr.XXXXXX")
-stdout=$(timeout -k 5 120 srun -N2 --ntasks-per-node=2 "$E2E_TFSLURM" run --ps 1 --auth munge \
+stdout=$(timeout -k 5 120 srun -N2 -w n1,n2 --ntasks-per-node=2 "$E2E_TFSLURM" run --ps 1 --auth munge \
     --grace 3 --output "$dir/%j.%s.%R.%r.%h.out" --error "$dir/%R-%r.err" -- \
     bash -c "$script" "$dir" 2>"$err") || rc=$?
 stderr=$(cat -- "$err")

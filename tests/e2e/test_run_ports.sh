@@ -35,7 +35,7 @@ rc=0
 # shellcheck disable=SC2016 # expanded by the task's shell
 # (The test cluster's MpiParams=ports makes Slurm reserve ports for every step: unset them so
 # that the ports are the derived ones.)
-out=$(run_bounded 60 srun -N2 --ntasks-per-node=1 env -u SLURM_STEP_RESV_PORTS \
+out=$(run_bounded 60 srun -N2 -w n1,n2 --ntasks-per-node=1 env -u SLURM_STEP_RESV_PORTS \
     "$E2E_TFSLURM" run -v --auth munge -- \
     bash -c 'echo "job $SLURM_JOB_ID rank $SLURM_PROCID"' 2>&1) || rc=$?
 kill "$holder" 2>/dev/null || true
@@ -54,14 +54,14 @@ e2e_log "job $job: control port $control held, coordinator on $fallback"
 # The first job's trainers run until the second job has ended (a file, not a time: on a busy
 # machine the second srun may take seconds to start).
 # shellcheck disable=SC2016 # expanded by the task's shell
-timeout -k 5 60 srun -N2 --ntasks-per-node=1 "$E2E_TFSLURM" run -v --auth munge \
+timeout -k 5 60 srun -N2 -w n1,n2 --ntasks-per-node=1 "$E2E_TFSLURM" run -v --auth munge \
     --port-base 23100 -- bash -c 'until [[ -e $1 ]]; do sleep 0.1; done' _ "$dir/b.done" \
     >"$dir/a.out" 2>&1 &
 a=$!
 on_exit "kill $a 2>/dev/null || true"
 wait_for_lines 'coordinator: listening on 0.0.0.0:23101' 1 30 "$dir/a.out"
 b_rc=0
-b_out=$(run_bounded 60 srun -N2 --ntasks-per-node=1 "$E2E_TFSLURM" run -v --auth munge \
+b_out=$(run_bounded 60 srun -N2 -w n1,n2 --ntasks-per-node=1 "$E2E_TFSLURM" run -v --auth munge \
     --port-base 23100 -- true 2>&1) || b_rc=$?
 : >"$dir/b.done"
 a_rc=0

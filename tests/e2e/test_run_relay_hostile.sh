@@ -30,7 +30,7 @@ if [[ $SLURM_PROCID == 2 ]]; then
     for ((i = 0; i < 600; i++)); do [[ -s $0/ready ]] && break; sleep 0.1; done
 fi
 exec "$@"'
-timeout -k 5 120 srun -N2 --ntasks-per-node=2 -o "$dir/squat-%t.out" bash -c "$late" "$hdir" \
+timeout -k 5 120 srun -N2 -w n1,n2 --ntasks-per-node=2 -o "$dir/squat-%t.out" bash -c "$late" "$hdir" \
     "$E2E_TFSLURM" run --auth munge --port-base 23700 -- "$E2E_TRAINER" --work-ms 200 \
     >"$dir/squat.srun" 2>&1 &
 srun_pid=$!
@@ -72,7 +72,7 @@ fi
 touch "$0/started-$SLURM_PROCID"
 for ((i = 0; i < 600; i++)); do [[ -e $0/go ]] && break; sleep 0.1; done
 exec "$@"'
-timeout -k 5 120 srun -N2 --ntasks-per-node=2 -o "$dir/knock.out" "$E2E_TFSLURM" run \
+timeout -k 5 120 srun -N2 -w n1,n2 --ntasks-per-node=2 -o "$dir/knock.out" "$E2E_TFSLURM" run \
     --auth munge --port-base 23710 -- bash -c "$wait_go" "$dir" "$E2E_TRAINER" --work-ms 200 \
     >"$dir/knock.srun" 2>&1 &
 srun_pid=$!

@@ -30,7 +30,7 @@ squat() {
     local squatter_pid=$!
     on_exit "touch '$hdir/stop'; kill $squatter_pid 2>/dev/null || true"
     wait_for_lines "squatting $answer" 1 30 "$hdir/ready"
-    timeout -k 5 120 srun -N2 --ntasks-per-node=1 -o "$dir/$answer.out" "$E2E_TFSLURM" run \
+    timeout -k 5 120 srun -N2 -w n1,n2 --ntasks-per-node=1 -o "$dir/$answer.out" "$E2E_TFSLURM" run \
         --auth munge --port-base "$base" -- "$E2E_TRAINER" --work-ms 200 \
         >"$dir/$answer.srun" 2>&1 || rc=$?
     touch "$hdir/stop"
@@ -78,7 +78,7 @@ forward_squat() {
     for ((i = 0; i < 600; i++)); do [[ -e $0/target ]] && break; sleep 0.1; done
 fi
 exec "$@"'
-    timeout -k 5 120 srun -N2 --ntasks-per-node=1 -o "$dir/forward.out" bash -c "$late" "$hdir" \
+    timeout -k 5 120 srun -N2 -w n1,n2 --ntasks-per-node=1 -o "$dir/forward.out" bash -c "$late" "$hdir" \
         "$E2E_TFSLURM" run --auth munge --port-base "$base" -- "$E2E_TRAINER" --work-ms 200 \
         --on rank=1 --exit-code 3 >"$dir/forward.srun" 2>&1 &
     local srun_pid=$!
