@@ -5,9 +5,13 @@
 /// A private munged for tests (root only): its own key, socket and directory under /tmp, run as
 /// a daemon (not a child of the test process, whose tests check that it has none) and stopped
 /// by the pid in its pid file. Tests that need MUNGE skip themselves when it is not running.
+/// A watcher, a daemon too, stops it and removes its directory once the test process closed
+/// its end of a pipe: in the destructor, or as the process ends in any other way (an abort, a
+/// sanitizer's report, a signal), where no destructor runs.
 
 #include <tfslurm/run/auth.hpp>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -59,9 +63,17 @@ class PrivateMunged {
             }
         }
         m_running = m_pid > 0 && protocol::munge_available(m_socket);
+        if (m_pid > 0) {
+            start_watcher();
+        }
     }
     ~PrivateMunged() {
-        if (m_pid > 0 && ::kill(m_pid, SIGTERM) == 0) {
+        if (m_lifeline >= 0) {
+            ::close(m_lifeline); // the watcher stops munged (start_watcher())
+        } else if (m_pid > 0) {
+            ::kill(m_pid, SIGTERM);
+        }
+        if (m_pid > 0) {
             // Not our child: gone once /proc has no live process of that pid (at most 5 s).
             for (int i = 0; i < 500; ++i) {
                 std::ifstream stat("/proc/" + std::to_string(m_pid) + "/stat");
@@ -88,9 +100,36 @@ class PrivateMunged {
     [[nodiscard]] pid_t pid() const noexcept { return m_pid; }
 
   private:
+    /// The watcher: a shell that reads the pipe whose write end only this process holds
+    /// (close-on-exec: no command a test starts holds it), and at its end (EOF) sends munged
+    /// SIGTERM (and SIGCONT: a test may have stopped it), if that pid is still our munged
+    /// (its command line names our directory), waits for it, and removes the directory.
+    void start_watcher() {
+        int lifeline[2] = {-1, -1};
+        if (::pipe2(lifeline, O_CLOEXEC) != 0) {
+            return;
+        }
+        ::fcntl(lifeline[0], F_SETFD, 0); // the read end, for the watcher only
+        const std::string pid = std::to_string(m_pid);
+        const std::string watch =
+            "setsid sh -c 'cat >/dev/null; p=" + pid + "; d=" + m_dir +
+            "; if grep -qF \"$d\" /proc/$p/cmdline 2>/dev/null; then kill -TERM $p; kill -CONT "
+            "$p; fi; i=0; while [ -d /proc/$p ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); "
+            "done; rm -rf \"$d\"' </dev/fd/" +
+            std::to_string(lifeline[0]) + " >/dev/null 2>&1 &";
+        const int rc = std::system(watch.c_str());
+        ::close(lifeline[0]);
+        if (rc != 0) {
+            ::close(lifeline[1]);
+            return;
+        }
+        m_lifeline = lifeline[1];
+    }
+
     std::string m_dir;
     std::string m_socket;
     pid_t m_pid = -1;
+    int m_lifeline = -1; ///< the write end of the watcher's pipe
     bool m_running = false;
 };
 
