@@ -565,6 +565,8 @@ lose_node() {
     mapfile -t victims < <(node_pids "$node")
     ((${#victims[@]} >= 3)) || fail "expected a slurmstepd, a launcher and a trainer on $node: ${victims[*]:-none}"
     if group=$(freezer_group "tfslurm-e2e-lose-$node-$$"); then
+        # Should this test fail before the thaw, nothing stays frozen.
+        on_exit "[[ ! -d $group ]] || { thaw_group $group; remove_group $group; }"
         for pid in "${victims[@]}"; do
             echo "$pid" >"$group/cgroup.procs" 2>/dev/null || true # it may have ended meanwhile
         done
