@@ -7,7 +7,8 @@
 # one line naming the stuck rank, its host and its silence; trainers that report progress by
 # touching TFSLURM_PROGRESS_FILE or by using CPU time are not stopped. The line names the stall
 # timeout, whatever the sampling or the machine's load (no timing assertion here). Ranks that never
-# register are all named, as rank ranges and a hostlist.
+# register are all named, as rank ranges and a hostlist. Another user on the node cannot touch,
+# write or remove a rank's progress file.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -80,5 +81,42 @@ assert_eq 124 "$rc" "srun reports the registration timeout"$'\n'"$out"
 line="tfslurm: error: aborting: ranks 3-5 on n[2-3] did not register within 3 s"
 assert_eq 1 "$(grep -cFx "$line" <<<"$out")" "the missing ranks and hosts"$'\n'"$out"
 assert_eq 1 "$(grep -c 'tfslurm: error' <<<"$out")" "one line per failure"$'\n'"$out"
+
+# --- another user cannot fake a rank's progress --------------------------------------------------
+# A rank's progress file is its job user's alone (mkstemp: mode 600, a random name): the hostile
+# user (nobody) on the same node can neither touch it, date it, write it nor remove it, so it
+# cannot keep a stuck rank alive or make a working one look stuck. The trainer idles until the
+# test has checked (no stall timeout here: nothing hurries the checks); its file is still
+# untouched (time 0) after the attempts.
+cat >"$dir/idle.py" <<'PY'
+import os, pathlib, sys, time
+
+print("progress file:", os.environ["TFSLURM_PROGRESS_FILE"], flush=True)
+while not pathlib.Path(sys.argv[1]).exists():
+    time.sleep(0.1)
+PY
+timeout -k 5 120 srun -N1 -n1 -w n1 -o "$dir/idle.out" "$E2E_TFSLURM" run --auth munge -- \
+    "$python" "$dir/idle.py" "$dir/idle.done" >"$dir/idle.srun" 2>&1 &
+idle_pid=$!
+on_exit "touch $dir/idle.done; kill $idle_pid 2>/dev/null || true"
+wait_for_lines '^progress file: ' 1 60 "$dir/idle.out"
+progress=$(sed -n 's/^progress file: //p' "$dir/idle.out")
+[[ $progress == */tfslurm-progress-* ]] || fail "the trainer's progress file: '$progress'"
+assert_eq "600 root 0" "$(stat -c '%a %U %Y' -- "$progress")" \
+    "the progress file is the job user's alone, and untouched"
+# shellcheck disable=SC2016 # expanded by nobody's shell
+hostile=$(timeout -k 5 60 "$E2E_TEST_CLUSTER" node n1 runuser -u nobody -- sh -c '
+    touch -m "$1" 2>/dev/null && echo touched || echo "touch refused"
+    touch -m -d @2000000000 "$1" 2>/dev/null && echo dated || echo "date refused"
+    (: >"$1") 2>/dev/null && echo written || echo "write refused"
+    rm -f "$1" 2>/dev/null || echo "remove refused"' _ "$progress" 2>&1) || true
+assert_eq $'touch refused\ndate refused\nwrite refused\nremove refused' "$hostile" \
+    "nobody's attempts on $progress"
+assert_eq "600 root 0" "$(stat -c '%a %U %Y' -- "$progress")" "the progress file after them"
+touch "$dir/idle.done"
+rc=0
+wait "$idle_pid" || rc=$?
+assert_eq 0 "$rc" "the idle step ends 0"$'\n'"$(cat "$dir/idle.out" "$dir/idle.srun")"
+e2e_log "nobody could not touch, date, write or remove $progress"
 
 no_leftovers
