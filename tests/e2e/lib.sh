@@ -442,11 +442,11 @@ launcher_pids() {
 # launcher among them: for a failure's diagnosis (e2e_diagnose).
 node_processes() {
     local node=$1 pid
-    local -a pids
-    mapfile -t pids < <(node_pids "$node")
+    local -a procs
+    mapfile -t procs < <(node_pids "$node")
     printf '%s: processes on %s:\n' "$E2E_NAME" "$node"
-    ((${#pids[@]} > 0)) || { echo "  none"; return 0; }
-    ps -o pid=,ppid=,pgid=,stat=,wchan:24=,args= -p "$(IFS=,; echo "${pids[*]}")" | cut -c1-200 | sed 's/^/  /'
+    ((${#procs[@]} > 0)) || { echo "  none"; return 0; }
+    ps -o pid=,ppid=,pgid=,stat=,wchan:24=,args= -p "$(IFS=,; echo "${procs[*]}")" | cut -c1-200 | sed 's/^/  /'
     for pid in $(launcher_pids "$node"); do
         printf '  launcher %s, kernel stack:\n' "$pid"
         timeout 5 cat "/proc/$pid/stack" 2>/dev/null | head -20 | sed 's/^/    /' || true
