@@ -9,6 +9,8 @@
 /// its end of a pipe: in the destructor, or as the process ends in any other way (an abort, a
 /// sanitizer's report, a signal), where no destructor runs.
 
+#include "process.hpp"
+
 #include <tfslurm/run/auth.hpp>
 
 #include <fcntl.h>
@@ -75,13 +77,7 @@ class PrivateMunged {
         }
         if (m_pid > 0) {
             // Not our child: gone once /proc has no live process of that pid (at most 5 s).
-            for (int i = 0; i < 500; ++i) {
-                std::ifstream stat("/proc/" + std::to_string(m_pid) + "/stat");
-                std::string line;
-                std::getline(stat, line);
-                if (line.empty() || line.find(") Z ") != std::string::npos) {
-                    break;
-                }
+            for (int i = 0; i < 500 && !ended(m_pid); ++i) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(10));
             }
         }

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <csignal>
 #include <ctime>
+#include <fstream>
 #include <string_view>
 #include <system_error>
 #include <thread>
@@ -18,6 +19,15 @@
 extern char** environ;
 
 namespace tfslurm::test {
+
+bool ended(pid_t pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    // `pid (comm) state ...`: comm may hold spaces and parentheses; the state follows the last ')'.
+    const auto close = line.rfind(')');
+    return close == std::string::npos || line.compare(close, 4, ") Z ") == 0;
+}
 
 namespace {
 

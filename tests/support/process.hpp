@@ -47,6 +47,10 @@ struct Result {
 /// Example: run({{"/bin/sh", "-c", "echo hi; exit 3"}, {}}) -> {status 3, out "hi\n"}
 [[nodiscard]] Result run(const Command& command);
 
+/// Whether process `pid` has ended: /proc has no process of that number, or it is a zombie
+/// that its parent (init, a subreaper) has not reaped yet.
+[[nodiscard]] bool ended(pid_t pid);
+
 /// The environment of this process without the variables whose names start with one of
 /// `prefixes`, e.g. environment_without({"SLURM_", "TFSLURM_"}).
 [[nodiscard]] std::vector<std::string>

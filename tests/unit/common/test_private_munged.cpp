@@ -2,6 +2,7 @@
 // The tests' private munged (tests/support/private_munged.hpp) leaves nothing behind, not even
 // when the test process aborts: its watcher stops it and removes its directory.
 #include "private_munged.hpp"
+#include "process.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -13,21 +14,8 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <thread>
-
-namespace {
-
-/// Whether `pid` is a live process (not a zombie).
-bool alive(pid_t pid) {
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string line;
-    std::getline(stat, line);
-    return !line.empty() && line.find(") Z ") == std::string::npos;
-}
-
-} // namespace
 
 TEST_CASE("private munged: stopped and removed when the test process aborts", "[munge]") {
     if (::geteuid() != 0 || ::access("/usr/sbin/munged", X_OK) != 0) {
@@ -74,14 +62,14 @@ TEST_CASE("private munged: stopped and removed when the test process aborts", "[
     REQUIRE(dir.string().rfind("/tmp/tfslurm-munge-", 0) == 0);
     bool gone = false;
     for (int i = 0; i < 500 && !gone; ++i) {
-        gone = !alive(munged) && !std::filesystem::exists(dir);
+        gone = tfslurm::test::ended(munged) && !std::filesystem::exists(dir);
         if (!gone) {
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
         }
     }
     CHECK(gone);
     // Not left behind by this test either.
-    if (alive(munged)) {
+    if (!tfslurm::test::ended(munged)) {
         ::kill(munged, SIGKILL);
     }
     std::error_code ignored;

@@ -3,6 +3,7 @@
 // output, its status, and the bounds on both, with scripts in a PATH of the test's own standing
 // in for scontrol.
 #include "os/detail/client_run.hpp"
+#include "process.hpp"
 #include "temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -97,9 +98,7 @@ TEST_CASE("client run: a child that keeps the pipe and writes on does not hold t
     bool gone = false;
     for (int i = 0; i < 500 && !gone; ++i) {
         // A zombie has ended too (its new parent reaps it in its own time).
-        const std::string stat = test::file_text("/proc/" + std::to_string(writer) + "/stat");
-        const auto close = stat.rfind(')');
-        gone = close == std::string::npos || stat.compare(close, 4, ") Z ") == 0;
+        gone = test::ended(writer);
         if (!gone) {
             std::this_thread::sleep_for(std::chrono::milliseconds{10});
         }

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include "process.hpp"
 #include "temp_dir.hpp"
 
 #include <tfslurm/common/error.hpp>
@@ -226,11 +227,7 @@ TEST_CASE("spawn: the death signal reaches the child when its parent dies", "[sp
         std::this_thread::sleep_for(5ms);
     }
     // The child was re-parented (to init or a subreaper) and killed.
-    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
-    std::string line;
-    std::getline(stat, line);
-    const bool gone_or_zombie = line.empty() || line.find(") Z ") != std::string::npos;
-    CHECK(gone_or_zombie);
+    CHECK(test::ended(child));
 }
 
 TEST_CASE("spawn: kill_all_children kills and reaps every child", "[spawn]") {
@@ -296,10 +293,7 @@ pid_t read_pid(const std::string& file) {
 /// Gone, or a zombie waiting for its new parent to reap it.
 bool gone(pid_t pid) {
     for (int i = 0; i < 1000; ++i) {
-        std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-        std::string line;
-        std::getline(stat, line);
-        if (line.empty() || line.find(") Z ") != std::string::npos) {
+        if (test::ended(pid)) {
             return true;
         }
         std::this_thread::sleep_for(5ms);
