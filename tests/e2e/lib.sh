@@ -536,6 +536,16 @@ freeze_group() {
     fail "cgroup $1 did not freeze within 10 s"
 }
 
+# join_group DIR PID...: the processes PID... moved into cgroup DIR (one that ended meanwhile is
+# skipped); into a frozen one, they freeze as they join.
+join_group() {
+    local dir=$1 pid
+    shift
+    for pid; do
+        echo "$pid" >"$dir/cgroup.procs" 2>/dev/null || true
+    done
+}
+
 # thaw_group DIR and remove_group DIR: the cgroup DIR thawed; removed once its processes ended
 # (at most 10 s, else left, and said).
 thaw_group() {
@@ -567,9 +577,7 @@ lose_node() {
     if group=$(freezer_group "tfslurm-e2e-lose-$node-$$"); then
         # Should this test fail before the thaw, nothing stays frozen.
         on_exit "[[ ! -d $group ]] || { thaw_group $group; remove_group $group; }"
-        for pid in "${victims[@]}"; do
-            echo "$pid" >"$group/cgroup.procs" 2>/dev/null || true # it may have ended meanwhile
-        done
+        join_group "$group" "${victims[@]}"
         freeze_group "$group"
         # A child forked before its parent joined stayed behind: it joins too (frozen as it
         # does), until none is left. Its children fork into the group by themselves.
@@ -581,9 +589,7 @@ lose_node() {
                     more+=("$pid")
             done
             ((${#more[@]} > 0)) || break
-            for pid in "${more[@]}"; do
-                echo "$pid" >"$group/cgroup.procs" 2>/dev/null || true
-            done
+            join_group "$group" "${more[@]}"
         done
         mapfile -t victims <"$group/cgroup.procs"
         kill -KILL "${victims[@]}" 2>/dev/null || true
