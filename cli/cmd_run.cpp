@@ -292,12 +292,6 @@ void setup_run(CLI::App& app, int& exit_status) {
     auto args = std::make_shared<RunArgs>();
     add_plan_options(*sub, *plan_args);
     add_setting_options(*sub, args->given, SettingGroup::launcher);
-    for (const auto& spec : setting_registry()) {
-        if (spec.group == SettingGroup::launcher) {
-            sub->get_option(std::string{spec.option})
-                ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-        }
-    }
     const std::string group = "Launcher (also TFSLURM_<NAME>, e.g. TFSLURM_GRACE)";
     sub->add_option_function<std::string>(
            "--local",

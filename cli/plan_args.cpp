@@ -125,6 +125,10 @@ void add_setting_options(CLI::App& sub, GivenSettings& given, SettingGroup group
         if (group != SettingGroup::output) {
             option->group(group_title(group));
         }
+        // Like srun's, a launcher option given twice takes its last value.
+        if (group == SettingGroup::launcher) {
+            option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+        }
     }
 }
 

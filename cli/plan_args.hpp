@@ -57,7 +57,8 @@ void add_plan_options(CLI::App& sub, PlanArgs& args);
 /// setting (or one without a parser) needs a value. \throws Error from `option`'s parsing.
 void check_empty_value(CLI::Option& option, const SettingSpec& spec);
 
-/// Add the registry's settings of `group` (output, launcher) to a subcommand, bound to `given`.
+/// Add the registry's settings of `group` (output, launcher) to a subcommand, bound to `given`; a
+/// launcher option given twice takes its last value.
 void add_setting_options(CLI::App& sub, GivenSettings& given, SettingGroup group);
 
 /// The given options and the `TFSLURM_*` variables of the settings in `given`, as layers.

@@ -797,6 +797,36 @@ TEST_CASE("run: a settings error is printed by rank 0 only, every task exits wit
     CHECK(ps1.output().empty());
 }
 
+TEST_CASE("run: a launcher option given twice takes its last value, like srun's", "[run]") {
+    SECTION("the first value is bad, the last good") {
+        const Ran ran =
+            run_to_end(local_defaults(1, 122, {"--grace", "soon", "--grace", "1", "--", "true"}));
+        INFO(ran.output);
+        CHECK(ran.status == 0);
+        CHECK(ran.output.empty());
+    }
+    SECTION("the first value is good, the last bad") {
+        const Ran ran =
+            run_to_end(local_defaults(1, 122, {"--grace", "1", "--grace", "soon", "--", "true"}));
+        INFO(ran.output);
+        CHECK(ran.status == 2);
+        CHECK(ran.output == "tfslurm: error: --grace: expected a number of seconds from 0.001 "
+                            "to 86400: \"soon\"\ntfslurm: hint: e.g. 10 or 0.5\n");
+    }
+    SECTION("a flag") {
+        const Ran labeled =
+            run_to_end(local_defaults(1, 122, {"--no-label", "--label", "--", "echo", "hi"}));
+        INFO(labeled.output);
+        CHECK(labeled.status == 0);
+        CHECK(labeled.output == "0: hi\n");
+        const Ran plain =
+            run_to_end(local_defaults(1, 122, {"--label", "--no-label", "--", "echo", "hi"}));
+        INFO(plain.output);
+        CHECK(plain.status == 0);
+        CHECK(plain.output == "hi\n");
+    }
+}
+
 TEST_CASE("run: every trainer gets one TFSLURM_RUN_ID, the user's when set, and a progress file",
           "[run][run_id]") {
     const std::string show =
