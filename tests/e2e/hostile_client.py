@@ -28,6 +28,12 @@ Run by Debian's /usr/bin/python3 as another user than the job's, always under `t
   hostile_client.py relay-knock NAME
       Connect to the abstract Unix socket NAME (a live relay) and read: print `closed unread`
       when it is closed before any byte came, else `answered <n> bytes`.
+  hostile_client.py metrics HOST PORT
+      Against a step's metrics endpoint (--metrics; its documented bounds: 16 connections, a
+      request head of at most 8 KiB within 5 s): a head of exactly 8 KiB with no end, then 16
+      connections held without a word and a 17th that asks for /metrics, then a plain scrape.
+      Prints `oversized: <status line>`, `17th: closed unanswered` (or what it got), `held 16:
+      closed by the endpoint, unanswered` once the endpoint dropped them, `scrape: <status>`.
 """
 
 import json
@@ -317,6 +323,63 @@ def relay_knock(name):
     print("closed unread" if not data else f"answered {len(data)} bytes")
 
 
+HEAD_LIMIT = 8192  # k_max_request_head
+SLOTS = 16  # k_metrics_connections
+SCRAPE = b"GET /metrics HTTP/1.1\r\nHost: tfslurm\r\n\r\n"
+
+
+def read_to_end(sock, timeout=30.0):
+    """Every byte until the peer closes (a reset ends it too)."""
+    sock.setblocking(True)
+    sock.settimeout(timeout)
+    data = b""
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except ConnectionResetError:
+        pass
+    sock.close()
+    return data
+
+
+def status_line(data):
+    return data.split(b"\r\n", 1)[0].decode("ascii", "replace") if data else "closed unanswered"
+
+
+def metrics(host, port):
+    # A head of exactly the limit without its blank line: refused, never read further.
+    sock = connect(host, port)
+    sock.setblocking(True)
+    head = b"GET /metrics HTTP/1.1\r\nX-Pad: "
+    sock.sendall(head + b"a" * (HEAD_LIMIT - len(head)))
+    print(f"oversized: {status_line(read_to_end(sock))}")
+    # Every slot held: a 17th connection, accepted after the 16 (the backlog is first in, first
+    # out), is closed at once without an answer. The endpoint drops a held connection 5 s after
+    # taking it; should one of the 16 be gone before the 17th's answer (a machine stalled that
+    # long), the round proves nothing and is tried again.
+    for _ in range(3):
+        held = [connect(host, port) for _ in range(SLOTS)]
+        extra = connect(host, port)
+        extra.setblocking(True)
+        extra.sendall(SCRAPE)
+        answer = read_to_end(extra)
+        if not any(closed_by_peer(sock) for sock in held):
+            break
+        for sock in held:
+            sock.close()
+    print(f"17th: {status_line(answer)}")
+    unanswered = sum(1 for sock in held if read_to_end(sock) == b"")
+    print(f"held {SLOTS}: closed by the endpoint, {unanswered} unanswered")
+    # Then anyone may read the metrics again, as the manual says.
+    sock = connect(host, port)
+    sock.setblocking(True)
+    sock.sendall(SCRAPE)
+    print(f"scrape: {status_line(read_to_end(sock))}")
+
+
 def main(argv):
     mode = argv[1]
     if mode == "relay-squat":
@@ -336,6 +399,8 @@ def main(argv):
         forge(host, port, int(argv[4]), int(argv[5]))
     elif mode == "noise":
         noise(host, port, float(argv[4]), float(argv[5]))
+    elif mode == "metrics":
+        metrics(host, port)
     else:
         raise SystemExit(f"hostile_client.py: unknown mode {mode!r}")
 

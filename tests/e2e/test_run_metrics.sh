@@ -10,7 +10,9 @@
 # time for every rank, the followers' figures carried by their leaders' heartbeats. Debian's
 # Prometheus, started by the test on the host's loopback and stopped by its PID, scrapes it every
 # second, and its HTTP API returns each rank's restart count with its rank, role and host labels.
-# Once the step ended, the endpoint is gone.
+# Another user on n1 (nobody) then tries the endpoint's bounds (an oversized request head, every
+# connection slot held), reads it as anyone may, and the step ends as it would have. Once the
+# step ended, the endpoint is gone.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -137,6 +139,21 @@ rank 3 worker on n2 (job tfslurm): 0" "$series" \
     "Prometheus's API: each rank's restarts with its labels"$'\n'"$(tail -5 "$dir/prometheus.log")"
 kill "$prometheus_pid"
 wait "$prometheus_pid" 2>/dev/null || true
+
+# Another user on n1 (nobody) tries the endpoint's documented bounds: a request head of 8 KiB
+# with no end is refused (431), 16 connections held without a word take every slot, so a 17th is
+# closed unanswered, until the endpoint drops them (5 s); then nobody reads the metrics, as
+# anyone may. None of it touches the step, which ends as it would have (below).
+hdir=$(hostile_client_dir "$dir" hostile)
+hostile=$(hostile_client "$hdir" n1 90 metrics "$address" 9400 2>&1) || true
+assert_eq "oversized: HTTP/1.1 431 Request Header Fields Too Large
+17th: closed unanswered
+held 16: closed by the endpoint, 16 unanswered
+scrape: HTTP/1.1 200 OK" "$hostile" "another user against the metrics endpoint's bounds"
+scrape=$(curl -sf --max-time 5 "$endpoint" 2>/dev/null || true)
+assert_eq 'tfslurm_step_verdict{verdict="none"} 1' \
+    "$(grep -F 'tfslurm_step_verdict{verdict="none"}' <<<"$scrape")" \
+    "after another user's tries, the step runs on, with no verdict yet"
 
 # The step ends: the endpoint with it.
 touch "$dir/go"
