@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <ctime>
 #include <fstream>
@@ -19,6 +20,14 @@
 
 namespace tfslurm::detail {
 namespace {
+
+/// When this process began running its own code (static initialisation, after exec and the
+/// dynamic loader), and which process that was: a forked copy inherits both, not its start.
+struct Entered {
+    std::chrono::system_clock::time_point at = std::chrono::system_clock::now();
+    pid_t pid = ::getpid();
+};
+const Entered k_entered;
 
 std::uint64_t page_size() {
     static const long size = ::sysconf(_SC_PAGESIZE);
@@ -171,10 +180,26 @@ bool set_untouched(int fd) noexcept {
     return ::futimens(fd, times.data()) == 0;
 }
 
-std::optional<std::chrono::system_clock::time_point> process_start_time() {
+std::chrono::system_clock::time_point
+start_estimate(std::optional<std::chrono::system_clock::time_point> entered,
+               std::optional<std::chrono::system_clock::time_point> tick_start,
+               std::chrono::system_clock::duration tick,
+               std::chrono::system_clock::time_point now) {
+    auto latest = now;
+    if (tick_start) {
+        latest = std::min(latest, *tick_start + tick); // /proc rounds the start down to its tick
+    }
+    return entered ? std::min(latest, *entered) : latest;
+}
+
+std::chrono::system_clock::time_point process_start_time() {
+    const std::optional<std::chrono::system_clock::time_point> entered =
+        k_entered.pid == ::getpid() ? std::optional(k_entered.at) : std::nullopt;
+    const long hertz = ::sysconf(_SC_CLK_TCK);
     const auto text = stat_fields("self");
-    if (!text) {
-        return std::nullopt;
+    timespec boot{};
+    if (!text || hertz <= 0 || ::clock_gettime(CLOCK_BOOTTIME, &boot) != 0) {
+        return start_estimate(entered, std::nullopt, {}, std::chrono::system_clock::now());
     }
     // Fields 3 (state) to 21 are skipped; field 22 is the start, in clock ticks since boot.
     std::istringstream fields(*text);
@@ -184,21 +209,19 @@ std::optional<std::chrono::system_clock::time_point> process_start_time() {
     }
     unsigned long long start_ticks = 0;
     fields >> start_ticks;
-    timespec boot{};
-    const long hertz = ::sysconf(_SC_CLK_TCK);
-    if (!fields || hertz <= 0 || ::clock_gettime(CLOCK_BOOTTIME, &boot) != 0) {
-        return std::nullopt;
-    }
     const auto now = std::chrono::system_clock::now();
     const auto since_boot =
         std::chrono::seconds{boot.tv_sec} + std::chrono::nanoseconds{boot.tv_nsec};
-    const auto started =
-        std::chrono::nanoseconds{static_cast<std::int64_t>(start_ticks) * (1000000000 / hertz)};
-    if (started > since_boot) {
-        return std::nullopt;
+    const std::chrono::nanoseconds tick{1000000000 / hertz};
+    const auto started = static_cast<std::int64_t>(start_ticks) * tick;
+    if (!fields || started > since_boot) {
+        return start_estimate(entered, std::nullopt, {}, now);
     }
-    return now -
-           std::chrono::duration_cast<std::chrono::system_clock::duration>(since_boot - started);
+    return start_estimate(
+        entered,
+        now - std::chrono::duration_cast<std::chrono::system_clock::duration>(since_boot - started),
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(tick),
+        now);
 }
 
 } // namespace tfslurm::detail

@@ -49,8 +49,22 @@ struct ProgressFileReport {
 /// is then told apart, and its time is the first progress's. Returns false on failure.
 bool set_untouched(int fd) noexcept;
 
-/// When this process began (Slurm started the task), to the kernel's clock tick: its start
-/// in /proc/self/stat against CLOCK_BOOTTIME. nullopt when /proc cannot tell.
-[[nodiscard]] std::optional<std::chrono::system_clock::time_point> process_start_time();
+/// The latest a process can have started, from what is known of it at `now`: `entered`, when it
+/// began running its own code (a fraction of a millisecond after its exec), and `tick_start`,
+/// its start as /proc tells it, rounded down to the kernel's clock `tick` (10 ms): the earliest
+/// of `entered`, `tick_start + tick` and `now`, of those known. Input: entered 12:00:00.0043,
+/// tick_start 12:00:00.000, tick 10 ms, now 12:00:01. Output: 12:00:00.0043 (with entered
+/// 12:00:00.0150, /proc's bound: 12:00:00.010; with neither known, now).
+[[nodiscard]] std::chrono::system_clock::time_point
+start_estimate(std::optional<std::chrono::system_clock::time_point> entered,
+               std::optional<std::chrono::system_clock::time_point> tick_start,
+               std::chrono::system_clock::duration tick,
+               std::chrono::system_clock::time_point now);
+
+/// When this process began (Slurm started the task): start_estimate() of the time this process
+/// ran its static initialisation (not a forked copy's: that is the parent's) and of its start
+/// in /proc/self/stat against CLOCK_BOOTTIME. Within about a millisecond of its exec, where
+/// /proc alone is within a clock tick (10 ms).
+[[nodiscard]] std::chrono::system_clock::time_point process_start_time();
 
 } // namespace tfslurm::detail

@@ -11,11 +11,15 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -121,9 +125,75 @@ TEST_CASE("progress: a progress file untouched until the trainer touches it, wit
 TEST_CASE("progress: this process began before now, after the machine booted",
           "[progress][startup]") {
     const auto start = tfslurm::detail::process_start_time();
-    REQUIRE(start);
     const auto now = std::chrono::system_clock::now();
-    CHECK(*start <= now);
-    // The unit tests started less than a day ago (the clock tick is 10 ms).
-    CHECK(now - *start < 24h);
+    CHECK(start <= now);
+    // The unit tests started less than a day ago.
+    CHECK(now - start < 24h);
+}
+
+TEST_CASE("progress: a start is the earlier of the process's own entry and the end of /proc's "
+          "tick",
+          "[progress][startup]") {
+    using tfslurm::detail::start_estimate;
+    using Time = std::chrono::system_clock::time_point;
+    const Time noon{std::chrono::hours{24 * 20000}};
+    const auto tick = std::chrono::duration_cast<std::chrono::system_clock::duration>(10ms);
+    struct Row {
+        const char* what;
+        std::optional<Time> entered;
+        std::optional<Time> tick_start;
+        Time now;
+        Time expected;
+    };
+    const Time later = noon + 1s;
+    const std::vector<Row> rows{
+        {"entered within the tick", noon + 4300us, noon, later, noon + 4300us},
+        {"entered at the tick's start", noon, noon, later, noon},
+        {"entered after the tick (a slow loader): /proc's bound",
+         noon + 15ms,
+         noon,
+         later,
+         noon + 10ms},
+        {"no entry known (a forked copy): the tick's end", std::nullopt, noon, later, noon + 10ms},
+        {"a forked copy read within its tick: now", std::nullopt, noon, noon + 3ms, noon + 3ms},
+        {"no /proc: the entry", noon + 4300us, std::nullopt, later, noon + 4300us},
+        {"neither: now", std::nullopt, std::nullopt, later, later},
+    };
+    for (const Row& row : rows) {
+        INFO(row.what);
+        CHECK(start_estimate(row.entered, row.tick_start, tick, row.now) == row.expected);
+    }
+}
+
+TEST_CASE("progress: a forked copy's start is its own, not the parent's", "[progress][startup]") {
+    // Long enough that the child's start is past the parent's by several of /proc's ticks.
+    std::this_thread::sleep_for(50ms);
+    const auto parent = tfslurm::detail::process_start_time();
+    std::array<int, 2> fds{};
+    REQUIRE(::pipe(fds.data()) == 0);
+    const auto forked = std::chrono::system_clock::now();
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        const auto start = tfslurm::detail::process_start_time();
+        const auto now = std::chrono::system_clock::now();
+        const std::array<std::int64_t, 2> sent{
+            std::chrono::duration_cast<std::chrono::nanoseconds>(start - forked).count(),
+            std::chrono::duration_cast<std::chrono::nanoseconds>(now - start).count()};
+        ::_exit(::write(fds[1], sent.data(), sizeof sent) == sizeof sent ? 0 : 1);
+    }
+    ::close(fds[1]);
+    std::array<std::int64_t, 2> got{};
+    const bool read = ::read(fds[0], got.data(), sizeof got) == sizeof got;
+    ::close(fds[0]);
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(read);
+    // The child's start is its own: after the fork's clock reading to within /proc's tick (it
+    // rounds down), where the parent's was 50 ms before it, and not after the child's now.
+    const std::chrono::nanoseconds after_fork{got[0]};
+    const std::chrono::nanoseconds before_now{got[1]};
+    CHECK(after_fork > -10ms);
+    CHECK(before_now >= 0ns);
+    CHECK(forked - parent >= 50ms);
 }
