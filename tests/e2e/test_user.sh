@@ -67,7 +67,7 @@ e2e_log "srun --tfslurm as $user: ok"
 # started (after its launcher has registered), then waits for the file "go".
 # shellcheck disable=SC2016 # expanded by the task's shell
 rank1_late='if [[ $SLURM_PROCID == 1 ]]; then
-    env -0 | grep -z "^SLURM" >"$0/env-1.tmp" && mv "$0/env-1.tmp" "$0/env-1"
+    sleep 3; env -0 | grep -z "^SLURM" >"$0/env-1.tmp" && mv "$0/env-1.tmp" "$0/env-1"
     for ((i = 0; i < 600; i++)); do [[ -e $0/go1 ]] && break; sleep 0.1; done
 fi
 exec "$@"'
@@ -81,21 +81,29 @@ exec "$@"'
     bash -c "$wrapper" "$dir" "$trainer" --work-ms 200 >"$dir/srun.out" 2>&1 &
 srun_pid=$!
 on_exit "kill $srun_pid 2>/dev/null || true"
-# wait_started RANK...: until those ranks' trainers started (at most 60 s).
-wait_started() {
-    local i rank all
+# wait_files WHAT FILE...: until all FILEs exist (at most 60 s); WHAT names them in the failure.
+wait_files() {
+    local what=$1 i file all
+    shift
     for ((i = 0; i < 600; i++)); do
         all=1
-        for rank in "$@"; do
-            [[ -e $dir/started-$rank ]] || all=0
+        for file in "$@"; do
+            [[ -e $file ]] || all=0
         done
         ((all)) && return 0
         sleep 0.1
     done
-    fail "the trainers of ranks $* did not start within 60 s:"$'\n'"$(cat "$dir"/*.out)"
+    fail "$what within 60 s:"$'\n'"$(cat "$dir"/*.out)"
+}
+# wait_started RANK...: until those ranks' trainers started.
+wait_started() {
+    local rank files=()
+    for rank in "$@"; do files+=("$dir/started-$rank"); done
+    wait_files "the trainers of ranks $* did not start" "${files[@]}"
 }
 wait_started 0 2
-[[ -e $dir/env-1 ]] || fail "rank 1's task did not save its environment:"$'\n'"$(cat "$dir"/*.out)"
+# Nothing orders rank 1's task after the others' trainers: slurmstepd on n2 may start it later.
+wait_files "rank 1's task did not save its environment" "$dir/env-1"
 mapfile -d '' rank1 <"$dir/env-1"
 control=$(<"$dir/control")
 
