@@ -63,11 +63,12 @@ wait "$holder" 2>/dev/null || true
 e2e_log "default mode: the held port fails the step"
 
 # --- (3) two exact-mode jobs at once, same ports, same nodes ------------------------------------
-# The first job's trainers hold 23000 on every node for a few seconds: the second job's
+# The first job's trainers hold 23000 on every node until the second job has ended (a file, not
+# a time: on a busy machine the second srun may take seconds to start): the second job's
 # launchers bind other ports (and its coordinator a fallback control port).
 timeout -k 5 90 srun -N3 --ntasks-per-node=1 env -u SLURM_STEP_RESV_PORTS \
     "$E2E_TFSLURM" run --ps 1 --iface ib0 --port-base 23000 --auth munge --grace 5 -- \
-    "$E2E_TRAINER" --work-ms 6000 >"$dir/a.out" 2>&1 &
+    "$E2E_TRAINER" --until-file "$dir/b.done" >"$dir/a.out" 2>&1 &
 a=$!
 on_exit "kill $a 2>/dev/null || true"
 wait_for_lines 'listening on 10\.78\.0\.1[123]:23000' 3 60 "$dir/a.out"
@@ -75,6 +76,7 @@ b_rc=0
 b_out=$(run_bounded 90 srun -N3 --ntasks-per-node=1 env -u SLURM_STEP_RESV_PORTS \
     "$E2E_TFSLURM" run --ps 1 --iface ib0 --port-base 23000 --auth munge --grace 5 -- \
     "$E2E_TRAINER" --work-ms 300 2>&1) || b_rc=$?
+: >"$dir/b.done"
 a_rc=0
 wait "$a" || a_rc=$?
 a_out=$(cat -- "$dir/a.out")

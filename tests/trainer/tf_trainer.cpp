@@ -13,6 +13,8 @@
 //
 //   --sleep-ms N          sleep N ms before anything else
 //   --work-ms N           worker/chief: sleep N ms after the exchange; ps: see --exit-code
+//   --until-file PATH     worker/chief: after --work-ms, work on until PATH exists (looked for
+//                         every 100 ms, for at most 120 s; then exit 4)
 //   --exit-code C         exit with C at the end (a ps with --exit-code stops serving and
 //                         exits after --work-ms)
 //   --signal S            kill itself with signal S at the end
@@ -54,6 +56,7 @@ namespace {
 struct Behaviour {
     long sleep_ms = 0;
     long work_ms = 0;
+    std::string until_file;
     std::optional<int> exit_code;
     int signal = 0;
     bool ignore_sigterm = false;
@@ -148,6 +151,9 @@ Behaviour parse(int argc, char** argv, const Identity& self) {
         } else if (arg == "--work-ms") {
             const long v = number(value(), "--work-ms");
             b.work_ms = applies ? v : b.work_ms;
+        } else if (arg == "--until-file") {
+            const char* path = value();
+            b.until_file = applies ? path : b.until_file;
         } else if (arg == "--exit-code") {
             const long v = number(value(), "--exit-code");
             if (applies) {
@@ -338,6 +344,19 @@ void sleep_ms(long ms) {
     }
 }
 
+/// Until `path` exists (every 100 ms); exits 4 after 120 s without it.
+void wait_for_file(const std::string& path) {
+    for (int i = 0; i < 1200; ++i) {
+        if (::access(path.c_str(), F_OK) == 0) {
+            say("found " + path);
+            return;
+        }
+        sleep_ms(100);
+    }
+    say("no " + path + " within 120 s");
+    std::exit(4);
+}
+
 [[noreturn]] void finish(const Behaviour& b) {
     if (b.signal != 0) {
         say("crashing with signal " + std::to_string(b.signal));
@@ -406,6 +425,9 @@ int run(int argc, char** argv) {
         exchange_with(name, endpoint, self.rank, b.connect_timeout_ms);
     }
     sleep_ms(b.work_ms);
+    if (!b.until_file.empty()) {
+        wait_for_file(b.until_file);
+    }
     if (b.serve && listener >= 0 && !b.exit_code && b.signal == 0) {
         serve_forever(listener);
     }
