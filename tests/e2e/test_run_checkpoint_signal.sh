@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# Slurm's own --signal as the checkpoint: `srun --signal=USR1@50 --time=1 tfslurm run --requeue`.
-# slurmctld signals the step (up to ~30 s early on 22.05: its timer's resolution), slurmstepd
+# Slurm's own --signal as the checkpoint: `srun --signal=USR1@20 --time=1 tfslurm run --requeue`.
+# slurmctld signals the step on its first 30 s check at which the job ends within 20 + 30 s
+# (send_job_warn_signal), so 10 to 40 s after the job's start: never before the trainer is
+# there to catch it (a signal before the step runs would be lost). slurmstepd
 # delivers SIGUSR1 to every process of the step, so each trainer gets it exactly once (tfslurm
 # does not forward a second copy); the step then ends checkpointed "from Slurm", and the requeue
 # of this srun job (not a batch job) is refused by Slurm with its reason: status 10.
@@ -24,7 +26,7 @@ echo "rank $SLURM_PROCID got $n SIGUSR1 in job $SLURM_JOB_ID"
 TRAINER
 chmod +x "$dir/trainer.sh"
 
-run_stdout 10 90 srun -N2 --ntasks-per-node=1 --time=1 --signal=USR1@50 \
+run_stdout 10 90 srun -N2 --ntasks-per-node=1 --time=1 --signal=USR1@20 \
     "$E2E_TFSLURM" run --requeue -- "$dir/trainer.sh"
 [[ $E2E_OUTPUT =~ in\ job\ ([0-9]+) ]] || fail "no job id in: $E2E_OUTPUT"
 jid=${BASH_REMATCH[1]}
