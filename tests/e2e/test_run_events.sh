@@ -16,10 +16,16 @@ require_trainer
 
 dir=$(make_tmpdir)
 events=$dir/step.events
+# Every trainer notes that it started and waits until all three have: worker:1 fails only then
+# (a trainer starts after its own rank's registration, and Slurm may start n2's task late).
+# shellcheck disable=SC2016 # expanded by the task's shell
+all_started='touch "$0/started-$SLURM_PROCID"
+for ((i = 0; i < 600; i++)); do [[ -e $0/started-0 && -e $0/started-1 && -e $0/started-2 ]] && break; sleep 0.1; done
+exec "$@"'
 rc=0
 out=$(run_bounded 90 srun -N3 --ntasks-per-node=1 "$E2E_TFSLURM" run --ps 1 --auth munge --grace 5 \
-    --events "$events" -- "$E2E_TRAINER" --work-ms 60000 --on worker:1 --work-ms 500 --exit-code 1 \
-    2>&1) || rc=$?
+    --events "$events" -- bash -c "$all_started" "$dir" "$E2E_TRAINER" --work-ms 60000 \
+    --on worker:1 --work-ms 500 --exit-code 1 2>&1) || rc=$?
 assert_eq 1 "$rc" "srun reports the failing worker's status"$'\n'"$out"
 [[ -s $events ]] || fail "no event file at $events"$'\n'"$out"
 job=$(sed -nE '1s/.*"job":"([0-9]+)".*/\1/p' "$events")

@@ -53,8 +53,12 @@ assert_eq 0 "$rc" "the flood client ran to its end"$'\n'"$(cat -- "$dir/flood.cl
 e2e_log "flood of 3000 connections of nobody: the late rank registered, status 0"
 
 # --- (b) peer text is quoted ---------------------------------------------------------------------
+# Each trainer notes that it started (its launcher registered), then waits for "go": the
+# forged hello for rank 1 comes once both ranks are registered (a trainer starts after its own
+# rank's registration, not after the others').
 # shellcheck disable=SC2016 # expanded by the task's shell
 wait_go='printf "%s\n" "$SLURM_JOB_ID" >"$0/job"
+touch "$0/started-$SLURM_PROCID"
 for ((i = 0; i < 600; i++)); do [[ -e $0/go ]] && break; sleep 0.1; done
 exec "$@"'
 timeout -k 5 120 srun -N2 -w n1,n2 --ntasks-per-node=1 -o "$dir/forge.out" "$E2E_TFSLURM" run --auth munge \
@@ -62,7 +66,12 @@ timeout -k 5 120 srun -N2 -w n1,n2 --ntasks-per-node=1 -o "$dir/forge.out" "$E2E
     >"$dir/forge.srun" 2>&1 &
 srun_pid=$!
 on_exit "kill $srun_pid 2>/dev/null || true"
-wait_for_lines . 1 60 "$dir/job"
+for ((i = 0; i < 600; i++)); do
+    [[ -e $dir/started-0 && -e $dir/started-1 ]] && break
+    sleep 0.1
+done
+[[ -e $dir/started-1 && -e $dir/started-0 ]] ||
+    fail "the trainers did not start within 60 s:"$'\n'"$(cat -- "$dir"/forge.*)"
 job=$(<"$dir/job")
 assert_eq "forged 2" "$(hostile_client "$hdir" n2 60 forge n1 23401 "$job" 0 2>&1)" "the forging client"
 touch "$dir/go"
