@@ -265,6 +265,11 @@ run_stdout() {
     fail "exit status $rc, expected $want: $*"$'\n'"  stdout: ${E2E_OUTPUT//$'\n'/$'\n'  | }"$'\n'"  stderr: ${E2E_STDERR//$'\n'/$'\n'  | }"
 }
 
+# The line of a test trainer (tests/trainer/tf_trainer.cpp) that listens on its port, for
+# wait_for_lines: tfslurm's own debug lines say "listening on" too (the coordinator's).
+# shellcheck disable=SC2034 # used by the tests that source this file
+k_trainer_listening='^tf_trainer\[[^]]*]: listening on'
+
 # wait_for_lines PATTERN COUNT SECONDS FILE...: wait until the FILEs together have COUNT lines
 # matching PATTERN (files that do not exist yet count as empty).
 wait_for_lines() {
@@ -396,17 +401,17 @@ start_three_node_step() {
         -- "$E2E_TRAINER" --work-ms 60000 >"$dir/srun.out" 2>&1 &
     E2E_SRUN_PID=$!
     on_exit "kill $E2E_SRUN_PID 2>/dev/null || true"
-    wait_for_lines 'listening on' 3 60 "$dir"/task-{0,1,2}.out
+    wait_for_lines "$k_trainer_listening" 3 60 "$dir"/task-{0,1,2}.out
     E2E_JOB=$(timeout 10 squeue -h -n "$E2E_NAME-$$" -o %A)
     [[ $E2E_JOB =~ ^[0-9]+$ ]] || fail "no job id in the queue: $E2E_JOB"
     on_exit "timeout 10 scancel $E2E_JOB 2>/dev/null || true"
 }
 
 # running_job: the id of the running job named tfslurm (srun's name for `tfslurm run`), waiting
-# up to 10 s for it to start; fails without one.
+# up to 60 s for it to start (a busy machine's srun may take seconds); fails without one.
 running_job() {
     local i job=
-    for ((i = 0; i < 100; i++)); do
+    for ((i = 0; i < 600; i++)); do
         job=$(timeout 10 squeue -h -t RUNNING -o %i -n tfslurm | sed -n 1p)
         [[ -z $job ]] || break
         sleep 0.1
@@ -570,8 +575,8 @@ remove_group() {
 # no substitute: the kernel wakes a stopped process group that a death orphans, with SIGHUP and
 # SIGCONT). Without a writable freezer, they are killed one by one, as before.
 lose_node() {
-    local node=$1 label=${2:+$2: } group pid round
-    local -a victims more
+    local node=$1 label=${2:+$2: } group pid round members stat
+    local -a victims more fields
     mapfile -t victims < <(node_pids "$node")
     ((${#victims[@]} >= 3)) || fail "expected a slurmstepd, a launcher and a trainer on $node: ${victims[*]:-none}"
     if group=$(freezer_group "tfslurm-e2e-lose-$node-$$"); then
@@ -581,12 +586,16 @@ lose_node() {
         freeze_group "$group"
         # A child forked before its parent joined stayed behind: it joins too (frozen as it
         # does), until none is left. Its children fork into the group by themselves.
+        # No client per process (the node stays frozen meanwhile, and its heartbeats with it):
+        # the group's members read once a round, each parent from /proc.
         for ((round = 0; round < 20; round++)); do
             more=()
+            members=" $(tr '\n' ' ' <"$group/cgroup.procs")"
             for pid in $(node_pids "$node"); do
-                grep -qx "$pid" "$group/cgroup.procs" && continue
-                grep -qx "$(ps -o ppid= -p "$pid" | tr -d ' ')" "$group/cgroup.procs" &&
-                    more+=("$pid")
+                [[ $members == *" $pid "* ]] && continue
+                { read -r stat <"/proc/$pid/stat"; } 2>/dev/null || continue
+                read -r -a fields <<<"${stat##*) }" # state, parent, ...
+                [[ $members == *" ${fields[1]} "* ]] && more+=("$pid")
             done
             ((${#more[@]} > 0)) || break
             join_group "$group" "${more[@]}"

@@ -23,7 +23,7 @@ timeout -k 5 120 srun -N3 --ntasks-per-node=1 -o "$dir/task-%t.out" "$E2E_TFSLUR
 srun_pid=$!
 on_exit "kill $srun_pid 2>/dev/null || true"
 tasks=("$dir"/task-{0,1,2}.out)
-wait_for_lines 'listening on' 3 60 "${tasks[@]}"
+wait_for_lines "$k_trainer_listening" 3 60 "${tasks[@]}"
 
 mapfile -t victims < <(launcher_pids n3)
 ((${#victims[@]} == 1)) || fail "expected one launcher on n3, found: ${victims[*]:-none}"

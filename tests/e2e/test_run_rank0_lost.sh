@@ -52,7 +52,7 @@ start_job() {
     jid=$(OUT_DIR=$dir E2E_TRAINER=$E2E_TRAINER sbatch_submit -N2 --ntasks-per-node=2 \
         --requeue --export=ALL -o /dev/null -e "$dir/job.err" "$dir/job.sh")
     printf '%s\n' "$jid" >"$dir/jid"
-    wait_for_lines 'listening on' 4 90 "$dir"/run0-task{0,1,2,3}.out
+    wait_for_lines "$k_trainer_listening" 4 90 "$dir"/run0-task{0,1,2,3}.out
     printf '%s\n' "$jid"
 }
 

@@ -23,7 +23,7 @@ jid=$E2E_JOB
 kill_rank1_node() {
     local run=$1 node
     local -a nodes
-    wait_for_lines 'listening on' 2 90 "$dir/run$run-task0.out" "$dir/run$run-task1.out"
+    wait_for_lines "$k_trainer_listening" 2 90 "$dir/run$run-task0.out" "$dir/run$run-task1.out"
     mapfile -t nodes < <(timeout 10 scontrol show hostnames "$(cat "$dir/nodes$run")")
     node=${nodes[1]}
     lose_node "$node" "run $run" >&2

@@ -35,7 +35,7 @@ timeout -k 5 120 srun -N3 --ntasks-per-node=1 -o "$dir/hb-%t.out" "$E2E_TFSLURM"
     >"$dir/hb-srun.out" 2>&1 &
 srun_pid=$!
 on_exit "kill $srun_pid 2>/dev/null || true"
-wait_for_lines 'listening on' 3 60 "$dir"/hb-{0,1,2}.out
+wait_for_lines "$k_trainer_listening" 3 60 "$dir"/hb-{0,1,2}.out
 mapfile -t victims < <(launcher_pids n3)
 ((${#victims[@]} == 1)) || fail "expected one launcher on n3, found: ${victims[*]:-none}"
 kill -STOP "${victims[0]}"

@@ -68,7 +68,7 @@ kill_launcher_of() {
         --work-ms 60000 >"$dir/srun.out" 2>&1 &
     srun_pid=$!
     on_exit "kill $srun_pid 2>/dev/null || true"
-    wait_for_lines 'listening on' 6 60 "$dir"/task-{0..5}.out
+    wait_for_lines "$k_trainer_listening" 6 60 "$dir"/task-{0..5}.out
     for pid in $(launcher_pids n2); do
         if tr '\0' '\n' <"/proc/$pid/environ" | grep -x "SLURM_PROCID=$rank" >/dev/null; then
             victim=$pid
