@@ -463,6 +463,9 @@ class LauncherMachine {
     [[nodiscard]] Millis report_interval() const;
     /// The checkpoint timer, when the trainer starts: none (a warning) once it is too late.
     void arm_checkpoint(Clock::time_point now);
+    /// A signal other than SIGTERM/SIGINT before the trainer runs: not passed on, and said
+    /// (Slurm's checkpoint signal as a warning of rank 0).
+    void signal_before_start(int signo, SignalOrigin origin);
 
   public:
     /// Whether this launcher sent its trainer the checkpoint signal (or Slurm did).

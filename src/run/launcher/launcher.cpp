@@ -404,6 +404,8 @@ void LauncherMachine::signal_received(int signo, Clock::time_point now, SignalOr
         logger().debug("{}: forwarding signal {} to the trainer", label(), signo);
         m_actions.emplace_back(action::SignalTrainer{signo});
         note_delivered(signo);
+    } else if (signo != SIGTERM && signo != SIGINT && not_started()) {
+        signal_before_start(signo, origin);
     }
     if (signo != SIGTERM && signo != SIGINT) {
         return;
@@ -436,6 +438,24 @@ void LauncherMachine::signal_received(int signo, Clock::time_point now, SignalOr
     }
     release_exit(); // a trainer that died of this signal: part of the interrupt
     maybe_finish(now);
+}
+
+void LauncherMachine::signal_before_start(int signo, SignalOrigin origin) {
+    const bool checkpointing = m_settings.run.checkpoint_before || m_settings.requeue;
+    if (origin == SignalOrigin::step && signo == m_settings.run.checkpoint_signal &&
+        checkpointing) {
+        // As arm_checkpoint() when the moment passed before the start: a trainer that starts
+        // now has nothing to save and has probably not installed its handler yet, so the
+        // signal would kill it. Not a checkpoint either: no trainer saved.
+        logger().log(m_settings.rank == 0 ? LogLevel::warn : LogLevel::debug,
+                     "{}: Slurm's checkpoint signal {} ({}) came before the trainer started: not "
+                     "passed on (a trainer that has just started has nothing to save)",
+                     label(),
+                     signo,
+                     signal_description(signo));
+        return;
+    }
+    logger().debug("{}: signal {} came before the trainer started: not passed on", label(), signo);
 }
 
 // One case per LauncherTimer (~65 lines): each timer's firing is a short rule of its own, and

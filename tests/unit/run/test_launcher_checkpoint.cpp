@@ -155,6 +155,42 @@ TEST_CASE("launcher: Slurm's own --signal is the checkpoint: the trainer gets it
     CHECK(m.result()->outcome == Outcome::checkpointed);
 }
 
+TEST_CASE("launcher: Slurm's --signal before the trainer started is not passed on, and said",
+          "[launcher][checkpoint]") {
+    // Only --requeue: no timer of ours. The signal comes while the trainer is being started; it
+    // would kill a trainer that has not installed its handler yet, and has nothing to save.
+    // Rank 0 warns; the others say it at debug level only. The step is not checkpointed.
+    const test::LogCapture log(spdlog::level::info);
+    for (const std::uint32_t rank : {0U, 2U}) {
+        LauncherSettings only_requeue = checkpoint_settings(rank);
+        only_requeue.run.checkpoint_before.reset();
+        only_requeue.job_end.reset();
+        std::vector<Step> steps{
+            {0, "welcome", k_registered},
+            {0, "start due", {"start trainer"}},
+            {10, "step signal 10", k_nothing},
+            {20, "signal 12", k_nothing}, // any other signal: not passed on either
+            {30, "started", k_nothing},
+            {6000, "exited 0", {"cancel grace", "send exit exited with status 0"}},
+            {6000, "written", k_nothing},
+            {6100, "stop done", {"half-close", "arm close 8100"}},
+        };
+        if (rank == 0) {
+            steps.push_back({6200, "eof", {"disconnect"}});
+            steps.push_back({6300, "server finished", {"finish done 0 0"}});
+        } else {
+            steps.push_back({6200, "eof", {"disconnect", "finish done 0 0"}});
+        }
+        const auto m = play(only_requeue, steps);
+        REQUIRE(m.result());
+        CHECK(m.result()->outcome == Outcome::done);
+        CHECK_FALSE(m.checkpoint_signalled());
+    }
+    CHECK(log.text() == "warning: rank 0 (ps:0): Slurm's checkpoint signal 10 (User defined "
+                        "signal 1) came before the trainer started: not passed on (a trainer "
+                        "that has just started has nothing to save)\n");
+}
+
 TEST_CASE("launcher: a preemption (slurmstepd's SIGTERM) is requeued by rank 0",
           "[launcher][checkpoint]") {
     const std::string stopping =
