@@ -463,6 +463,9 @@ class LauncherMachine {
     [[nodiscard]] Millis report_interval() const;
     /// The checkpoint timer, when the trainer starts: none (a warning) once it is too late.
     void arm_checkpoint(Clock::time_point now);
+    /// Whether `signo` from `origin` is Slurm's own checkpoint signal (`--signal`, `scancel
+    /// --signal`) in a step that checkpoints (checkpoint_before or requeue).
+    [[nodiscard]] bool slurms_checkpoint_signal(int signo, SignalOrigin origin) const noexcept;
     /// A signal other than SIGTERM/SIGINT before the trainer runs: not passed on, and said
     /// (Slurm's checkpoint signal as a warning of rank 0).
     void signal_before_start(int signo, SignalOrigin origin);

@@ -380,9 +380,7 @@ void LauncherMachine::trainer_exited(ExitStatus status, Clock::time_point now) {
 }
 
 void LauncherMachine::signal_received(int signo, Clock::time_point now, SignalOrigin origin) {
-    const bool checkpointing = m_settings.run.checkpoint_before || m_settings.requeue;
-    if (trainer_running() && origin == SignalOrigin::step &&
-        signo == m_settings.run.checkpoint_signal && checkpointing && !m_checkpoint) {
+    if (trainer_running() && slurms_checkpoint_signal(signo, origin) && !m_checkpoint) {
         // Slurm's own --signal (or scancel --signal) reached the whole step: the trainer saves
         // now, and our own checkpoint signal would be a second one.
         m_checkpoint = fmt::format(
@@ -440,10 +438,14 @@ void LauncherMachine::signal_received(int signo, Clock::time_point now, SignalOr
     maybe_finish(now);
 }
 
-void LauncherMachine::signal_before_start(int signo, SignalOrigin origin) {
+bool LauncherMachine::slurms_checkpoint_signal(int signo, SignalOrigin origin) const noexcept {
     const bool checkpointing = m_settings.run.checkpoint_before || m_settings.requeue;
-    if (origin == SignalOrigin::step && signo == m_settings.run.checkpoint_signal &&
-        checkpointing) {
+    return origin == SignalOrigin::step && signo == m_settings.run.checkpoint_signal &&
+           checkpointing;
+}
+
+void LauncherMachine::signal_before_start(int signo, SignalOrigin origin) {
+    if (slurms_checkpoint_signal(signo, origin)) {
         // As arm_checkpoint() when the moment passed before the start: a trainer that starts
         // now has nothing to save and has probably not installed its handler yet, so the
         // signal would kill it. Not a checkpoint either: no trainer saved.
