@@ -464,29 +464,48 @@ const std::string k_secret_b(64, 'b');
 
 } // namespace
 
-TEST_CASE("run: ranks that never register abort the step", "[run]") {
+TEST_CASE("run: ranks that never register abort the step, which rank 0 then cancels", "[run]") {
+    // Their node may hang before their tasks start: srun would wait for it. No Slurm here:
+    // libslurm cannot be loaded and no scancel is in PATH, so the line says both, and the
+    // launcher still exits with the registration timeout's status.
+    const std::string missing = "/nonexistent/tfslurm-test-libslurm.so";
+    auto env = task_env(0, 19, k_secret_a);
+    env.emplace_back("TFSLURM_LIBSLURM", missing);
+    env.emplace_back("PATH", "/nonexistent");
     const Ran rank0 = run_to_end(
-        {"run", "--connect-timeout", "1", "--grace", "1", "--ps", "1", "--", "sleep", "1000"},
-        task_env(0, 19, k_secret_a));
+        {"run", "--connect-timeout", "1", "--grace", "1", "--ps", "1", "--", "/bin/sleep", "1000"},
+        env);
     INFO(rank0.output);
     CHECK(rank0.status == k_status_unregistered);
+    const std::string step = std::to_string(job_id(19)) + ".0";
     CHECK(rank0.output ==
-          "tfslurm: error: aborting: rank 1 (worker:0) on localhost did not register within 1 s\n");
+          "tfslurm: error: aborting: rank 1 (worker:0) on localhost did not register within 1 s; "
+          "cancelling step " +
+              step + " with scancel (libslurm cannot be called: libslurm: cannot load any of " +
+              missing + ": " + missing +
+              ": cannot open shared object file: No such file or directory)\n"
+              "tfslurm: error: cannot cancel step " +
+              step + ": scancel not found in PATH; end it with scancel " + step + "\n");
 }
 
 TEST_CASE("run: after an abort a launcher waits before exiting so that srun forwards its line",
           "[run]") {
-    const Ran rank0 = run_to_end(
-        {"-v", "run", "--connect-timeout", "1", "--grace", "1", "--ps", "1", "--", "sleep", "1000"},
-        task_env(0, 23, k_secret_a));
-    INFO(rank0.output);
-    CHECK(rank0.status == k_status_unregistered);
+    // Rank 1's trainer fails: its launcher says so, then waits.
+    Cli rank0({"run", "--grace", "1", "--ps", "1", "--", "sleep", "1000"},
+              task_env(0, 23, k_secret_a));
+    const Ran rank1 =
+        run_to_end({"-v", "run", "--grace", "1", "--ps", "1", "--", "sh", "-c", "exit 3"},
+                   task_env(1, 23, k_secret_a));
+    INFO(rank1.output);
+    CHECK(rank1.status == 3);
     const std::string line =
-        "tfslurm: error: aborting: rank 1 (worker:0) on localhost did not register within 1 s\n"
+        "tfslurm: error: aborting: rank 1 (worker:0) on localhost exited with status 3\n"
         "tfslurm: debug: waiting 200 ms before exiting so that srun forwards the line above\n";
-    CHECK(rank0.output.size() >= line.size());
-    CHECK(rank0.output.substr(rank0.output.size() - std::min(rank0.output.size(), line.size())) ==
+    CHECK(rank1.output.size() >= line.size());
+    CHECK(rank1.output.substr(rank1.output.size() - std::min(rank1.output.size(), line.size())) ==
           line);
+    CHECK(rank0.wait() == 3);
+    rank0.check_nothing_left();
 }
 
 TEST_CASE("run: a launcher with the wrong secret is rejected and does not disturb the step",

@@ -71,14 +71,20 @@ assert_eq 2 "$(grep -c '^rank [01] done$' <<<"$E2E_OUTPUT")" "both trainers fini
 assert_eq 0 "$(grep -c 'stuck\|tfslurm: error' <<<"$E2E_OUTPUT")" "no stall"$'\n'"$E2E_OUTPUT"
 
 # --- ranks that never register: all named, compactly -------------------------------------------
-# Ranks 0-1 on n1, 2-3 on n2, 4-5 on n3; ranks 3 to 5 run no launcher.
+# Ranks 0-1 on n1, 2-3 on n2, 4-5 on n3; ranks 3 to 5 run no launcher (their tasks exit 0). Rank
+# 0's launcher cannot tell an ended task from a hung node's: it cancels the step, whose SIGKILL
+# ends rank 0's own task (srun 137).
 rc=0
 # shellcheck disable=SC2016 # expanded by the task's bash
 out=$(timeout -k 5 90 srun -N3 --ntasks-per-node=2 bash -c \
-    '[ "$SLURM_PROCID" -ge 3 ] && exit 0; exec "$0" "$@"' "$E2E_TFSLURM" run --ps 1 --auth munge \
-    --grace 3 --connect-timeout 3 -- sleep 60 2>&1) || rc=$?
-assert_eq 124 "$rc" "srun reports the registration timeout"$'\n'"$out"
-line="tfslurm: error: aborting: ranks 3-5 on n[2-3] did not register within 3 s"
+    'case $SLURM_PROCID in 1) echo "step $SLURM_JOB_ID.$SLURM_STEP_ID" ;; [345]) exit 0 ;; esac
+     exec "$0" "$@"' "$E2E_TFSLURM" run --ps 1 --auth munge --grace 3 --connect-timeout 3 -- \
+    sleep 60 2>&1) || rc=$?
+step=$(sed -n 's/^step \([0-9]*\.[0-9]*\)$/\1/p' <<<"$out")
+[[ -n $step ]] || fail "task 1 did not say its step"$'\n'"$out"
+assert_eq 137 "$rc" "srun reports the cancelled step"$'\n'"$out"
+line="tfslurm: error: aborting: ranks 3-5 on n[2-3] did not register within 3 s; cancelling step"
+line+=" $step through Slurm"
 assert_eq 1 "$(grep -cFx "$line" <<<"$out")" "the missing ranks and hosts"$'\n'"$out"
 assert_eq 1 "$(grep -c 'tfslurm: error' <<<"$out")" "one line per failure"$'\n'"$out"
 

@@ -2,27 +2,34 @@
 # SPDX-License-Identifier: MIT
 #
 # srun's status is the culprit's when the failure is not a trainer's own exit (those are in
-# test_run_failure.sh and test_run_kill_launcher.sh): a rank that never registers (124), a
-# launcher that stops heartbeating (8), a trainer port held by another process on one node (7,
-# with one line naming the port, the node and the way out). Each failure is told in one line.
+# test_run_failure.sh and test_run_kill_launcher.sh): a rank that never registers (137: rank 0
+# cancels the step, for the rank's node may hang), a launcher that stops heartbeating (137, as
+# lost), a trainer port held by another process on one node (7, with one line naming the port,
+# the node and the way out). Each failure is told in one line.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 require_trainer
 dir=$(make_tmpdir)
 
-# --- a rank that never registers: task 2 runs no launcher ------------------------------------
-# (not run_bounded: its 124 would be indistinguishable from srun's own 124)
+# --- a rank that never registers: task 2 hangs before its launcher starts ---------------------
+# (a node stuck in its prolog or on a file system). Its task would never end by itself: rank 0's
+# launcher cancels the step once the others left, so srun ends (137: the cancel's SIGKILL) where
+# it used to wait for n3. (Not run_bounded: its 124 would look like srun's own.)
 rc=0
 start=$SECONDS
 # shellcheck disable=SC2016 # expanded by the task's bash
 out=$(timeout -k 5 90 srun -N3 --ntasks-per-node=1 bash -c \
-    '[ "$SLURM_PROCID" = 2 ] && exit 0; exec "$0" "$@"' "$E2E_TFSLURM" run --ps 1 --auth munge \
+    'case $SLURM_PROCID in 1) echo "step $SLURM_JOB_ID.$SLURM_STEP_ID" ;; 2) exec sleep 300 ;; esac
+     exec "$0" "$@"' "$E2E_TFSLURM" run --ps 1 --auth munge \
     --grace 3 --connect-timeout 3 "$E2E_TRAINER" --work-ms 60000 2>&1) || rc=$?
 ((SECONDS - start < 85)) || fail "srun did not end by itself"$'\n'"$out"
-assert_eq 124 "$rc" "srun reports the registration timeout"$'\n'"$out"
-line="tfslurm: error: aborting: rank 2 (worker:1) on n3 did not register within 3 s"
-assert_eq 1 "$(grep -cF "$line" <<<"$out")" "rank 0's launcher names the missing rank"$'\n'"$out"
+step=$(sed -n 's/^step \([0-9]*\.[0-9]*\)$/\1/p' <<<"$out")
+[[ -n $step ]] || fail "task 1 did not say its step"$'\n'"$out"
+assert_eq 137 "$rc" "srun ends: the cancel killed the hung task"$'\n'"$out"
+line="tfslurm: error: aborting: rank 2 (worker:1) on n3 did not register within 3 s;"
+line+=" cancelling step $step through Slurm"
+assert_eq 1 "$(grep -cxF "$line" <<<"$out")" "rank 0's launcher names the missing rank"$'\n'"$out"
 assert_eq 1 "$(grep -c 'tfslurm: error' <<<"$out")" "one line per failure"$'\n'"$out"
 e2e_log "registration timeout: srun status $rc"
 

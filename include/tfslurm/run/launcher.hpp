@@ -287,8 +287,9 @@ using LauncherAction = std::variant<launcher_action::Send,
 /// - Once the trainer ended and the step is over: wait for the writes, half-close, wait for the
 ///   coordinator's EOF (at most 2 s), and, on rank 0, for the coordinator server; then Finish.
 /// - Who ends the Slurm step when a node may be gone (LaunchResult::cancel, with a Slurm step
-///   only): rank 0's launcher when the verdict is an abort for a lost launcher (it finishes
-///   after every surviving launcher left, so their trainers had their grace); any launcher
+///   only): rank 0's launcher when the verdict is an abort for a lost launcher, or for ranks
+///   that did not register (a node that hangs before its task starts: it finishes after every
+///   surviving launcher left, so their trainers had their grace); any launcher
 ///   that lost the coordinator (rank 0's node may be the lost one). Nobody else: a failure
 ///   that Slurm sees (a task that exited) ends the step by itself.
 /// - Stuck trainer (with a stall_timeout): its progress is sampled every

@@ -15,6 +15,30 @@
 
 namespace tfslurm {
 
+namespace {
+
+/// Whether a failure's rank may be on a node whose tasks never end by themselves: a lost
+/// launcher's node may be dead or cut off, and a launcher that never registered may be on a node
+/// that hangs (in its prolog, on a file system) before its task starts. Slurm sees the other
+/// failures by itself: the task exited, or its launcher ends it.
+bool may_hold_the_step(protocol::FailureCause cause) noexcept {
+    // A switch without default: a new cause does not build until it is sorted here.
+    switch (cause) {
+    case protocol::FailureCause::lost:
+    case protocol::FailureCause::unregistered:
+        return true;
+    case protocol::FailureCause::trainer:
+    case protocol::FailureCause::start:
+    case protocol::FailureCause::stalled:
+    case protocol::FailureCause::unreachable:
+    case protocol::FailureCause::preflight:
+        return false;
+    }
+    return false;
+}
+
+} // namespace
+
 /// The result from what the machine saw, in one place so that every way out (done, aborted,
 /// interrupted, checkpointed, the coordinator lost) sets the status, the line and who shows it
 /// by the same rules; add_requeue() and add_node_requeue() add what rank 0 asks of Slurm.
@@ -72,11 +96,10 @@ LaunchResult LauncherMachine::compute_result() const {
         if (checked && m_settings.host == CoordinatorHost::here) {
             out.message += "; " + node_check_text(failure, m_node_check);
         }
-        if (failure.cause == protocol::FailureCause::lost &&
-            m_settings.host == CoordinatorHost::here) {
-            // The lost launcher's node may be dead or cut off: srun would wait for its tasks
-            // forever. We finish only once every other launcher left (or after the linger
-            // time), so the surviving trainers had their grace before Slurm kills the step.
+        if (may_hold_the_step(failure.cause) && m_settings.host == CoordinatorHost::here) {
+            // srun would wait for those tasks until someone runs scancel. We finish only once
+            // every other launcher left (or after the linger time), so the surviving trainers
+            // had their grace before Slurm kills the step.
             out.cancel = m_settings.slurm_step;
         }
         if (const auto exclusion = m_settings.requeue

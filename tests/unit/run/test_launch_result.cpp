@@ -117,11 +117,16 @@ TEST_CASE("launcher: who cancels the Slurm step when a node may be lost", "[laun
             Row{protocol::FailureCause::lost, 0, true},
             Row{protocol::FailureCause::lost, 1, false},
             Row{protocol::FailureCause::lost, 3, false},
-            // Failures Slurm sees by itself (a task exited): nobody.
+            // Ranks that did not register: their node may hang before their tasks start.
+            Row{protocol::FailureCause::unregistered, 0, true},
+            Row{protocol::FailureCause::unregistered, 1, false},
+            // Failures Slurm sees by itself (a task exited, or its launcher ends it): nobody.
             Row{protocol::FailureCause::trainer, 0, false},
             Row{protocol::FailureCause::trainer, 3, false},
             Row{protocol::FailureCause::start, 0, false},
-            Row{protocol::FailureCause::unregistered, 0, false},
+            Row{protocol::FailureCause::stalled, 0, false},
+            Row{protocol::FailureCause::unreachable, 0, false},
+            Row{protocol::FailureCause::preflight, 0, false},
         }));
     const protocol::Failure failure = failure_of(3, cause, k_status_lost);
     INFO(protocol::describe(failure) << " / rank " << rank);
