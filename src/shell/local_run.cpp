@@ -24,6 +24,7 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <climits>
 #include <csignal>
 #include <cstdint>
@@ -191,6 +192,10 @@ void write_local_report(int fd, const LocalReport& report) noexcept {
 
 namespace {
 
+/// How long a killed launcher's keeper, left to us, may take to end by itself (it needs
+/// milliseconds) before whatever is left is killed.
+constexpr std::chrono::milliseconds k_orphans_grace{2000};
+
 class LocalRun {
   public:
     explicit LocalRun(const LocalOptions& options)
@@ -253,8 +258,11 @@ LocalResult LocalRun::run() {
         kill_all_children();
         throw errors::make(Errc::io, "local", fmt::format("internal error: {}", e.what()));
     }
-    // Launchers are gone; read what they reported, then make sure nothing else survives.
+    // Launchers are gone; read what they reported, then make sure nothing else survives. A
+    // launcher killed by SIGKILL left its keeper to us (a subreaper): it kills that launcher's
+    // trainer, removes its progress file and ends by itself, so it may end first.
     read_remaining_reports();
+    (void)await_children(k_orphans_grace);
     kill_all_children();
     return result();
 }

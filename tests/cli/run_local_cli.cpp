@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <string_view>
 #include <thread>
 
 extern char** environ;
@@ -100,6 +102,10 @@ Cli::Cli(const std::vector<std::string>& args, const ExtraEnv& extra_env) {
         }
     }
     env.set("TEST_TFSLURM_MARKER", m_marker);
+    // A TMPDIR of the run's own (unless the test sets one): nothing of tfslurm's may stay in it.
+    m_tmpdir = m_dir.path + "/tmp";
+    REQUIRE(::mkdir(m_tmpdir.c_str(), 0700) == 0);
+    env.set("TMPDIR", m_tmpdir);
     for (const auto& [name, value] : extra_env) {
         env.set(name, value);
     }
@@ -142,6 +148,17 @@ void Cli::check_nothing_left() const {
     }
     INFO(output());
     CHECK(left.empty());
+    // Its files too (the progress files: a launcher killed by SIGKILL leaves them to its keeper).
+    std::vector<std::string> files;
+    if (DIR* tmp = ::opendir(m_tmpdir.c_str())) {
+        while (const dirent* entry = ::readdir(tmp)) {
+            if (std::string_view{entry->d_name}.rfind("tfslurm-", 0) == 0) {
+                files.emplace_back(entry->d_name);
+            }
+        }
+        ::closedir(tmp);
+    }
+    CHECK(files == std::vector<std::string>{});
 }
 
 Ran run_to_end(const std::vector<std::string>& args, const ExtraEnv& extra_env) {

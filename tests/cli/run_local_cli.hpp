@@ -54,12 +54,14 @@ class Cli {
     [[nodiscard]] pid_t pid() const noexcept { return m_process->pid(); }
     [[nodiscard]] const std::string& dir() const noexcept { return m_dir.path; }
 
-    /// No process of this run is left (polling briefly: the kernel may still be tearing down).
+    /// No process of this run is left (polling briefly: the kernel may still be tearing down),
+    /// and no file of tfslurm's (`tfslurm-*`) in the TMPDIR the run was given.
     void check_nothing_left() const;
 
   private:
     TempDir m_dir;
     std::string m_marker;
+    std::string m_tmpdir; ///< the run's TMPDIR, unless the test gave its own
     std::string m_output;
     std::optional<Process> m_process;
     std::optional<ExitStatus> m_status;

@@ -442,6 +442,15 @@ launcher_pids() {
     done < <(node_pids "$1")
 }
 
+# progress_files NODE: the trainers' progress files on NODE (TFSLURM_PROGRESS_FILE in each
+# process's environment), once each.
+progress_files() {
+    local pid
+    for pid in $(node_pids "$1"); do
+        tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | sed -n 's/^TFSLURM_PROGRESS_FILE=//p'
+    done | sort -u
+}
+
 # node_processes NODE: NODE's processes but its slurmd, one line each (pid, parent, group,
 # state, where the kernel has it waiting, command line), and the kernel stack of each tfslurm
 # launcher among them: for a failure's diagnosis (e2e_diagnose).
@@ -573,10 +582,11 @@ remove_group() {
 # pending. Killed one by one, srun's shepherd (a child of srun that cancels the step when srun
 # dies) could cancel the whole step on every node between srun's kill and its own (SIGSTOP is
 # no substitute: the kernel wakes a stopped process group that a death orphans, with SIGHUP and
-# SIGCONT). Without a writable freezer, they are killed one by one, as before.
+# SIGCONT). Without a writable freezer, they are killed one by one, as before. The trainers'
+# progress files are then removed, as the node's reboot would (progress_files).
 lose_node() {
     local node=$1 label=${2:+$2: } group pid round members stat
-    local -a victims more fields
+    local -a victims more fields files
     mapfile -t victims < <(node_pids "$node")
     ((${#victims[@]} >= 3)) || fail "expected a slurmstepd, a launcher and a trainer on $node: ${victims[*]:-none}"
     if group=$(freezer_group "tfslurm-e2e-lose-$node-$$"); then
@@ -601,12 +611,17 @@ lose_node() {
             join_group "$group" "${more[@]}"
         done
         mapfile -t victims <"$group/cgroup.procs"
+        mapfile -t files < <(progress_files "$node")
         kill -KILL "${victims[@]}" 2>/dev/null || true
         thaw_group "$group"
         remove_group "$group"
     else
+        mapfile -t files < <(progress_files "$node")
         kill -KILL "${victims[@]}" 2>/dev/null || true # one may end as its parent is killed
     fi
+    # No process of the step is left on the node to remove its trainers' progress files: they
+    # go as with a lost node's reboot (killed, nothing can make them again).
+    ((${#files[@]} == 0)) || rm -f -- "${files[@]}"
     e2e_log "${label}killed every process of the step on $node: ${victims[*]}"
 }
 

@@ -5,7 +5,7 @@
 # coordinator and the step ends: rank 0's launcher (the coordinator's host) prints that the
 # rank's launcher was lost and cancels the step through Slurm (its node might be gone), srun
 # exits 137 (a task killed by signal 9: the killed launcher's own status; the other launchers
-# exit 8), and nothing is left on any node.
+# exit 8), and nothing is left on any node: its trainer's keeper removes its progress file.
 #
 # Each task writes to its own file (srun -o with %t: slurmstepd writes it on the node). Through
 # srun's own stream the launchers' last lines can be lost: once a task has died by SIGKILL or
@@ -27,6 +27,9 @@ wait_for_lines "$k_trainer_listening" 3 60 "${tasks[@]}"
 
 mapfile -t victims < <(launcher_pids n3)
 ((${#victims[@]} == 1)) || fail "expected one launcher on n3, found: ${victims[*]:-none}"
+mapfile -t progress < <(progress_files n3)
+((${#progress[@]} == 1)) || fail "expected one progress file on n3, found: ${progress[*]:-none}"
+[[ -e ${progress[0]} ]] || fail "no progress file ${progress[0]}"
 kill -KILL "${victims[0]}"
 e2e_log "killed the launcher of n3 (pid ${victims[0]})"
 
@@ -43,4 +46,6 @@ assert_eq 0 "$(grep -c 'exiting with status 0' <<<"$out")" "workers stopped earl
 assert_contains "$(cat "$log")" "srun: error: n3: task 2: Killed" "srun reports the killed task"
 
 no_leftovers 20
+# The killed launcher could not remove its trainer's progress file: its keeper did.
+[[ ! -e ${progress[0]} ]] || fail "the killed launcher's progress file is left: ${progress[0]}"
 e2e_log "PASS"

@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -46,6 +47,10 @@ struct SpawnRequest {
     /// Descriptors that the child keeps across exec (every other one is expected to be
     /// CLOEXEC already); their CLOEXEC flag is cleared in the child only.
     std::vector<int> inherit_fds;
+    /// Containment::keeper: a file of the caller's that the keeper removes when the caller dies
+    /// before it (the trainer's progress file, which the caller removes itself otherwise);
+    /// empty: none. Under Containment::pid_namespace and none nothing is left to remove it.
+    std::string remove_if_orphaned;
     /// Called in the parent right before fork() and right after it (e.g. to call
     /// `io_context::notify_fork`). Optional.
     std::function<void()> before_fork;
@@ -121,6 +126,11 @@ bool signal_group(pid_t pgid, int signo) noexcept;
 /// re-parented to it instead of init, so they can be reaped and killed.
 /// \throws std::system_error when prctl fails.
 void become_subreaper();
+
+/// Reap this process's children as they end by themselves, for at most `within`: true when
+/// none is left. For a subreaper whose adopted orphans end on their own (a keeper whose caller
+/// died), before kill_all_children().
+bool await_children(std::chrono::milliseconds within) noexcept;
 
 /// SIGKILL every child of this process (and, as they die, the orphans re-parented to it),
 /// reaping all of them; repeats until no child is left or `max_rounds` rounds passed.

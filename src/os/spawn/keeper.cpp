@@ -248,6 +248,14 @@ bool kill_if_child(pid_t pid, pid_t parent, pid_t keeper) noexcept {
     return killed;
 }
 
+/// End the keeper whose caller died: its file is removed, for the caller no longer can.
+[[noreturn]] void end_orphaned(const KeeperArgs& keeper) noexcept {
+    if (keeper.remove_if_orphaned != nullptr) {
+        ::unlink(keeper.remove_if_orphaned);
+    }
+    ::_exit(128 + SIGKILL);
+}
+
 // Kept whole (~75 lines): set-up, fork and the wait loop share the signal mask's state.
 [[noreturn]] void keep(const ExecArgs& exec, const KeeperArgs& keeper, pid_t parent) noexcept {
     ::setpgid(0, 0);
@@ -274,7 +282,7 @@ bool kill_if_child(pid_t pid, pid_t parent, pid_t keeper) noexcept {
     ::sigprocmask(SIG_BLOCK, &child_signal, nullptr);
     pollfd lifeline{keeper.lifeline, POLLIN, 0};
     if (::getppid() != parent || ::poll(&lifeline, 1, 0) != 0) {
-        ::_exit(128 + SIGKILL); // the caller died before we started the command
+        end_orphaned(keeper); // the caller died before we started the command
     }
     const pid_t command = start_command(exec, keeper.lifeline);
     int command_status = 0;
@@ -296,8 +304,13 @@ bool kill_if_child(pid_t pid, pid_t parent, pid_t keeper) noexcept {
         lifeline.revents = 0;
         if (::ppoll(&lifeline, 1, nullptr, &during_wait) > 0) {
             // The caller died (its end of the lifeline closed): nothing it started may stay.
+            // Its file goes first, should we be killed too (the step's end), and again at the end
+            // (a trainer's `touch` may have made it again meanwhile).
+            if (keeper.remove_if_orphaned != nullptr) {
+                ::unlink(keeper.remove_if_orphaned);
+            }
             kill_descendants(command, command_status, command_ended);
-            ::_exit(128 + SIGKILL);
+            end_orphaned(keeper);
         }
     }
     kill_descendants(command, command_status, command_ended);

@@ -362,6 +362,9 @@ pid_t spawn_process(const SpawnRequest& request) {
         } else if (request.contain == Containment::keeper) {
             keeper =
                 keeper_args(request.inherit_fds, request.stdout_fd, request.stderr_fd, report[1]);
+            if (!request.remove_if_orphaned.empty()) {
+                keeper->remove_if_orphaned = request.remove_if_orphaned.c_str();
+            }
         }
     } catch (...) {
         ::close(report[0]);
@@ -520,6 +523,27 @@ std::vector<pid_t> list_children(pid_t parent) {
 void become_subreaper() {
     if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
         throw std::system_error(errno, std::generic_category(), "prctl(PR_SET_CHILD_SUBREAPER)");
+    }
+}
+
+bool await_children(std::chrono::milliseconds within) noexcept {
+    try {
+        const pid_t self = ::getpid();
+        const auto deadline = std::chrono::steady_clock::now() + within;
+        for (;;) {
+            int status = 0;
+            while (::waitpid(-1, &status, WNOHANG) > 0) {
+            }
+            if (list_children(self).empty()) {
+                return true;
+            }
+            if (std::chrono::steady_clock::now() >= deadline) {
+                return false;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+    } catch (...) {
+        return false; // kill_all_children() follows
     }
 }
 

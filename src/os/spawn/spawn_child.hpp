@@ -74,6 +74,8 @@ struct KeeperArgs {
     int lifeline = -1;
     /// Descriptors the keeper keeps (sorted): the report pipe, the lifeline and `inherit_fds`.
     std::vector<int> keep_fds;
+    /// Removed when the caller dies before the keeper (SpawnRequest::remove_if_orphaned), or null.
+    const char* remove_if_orphaned = nullptr;
 };
 
 /// The keeper's arguments for a request's `inherit_fds`, `stdout_fd` and `stderr_fd` (-1: none).

@@ -479,3 +479,45 @@ TEST_CASE("spawn: nothing a contained trainer starts outlives a parent killed by
     CHECK(gone(child));
     CHECK(gone(daemon));
 }
+
+TEST_CASE(
+    "spawn: a keeper removes its caller's file when the caller is killed by SIGKILL, only then",
+    "[spawn]") {
+    const TempDir dir;
+    const std::string file = dir.write("progress", "");
+    const std::string other = dir.write("other", "");
+    SECTION("the caller killed") {
+        const pid_t launcher = ::fork();
+        REQUIRE(launcher >= 0);
+        if (launcher == 0) {
+            try {
+                SpawnRequest request =
+                    contained(record_and_sleep(dir.path + "/trainer"), Containment::keeper);
+                request.remove_if_orphaned = file;
+                const pid_t keeper = spawn_process(request);
+                std::ofstream(dir.path + "/keeper") << keeper;
+            } catch (...) {
+                ::_exit(1);
+            }
+            ::pause();
+            ::_exit(0);
+        }
+        const pid_t trainer = read_pid(dir.path + "/trainer");
+        const pid_t keeper = read_pid(dir.path + "/keeper");
+        REQUIRE(trainer > 0);
+        REQUIRE(keeper > 0);
+        CHECK(std::filesystem::exists(file));
+        ::kill(launcher, SIGKILL);
+        CHECK(wait_for(launcher) == ExitStatus::signaled(SIGKILL));
+        CHECK(gone(trainer));
+        CHECK(gone(keeper)); // it removes the file before it ends
+        CHECK_FALSE(std::filesystem::exists(file));
+    }
+    SECTION("the trainer ended by itself: the caller removes its file") {
+        SpawnRequest request = contained("exit 3", Containment::keeper);
+        request.remove_if_orphaned = file;
+        CHECK(wait_for(spawn_process(request)) == ExitStatus::exited(3));
+        CHECK(std::filesystem::exists(file));
+    }
+    CHECK(std::filesystem::exists(other));
+}
