@@ -6,11 +6,11 @@
 #   (scripts/test-cluster), some with real TensorFlow (scripts/setup-tensorflow.sh installs it
 #   into a cached venv), then the whole end-to-end suite again on Slurm 26.05 (but TensorFlow)
 #   and the release-sensitive tests on 24.11 (the build and the tests that need no cluster with
-#   Debian sid's own toolchain come with 26.05's build), and a short libFuzzer run of every
-#   parser (scripts/fuzz.sh).
+#   Debian sid's own toolchain come with 26.05's build), a short libFuzzer run of every
+#   parser (scripts/fuzz.sh), and the tests that need no cluster under ASan and UBSan.
 # The end-to-end suites mostly wait on Slurm, so the work that needs no cluster runs beside
-# them, niced: the other releases' builds and root filesystems beside 22.05's suite, fuzz
-# beside the other releases' suites (docs/test-cluster.md, "How long the test command takes").
+# them, niced: the other releases' builds and root filesystems beside 22.05's suite, fuzz and
+# the sanitizers' build and tests beside the other releases' suites (docs/test-cluster.md, "How long the test command takes").
 # The cluster is taken down whatever happens, and nothing is left running.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -134,10 +134,27 @@ fi
 stage "waiting for the builds and root filesystems beside it"
 beside_wait
 
-# Beside the other releases' suites: a short libFuzzer run of every parser (scripts/fuzz.sh).
+# Beside the other releases' suites: a short libFuzzer run of every parser (scripts/fuzz.sh),
+# then the unit, CLI and fuzz-replay tests built with clang's AddressSanitizer and
+# UndefinedBehaviorSanitizer (the asan preset: any report aborts the test that made it, a leak
+# included). Its output goes to build/asan-tests.log, whose end is printed if it fails.
 fuzz_stage() {
     stage "fuzz"
     scripts/fuzz.sh
+}
+sanitizer_stage() {
+    stage "ASan and UBSan: the build and the tests that need no cluster"
+    local log=build/asan-tests.log
+    if ! { cmake --preset asan && cmake --build --preset asan && ctest --preset asan -j2; } \
+        >"$log" 2>&1; then
+        echo "test.sh: the asan build or its tests failed; the end of $log:" >&2
+        tail -n 200 -- "$log" >&2
+        return 1
+    fi
+}
+no_cluster_stages() {
+    fuzz_stage
+    sanitizer_stage
 }
 
 # CTest labels choose each release's tests (tests/e2e/CMakeLists.txt says why each test has its
@@ -148,7 +165,7 @@ fuzz_stage() {
 k_full_releases=' 26.05 '
 for release in $releases; do
     stage "ctest on Slurm $release"
-    [[ -n $beside_pid ]] || beside "fuzz" fuzz_stage
+    [[ -n $beside_pid ]] || beside "fuzz, then the sanitizers' tests" no_cluster_stages
     if [[ $k_full_releases == *" $release "* ]]; then
         tests=(-L '^e2e$' -LE '^host_python$')
     else
@@ -176,10 +193,9 @@ for suite in ${TFSLURM_TEST_TOOLCHAINS-}; do
 done
 
 if [[ -z $beside_pid ]]; then
-    stage "fuzz"
-    scripts/fuzz.sh
+    no_cluster_stages
 else
-    stage "waiting for fuzz beside them"
+    stage "waiting for fuzz and the sanitizers' tests beside them"
     beside_wait
 fi
 stage ""
