@@ -27,6 +27,8 @@ readonly -a k_demo_packages=(
 # release's default clang (the fuzz and asan presets).
 readonly -a k_build_packages=(
     build-essential cmake g++ clang libclang-rt-dev clang-format clang-tidy
+    # The dev build's compiler cache (scripts/build.sh).
+    ccache
     libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libboost-dev catch2 libsodium-dev
     shellcheck python3 ca-certificates psmisc
     # What the CLI tests run: script (a terminal for NO_COLOR), groff (the man page renders).
