@@ -2,9 +2,10 @@
 #pragma once
 
 /// \file
-/// Run the tfslurm binary under test (TFSLURM_CLI_PATH) with an exact argv and environment.
+/// Run the tfslurm binary under test (paths::cli) with an exact argv and environment.
 
 #include "process.hpp"
+#include "test_paths.hpp"
 
 #include <stdexcept>
 #include <string>
@@ -17,7 +18,7 @@ namespace tfslurm::test {
 inline Result tfslurm_cli(std::vector<std::string> args,
                           const std::vector<std::string>& env = {},
                           const std::string& input = {}) {
-    args.insert(args.begin(), TFSLURM_CLI_PATH);
+    args.insert(args.begin(), tfslurm::test::paths::cli);
     Result result = run({args, env, input});
     if (result.timed_out) {
         throw std::runtime_error("timeout waiting for " + args.front());

@@ -6,6 +6,7 @@
 
 #include "process.hpp"
 #include "temp_dir.hpp"
+#include "test_paths.hpp"
 
 #include <tfslurm/common/exit_status.hpp>
 
@@ -20,8 +21,8 @@
 
 namespace tfslurm::test {
 
-inline const std::string k_cli = TFSLURM_CLI_PATH;
-inline const std::string k_trainer = TFSLURM_TEST_TRAINER_PATH;
+inline const std::string k_cli = tfslurm::test::paths::cli;
+inline const std::string k_trainer = tfslurm::test::paths::trainer;
 
 /// The job id of test `test`: ids pick the derived port windows (derive_port_base(), a hash of
 /// job and step), and two tests that ctest runs at once must not share a port. Distinct ids

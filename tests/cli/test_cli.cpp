@@ -2,6 +2,7 @@
 #include "cli_runner.hpp"
 #include "process.hpp"
 #include "temp_dir.hpp"
+#include "test_paths.hpp"
 
 #include <tfslurm/settings/plan_settings.hpp>
 
@@ -25,7 +26,7 @@ namespace {
 
 /// `NAME=value` lines of a captured task environment (optionally one `srun -l` label).
 std::vector<std::string> task_env(const std::string& file, const std::string& label = "") {
-    std::ifstream in{std::string{TFSLURM_TEST_DATA_DIR} + "/slurm-env/" + file};
+    std::ifstream in{std::string{tfslurm::test::paths::test_data_dir} + "/slurm-env/" + file};
     std::vector<std::string> vars;
     for (std::string line; std::getline(in, line);) {
         if (!label.empty()) {
@@ -308,7 +309,7 @@ TEST_CASE("cli: a TF_CONFIG larger than the environment allows", "[cli]") {
 
 TEST_CASE("cli: the man page documents every option of every command", "[cli]") {
     const std::string man =
-        tfslurm::test::file_text(std::string{TFSLURM_SOURCE_DIR} + "/man/tfslurm.1");
+        tfslurm::test::file_text(std::string{tfslurm::test::paths::source_dir} + "/man/tfslurm.1");
     REQUIRE(!man.empty());
     for (const std::string sub : {"", "hostnames", "hostlist", "plan", "env", "run", "events"}) {
         INFO("tfslurm " << sub << " --help");
@@ -346,7 +347,7 @@ TEST_CASE("cli: the man page documents every option of every command", "[cli]") 
 
 TEST_CASE("cli: the man page lists every setting's variable", "[cli]") {
     const std::string man =
-        tfslurm::test::file_text(std::string{TFSLURM_SOURCE_DIR} + "/man/tfslurm.1");
+        tfslurm::test::file_text(std::string{tfslurm::test::paths::source_dir} + "/man/tfslurm.1");
     REQUIRE(!man.empty());
     for (const auto& spec : tfslurm::setting_registry()) {
         if (!spec.variable.empty()) {

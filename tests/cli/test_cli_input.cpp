@@ -3,6 +3,7 @@
 // errors that name what the user typed, with the documented exit status, and never a hang.
 #include "cli_runner.hpp"
 #include "temp_dir.hpp"
+#include "test_paths.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -39,7 +40,7 @@ TEST_CASE("cli: TFSLURM_LOG_LEVEL is a level or an error", "[cli]") {
 
 TEST_CASE("cli: NO_COLOR turns colour off on a terminal", "[cli]") {
     // script(1) gives tfslurm a pseudo-terminal as stderr, where it would colour the level.
-    const std::string command = std::string{TFSLURM_CLI_PATH} + " -v plan --nodelist n1";
+    const std::string command = std::string{tfslurm::test::paths::cli} + " -v plan --nodelist n1";
     const Result coloured =
         tfslurm::test::run({{"/usr/bin/script", "-qec", command, "/dev/null"}, {"TERM=xterm"}});
     REQUIRE(coloured.status == 0);

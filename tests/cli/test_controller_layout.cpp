@@ -5,6 +5,7 @@
 // (or fails as sattach does). Exact stdout, stderr and exit status for each answer.
 #include "process.hpp"
 #include "temp_dir.hpp"
+#include "test_paths.hpp"
 #include "topology_conf.hpp"
 
 #include <catch2/catch.hpp>
@@ -23,7 +24,7 @@ namespace {
 /// Task 2 of `srun -l -p topo -N3 -n6 env` on 26.05 (it ran on n1, local 0), its SLURM*
 /// variables, with SLURM_CONF naming `conf` and PATH `path`.
 std::vector<std::string> topo_task2_env(const std::string& conf, const std::string& path) {
-    std::ifstream in{std::string{TFSLURM_TEST_DATA_DIR} +
+    std::ifstream in{std::string{tfslurm::test::paths::test_data_dir} +
                      "/slurm-env/srun-topo-N3-n6-all-tasks-26.05.txt"};
     std::vector<std::string> vars{"PATH=" + path, "SLURM_CONF=" + conf};
     for (std::string line; std::getline(in, line);) {
@@ -35,12 +36,12 @@ std::vector<std::string> topo_task2_env(const std::string& conf, const std::stri
 }
 
 std::string layout_data() {
-    return tfslurm::test::file_text(std::string{TFSLURM_TEST_DATA_DIR} +
+    return tfslurm::test::file_text(std::string{tfslurm::test::paths::test_data_dir} +
                                     "/slurm-env/sattach-layout-topo-N3-n6-26.05.txt");
 }
 
 Result layout_cli(const std::vector<std::string>& env) {
-    std::vector<std::string> args{TFSLURM_CLI_PATH, "env", "--ps", "1", "--only", "tf"};
+    std::vector<std::string> args{tfslurm::test::paths::cli, "env", "--ps", "1", "--only", "tf"};
     Result result = tfslurm::test::run({args, env, ""});
     if (result.timed_out) {
         throw std::runtime_error("timeout waiting for " + args.front());

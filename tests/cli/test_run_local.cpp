@@ -6,6 +6,7 @@
 // (test_run_local_*.cpp); the pure parts of local mode are tested in
 // tests/unit/shell/test_local_run.cpp.
 #include "run_local_cli.hpp"
+#include "test_paths.hpp"
 
 #include <tfslurm/common/env.hpp>
 #include <tfslurm/common/error.hpp>
@@ -541,7 +542,7 @@ TEST_CASE("run: a launcher with the wrong secret is rejected and does not distur
 }
 
 TEST_CASE("run: the README demo job (examples/trainer.sh)", "[run]") {
-    const std::string trainer = std::string(TFSLURM_EXAMPLES_DIR) + "/trainer.sh";
+    const std::string trainer = std::string(tfslurm::test::paths::examples_dir) + "/trainer.sh";
     SECTION("the ps is stopped when the workers are done") {
         const Ran ran =
             run_to_end(local(4, 21, {"--ps", "1", "--", trainer}), {{"DEMO_STEPS", "1"}});

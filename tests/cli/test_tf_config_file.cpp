@@ -4,6 +4,7 @@
 // Python: TF_CONFIG as Python sees it equals what the variable would have been.
 #include "process.hpp"
 #include "temp_dir.hpp"
+#include "test_paths.hpp"
 
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/resolve/placement.hpp>
@@ -83,7 +84,8 @@ TEST_CASE("cli: env of an 80,000-task step explains --tf-config-file", "[cli]") 
     const TempDir tmp{"tfconfig-cli"};
     const auto size = expected_tf_config().size() + std::string{"TF_CONFIG=\n"}.size();
     // TF_CONFIG alone (no tf4slurm dictionary asked for): its own way out.
-    const auto r = run({TFSLURM_CLI_PATH, "env", "--only", "tf,torch,gpus"}, big_step(tmp.path));
+    const auto r =
+        run({tfslurm::test::paths::cli, "env", "--only", "tf,torch,gpus"}, big_step(tmp.path));
     CHECK(r.status == 6);
     CHECK(r.out.empty());
     CHECK(r.err == "tfslurm: error: TF_CONFIG: " + std::to_string(size) +
@@ -92,12 +94,12 @@ TEST_CASE("cli: env of an 80,000-task step explains --tf-config-file", "[cli]") 
                        "tfslurm: hint: write it to a file on the node that Python trainers load "
                        "into TF_CONFIG: --tf-config-file auto\n");
     // Both by default: one error for the two, with one way out.
-    const auto both = run({TFSLURM_CLI_PATH, "env"}, big_step(tmp.path));
+    const auto both = run({tfslurm::test::paths::cli, "env"}, big_step(tmp.path));
     CHECK(both.status == 6);
     CHECK_THAT(both.err, Catch::StartsWith("tfslurm: error: TF_CONFIG, TFSLURM_SERVERS: "));
     CHECK_THAT(both.err, Catch::EndsWith("--tf-config-file auto --only tf,torch,gpus\n"));
     const auto servers =
-        run({TFSLURM_CLI_PATH, "env", "--tf-config-file", "auto"}, big_step(tmp.path));
+        run({tfslurm::test::paths::cli, "env", "--tf-config-file", "auto"}, big_step(tmp.path));
     CHECK(servers.status == 6);
     CHECK_THAT(servers.err, Catch::StartsWith("tfslurm: error: TFSLURM_SERVERS: "));
     CHECK_THAT(servers.err,
@@ -111,7 +113,7 @@ TEST_CASE("cli: env --tf-config-file writes the file and every format names it",
     const std::string file = tmp.path + "/tfslurm-4242.3.12345.tf_config.json";
     const std::string shim = file + ".site";
     const std::vector<std::string> base{
-        TFSLURM_CLI_PATH, "env", "--only", "tf,torch", "--tf-config-file", "auto"};
+        tfslurm::test::paths::cli, "env", "--only", "tf,torch", "--tf-config-file", "auto"};
     const std::string torch = "MASTER_ADDR=n00001\n";
     SECTION("env") {
         auto args = base;
@@ -159,8 +161,9 @@ TEST_CASE("cli: env --tf-config-file writes the file and every format names it",
 TEST_CASE("cli: the sitecustomize shim gives Python the TF_CONFIG of the variable", "[cli]") {
     const TempDir tmp{"tfconfig-py"};
     const std::string file = tmp.path + "/tfslurm-4242.3.12345.tf_config.json";
-    const auto r = run({TFSLURM_CLI_PATH, "env", "--only", "tf", "--tf-config-file", "auto"},
-                       big_step(tmp.path));
+    const auto r =
+        run({tfslurm::test::paths::cli, "env", "--only", "tf", "--tf-config-file", "auto"},
+            big_step(tmp.path));
     REQUIRE(r.status == 0);
     // The expectation in a file of its own: 1.4 MB fit in no argument either.
     const std::string expected = tmp.write("expected.json", expected_tf_config());
@@ -210,7 +213,7 @@ TEST_CASE("cli: env --iface --tf-config-file: the file holds the interface's add
           "[cli]") {
     const TempDir tmp{"tfconfig-cli"};
     const std::string file = tmp.path + "/tf.1.json";
-    const auto r = run({TFSLURM_CLI_PATH,
+    const auto r = run({tfslurm::test::paths::cli,
                         "env",
                         "--nodelist",
                         "n1",

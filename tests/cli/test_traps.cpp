@@ -3,6 +3,7 @@
 // binary with an exact argv and environment and pins its stdout, stderr and exit status.
 #include "cli_runner.hpp"
 #include "temp_dir.hpp"
+#include "test_paths.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -26,7 +27,7 @@ namespace {
 
 /// The `SLURM*=value` and `CUDA_VISIBLE_DEVICES=` lines of a captured task environment.
 std::vector<std::string> task_env(const std::string& file) {
-    std::ifstream in{std::string{TFSLURM_TEST_DATA_DIR} + "/slurm-env/" + file};
+    std::ifstream in{std::string{tfslurm::test::paths::test_data_dir} + "/slurm-env/" + file};
     std::vector<std::string> vars;
     for (std::string line; std::getline(in, line);) {
         if (line.find('=') != std::string::npos &&
@@ -50,7 +51,7 @@ std::string value_of(const std::string& lines, const std::string& name) {
 /// `tfslurm ARGS...` with standard input on a new pseudo-terminal (stdout and stderr are
 /// pipes): what a user at a shell prompt gets. Killed after 10 s.
 Result run_on_terminal(const std::vector<std::string>& args) {
-    std::vector<std::string> argv{TFSLURM_CLI_PATH};
+    std::vector<std::string> argv{tfslurm::test::paths::cli};
     argv.insert(argv.end(), args.begin(), args.end());
     const int master = ::posix_openpt(O_RDWR | O_NOCTTY);
     REQUIRE(master >= 0);
@@ -342,7 +343,7 @@ TEST_CASE("traps: options after '--' and empty values follow one rule", "[cli]")
 }
 
 TEST_CASE("traps: the man page renders every entry, with no roff left in the text", "[cli]") {
-    const std::string page = std::string{TFSLURM_SOURCE_DIR} + "/man/tfslurm.1";
+    const std::string page = std::string{tfslurm::test::paths::source_dir} + "/man/tfslurm.1";
     const auto rendered = tfslurm::test::run(
         {{"/usr/bin/groff", "-man", "-Tascii", "-ww", "-P-cbou", "-rLL=100n", page},
          {"PATH=/usr/bin:/bin", "LC_ALL=C"}});

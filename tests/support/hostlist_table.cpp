@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "hostlist_table.hpp"
 
+#include "test_paths.hpp"
+
 #include <fstream>
 #include <stdexcept>
 
@@ -72,7 +74,7 @@ void parse_expect(std::string_view text, HostlistExample& example) {
 } // namespace
 
 std::string hostlist_table_path() {
-    return TFSLURM_HOSTLIST_TABLE;
+    return tfslurm::test::paths::hostlist_table;
 }
 
 std::string unescape(std::string_view text) {

@@ -29,7 +29,7 @@ struct HostlistExample {
     std::size_t line = 0;           ///< line number in the file
 };
 
-/// The table compiled in (TFSLURM_HOSTLIST_TABLE: tests/data/hostlists.tsv in the source tree).
+/// The table of the checkout (tests/data/hostlists.tsv: test_paths.hpp).
 [[nodiscard]] std::string hostlist_table_path();
 
 /// Every example of the table at `path`, in file order. Throws std::runtime_error naming the

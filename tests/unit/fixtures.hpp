@@ -5,6 +5,8 @@
 /// Loaders for the real task environments in tests/data/slurm-env/ (captured on a Slurm
 /// 22.05.8 cluster), header-only so every test file can use them.
 
+#include "test_paths.hpp"
+
 #include <tfslurm/common/env.hpp>
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/resolve/hostfile.hpp>
@@ -33,7 +35,7 @@
 namespace tfslurm::test {
 
 inline std::string data_path(const std::string& name) {
-    return std::string{TFSLURM_TEST_DATA_DIR} + "/" + name;
+    return std::string{tfslurm::test::paths::test_data_dir} + "/" + name;
 }
 
 inline std::vector<std::string> read_lines(const std::string& name) {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "temp_dir.hpp"
+#include "test_paths.hpp"
 
 #include <tfslurm/os/preflight.hpp>
 
@@ -44,7 +45,7 @@ class FakeNvml {
 PreflightSettings gpu_settings(std::vector<std::string> gpus) {
     PreflightSettings settings;
     settings.gpus = std::move(gpus);
-    settings.nvml_names = {TFSLURM_FAKE_NVML};
+    settings.nvml_names = {tfslurm::test::paths::fake_nvml};
     return settings;
 }
 

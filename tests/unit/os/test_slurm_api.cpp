@@ -3,6 +3,8 @@
 // signature and arguments (stand-ins of each API, tests/support/fake_libslurm.cpp), and what
 // loading says when the node's libslurm is missing, not Slurm's or unknown (no Slurm needed:
 // nothing here reaches a slurmctld).
+#include "test_paths.hpp"
+
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/os/slurm_api.hpp>
 
@@ -100,8 +102,8 @@ namespace {
 
 /// The path of the stand-in libslurm for `api` with API_AGE `age` (tests/support).
 std::string fake_libslurm(int api, int age) {
-    return std::string(TFSLURM_FAKE_LIBSLURM_DIR) + "/fake_libslurm_" + std::to_string(api) + "_" +
-           std::to_string(age) + ".so";
+    return std::string(tfslurm::test::paths::fake_libslurm_dir) + "/fake_libslurm_" +
+           std::to_string(api) + "_" + std::to_string(age) + ".so";
 }
 
 /// Every call the stand-in at `path` received so far, one per line (it was loaded by

@@ -5,6 +5,7 @@
 #include "../fuzz/fuzz_checks.hpp"
 #include "fixtures.hpp"
 #include "hostlist_table.hpp"
+#include "test_paths.hpp"
 
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/resolve/hostlist.hpp>
@@ -460,7 +461,7 @@ TEST_CASE("hostlist: fuzz regressions replay without violations", "[hostlist][co
             {"ports", tfslurm::fuzz::check_ports},
         };
     for (const auto& [target, check] : targets) {
-        const fs::path dir = fs::path(TFSLURM_FUZZ_DIR) / "regressions" / target;
+        const fs::path dir = fs::path(tfslurm::test::paths::fuzz_dir) / "regressions" / target;
         REQUIRE(fs::is_directory(dir));
         for (const auto& entry : fs::directory_iterator(dir)) {
             if (entry.path().filename().string().rfind("README", 0) == 0) {

@@ -4,6 +4,7 @@
 // thousands of their mutations.
 #include "../fuzz/fuzz_json.hpp"
 #include "run/detail/json_tape.hpp"
+#include "test_paths.hpp"
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -304,7 +305,8 @@ TEST_CASE("json tape: a tape read again holds only the new text", "[json_tape]")
 
 TEST_CASE("json tape: agrees with nlohmann/json on the fuzz seeds and their mutations",
           "[json_tape]") {
-    const auto seeds = files_in(std::filesystem::path(TFSLURM_FUZZ_DIR) / "corpus" / "protocol");
+    const auto seeds =
+        files_in(std::filesystem::path(tfslurm::test::paths::fuzz_dir) / "corpus" / "protocol");
     REQUIRE(seeds.size() >= 10);
     Mutations mutate;
     std::size_t accepted = 0;
@@ -325,8 +327,8 @@ TEST_CASE("json tape: agrees with nlohmann/json on the fuzz seeds and their muta
 }
 
 TEST_CASE("json tape: fuzz regressions replay without violations", "[json_tape]") {
-    for (const std::string& input :
-         files_in(std::filesystem::path(TFSLURM_FUZZ_DIR) / "regressions" / "protocol")) {
+    for (const std::string& input : files_in(std::filesystem::path(tfslurm::test::paths::fuzz_dir) /
+                                             "regressions" / "protocol")) {
         CAPTURE(input);
         CHECK(tfslurm::fuzz::check_json(input).empty());
     }

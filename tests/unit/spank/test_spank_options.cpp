@@ -4,6 +4,7 @@
 #include "fixtures.hpp"
 #include "options.hpp"
 #include "temp_dir.hpp"
+#include "test_paths.hpp"
 #include "topology_conf.hpp"
 
 #include <tfslurm/common/error.hpp>
@@ -407,7 +408,7 @@ TEST_CASE("task_variables: a block step in topology order takes the controller's
     SECTION("the answer places every rank where Slurm ran it") {
         const std::string layout =
             dir.write("layout.txt",
-                      tfslurm::test::file_text(std::string{TFSLURM_TEST_DATA_DIR} +
+                      tfslurm::test::file_text(std::string{tfslurm::test::paths::test_data_dir} +
                                                "/slurm-env/sattach-layout-topo-N3-n6-26.05.txt"));
         // Only `sattach --layout 6.0` answers: the step id comes from the task's variables.
         static_cast<void>(dir.write(
