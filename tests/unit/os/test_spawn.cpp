@@ -290,6 +290,23 @@ pid_t read_pid(const std::string& file) {
     return pid;
 }
 
+/// A launcher-like parent: a child of the test that runs `spawn` (which starts what it
+/// likes), then waits to be killed by SIGKILL, after which it runs no code. Returns its pid.
+template <typename Spawn> pid_t fork_launcher(Spawn spawn) {
+    const pid_t launcher = ::fork();
+    REQUIRE(launcher >= 0);
+    if (launcher == 0) {
+        try {
+            spawn();
+        } catch (...) {
+            ::_exit(1);
+        }
+        ::pause();
+        ::_exit(0);
+    }
+    return launcher;
+}
+
 /// Gone, or a zombie waiting for its new parent to reap it.
 bool gone(pid_t pid) {
     for (int i = 0; i < 1000; ++i) {
@@ -455,17 +472,7 @@ TEST_CASE("spawn: nothing a contained trainer starts outlives a parent killed by
                                "setsid sh -c '(" + record_and_sleep(dir.path + "/daemon") +
                                ") &' ; " + record_and_sleep(dir.path + "/trainer");
     // A launcher-like parent spawns the trainer, then is killed by SIGKILL: it runs no code.
-    const pid_t launcher = ::fork();
-    REQUIRE(launcher >= 0);
-    if (launcher == 0) {
-        try {
-            (void)spawn_process(contained(script, mode));
-        } catch (...) {
-            ::_exit(1);
-        }
-        ::pause();
-        ::_exit(0);
-    }
+    const pid_t launcher = fork_launcher([&] { (void)spawn_process(contained(script, mode)); });
     const pid_t trainer = read_pid(dir.path + "/trainer");
     const pid_t child = read_pid(dir.path + "/child");
     const pid_t daemon = read_pid(dir.path + "/daemon");
@@ -487,21 +494,12 @@ TEST_CASE(
     const std::string file = dir.write("progress", "");
     const std::string other = dir.write("other", "");
     SECTION("the caller killed") {
-        const pid_t launcher = ::fork();
-        REQUIRE(launcher >= 0);
-        if (launcher == 0) {
-            try {
-                SpawnRequest request =
-                    contained(record_and_sleep(dir.path + "/trainer"), Containment::keeper);
-                request.remove_if_orphaned = file;
-                const pid_t keeper = spawn_process(request);
-                std::ofstream(dir.path + "/keeper") << keeper;
-            } catch (...) {
-                ::_exit(1);
-            }
-            ::pause();
-            ::_exit(0);
-        }
+        const pid_t launcher = fork_launcher([&] {
+            SpawnRequest request =
+                contained(record_and_sleep(dir.path + "/trainer"), Containment::keeper);
+            request.remove_if_orphaned = file;
+            std::ofstream(dir.path + "/keeper") << spawn_process(request);
+        });
         const pid_t trainer = read_pid(dir.path + "/trainer");
         const pid_t keeper = read_pid(dir.path + "/keeper");
         REQUIRE(trainer > 0);
