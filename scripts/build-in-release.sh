@@ -62,13 +62,19 @@ EOF
 
 now() { date +%s; }
 
-# in_root ROOT CMD...: CMD chrooted into ROOT (scripts/test-cluster.d/enter: a private mount
-# namespace, gone with CMD) with the checkout, the ccache directory and the kernel's file
-# systems bound at the same paths, and a clean environment.
+# in_root [--own-network] ROOT CMD...: CMD chrooted into ROOT (scripts/test-cluster.d/enter: a
+# private mount namespace, gone with CMD) with the checkout, the ccache directory and the
+# kernel's file systems bound at the same paths, and a clean environment; with --own-network,
+# also in a network namespace of its own (scripts/lib/own-network: loopback only).
 in_root() {
+    local -a via=()
+    if [[ $1 == --own-network ]]; then
+        via=("$repo/scripts/lib/own-network")
+        shift
+    fi
     local root=$1
     shift
-    "$repo/scripts/test-cluster.d/enter" "$root" /proc /sys /dev /tmp /etc/hosts "$repo" "$ccache_dir" -- \
+    "${via[@]}" "$repo/scripts/test-cluster.d/enter" "$root" /proc /sys /dev /tmp /etc/hosts "$repo" "$ccache_dir" -- \
         env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=/root LANG=C.UTF-8 TERM=dumb \
         CCACHE_DIR="$ccache_dir" CCACHE_BASEDIR="$repo" CCACHE_NOHASHDIR=1 "$@"
 }
@@ -172,7 +178,9 @@ main() {
         t0=$(now)
         local -a select=(-L "$labels")
         [[ -n $tests ]] && select+=(-R "$tests")
-        in_root "$root" ctest --test-dir "$build" --output-on-failure -j "$jobs" "${select[@]}" ||
+        # Loopback of their own: test.sh runs them beside 22.05's suite, whose tests of
+        # `run --local` use the same job ids, hence the same ports.
+        in_root --own-network "$root" ctest --test-dir "$build" --output-on-failure -j "$jobs" "${select[@]}" ||
             die "tests failed in Debian $suite (build directory: $build)"
         t_tests=$(($(now) - t0))
     fi

@@ -137,7 +137,9 @@ beside_wait
 # Beside the other releases' suites: a short libFuzzer run of every parser (scripts/fuzz.sh),
 # then the unit, CLI and fuzz-replay tests built with clang's AddressSanitizer and
 # UndefinedBehaviorSanitizer (the asan preset: any report aborts the test that made it, a leak
-# included). Its output goes to build/asan-tests.log, whose end is printed if it fails.
+# included), on a loopback of their own (scripts/lib/own-network: the tests of `run --local`
+# take ports derived from fixed job ids, and no other copy of them may hold those). Its output
+# goes to build/asan-tests.log, whose end is printed if it fails.
 fuzz_stage() {
     stage "fuzz"
     scripts/fuzz.sh
@@ -145,7 +147,8 @@ fuzz_stage() {
 sanitizer_stage() {
     stage "ASan and UBSan: the build and the tests that need no cluster"
     local log=build/asan-tests.log
-    if ! { cmake --preset asan && cmake --build --preset asan && ctest --preset asan -j2; } \
+    if ! { cmake --preset asan && cmake --build --preset asan &&
+        scripts/lib/own-network ctest --preset asan -j2; } \
         >"$log" 2>&1; then
         echo "test.sh: the asan build or its tests failed; the end of $log:" >&2
         tail -n 200 -- "$log" >&2

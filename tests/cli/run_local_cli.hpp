@@ -29,7 +29,9 @@ inline const std::string k_trainer = tfslurm::test::paths::trainer;
 /// alone do not promise that (the ids of tests 3 and 6 used to share 26636-26639): test N gets
 /// the N-th id of a fixed sequence in which no two ids' windows overlap, for every window size a
 /// test uses (1 to 8 tasks per node, plus the control port), far from the ids other test files
-/// use. Each test of test_run_local*.cpp takes a number of its own.
+/// use. Each test of test_run_local*.cpp takes a number of its own. Two copies of the suite at
+/// once share every id, hence every port: each needs a loopback of its own
+/// (scripts/lib/own-network, as the test command runs the copies beside its suites).
 std::uint64_t job_id(int test);
 
 /// How many times `needle` occurs in `text`.
