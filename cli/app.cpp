@@ -267,17 +267,28 @@ int report_parse_error(const CLI::App& app,
 struct Command {
     std::string_view name;
     void (*setup)(CLI::App&, int&);
+    /// What adds it when no option can follow its name (see bare_command()); nullptr: setup.
+    void (*setup_bare)(CLI::App&, int&) = nullptr;
 };
 
 /// Every command, in the order `tfslurm --help` lists them.
-constexpr std::array<Command, 8> k_commands{{{"hostnames", setup_hostnames},
-                                             {"hostlist", setup_hostlist},
-                                             {"plan", setup_plan},
-                                             {"env", setup_env},
-                                             {"run", setup_run},
-                                             {"events", setup_events},
-                                             {"top", setup_top},
-                                             {"completion", setup_completion}}};
+constexpr std::array<Command, 8> k_commands{
+    {{"hostnames", setup_hostnames},
+     {"hostlist", setup_hostlist},
+     {"plan", setup_plan},
+     {"env", setup_env},
+     {"run",
+      [](CLI::App& app, int& status) { setup_run(app, status, RunOptions::all); },
+      [](CLI::App& app, int& status) { setup_run(app, status, RunOptions::none); }},
+     {"events", setup_events},
+     {"top", setup_top},
+     {"completion", setup_completion}}};
+
+/// The command the arguments name (see named_command()) and where its name is.
+struct Named {
+    const Command* command = nullptr;
+    int index = 0; ///< argv[index] is the command's name
+};
 
 /// The one command that the arguments name, whose options alone need making: the first word
 /// that is not an option (the top level's are flags without a separate value), if it names a
@@ -285,22 +296,53 @@ constexpr std::array<Command, 8> k_commands{{{"hostnames", setup_hostnames},
 /// (`--help`, no command, a misspelt one, a word after `--`): then every command is made, for
 /// the help and the errors. A launcher runs in every task of a step, and making the options of
 /// the seven other commands cost it more than parsing its own (issue #33).
-/// Input: {"tfslurm", "-v", "run", "--", "python"}. Output: the `run` entry.
-const Command* named_command(int argc, char** argv) {
+/// Input: {"tfslurm", "-v", "run", "--", "python"}. Output: the `run` entry, index 2.
+Named named_command(int argc, char** argv) {
     for (int index = 1; index < argc; ++index) {
         const std::string_view word = argv[index];
         if (word == "--") {
-            return nullptr;
+            return {};
         }
         if (word.empty() || word.front() != '-') {
             const auto found =
                 std::find_if(k_commands.begin(), k_commands.end(), [&](const Command& command) {
                     return command.name == word;
                 });
-            return found == k_commands.end() || found->name == "completion" ? nullptr : &*found;
+            if (found == k_commands.end() || found->name == "completion") {
+                return {};
+            }
+            return {&*found, index};
         }
     }
-    return nullptr;
+    return {};
+}
+
+/// Whether none of the named command's options can be on this command line, so that it need
+/// not make them: the words before its name are verbosity flags (not --help, which would show
+/// the options), and the word after it is `--` or the start of the trainer's command (a word
+/// that is not an option: everything after it is the trainer's). Nothing after the name, or an
+/// option there, and every option is made (for the option, the help and the errors).
+/// `srun tfslurm run -- python train.py` in every task of a step, its settings in TFSLURM_*
+/// variables, is the case: making run's hundred options was 60% of a launcher's instructions,
+/// a third of them in CLI11's check of each new option against every earlier one (issue #33).
+/// Input: {"tfslurm", "-v", "run", "--", "true"}, index 2. Output: true. Input: {"tfslurm",
+/// "run", "--ps", "1", "true"}, index 1. Output: false.
+bool bare_command(int argc, char** argv, const Named& named) {
+    if (named.command == nullptr || named.command->setup_bare == nullptr ||
+        named.index + 1 >= argc) {
+        return false;
+    }
+    for (int index = 1; index < named.index; ++index) {
+        const std::string_view word = argv[index];
+        const bool verbosity = word == "--verbose" || word == "--quiet" || word == "-q" ||
+                               (word.size() >= 2 && word.front() == '-' &&
+                                word.find_first_not_of('v', 1) == std::string_view::npos);
+        if (!verbosity) {
+            return false;
+        }
+    }
+    const std::string_view next = argv[named.index + 1];
+    return next == "--" || next.empty() || next.front() != '-';
 }
 
 } // namespace
@@ -325,8 +367,10 @@ int run_main(int argc, char** argv) {
     app.parse_complete_callback([&] { setup_logging(verbosity, quiet); });
 
     int status = 0;
-    if (const Command* named = named_command(argc, argv); named != nullptr) {
-        named->setup(app, status);
+    if (const Named named = named_command(argc, argv); bare_command(argc, argv, named)) {
+        named.command->setup_bare(app, status);
+    } else if (named.command != nullptr) {
+        named.command->setup(app, status);
     } else {
         for (const Command& command : k_commands) {
             command.setup(app, status);

@@ -278,25 +278,16 @@ int run_local_job(const PlanArgs& plan_args, const RunArgs& args, const CLI::App
     return result.exit_status;
 }
 
-} // namespace
-
-void setup_run(CLI::App& app, int& exit_status) {
-    auto* sub = app.add_subcommand(
-        "run",
-        "Run this task's trainer with its TF_CONFIG (and the other variables of 'tfslurm env'), "
-        "and end the step: parameter servers are stopped once the training roles exit 0, and any "
-        "failure stops every rank. Options end at the trainer's command (or at '--'). In a job "
-        "script: srun tfslurm run --ps 2 python train.py. Without Slurm: tfslurm run --local 4 "
-        "--ps 1 python train.py.");
-    auto plan_args = std::make_shared<PlanArgs>();
-    auto args = std::make_shared<RunArgs>();
-    add_plan_options(*sub, *plan_args);
-    add_setting_options(*sub, args->given, SettingGroup::launcher);
+/// run's own options: the plan's (add_plan_options()), the launcher's, --local, --only and
+/// --tf-config-file, bound to `plan_args` and `args` (which the command's callback keeps).
+void add_run_options(CLI::App& sub, PlanArgs& plan_args, RunArgs& args) {
+    add_plan_options(sub, plan_args);
+    add_setting_options(sub, args.given, SettingGroup::launcher);
     const std::string group = "Launcher (also TFSLURM_<NAME>, e.g. TFSLURM_GRACE)";
-    sub->add_option_function<std::string>(
+    sub.add_option_function<std::string>(
            "--local",
-           [args](const std::string& text) {
-               args->local =
+           [&args](const std::string& text) {
+               args.local =
                    static_cast<std::uint32_t>(parse_option_number(text, "--local", 1, 4096));
            },
            "Run the whole job on this machine: N tasks on one node 'localhost' "
@@ -306,20 +297,48 @@ void setup_run(CLI::App& app, int& exit_status) {
         ->group(group);
     const SettingSpec* only = find_setting("only");
     check_empty_value(
-        *sub->add_option(std::string{only->option},
-                         plan_args->given[std::string{only->key}],
-                         std::string{only->help} + " (the variables given to the trainer)")
+        *sub.add_option(std::string{only->option},
+                        plan_args.given[std::string{only->key}],
+                        std::string{only->help} + " (the variables given to the trainer)")
              ->type_name(std::string{only->type_name})
              ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast),
         *only);
     const SettingSpec* file = find_setting("tf_config_file");
-    check_empty_value(
-        *sub->add_option(std::string{file->option},
-                         plan_args->given[std::string{file->key}],
-                         std::string{file->help} + " (removed when the launcher ends)")
-             ->type_name(std::string{file->type_name})
-             ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast),
-        *file);
+    check_empty_value(*sub.add_option(std::string{file->option},
+                                      plan_args.given[std::string{file->key}],
+                                      std::string{file->help} + " (removed when the launcher ends)")
+                           ->type_name(std::string{file->type_name})
+                           ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast),
+                      *file);
+}
+
+/// The keys add_run_options() puts in `plan_args` and `args`, with no option: every setting of
+/// `run` still reads its TFSLURM_* variable (given_values()).
+void declare_run_settings(PlanArgs& plan_args, RunArgs& args) {
+    declare_plan_settings(plan_args.given);
+    declare_settings(args.given, SettingGroup::launcher);
+    for (const std::string_view key : {"only", "tf_config_file"}) {
+        plan_args.given.try_emplace(std::string{key});
+    }
+}
+
+} // namespace
+
+void setup_run(CLI::App& app, int& exit_status, RunOptions options) {
+    auto* sub = app.add_subcommand(
+        "run",
+        "Run this task's trainer with its TF_CONFIG (and the other variables of 'tfslurm env'), "
+        "and end the step: parameter servers are stopped once the training roles exit 0, and any "
+        "failure stops every rank. Options end at the trainer's command (or at '--'). In a job "
+        "script: srun tfslurm run --ps 2 python train.py. Without Slurm: tfslurm run --local 4 "
+        "--ps 1 python train.py.");
+    auto plan_args = std::make_shared<PlanArgs>();
+    auto args = std::make_shared<RunArgs>();
+    if (options == RunOptions::all) {
+        add_run_options(*sub, *plan_args, *args);
+    } else {
+        declare_run_settings(*plan_args, *args);
+    }
     sub->add_option("command",
                     args->command,
                     "The trainer and its arguments: options end at the first word that is not "

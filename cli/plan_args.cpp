@@ -73,6 +73,12 @@ std::vector<SettingValue> output_values(const std::vector<SettingValue>& values)
     return out;
 }
 
+/// Whether `spec` is a setting of `group` with an option: one that add_setting_options() makes
+/// and declare_settings() declares.
+bool option_of(const SettingSpec& spec, SettingGroup group) {
+    return spec.group == group && !spec.option.empty();
+}
+
 } // namespace
 
 std::uint64_t parse_option_number(std::string_view text,
@@ -105,7 +111,7 @@ void check_empty_value(CLI::Option& option, const SettingSpec& spec) {
 
 void add_setting_options(CLI::App& sub, GivenSettings& given, SettingGroup group) {
     for (const auto& spec : setting_registry()) {
-        if (spec.group != group || spec.option.empty()) {
+        if (!option_of(spec, group)) {
             continue;
         }
         auto& target = given[std::string{spec.key}];
@@ -130,6 +136,19 @@ void add_setting_options(CLI::App& sub, GivenSettings& given, SettingGroup group
             option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
         }
     }
+}
+
+void declare_settings(GivenSettings& given, SettingGroup group) {
+    for (const auto& spec : setting_registry()) {
+        if (option_of(spec, group)) {
+            given.try_emplace(std::string{spec.key});
+        }
+    }
+}
+
+void declare_plan_settings(GivenSettings& given) {
+    declare_settings(given, SettingGroup::roles);
+    declare_settings(given, SettingGroup::network);
 }
 
 void add_plan_options(CLI::App& sub, PlanArgs& args) {

@@ -61,6 +61,14 @@ void check_empty_value(CLI::Option& option, const SettingSpec& spec);
 /// launcher option given twice takes its last value.
 void add_setting_options(CLI::App& sub, GivenSettings& given, SettingGroup group);
 
+/// Put the keys of the registry's settings of `group` that have an option in `given`, unset,
+/// making no option: what add_setting_options() puts there when none of them is given, for a
+/// command line that cannot hold one (`run -- CMD`); their TFSLURM_* variables still count.
+void declare_settings(GivenSettings& given, SettingGroup group);
+
+/// declare_settings() of add_plan_options()'s settings (roles and network).
+void declare_plan_settings(GivenSettings& given);
+
 /// The given options and the `TFSLURM_*` variables of the settings in `given`, as layers.
 /// Input: given {ps: "3", layout: ""}, env {TFSLURM_LAYOUT=tf-compat, TFSLURM_ONLY=tf}.
 /// Output: {layout=tf-compat (environment), ps=3 (option)}.

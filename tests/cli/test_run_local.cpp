@@ -12,6 +12,7 @@
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/resolve/plan.hpp>
 #include <tfslurm/run/run.hpp>
+#include <tfslurm/settings/plan_settings.hpp>
 #include <tfslurm/shell/held_port.hpp>
 #include <tfslurm/shell/local_run.hpp>
 
@@ -21,6 +22,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -99,6 +101,53 @@ TEST_CASE("run: options end at the trainer's command", "[run]") {
         CHECK(ran.status == 0);
         CHECK(count(ran.output, "--ps 2\n") == 1);
     }
+}
+
+TEST_CASE("run: with no option on its command line, every setting still reads its variable",
+          "[run]") {
+    // `tfslurm run -- CMD` and `tfslurm run CMD` make none of run's options (no option can be
+    // there): each setting of `run` must still read its TFSLURM_* variable, exactly as when
+    // the options are made. Each variable gets a value its setting refuses (but for the few
+    // free texts, taken as they are), in one task's step: `tfslurm -q run -- true` (no options
+    // made) and `tfslurm run -q -- true` (every option made, -q left to the top level) must
+    // end alike, with the error naming the variable.
+    const std::vector<std::string_view> free_text{"TFSLURM_HOST_PATTERN",
+                                                  "TFSLURM_RPC_LAYER",
+                                                  "TFSLURM_EVENTS",
+                                                  "TFSLURM_PREFLIGHT_COMMAND",
+                                                  "TFSLURM_ON_FAILURE_CHECK"};
+    TempDir scratch;
+    const Environment task = local_task_environment(Environment{}, 1, 0, job_id(123));
+    ExtraEnv base(task.vars().begin(), task.vars().end());
+    base.emplace_back("TFSLURM_SECRET", std::string(64, 'a'));
+    base.emplace_back("TFSLURM_AUTH", "secret");
+    std::size_t checked = 0;
+    for (const SettingSpec& spec : setting_registry()) {
+        const bool runs = spec.group == SettingGroup::roles ||
+                          spec.group == SettingGroup::network ||
+                          spec.group == SettingGroup::launcher || spec.key == "only" ||
+                          spec.key == "tf_config_file";
+        if (!runs || spec.variable.empty() || spec.option.empty() ||
+            spec.variable == "TFSLURM_SECRET" || spec.variable == "TFSLURM_AUTH") {
+            continue;
+        }
+        ExtraEnv env = base;
+        env.emplace_back(std::string{spec.variable}, "-1,x");
+        const Ran bare = run_to_end({"-q", "run", "--", "true"}, env);
+        const Ran made = run_to_end({"run", "-q", "--", "true"}, env);
+        INFO(spec.variable << " without the options: " << bare.status << "\n"
+                           << bare.output << "with them: " << made.status << "\n"
+                           << made.output);
+        CHECK(bare.status == made.status);
+        CHECK(bare.output == made.output);
+        if (std::find(free_text.begin(), free_text.end(), spec.variable) == free_text.end()) {
+            CHECK(bare.status == 2);
+            CHECK_THAT(bare.output,
+                       Catch::StartsWith("tfslurm: error: " + std::string{spec.variable} + ": "));
+            ++checked;
+        }
+    }
+    CHECK(checked >= 40);
 }
 
 TEST_CASE("run: --only and TFSLURM_ONLY select the variables given to the trainer", "[run]") {
