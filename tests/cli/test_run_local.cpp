@@ -358,6 +358,20 @@ TEST_CASE("run: SIGKILL, SIGTERM and signals sent to launchers", "[run]") {
                     "closed)\n") == 1);
         cli.check_nothing_left();
     }
+    SECTION("with --contain too: nothing of the killed launcher's is left, its file neither") {
+        Cli cli(local(4, 124, {"--contain", "--ps", "1", "--", "sh", "-c", trainer}));
+        for (int rank = 0; rank < 4; ++rank) {
+            (void)read_pid(scratch.path, "trainer", rank, cli);
+        }
+        ::kill(read_pid(scratch.path, "launcher", 2, cli), SIGKILL);
+        CHECK(cli.wait() == 137);
+        const auto output = cli.output();
+        INFO(output);
+        CHECK(count(output,
+                    "tfslurm: error: aborting: rank 2 (worker:1) on localhost launcher lost "
+                    "(connection closed)\n") == 1);
+        cli.check_nothing_left(); // the progress file too: its supervisor removes it
+    }
     SECTION("SIGTERM to one launcher stops the whole step") {
         Cli cli(local(4, 12, {"--ps", "1", "--", "sh", "-c", trainer}));
         for (int rank = 0; rank < 4; ++rank) {

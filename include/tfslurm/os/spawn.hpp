@@ -47,9 +47,10 @@ struct SpawnRequest {
     /// Descriptors that the child keeps across exec (every other one is expected to be
     /// CLOEXEC already); their CLOEXEC flag is cleared in the child only.
     std::vector<int> inherit_fds;
-    /// Containment::keeper: a file of the caller's that the keeper removes when the caller dies
-    /// before it (the trainer's progress file, which the caller removes itself otherwise);
-    /// empty: none. Under Containment::pid_namespace and none nothing is left to remove it.
+    /// A file of the caller's that the keeper (Containment::keeper) or the supervisor
+    /// (Containment::pid_namespace) removes when the caller dies before it (the trainer's
+    /// progress file, which the caller removes itself otherwise); empty: none. Without
+    /// containment, or when no namespace could be made, nothing is left to remove it.
     std::string remove_if_orphaned;
     /// Called in the parent right before fork() and right after it (e.g. to call
     /// `io_context::notify_fork`). Optional.
@@ -82,25 +83,26 @@ struct SpawnRequest {
 /// spawn_process() warns once (then debug lines) and K execs the command directly.
 ///
 /// Containment::pid_namespace: the returned pid is a supervisor S, a forked copy of the
-/// caller that never execs, with `PR_SET_PDEATHSIG(SIGKILL)`. S enters a new PID namespace
-/// (as root: `unshare(CLONE_NEWPID)`; otherwise together with a user namespace that maps the
-/// caller's uid and gid to themselves) and forks its init I (`PR_SET_PDEATHSIG(SIGKILL)` on
-/// S), which forks and execs the command T. When the caller dies, the kernel kills S, then I,
-/// then every process of the namespace. S, I and T share S's process group, so signalling the
-/// group reaches T and its children; S ignores every signal but SIGKILL, I every one but
-/// SIGKILL, SIGTERM and SIGINT, which only tell it that T is being stopped. I reaps the
-/// namespace's orphans and hands T's wait status to S, which ends with it (same exit code,
-/// or killed by the same signal): the caller sees T's status. When T ends by itself, I ends
-/// and the kernel kills what is left in the namespace at once; when T ends after I received
-/// SIGTERM or SIGINT (T is being stopped: a wrapper shell that dies at once), I first waits
-/// until every process of the namespace has ended, so that the rest of T's group gets the
-/// same grace as T (the caller's SIGKILL of the group ends the wait); T killed by SIGTERM or
-/// SIGINT before I received its own copy counts as stopped when that copy comes within 1 s
-/// (slurmstepd may signal T before I). T is pid 2 in its namespace, which costs whatever
-/// names a peer process by its pid (UCX refuses CUDA IPC across PID namespaces). When no
-/// namespace can be made (EPERM, no user namespaces), spawn_process() warns (once per process,
-/// then debug lines) and S execs the command directly, as without containment (and without
-/// that grace).
+/// caller that never execs, with `PR_SET_PDEATHSIG(SIGKILL)` (`SIGHUP` with a handler when it
+/// has `remove_if_orphaned` to remove: the file, then I killed and waited for, the file again,
+/// and S ends as if killed; a SIGHUP sent to the group while the caller lives is ignored). S enters
+/// a new PID namespace (as root: `unshare(CLONE_NEWPID)`; otherwise together with a user namespace
+/// that maps the caller's uid and gid to themselves) and forks its init I
+/// (`PR_SET_PDEATHSIG(SIGKILL)` on S), which forks and execs the command T. When the caller dies,
+/// the kernel kills S, then I, then every process of the namespace. S, I and T share S's process
+/// group, so signalling the group reaches T and its children; S ignores every signal but SIGKILL, I
+/// every one but SIGKILL, SIGTERM and SIGINT, which only tell it that T is being stopped. I reaps
+/// the namespace's orphans and hands T's wait status to S, which ends with it (same exit code, or
+/// killed by the same signal): the caller sees T's status. When T ends by itself, I ends and the
+/// kernel kills what is left in the namespace at once; when T ends after I received SIGTERM or
+/// SIGINT (T is being stopped: a wrapper shell that dies at once), I first waits until every
+/// process of the namespace has ended, so that the rest of T's group gets the same grace as T (the
+/// caller's SIGKILL of the group ends the wait); T killed by SIGTERM or SIGINT before I received
+/// its own copy counts as stopped when that copy comes within 1 s (slurmstepd may signal T before
+/// I). T is pid 2 in its namespace, which costs whatever names a peer process by its pid (UCX
+/// refuses CUDA IPC across PID namespaces). When no namespace can be made (EPERM, no user
+/// namespaces), spawn_process() warns (once per process, then debug lines) and S execs the command
+/// directly, as without containment (and without that grace).
 ///
 /// fork() + exec of `request.argv` without a shell. stdin/stdout/stderr are inherited, the
 /// signal mask and every signal disposition are reset to the defaults in the child. Whether

@@ -108,7 +108,46 @@ struct ContainArgs {
     std::string gid_map;
     /// Descriptors the supervisor keeps (sorted): the report pipe and `inherit_fds`.
     std::vector<int> keep_fds;
+    /// SpawnRequest::remove_if_orphaned, or null.
+    const char* remove_if_orphaned = nullptr;
 };
+
+/// What the supervisor's handler of its caller's death needs (set before the handler is
+/// installed; the init's pid once it is forked).
+struct SupervisorDeath {
+    pid_t self = 0;
+    pid_t parent = 0;
+    pid_t init = 0;
+    const char* remove = nullptr;
+};
+SupervisorDeath g_supervisor; // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+
+/// The supervisor's death signal: its caller died (SIGKILL, say). S removes the caller's file,
+/// kills I (the kernel then kills the namespace) and waits until I and with it every process
+/// of the namespace are gone, removes the file again (a trainer's `touch` may have made it
+/// again meanwhile) and ends as if killed by SIGKILL. The same signal sent to the trainer's
+/// group (a forwarded SIGHUP) reaches S too, and I before it resets its handlers: only S,
+/// whose caller is gone, acts on it.
+constexpr int k_supervisor_death_signal = SIGHUP;
+
+extern "C" void supervisor_caller_died(int /*signo*/) {
+    if (::getpid() != g_supervisor.self || ::getppid() == g_supervisor.parent) {
+        return;
+    }
+    if (g_supervisor.remove != nullptr) {
+        ::unlink(g_supervisor.remove);
+    }
+    if (g_supervisor.init > 0) {
+        ::kill(g_supervisor.init, SIGKILL);
+        int status = 0;
+        while (::waitpid(g_supervisor.init, &status, 0) < 0 && errno == EINTR) {
+        }
+    }
+    if (g_supervisor.remove != nullptr) {
+        ::unlink(g_supervisor.remove);
+    }
+    ::_exit(128 + SIGKILL);
+}
 
 /// Write `text` to the file at `path` (a /proc control file); false on any failure.
 bool write_control(const char* path, const std::string& text) noexcept {
@@ -184,9 +223,23 @@ supervise(const ExecArgs& exec, const ContainArgs& contain, pid_t parent) noexce
         [[maybe_unused]] const auto written = ::write(exec.report_fd, &report, sizeof report);
         exec_child(exec, /*new_group=*/true, SIGKILL, parent);
     }
-    // After unshare: a change of user namespace clears the death signal.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // After unshare: a change of user namespace clears the death signal. SIGKILL, unless the
+    // caller's file is to be removed when it dies (supervisor_caller_died()).
+    g_supervisor = SupervisorDeath{::getpid(), parent, 0, contain.remove_if_orphaned};
+    if (contain.remove_if_orphaned != nullptr) {
+        struct sigaction died {};
+        died.sa_handler = supervisor_caller_died;
+        died.sa_flags = SA_RESTART;
+        ::sigfillset(&died.sa_mask);
+        ::sigaction(k_supervisor_death_signal, &died, nullptr);
+        ::prctl(PR_SET_PDEATHSIG, k_supervisor_death_signal);
+    } else {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    }
     if (::getppid() != parent) {
+        if (contain.remove_if_orphaned != nullptr) {
+            ::unlink(contain.remove_if_orphaned);
+        }
         ::_exit(128 + SIGKILL);
     }
     int lifeline[2] = {-1, -1}; // S holds the write end: its death hangs the pipe up
@@ -207,6 +260,7 @@ supervise(const ExecArgs& exec, const ContainArgs& contain, pid_t parent) noexce
         ::prctl(PR_SET_NAME, "tfslurm-init");
         namespace_init(exec, status[1]);
     }
+    g_supervisor.init = init; // the death signal's handler now kills I and waits for it
     ::close(lifeline[0]);
     ::close(status[1]);
     ::close(exec.report_fd);
@@ -359,6 +413,9 @@ pid_t spawn_process(const SpawnRequest& request) {
     try {
         if (request.contain == Containment::pid_namespace) {
             contain = contain_args(request, report[1]);
+            if (!request.remove_if_orphaned.empty()) {
+                contain->remove_if_orphaned = request.remove_if_orphaned.c_str();
+            }
         } else if (request.contain == Containment::keeper) {
             keeper =
                 keeper_args(request.inherit_fds, request.stdout_fd, request.stderr_fd, report[1]);

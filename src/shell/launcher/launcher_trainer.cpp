@@ -222,7 +222,8 @@ void LauncherShell::start_trainer(std::uint32_t restart) {
         request.death_signal = SIGKILL;
         // Nothing the trainer starts outlives us, even if we are killed by SIGKILL.
         request.contain = m_options.run.contain;
-        // Our destructor removes the progress file; killed by SIGKILL, the keeper does.
+        // Our destructor removes the progress file; killed by SIGKILL, the keeper (or with
+        // --contain the supervisor) does.
         request.remove_if_orphaned = m_progress_file;
         request.before_fork = [this] { m_io.notify_fork(asio::execution_context::fork_prepare); };
         request.after_fork = [this] { m_io.notify_fork(asio::execution_context::fork_parent); };

@@ -487,32 +487,46 @@ TEST_CASE("spawn: nothing a contained trainer starts outlives a parent killed by
     CHECK(gone(daemon));
 }
 
-TEST_CASE(
-    "spawn: a keeper removes its caller's file when the caller is killed by SIGKILL, only then",
-    "[spawn]") {
+TEST_CASE("spawn: a keeper or a supervisor removes its caller's file when the caller is killed "
+          "by SIGKILL, only then",
+          "[spawn]") {
+    const Containment mode = any_containment();
+    INFO("containment " << (mode == Containment::keeper ? "keeper" : "pid_namespace"));
     const TempDir dir;
     const std::string file = dir.write("progress", "");
     const std::string other = dir.write("other", "");
     SECTION("the caller killed") {
+        const std::string trainer = record_and_sleep(dir.path + "/trainer");
         const pid_t launcher = fork_launcher([&] {
-            SpawnRequest request =
-                contained(record_and_sleep(dir.path + "/trainer"), Containment::keeper);
+            SpawnRequest request = contained(trainer, mode);
             request.remove_if_orphaned = file;
-            std::ofstream(dir.path + "/keeper") << spawn_process(request);
+            std::ofstream(dir.path + "/contained") << spawn_process(request);
         });
-        const pid_t trainer = read_pid(dir.path + "/trainer");
-        const pid_t keeper = read_pid(dir.path + "/keeper");
-        REQUIRE(trainer > 0);
-        REQUIRE(keeper > 0);
+        const pid_t pid = read_pid(dir.path + "/trainer");
+        const pid_t contained_pid = read_pid(dir.path + "/contained");
+        REQUIRE(pid > 0);
+        REQUIRE(contained_pid > 0);
         CHECK(std::filesystem::exists(file));
         ::kill(launcher, SIGKILL);
         CHECK(wait_for(launcher) == ExitStatus::signaled(SIGKILL));
-        CHECK(gone(trainer));
-        CHECK(gone(keeper)); // it removes the file before it ends
+        CHECK(gone(contained_pid)); // it removes the file before it ends
+        CHECK(gone(pid));
         CHECK_FALSE(std::filesystem::exists(file));
     }
+    SECTION("a SIGHUP to the trainer's group, the caller alive: nothing is removed") {
+        // The supervisor's death signal is SIGHUP: sent to the group, it is no death.
+        SpawnRequest request = contained("trap 'exit 4' HUP; echo 1 > " + dir.path +
+                                             "/ready; while :; do sleep 0.05; done",
+                                         mode);
+        request.remove_if_orphaned = file;
+        const pid_t pid = spawn_process(request);
+        REQUIRE(read_pid(dir.path + "/ready") == 1);
+        CHECK(signal_group(pid, SIGHUP));
+        CHECK(wait_for(pid) == ExitStatus::exited(4));
+        CHECK(std::filesystem::exists(file));
+    }
     SECTION("the trainer ended by itself: the caller removes its file") {
-        SpawnRequest request = contained("exit 3", Containment::keeper);
+        SpawnRequest request = contained("exit 3", mode);
         request.remove_if_orphaned = file;
         CHECK(wait_for(spawn_process(request)) == ExitStatus::exited(3));
         CHECK(std::filesystem::exists(file));
