@@ -6,9 +6,9 @@
 # subreaper; the default) or, with --contain, in a PID namespace of its own; in both modes the
 # child and the daemon end with it, when the trainer exits and when its launcher is killed by
 # SIGKILL (and runs no code). srun ends by itself within its bound, and no process carrying the
-# test's marker is left on any node. Without containment the daemon outlives the step and srun
-# waits for it. Two trainers on one node see distinct real pids by default, pid 2 each with
-# --contain.
+# test's marker is left on any node, nor the killed launcher's progress file. Without
+# containment the daemon outlives the step and srun waits for it. Two trainers on one node see
+# distinct real pids by default, pid 2 each with --contain.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -87,6 +87,9 @@ contained() {
 
     mapfile -t victims < <(launcher_pids n3)
     ((${#victims[@]} == 1)) || fail "expected one launcher on n3, found: ${victims[*]:-none}"
+    mapfile -t progress < <(progress_files n3)
+    ((${#progress[@]} == 1)) || fail "expected one progress file on n3, found: ${progress[*]:-none}"
+    [[ -e ${progress[0]} ]] || fail "no progress file ${progress[0]}"
     kill -KILL "${victims[0]}"
     e2e_log "killed the launcher of n3 (pid ${victims[0]})"
     for ((i = 0; i < 300; i++)); do
@@ -96,6 +99,9 @@ contained() {
     [[ -e $dir/gone-0 && -e $dir/gone-1 && -e $dir/gone-2 ]] ||
         fail "the launchers did not end: $(cat -- "${tasks[@]}")"
     assert_none_marked "after the launcher of n3 was killed, while every task still runs"
+    # The killed launcher could not remove its trainer's progress file: its keeper (with
+    # --contain, its supervisor) did.
+    [[ ! -e ${progress[0]} ]] || fail "the killed launcher's progress file is left: ${progress[0]}"
     kill -0 "$srun_pid" || fail "the step ended before the test released it"
 
     touch "$dir/release"
