@@ -292,7 +292,7 @@ struct Named {
 
 /// The one command that the arguments name, whose options alone need making: the first word
 /// that is not an option (the top level's are flags without a separate value), if it names a
-/// command other than `completion` (which describes them all). nullptr for anything else
+/// command other than `completion` (which describes them all). No command for anything else
 /// (`--help`, no command, a misspelt one, a word after `--`): then every command is made, for
 /// the help and the errors. A launcher runs in every task of a step, and making the options of
 /// the seven other commands cost it more than parsing its own (issue #33).

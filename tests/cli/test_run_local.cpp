@@ -345,36 +345,30 @@ TEST_CASE("run: SIGKILL, SIGTERM and signals sent to launchers", "[run]") {
     TempDir scratch;
     const std::string trainer =
         sh_trainer(scratch.path, "trap 'echo got USR1' USR1; sleep 1000 & wait; wait");
-    SECTION("a launcher killed with SIGKILL is detected and the rest abort") {
-        Cli cli(local(4, 11, {"--ps", "1", "--", "sh", "-c", trainer}));
+    // Rank 2's launcher killed by SIGKILL once every trainer runs: the rest abort, srun's
+    // status is the killed task's, and nothing of the step is left, the killed launcher's
+    // progress file included (its keeper, or with --contain its supervisor, removes it).
+    const auto kill_rank2 = [&](int test, std::vector<std::string> options) {
+        options.insert(options.end(), {"--ps", "1", "--", "sh", "-c", trainer});
+        Cli cli(local(4, test, options));
         for (int rank = 0; rank < 4; ++rank) {
             (void)read_pid(scratch.path, "trainer", rank, cli); // everyone is running
         }
-        const pid_t launcher = read_pid(scratch.path, "launcher", 2, cli);
-        ::kill(launcher, SIGKILL);
+        ::kill(read_pid(scratch.path, "launcher", 2, cli), SIGKILL);
         // As srun: a task killed by a signal makes the step's status 128 + signo.
         CHECK(cli.wait() == 137);
         const auto output = cli.output();
         INFO(output);
         CHECK(count(output,
                     "tfslurm: error: aborting: rank 2 (worker:1) on localhost launcher lost "
-                    "(connection "
-                    "closed)\n") == 1);
+                    "(connection closed)\n") == 1);
         cli.check_nothing_left();
+    };
+    SECTION("a launcher killed with SIGKILL is detected and the rest abort") {
+        kill_rank2(11, {});
     }
     SECTION("with --contain too: nothing of the killed launcher's is left, its file neither") {
-        Cli cli(local(4, 124, {"--contain", "--ps", "1", "--", "sh", "-c", trainer}));
-        for (int rank = 0; rank < 4; ++rank) {
-            (void)read_pid(scratch.path, "trainer", rank, cli);
-        }
-        ::kill(read_pid(scratch.path, "launcher", 2, cli), SIGKILL);
-        CHECK(cli.wait() == 137);
-        const auto output = cli.output();
-        INFO(output);
-        CHECK(count(output,
-                    "tfslurm: error: aborting: rank 2 (worker:1) on localhost launcher lost "
-                    "(connection closed)\n") == 1);
-        cli.check_nothing_left(); // the progress file too: its supervisor removes it
+        kill_rank2(124, {"--contain"});
     }
     SECTION("SIGTERM to one launcher stops the whole step") {
         Cli cli(local(4, 12, {"--ps", "1", "--", "sh", "-c", trainer}));
