@@ -18,6 +18,7 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <climits>
 #include <cstdint>
@@ -26,7 +27,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace tfslurm::cli {
@@ -278,6 +281,12 @@ int run_local_job(const PlanArgs& plan_args, const RunArgs& args, const CLI::App
     return result.exit_status;
 }
 
+/// The plan settings that `run` has beyond add_plan_options()'s (`env` has them as output
+/// settings), each with the end of its help.
+constexpr std::array<std::pair<std::string_view, std::string_view>, 2> k_run_plan_settings{
+    {{"only", " (the variables given to the trainer)"},
+     {"tf_config_file", " (removed when the launcher ends)"}}};
+
 /// run's own options: the plan's (add_plan_options()), the launcher's, --local, --only and
 /// --tf-config-file, bound to `plan_args` and `args` (which the command's callback keeps).
 void add_run_options(CLI::App& sub, PlanArgs& plan_args, RunArgs& args) {
@@ -295,21 +304,15 @@ void add_run_options(CLI::App& sub, PlanArgs& plan_args, RunArgs& args) {
         ->type_name("N")
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
         ->group(group);
-    const SettingSpec* only = find_setting("only");
-    check_empty_value(
-        *sub.add_option(std::string{only->option},
-                        plan_args.given[std::string{only->key}],
-                        std::string{only->help} + " (the variables given to the trainer)")
-             ->type_name(std::string{only->type_name})
-             ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast),
-        *only);
-    const SettingSpec* file = find_setting("tf_config_file");
-    check_empty_value(*sub.add_option(std::string{file->option},
-                                      plan_args.given[std::string{file->key}],
-                                      std::string{file->help} + " (removed when the launcher ends)")
-                           ->type_name(std::string{file->type_name})
-                           ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast),
-                      *file);
+    for (const auto& [key, suffix] : k_run_plan_settings) {
+        const SettingSpec* spec = find_setting(key);
+        check_empty_value(*sub.add_option(std::string{spec->option},
+                                          plan_args.given[std::string{spec->key}],
+                                          std::string{spec->help} + std::string{suffix})
+                               ->type_name(std::string{spec->type_name})
+                               ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast),
+                          *spec);
+    }
 }
 
 /// The keys add_run_options() puts in `plan_args` and `args`, with no option: every setting of
@@ -317,8 +320,8 @@ void add_run_options(CLI::App& sub, PlanArgs& plan_args, RunArgs& args) {
 void declare_run_settings(PlanArgs& plan_args, RunArgs& args) {
     declare_plan_settings(plan_args.given);
     declare_settings(args.given, SettingGroup::launcher);
-    for (const std::string_view key : {"only", "tf_config_file"}) {
-        plan_args.given.try_emplace(std::string{key});
+    for (const auto& setting : k_run_plan_settings) {
+        plan_args.given.try_emplace(std::string{setting.first});
     }
 }
 
