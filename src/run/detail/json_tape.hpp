@@ -79,6 +79,9 @@ class JsonTape {
 class JsonTape::Value {
   public:
     Value(const JsonTape* tape, std::uint32_t index) noexcept : m_tape(tape), m_index(index) {}
+    /// No value yet: a slot to assign one to, left as it is (an index of members is filled
+    /// without clearing it first); nothing may be asked of it.
+    Value() noexcept = default; // NOLINT(cppcoreguidelines-pro-type-member-init)
 
     [[nodiscard]] Kind kind() const noexcept { return node().kind; }
     [[nodiscard]] bool is_object() const noexcept { return kind() == Kind::object; }

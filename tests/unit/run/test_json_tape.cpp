@@ -167,6 +167,31 @@ TEST_CASE("json tape: reads every kind of value", "[json_tape]") {
     CHECK(read_rendered(text) == expected);
 }
 
+TEST_CASE("json tape: a string's special byte is met wherever it falls in a word", "[json_tape]") {
+    // Strings are scanned eight bytes at a time: each byte that ends a run of plain characters,
+    // at every offset from a string's start, read as nlohmann/json reads it.
+    const auto [special, accepted] = GENERATE(table<std::string, bool>({
+        {"\\n", true},
+        {"\\\"", true},
+        {"\xc3\xa9", true},
+        {"\x7f", true},
+        {" ", true},
+        {"\x1f", false},
+        {"\x80", false},
+        {"\xff", false},
+        {std::string(1, '\0'), false},
+        {"\"", false},
+    }));
+    for (std::size_t offset = 0; offset < 18; ++offset) {
+        const std::string input =
+            "[\"" + std::string(offset, 'a') + special + std::string(9, 'b') + "\"]";
+        CAPTURE(offset, input);
+        REQUIRE(tfslurm::fuzz::check_json(input).empty());
+        JsonTape tape;
+        CHECK((tape.read(input, 8) == TapeOutcome::ok) == accepted);
+    }
+}
+
 TEST_CASE("json tape: refuses what RFC 8259 refuses", "[json_tape]") {
     const std::string text = GENERATE(as<std::string>{},
                                       "",
