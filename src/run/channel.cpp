@@ -136,4 +136,46 @@ std::string Channel::open(std::string frame) {
     return frame;
 }
 
+void Outbox::push(std::string payload, bool acknowledged, std::size_t limit) {
+    static_cast<void>(frame_parts(payload.size(), {}, limit)); // refuses what can never go
+    m_payloads.push_back({std::move(payload), acknowledged, limit});
+}
+
+Outbox::Frame Outbox::take(Channel& channel) {
+    if (m_payloads.empty()) {
+        return {};
+    }
+    // How many payloads, from the first, fit `[p1,p2,...]` (brackets and commas counted).
+    std::size_t count = 0;
+    std::size_t size = 1;
+    for (const Payload& payload : m_payloads) {
+        if (size + payload.bytes.size() + 1 > k_max_batch) {
+            break;
+        }
+        size += payload.bytes.size() + 1;
+        ++count;
+    }
+    Frame frame;
+    if (count < 2) {
+        Payload& first = m_payloads.front();
+        frame.bytes = channel.seal(first.bytes, first.limit);
+        frame.acknowledged = first.acknowledged ? 1U : 0U;
+        m_payloads.pop_front();
+        return frame;
+    }
+    frame.bytes = frame_parts(size, {}, k_max_batch, k_tag_size).head;
+    frame.bytes.reserve(frame.bytes.size() + size + k_tag_size);
+    const std::size_t body = frame.bytes.size();
+    for (std::size_t i = 0; i < count; ++i) {
+        frame.bytes += i == 0 ? '[' : ',';
+        frame.bytes += m_payloads.front().bytes;
+        frame.acknowledged += m_payloads.front().acknowledged ? 1U : 0U;
+        m_payloads.pop_front();
+    }
+    frame.bytes += ']';
+    const Tag tag = channel.next_tag(payload_digest(std::string_view(frame.bytes).substr(body)));
+    frame.bytes.append(tag.data(), tag.size());
+    return frame;
+}
+
 } // namespace tfslurm::protocol

@@ -12,8 +12,8 @@
 /// - When both accept, they read the same value: the same kinds (an integer without a sign, a
 ///   negative one, any other number), the same strings after escapes, the same members in the
 ///   same order, and each value's text() reads back as that value.
-/// - decode_payload(), decode_unwrapped(), check_relayable() and decode_snapshot() (what
-///   `tfslurm top` reads) throw nothing but tfslurm::Error.
+/// - decode_payload(), decode_unwrapped(), decode_batch(), check_relayable() and
+///   decode_snapshot() (what `tfslurm top` reads) throw nothing but tfslurm::Error.
 /// - The protocol's writer (src/run/detail/json_writer.hpp) writes the input as a string with
 ///   the bytes nlohmann/json's dump() makes of it (escapes, U+FFFD for what is not UTF-8).
 
@@ -191,6 +191,10 @@ inline std::string check_json(std::string_view input) {
     }
     try {
         static_cast<void>(protocol::decode_unwrapped(input));
+    } catch (const Error&) {
+    }
+    try {
+        static_cast<void>(protocol::decode_batch(input));
     } catch (const Error&) {
     }
     try {

@@ -433,6 +433,15 @@ struct Unwrapped {
 /// Relay{{5}, "", ""} and Heartbeat{}. \throws Error (Errc::protocol) as decode_payload().
 [[nodiscard]] Unwrapped decode_unwrapped(std::string_view payload);
 
+/// The messages of a sealed frame's payload from a launcher, in order: one object
+/// (decode_unwrapped()), or a **batch**: a JSON array of 2 or more payload objects, each exactly
+/// as it would go alone (docs/protocol.md, "Batches"; Outbox, channel.hpp). Each element keeps
+/// the depth and size rules of a payload of its own; its errors quote the element.
+/// Input: `[{"type":"heartbeat","v":7},{"msg":{...},"ranks":[5],"type":"relay","v":7}]`.
+/// Output: {Heartbeat{}, nullopt}, {Relay{{5}, "", ""}, ...}. \throws Error (Errc::protocol)
+/// as decode_payload(), and `protocol: a batch of 1 message (expected 2 or more): "[...]"`.
+[[nodiscard]] std::vector<Unwrapped> decode_batch(std::string_view payload);
+
 /// Refuse JSON nested deeper than `max_depth` (brackets counted outside strings, no recursion),
 /// before a parser sees it. \throws Error (Errc::protocol) `protocol: nested too deeply: ...`.
 void check_nesting(std::string_view payload, int max_depth);

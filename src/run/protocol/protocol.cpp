@@ -912,7 +912,25 @@ class TapeLease {
 
     /// Read one payload, which must be a JSON object. \throws Error (Errc::protocol).
     [[nodiscard]] Value object(std::string_view payload) {
-        switch (m_tape.read(payload, k_max_depth)) {
+        const Value object = value(payload, k_max_depth);
+        if (!object.is_object()) {
+            fail("not a JSON object", payload);
+        }
+        return object;
+    }
+
+    /// Read a batch: a JSON array whose elements may nest as deep as a payload alone.
+    [[nodiscard]] Value batch(std::string_view payload) {
+        const Value array = value(payload, k_max_depth + 1);
+        if (!array.is_array()) {
+            fail("not a JSON array", payload);
+        }
+        return array;
+    }
+
+  private:
+    [[nodiscard]] Value value(std::string_view payload, int max_depth) {
+        switch (m_tape.read(payload, max_depth)) {
         case JsonTape::Outcome::too_deep:
             fail("nested too deeply", payload);
         case JsonTape::Outcome::invalid:
@@ -922,14 +940,9 @@ class TapeLease {
         case JsonTape::Outcome::ok:
             break;
         }
-        const Value object = m_tape.root();
-        if (!object.is_object()) {
-            fail("not a JSON object", payload);
-        }
-        return object;
+        return m_tape.root();
     }
 
-  private:
     static JsonTape& tape() {
         thread_local JsonTape tape;
         return tape;
@@ -973,9 +986,10 @@ Message decode_payload(std::string_view payload) {
     return decode_object(Fields(object, type, payload), type, payload);
 }
 
-Unwrapped decode_unwrapped(std::string_view payload) {
-    TapeLease tape;
-    const Value object = tape.object(payload);
+namespace {
+
+/// One payload object read on a tape: a `relay`'s message decoded with it.
+Unwrapped unwrap(const Value& object, std::string_view payload) {
     const std::string_view type = type_of(object, payload);
     const Fields fields(object, type, payload);
     if (type != "relay") {
@@ -985,6 +999,36 @@ Unwrapped decode_unwrapped(std::string_view payload) {
     if (const std::optional<Value> msg = object.find("msg")) {
         const std::string_view inner = type_of(*msg, payload);
         out.inner = decode_object(Fields(*msg, inner, payload), inner, payload);
+    }
+    return out;
+}
+
+} // namespace
+
+Unwrapped decode_unwrapped(std::string_view payload) {
+    TapeLease tape;
+    return unwrap(tape.object(payload), payload);
+}
+
+std::vector<Unwrapped> decode_batch(std::string_view payload) {
+    if (payload.empty() || payload.front() != '[') {
+        std::vector<Unwrapped> one;
+        one.push_back(decode_unwrapped(payload));
+        return one;
+    }
+    TapeLease tape;
+    const Value batch = tape.batch(payload);
+    if (batch.size() < 2) {
+        fail(fmt::format("a batch of {} message{} (expected 2 or more)",
+                         batch.size(),
+                         batch.size() == 1 ? "" : "s"),
+             payload);
+    }
+    std::vector<Unwrapped> out;
+    out.reserve(batch.size());
+    for (const Value element : batch.elements()) {
+        // Quoted on error: the element, as a payload of its own would be.
+        out.push_back(unwrap(element, element.text()));
     }
     return out;
 }

@@ -190,7 +190,15 @@ bool CoordinatorServer::Impl::Session::drain(std::string_view fresh) {
                 return true;
             }
             if (m_channel) {
-                payload = m_channel->open(std::move(*payload));
+                // Sealed: one message, or a batch of them (what queued up at the launcher while
+                // its last write was in flight), each handled as if it came alone.
+                for (auto& one : protocol::decode_batch(m_channel->open(std::move(*payload)))) {
+                    handle(one.message, one.inner);
+                    if (m_closed || m_close_after_write) {
+                        return false;
+                    }
+                }
+                continue;
             }
             if (m_node) {
                 // A leader's envelopes are decoded with their message in one parse.

@@ -184,6 +184,8 @@ void LauncherLink::connect(const connector_action::Connect& target) {
         m_state = State::handshake;
         m_decoder = protocol::FrameDecoder{};
         m_channel.reset();
+        m_outbox.clear();
+        m_batches = tcp;
         m_connector->connected(Clock::now());
         perform();
         read();
@@ -195,6 +197,7 @@ void LauncherLink::close_attempt() {
     ErrorCode ignored;
     m_socket.close(ignored);
     m_queue.clear();
+    m_outbox.clear();
 }
 
 void LauncherLink::read() {
@@ -279,43 +282,65 @@ void LauncherLink::send(const protocol::Message& message, bool machine) {
         return;
     }
     // A relayed message (at most k_max_frame) in its envelope may be slightly larger.
-    m_queue.emplace_back(
-        m_state == State::session
-            ? m_channel->seal(protocol::encode_payload(message), protocol::k_max_relay_frame)
-            : protocol::encode_frame(message, protocol::k_max_relay_frame),
-        m_state == State::session && machine);
-    if (m_in_flight == 0) {
-        write();
+    if (m_state == State::session && m_batches) {
+        m_outbox.push(protocol::encode_payload(message), machine, protocol::k_max_relay_frame);
+    } else {
+        m_queue.emplace_back(
+            m_state == State::session
+                ? m_channel->seal(protocol::encode_payload(message), protocol::k_max_relay_frame)
+                : protocol::encode_frame(message, protocol::k_max_relay_frame),
+            m_state == State::session && machine);
+    }
+    // Written once the handlers ready now have run: what they send (a node leader's followers'
+    // exits, read from their sockets in one turn) goes in the same write, in one batch.
+    if (!m_in_flight && !m_write_posted) {
+        m_write_posted = true;
+        asio::post(m_io, [this] {
+            m_write_posted = false;
+            if (!m_in_flight && (m_state == State::handshake || m_state == State::session) &&
+                (!m_queue.empty() || !m_outbox.empty())) {
+                write();
+            }
+        });
     }
 }
 
-/// Write the queued frames, up to protocol::k_frames_per_write in one gather write: what queued up
-/// while the last write was in flight (a node leader's followers' hellos or exits) goes out in one
-/// system call, and reaches the coordinator in one read.
+/// Write what is queued, up to protocol::k_frames_per_write frames in one gather write: what
+/// queued up while the last write was in flight (a node leader's followers' hellos or exits) goes
+/// out in one system call, sealed as batches (Outbox), and reaches the coordinator in one read.
 void LauncherLink::write() {
-    m_in_flight = std::min(m_queue.size(), protocol::k_frames_per_write);
-    m_buffers.clear();
-    for (std::size_t i = 0; i < m_in_flight; ++i) {
-        m_buffers.emplace_back(asio::buffer(m_queue[i].first));
+    m_writing.clear();
+    m_acknowledged = 0;
+    while (m_writing.size() < protocol::k_frames_per_write && !m_queue.empty()) {
+        m_writing.push_back(std::move(m_queue.front().first));
+        m_acknowledged += m_queue.front().second ? 1U : 0U;
+        m_queue.pop_front();
     }
+    while (m_writing.size() < protocol::k_frames_per_write && !m_outbox.empty()) {
+        protocol::Outbox::Frame frame = m_outbox.take(*m_channel);
+        m_writing.push_back(std::move(frame.bytes));
+        m_acknowledged += frame.acknowledged;
+    }
+    m_buffers.clear();
+    for (const std::string& frame : m_writing) {
+        m_buffers.emplace_back(asio::buffer(frame));
+    }
+    m_in_flight = true;
     asio::async_write(m_socket, m_buffers, [this](const ErrorCode& ec, std::size_t) {
-        const std::size_t in_flight = std::exchange(m_in_flight, 0);
+        m_in_flight = false;
         if (ec) {
             m_queue.clear();
+            m_outbox.clear();
             if (ec != asio::error::operation_aborted || m_state == State::session) {
                 end(ec.message(), true, loss_of(ec));
             }
             return;
         }
-        const auto written = static_cast<std::ptrdiff_t>(std::min(in_flight, m_queue.size()));
-        const auto machine_frames = std::count_if(m_queue.begin(),
-                                                  m_queue.begin() + written,
-                                                  [](const auto& frame) { return frame.second; });
-        m_queue.erase(m_queue.begin(), m_queue.begin() + written);
-        if (!m_queue.empty()) {
+        const std::size_t acknowledged = std::exchange(m_acknowledged, 0);
+        if (!m_queue.empty() || !m_outbox.empty()) {
             write();
         }
-        for (std::ptrdiff_t i = 0; i < machine_frames; ++i) {
+        for (std::size_t i = 0; i < acknowledged; ++i) {
             m_events.written();
         }
     });

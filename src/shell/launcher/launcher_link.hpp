@@ -120,11 +120,18 @@ class LauncherLink {
     std::optional<protocol::Channel> m_channel;
     std::array<char, 4096> m_buffer{};
     protocol::FrameDecoder m_decoder;
-    /// Frames to write; `second`: a machine Send, acknowledged with LinkEvents::written.
+    /// Frames to write (the handshake's, and every sealed frame to a relay); `second`: a
+    /// machine Send, acknowledged with LinkEvents::written.
     std::deque<std::pair<std::string, bool>> m_queue;
-    std::vector<boost::asio::const_buffer> m_buffers; ///< of the frames being written
-    /// The first frames of m_queue, being written (0: no write in flight).
-    std::size_t m_in_flight = 0;
+    /// The session's payloads to the coordinator (a TCP peer), sealed as batches as they are
+    /// written; a relay takes no batch, so a follower's frames go through m_queue.
+    protocol::Outbox m_outbox;
+    bool m_batches = false;                           ///< this connection's peer is the coordinator
+    std::vector<std::string> m_writing;               ///< the frames being written
+    std::vector<boost::asio::const_buffer> m_buffers; ///< of m_writing
+    std::size_t m_acknowledged = 0;                   ///< machine Sends in m_writing
+    bool m_in_flight = false;                         ///< a write is in flight
+    bool m_write_posted = false;                      ///< a write() is posted
 };
 
 } // namespace tfslurm::detail

@@ -10,6 +10,8 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <variant>
+#include <vector>
 
 using namespace tfslurm;
 using namespace tfslurm::protocol;
@@ -169,4 +171,79 @@ TEST_CASE("channel: a shared payload's tag is the one of its own frame", "[chann
           R"({"msg":)" + k_exit + R"(,"ranks":[5,6],"type":"relay","v":7})");
     // The shared state is untouched by the copy that finished.
     CHECK(shared.bare.digest() == payload_digest(k_exit));
+}
+
+TEST_CASE("channel: an outbox seals what queued up as one batch", "[channel]") {
+    Channel launcher(keys_of(), End::launcher);
+    Channel twin(keys_of(), End::launcher); // seals as the launcher would, frame by frame
+    Channel coordinator(keys_of(), End::coordinator);
+    Outbox outbox;
+
+    SECTION("one payload goes as itself") {
+        outbox.push(k_heartbeat, true, k_max_frame);
+        const Outbox::Frame frame = outbox.take(launcher);
+        CHECK(outbox.empty());
+        CHECK(frame.acknowledged == 1);
+        CHECK(frame.bytes == twin.seal(k_heartbeat, k_max_frame));
+        CHECK(coordinator.open(received(frame.bytes)) == k_heartbeat);
+    }
+    SECTION("two or more go as one array, in order, under one tag") {
+        const std::string exit = encode_payload(Exit{});
+        outbox.push(k_heartbeat, false, k_max_frame);
+        outbox.push(exit, true, k_max_frame);
+        outbox.push(k_heartbeat, true, k_max_frame);
+        const Outbox::Frame frame = outbox.take(launcher);
+        CHECK(outbox.empty());
+        CHECK(frame.acknowledged == 2);
+        const std::string batch = "[" + k_heartbeat + "," + exit + "," + k_heartbeat + "]";
+        CHECK(frame.bytes.size() == k_header_size + batch.size() + k_tag_size);
+        CHECK(coordinator.open(received(frame.bytes)) == batch);
+        CHECK(launcher.sent() == 1);
+        const std::vector<Unwrapped> messages = decode_batch(batch);
+        REQUIRE(messages.size() == 3);
+        CHECK(std::holds_alternative<Heartbeat>(messages[0].message));
+        CHECK(std::holds_alternative<Exit>(messages[1].message));
+        CHECK(std::holds_alternative<Heartbeat>(messages[2].message));
+        // The next frame follows in sequence.
+        outbox.push(k_exit, false, k_max_frame);
+        CHECK(coordinator.open(received(outbox.take(launcher).bytes)) == k_exit);
+    }
+    SECTION("a batch stops short of k_max_batch; the rest goes in the next frame") {
+        // 50,000 bytes and 30,000: those two do not fit one batch; two of 30,000 do, three not.
+        const std::string big = R"({"pad":")" + std::string(49970, 'x') + R"(","type":"x","v":7})";
+        const std::string half = R"({"pad":")" + std::string(29970, 'y') + R"(","type":"y","v":7})";
+        outbox.push(big, false, k_max_frame);
+        outbox.push(half, false, k_max_frame);
+        outbox.push(half, false, k_max_frame);
+        outbox.push(half, false, k_max_frame);
+        CHECK(coordinator.open(received(outbox.take(launcher).bytes)) == big);
+        const std::string two = coordinator.open(received(outbox.take(launcher).bytes));
+        CHECK(two == "[" + half + "," + half + "]");
+        CHECK(two.size() <= k_max_batch);
+        CHECK(coordinator.open(received(outbox.take(launcher).bytes)) == half);
+        CHECK(outbox.empty());
+        CHECK(launcher.sent() == 3);
+    }
+    SECTION("a payload too large alone is refused as it is queued") {
+        CHECK_THROWS_WITH(outbox.push(std::string(k_max_frame + 1, 'x'), false, k_max_frame),
+                          "protocol: message of 65537 bytes exceeds the 65536-byte frame limit");
+        CHECK(outbox.empty());
+        // A relayed message may exceed k_max_batch alone (its envelope): it goes alone.
+        const std::string relayed = R"({"pad":")" + std::string(k_max_frame, 'z') + R"("})";
+        outbox.push(k_heartbeat, false, k_max_relay_frame);
+        outbox.push(relayed, false, k_max_relay_frame);
+        CHECK(coordinator.open(received(outbox.take(launcher).bytes)) == k_heartbeat);
+        FrameDecoder decoder(k_max_relay_frame + k_tag_size);
+        decoder.feed(outbox.take(launcher).bytes);
+        CHECK(coordinator.open(*decoder.next()) == relayed);
+    }
+    SECTION("clear() forgets what is queued; nothing to take is an empty frame") {
+        outbox.push(k_heartbeat, true, k_max_frame);
+        outbox.clear();
+        CHECK(outbox.empty());
+        const Outbox::Frame nothing = outbox.take(launcher);
+        CHECK(nothing.bytes.empty());
+        CHECK(nothing.acknowledged == 0);
+        CHECK(launcher.sent() == 0);
+    }
 }

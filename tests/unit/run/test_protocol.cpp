@@ -582,3 +582,60 @@ TEST_CASE("protocol: relay envelopes carry any message unchanged (the tree)", "[
         CHECK_THROWS_AS(check_relayable(R"({"v":7})"), Error);
     }
 }
+
+TEST_CASE("protocol: a batch is several payloads under one tag", "[protocol]") {
+    const std::string heartbeat = encode_payload(Heartbeat{});
+    const std::string relayed = encode_payload(Relay{{5}, encode_payload(Exit{}), {}});
+    SECTION("one object is one message, decoded as decode_unwrapped() does") {
+        const std::vector<Unwrapped> one = decode_batch(relayed);
+        REQUIRE(one.size() == 1);
+        CHECK(std::get<Relay>(one[0].message).ranks == std::vector<std::uint32_t>{5});
+        REQUIRE(one[0].inner);
+        CHECK(std::holds_alternative<Exit>(*one[0].inner));
+    }
+    SECTION("an array of payloads: each as it would go alone, in order") {
+        const std::vector<Unwrapped> three =
+            decode_batch("[" + relayed + "," + heartbeat + "," + relayed + "]");
+        REQUIRE(three.size() == 3);
+        CHECK(std::holds_alternative<Relay>(three[0].message));
+        CHECK(std::holds_alternative<Exit>(*three[0].inner));
+        CHECK(std::holds_alternative<Heartbeat>(three[1].message));
+        CHECK_FALSE(three[1].inner);
+        CHECK(std::holds_alternative<Exit>(*three[2].inner));
+    }
+    SECTION("an element nests as deep as a payload alone, not deeper") {
+        const auto nested = [](int levels) {
+            std::string text = R"({"type":"heartbeat","v":7,"x":)";
+            for (int i = 1; i < levels; ++i) {
+                text += i + 1 < levels ? R"({"x":)" : "{";
+            }
+            return text + std::string(static_cast<std::size_t>(levels), '}');
+        };
+        CHECK(decode_batch(nested(8)).size() == 1);
+        CHECK(decode_batch("[" + nested(8) + "," + heartbeat + "]").size() == 2);
+        CHECK_THROWS_WITH(decode_batch(nested(9)),
+                          Catch::StartsWith("protocol: nested too deeply"));
+        CHECK_THROWS_WITH(decode_batch("[" + nested(9) + "," + heartbeat + "]"),
+                          Catch::StartsWith("protocol: nested too deeply"));
+    }
+    SECTION("malformed batches, each error quoting what it refuses") {
+        CHECK_THROWS_WITH(decode_batch("[]"),
+                          "protocol: a batch of 0 messages (expected 2 or more): \"[]\"");
+        CHECK_THROWS_WITH(
+            decode_batch("[" + heartbeat + "]"),
+            R"(protocol: a batch of 1 message (expected 2 or more): "[{\"type\":\"heartbeat\",\"v\":7}]")");
+        CHECK_THROWS_WITH(decode_batch("[1," + heartbeat + "]"),
+                          "protocol: not a JSON object: \"1\"");
+        CHECK_THROWS_WITH(
+            decode_batch("[" + heartbeat + R"(,{"type":"heartbeat","v":6}])"),
+            R"(protocol: protocol version 6 (this tfslurm speaks version 7): "{\"type\":\"heartbeat\",\"v\":6}")");
+        CHECK_THROWS_WITH(decode_batch("[" + heartbeat + "," + heartbeat),
+                          Catch::StartsWith("protocol: not valid JSON"));
+        CHECK_THROWS_WITH(decode_batch("[" + heartbeat + "],"),
+                          Catch::StartsWith("protocol: not valid JSON"));
+        CHECK_THROWS_WITH(decode_batch(" [" + heartbeat + "," + heartbeat + "]"),
+                          Catch::StartsWith("protocol: not a JSON object"));
+        CHECK_THROWS_WITH(decode_batch("[[" + heartbeat + "," + heartbeat + "]," + heartbeat + "]"),
+                          Catch::StartsWith("protocol: not a JSON object: \"[{"));
+    }
+}

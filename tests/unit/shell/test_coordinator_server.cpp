@@ -833,6 +833,98 @@ TEST_CASE("coordinator_server: a frame that fails its MAC ends its connection, w
 
 namespace {
 
+/// Write `payloads` in one sealed frame, as a launcher's Outbox makes it (a batch from two on).
+void send_batch(int fd, const std::vector<std::string>& payloads) {
+    protocol::Outbox outbox;
+    for (const std::string& payload : payloads) {
+        outbox.push(payload, false, protocol::k_max_relay_frame);
+    }
+    send_raw(fd, outbox.take(*channel_of(fd)).bytes);
+    REQUIRE(outbox.empty());
+}
+
+} // namespace
+
+TEST_CASE("coordinator_server: a batch is handled message by message, as if each came alone",
+          "[coordinator_server][tree]") {
+    const test::LogCapture log(spdlog::level::warn);
+    CoordinatorSettings s;
+    s.ranks = {Member{Role::worker, 0, "n1"},
+               Member{Role::worker, 1, "n1"},
+               Member{Role::worker, 2, "n1"},
+               Member{Role::worker, 3, "n2"}};
+    LiveServer live(s);
+    CoordinatorServer& server = live.server();
+    const auto exit0 = protocol::encode_payload(protocol::Exit{ExitStatus::exited(0), ""});
+    protocol::FrameDecoder leader_in;
+    const int leader = register_rank(server.port(), live.auth(), 0, leader_in, true);
+    const std::string peer = peer_name(leader);
+    send_batch(
+        leader,
+        {protocol::encode_payload(relayed_hello(1)), protocol::encode_payload(relayed_hello(2))});
+    // Both welcomed in one envelope: the batch came in one read.
+    const auto welcome = receive(leader, leader_in);
+    REQUIRE(welcome);
+    CHECK(std::get<protocol::Relay>(*welcome).ranks == std::vector<std::uint32_t>{1, 2});
+
+    SECTION("the node's exits in one batch end the node") {
+        send_batch(leader,
+                   {protocol::encode_payload(protocol::Relay{{1}, exit0, {}}),
+                    protocol::encode_payload(protocol::Relay{{2}, exit0, {}}),
+                    exit0});
+        protocol::FrameDecoder alone_in;
+        const int alone = register_rank(server.port(), live.auth(), 3, alone_in, false);
+        send_frame(alone, protocol::encode_frame(protocol::Exit{ExitStatus::exited(0), ""}));
+        const auto own = receive(leader, leader_in);
+        REQUIRE(own);
+        CHECK(std::holds_alternative<protocol::Stop>(*own));
+        const auto node = receive(leader, leader_in);
+        REQUIRE(node);
+        CHECK(std::get<protocol::Relay>(*node).ranks == std::vector<std::uint32_t>{1, 2});
+        live.stop([](CoordinatorServer& in_its_thread) {
+            CHECK(in_its_thread.state().verdict() == Verdict::done);
+        });
+        CHECK(log.text().empty());
+        ::close(alone);
+    }
+    SECTION("a protocol error in a batch ends the connection there; what came before counts") {
+        // Rank 1's exit counts; the relay for rank 3 (another node's) closes the connection, so
+        // the exit after it is never read.
+        send_batch(leader,
+                   {protocol::encode_payload(protocol::Relay{{1}, exit0, {}}),
+                    protocol::encode_payload(protocol::Relay{{3}, exit0, {}}),
+                    protocol::encode_payload(protocol::Relay{{2}, exit0, {}})});
+        CHECK(closed_by_coordinator(leader, leader_in));
+        live.stop([](CoordinatorServer& in_its_thread) {
+            const Coordinator& state = in_its_thread.state();
+            CHECK(state.verdict() != Verdict::done);
+            CHECK(state.rank_view(1, Clock::now()).activity == RankActivity::exited);
+            CHECK(state.rank_view(2, Clock::now()).activity == RankActivity::lost);
+        });
+        CHECK_THAT(log.text(),
+                   Catch::StartsWith(fmt::format(
+                       "warning: coordinator: closing connection from {} (rank 0): protocol: "
+                       "relay for rank 3 of another node from rank 0\n",
+                       peer)));
+    }
+    SECTION("a batch of one is refused, quoted") {
+        const std::string beat = protocol::encode_payload(protocol::Heartbeat{});
+        protocol::Channel& channel = *channel_of(leader);
+        send_raw(leader, channel.seal("[" + beat + "]", protocol::k_max_frame));
+        CHECK(closed_by_coordinator(leader, leader_in));
+        live.stop();
+        CHECK_THAT(log.text(),
+                   Catch::StartsWith(fmt::format(
+                       "warning: coordinator: closing connection from {} (rank 0): protocol: a "
+                       "batch of 1 message (expected 2 or more): "
+                       "\"[{{\\\"type\\\":\\\"heartbeat\\\",\\\"v\\\":7}}]\"\n",
+                       peer)));
+    }
+    ::close(leader);
+}
+
+namespace {
+
 /// The next payload on a watcher's raw connection `fd`, opened with its channel, within 5 s;
 /// empty when the coordinator closed it.
 std::string watcher_payload(int fd, protocol::FrameDecoder& decoder) {
