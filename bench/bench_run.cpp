@@ -432,7 +432,8 @@ class FakeNode : public std::enable_shared_from_this<FakeNode> {
         hello.rank = rank;
         hello.role = Role::worker;
         hello.host = fmt::format("node{}", m_leader / m_shape.per_node);
-        hello.pid = ::getpid();
+        static const pid_t pid = ::getpid(); // a launcher asks once, not once per follower
+        hello.pid = pid;
         hello.auth = protocol::AuthMethod::secret;
         if (m_shape.exchange) {
             const std::uint32_t node = m_leader / m_shape.per_node;
