@@ -51,6 +51,30 @@ Digest hmac_sha256(std::string_view key, std::string_view data) {
     return out;
 }
 
+static_assert(sizeof(crypto_auth_hmacsha256_state) == 208, "HmacKey's storage");
+
+HmacKey::HmacKey(std::string_view key) {
+    ensure_sodium();
+    crypto_auth_hmacsha256_init(
+        reinterpret_cast<crypto_auth_hmacsha256_state*>(m_state.data()), as_bytes(key), key.size());
+}
+
+HmacKey::~HmacKey() {
+    sodium_memzero(m_state.data(), m_state.size());
+}
+
+Digest HmacKey::mac(std::string_view data) const {
+    // A copy of the state after the pads: both SHA-256 states hold a whole block, so that the
+    // copy goes on from there.
+    alignas(16) std::array<unsigned char, 208> copy = m_state;
+    auto* state = reinterpret_cast<crypto_auth_hmacsha256_state*>(copy.data());
+    crypto_auth_hmacsha256_update(state, as_bytes(data), data.size());
+    Digest out{};
+    crypto_auth_hmacsha256_final(state, out.data());
+    sodium_memzero(copy.data(), copy.size());
+    return out;
+}
+
 std::string to_hex(std::string_view bytes) {
     std::string out(2 * bytes.size() + 1, '\0');
     sodium_bin2hex(out.data(), out.size(), as_bytes(bytes), bytes.size());
@@ -61,6 +85,42 @@ std::string to_hex(std::string_view bytes) {
 std::string to_hex(const Digest& digest) {
     return to_hex(as_chars(digest));
 }
+
+namespace {
+
+int hex_digit(char c) noexcept {
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+/// from_hex() for what is public: a nonce, a peer's MAC (whose own bytes are decoded before the
+/// constant-time comparison). Its time depends on the characters; sodium_hex2bin's, four times
+/// slower, does not, and decodes what is secret (TFSLURM_SECRET, MUNGE key material).
+std::optional<std::string> public_from_hex(std::string_view hex) {
+    if (hex.size() % 2 != 0) {
+        return std::nullopt;
+    }
+    std::string out(hex.size() / 2, '\0');
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        const int high = hex_digit(hex[2 * i]);
+        const int low = hex_digit(hex[2 * i + 1]);
+        if (high < 0 || low < 0) {
+            return std::nullopt;
+        }
+        out[i] = static_cast<char>(high * 16 + low);
+    }
+    return out;
+}
+
+} // namespace
 
 std::optional<std::string> from_hex(std::string_view hex) {
     if (hex.size() % 2 != 0) {
@@ -115,7 +175,7 @@ std::string bound_message(std::string_view prefix,
                           std::uint32_t rank,
                           std::string_view endpoint) {
     std::string message(prefix);
-    message += from_hex(nonce_hex).value_or(std::string(nonce_hex));
+    message += public_from_hex(nonce_hex).value_or(std::string(nonce_hex));
     for (const std::uint64_t id : {step.job, step.step}) {
         for (int shift = 56; shift >= 0; shift -= 8) {
             message.push_back(static_cast<char>((id >> static_cast<unsigned>(shift)) & 0xffU));
@@ -275,6 +335,7 @@ Authenticator Authenticator::create(const AuthSettings& settings) {
                                "e.g. export TFSLURM_SECRET=$(openssl rand -hex 32)");
         }
         auth.m_secret = *raw;
+        auth.m_secret_hmac = HmacKey(auth.m_secret);
     }
     std::string munge_error;
     const auto munge_works = [&] {
@@ -327,6 +388,7 @@ Authenticator Authenticator::create(const AuthSettings& settings) {
 
 void Authenticator::host_own_coordinator(std::uint32_t rank) {
     m_own_key = random_bytes(k_key_material_size);
+    m_own_hmac = HmacKey(m_own_key);
     m_own_rank = rank;
 }
 
@@ -336,8 +398,7 @@ std::string Authenticator::prove(std::string_view nonce_hex,
                                  std::string_view endpoint,
                                  std::string_view key) const {
     if (method_for(rank) == AuthMethod::secret) {
-        return to_hex(
-            hmac_sha256(secret_for(rank), secret_message(nonce_hex, step, rank, endpoint)));
+        return to_hex(hmac_for(rank).mac(secret_message(nonce_hex, step, rank, endpoint)));
     }
     std::string error;
     auto credential = munge_encode_payload(
@@ -382,9 +443,9 @@ std::optional<Reject> Authenticator::verify(const Hello& hello,
         if (!own(hello.rank) && (m_secret.empty() || m_requested == AuthMethod::munge)) {
             return refused("secret authentication is not enabled");
         }
-        const auto mac = from_hex(hello.credential);
-        const Digest expected = hmac_sha256(secret_for(hello.rank),
-                                            secret_message(nonce_hex, step, hello.rank, endpoint));
+        const auto mac = public_from_hex(hello.credential);
+        const Digest expected =
+            hmac_for(hello.rank).mac(secret_message(nonce_hex, step, hello.rank, endpoint));
         if (!mac || !constant_time_equal(*mac, as_chars(expected))) {
             return refused("bad secret proof");
         }
@@ -475,8 +536,8 @@ std::string Authenticator::prove_coordinator(AuthMethod method,
         if (secret_for(rank).empty()) {
             throw errors::make(Errc::auth, "coordinator", "no secret to prove itself with");
         }
-        return to_hex(hmac_sha256(secret_for(rank),
-                                  coordinator_secret_message(nonce_hex, step, rank, endpoint)));
+        return to_hex(
+            hmac_for(rank).mac(coordinator_secret_message(nonce_hex, step, rank, endpoint)));
     }
     std::string error;
     auto credential = munge_encode_payload(
@@ -495,9 +556,9 @@ std::optional<std::string> Authenticator::verify_coordinator(const std::string& 
                                                              std::string_view endpoint,
                                                              std::string* key) const {
     if (method_for(rank) == AuthMethod::secret) {
-        const auto mac = from_hex(credential);
-        const Digest expected = hmac_sha256(
-            secret_for(rank), coordinator_secret_message(nonce_hex, step, rank, endpoint));
+        const auto mac = public_from_hex(credential);
+        const Digest expected =
+            hmac_for(rank).mac(coordinator_secret_message(nonce_hex, step, rank, endpoint));
         if (!mac || !constant_time_equal(*mac, as_chars(expected))) {
             return std::string("bad secret proof");
         }
@@ -547,7 +608,7 @@ SessionKeys session_keys(std::string_view ikm,
     // The proofs' layout (bound_message()), the challenge's nonce first: `tfslurm/7 session `
     // || challenge (raw) || hello nonce (raw) || job || step || rank || endpoint.
     const std::string transcript = bound_message(
-        "tfslurm/7 session " + from_hex(challenge_hex).value_or(std::string(challenge_hex)),
+        "tfslurm/7 session " + public_from_hex(challenge_hex).value_or(std::string(challenge_hex)),
         hello_nonce_hex,
         step,
         rank,

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -96,6 +97,13 @@ TEST_CASE("auth: HMAC-SHA256 (libsodium, any key length) matches RFC 4231", "[au
          "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2"},
     }));
     CHECK(hex_digest(hmac_sha256(key, data)) == mac);
+    // A key made ready once gives the same MAC, again and again (its state is copied).
+    const HmacKey ready(key);
+    CHECK(hex_digest(ready.mac(data)) == mac);
+    CHECK(hex_digest(ready.mac("other")) == hex_digest(hmac_sha256(key, "other")));
+    CHECK(hex_digest(ready.mac(data)) == mac);
+    const HmacKey copy = ready;
+    CHECK(hex_digest(copy.mac(data)) == mac);
     // Test case 5 (output truncated to 128 bits).
     CHECK(hex_digest(hmac_sha256(std::string(20, '\x0c'), "Test With Truncation")).substr(0, 32) ==
           "a3b6167473100ee06e0c796c2955552b");
@@ -217,6 +225,20 @@ TEST_CASE("auth: secret authentication", "[auth]") {
         CHECK(auth.verify(bad, k_nonce, StepId{77, 0}, k_endpoint) == refused("bad secret proof"));
         bad.credential = "";
         CHECK(auth.verify(bad, k_nonce, StepId{77, 0}, k_endpoint) == refused("bad secret proof"));
+        // The right proof with one character that is not hex, in either half of a byte.
+        for (const std::size_t at : {std::size_t{0}, std::size_t{1}, hello.credential.size() - 1}) {
+            bad.credential = hello.credential;
+            bad.credential[at] = 'g';
+            CHECK(auth.verify(bad, k_nonce, StepId{77, 0}, k_endpoint) ==
+                  refused("bad secret proof"));
+        }
+        // Hex of either case is hex.
+        Hello upper = hello;
+        for (char& c : upper.credential) {
+            c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        }
+        CHECK(upper.credential != hello.credential);
+        CHECK_FALSE(auth.verify(upper, k_nonce, StepId{77, 0}, k_endpoint));
     }
     SECTION("a munge credential when only the secret is allowed") {
         const auto secret_only =
