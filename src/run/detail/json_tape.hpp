@@ -211,4 +211,19 @@ template <typename It> class JsonTape::Range {
     std::uint32_t m_last;
 };
 
+// In line: the decoders walk an object's members for every field they look up.
+inline JsonTape::Elements JsonTape::Value::elements() const noexcept {
+    if (kind() != Kind::array) {
+        return {m_tape, m_index, m_index};
+    }
+    return {m_tape, m_index + 1, next()};
+}
+
+inline JsonTape::Members JsonTape::Value::members() const noexcept {
+    if (kind() != Kind::object) {
+        return {m_tape, m_index, m_index};
+    }
+    return {m_tape, m_index + 1, next()};
+}
+
 } // namespace tfslurm::protocol::detail

@@ -6,6 +6,7 @@
 #include "common/detail/text.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstring>
 #include <limits>
@@ -27,11 +28,20 @@ bool is_space(char c) noexcept {
     return c == ' ' || c == '\n' || c == '\r' || c == '\t';
 }
 
+/// plain() of each byte, looked up: one load a byte where four compares were (keys are short,
+/// walked byte by byte).
+constexpr std::array<bool, 256> k_plain = [] {
+    std::array<bool, 256> table{};
+    for (std::size_t byte = 0x20; byte < 0x80; ++byte) {
+        table[byte] = byte != '"' && byte != '\\';
+    }
+    return table;
+}();
+
 /// A string's character that stands for itself and is one byte: neither a quote, a backslash,
 /// a control character nor part of a UTF-8 sequence.
 bool plain(char c) noexcept {
-    const auto byte = static_cast<unsigned char>(c);
-    return byte >= 0x20 && byte < 0x80 && byte != '"' && byte != '\\';
+    return k_plain[static_cast<unsigned char>(c)];
 }
 
 /// Where the run of plain() characters from `at` ends: eight bytes at a time while none of them
@@ -479,21 +489,22 @@ class JsonTape::Reader {
     /// No key twice among the members of the object at `index`.
     bool distinct_keys(std::uint32_t index) {
         const Value object(&m_tape, index);
-        if (object.size() <= k_pairwise_keys) {
-            for (auto a = object.members().begin(); a != object.members().end(); ++a) {
-                auto b = a;
-                for (++b; b != object.members().end(); ++b) {
-                    if (same_key((*a).first, (*b).first)) {
+        // The keys side by side first (the tape's scratch, kept between reads): compared pairwise
+        // there, a few instructions each, or sorted when there are many.
+        std::vector<std::string_view>& keys = m_tape.m_keys;
+        keys.clear();
+        for (const auto& [key, value] : object.members()) {
+            keys.push_back(key);
+        }
+        if (keys.size() <= k_pairwise_keys) {
+            for (std::size_t a = 0; a < keys.size(); ++a) {
+                for (std::size_t b = a + 1; b < keys.size(); ++b) {
+                    if (same_key(keys[a], keys[b])) {
                         return false;
                     }
                 }
             }
             return true;
-        }
-        std::vector<std::string_view>& keys = m_tape.m_keys;
-        keys.clear();
-        for (const auto& [key, value] : object.members()) {
-            keys.push_back(key);
         }
         std::sort(keys.begin(), keys.end());
         return std::adjacent_find(keys.begin(), keys.end()) == keys.end();
@@ -562,20 +573,6 @@ std::optional<JsonTape::Value> JsonTape::Value::find(std::string_view key) const
         }
     }
     return std::nullopt;
-}
-
-JsonTape::Elements JsonTape::Value::elements() const noexcept {
-    if (kind() != Kind::array) {
-        return {m_tape, m_index, m_index};
-    }
-    return {m_tape, m_index + 1, next()};
-}
-
-JsonTape::Members JsonTape::Value::members() const noexcept {
-    if (kind() != Kind::object) {
-        return {m_tape, m_index, m_index};
-    }
-    return {m_tape, m_index + 1, next()};
 }
 
 } // namespace tfslurm::protocol::detail
