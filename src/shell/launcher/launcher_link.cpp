@@ -185,6 +185,7 @@ void LauncherLink::connect(const connector_action::Connect& target) {
         m_decoder = protocol::FrameDecoder{};
         m_channel.reset();
         m_outbox.clear();
+        m_half_close_pending = false;
         m_batches = tcp;
         m_connector->connected(Clock::now());
         perform();
@@ -297,9 +298,13 @@ void LauncherLink::send(const protocol::Message& message, bool machine) {
         m_write_posted = true;
         asio::post(m_io, [this] {
             m_write_posted = false;
-            if (!m_in_flight && (m_state == State::handshake || m_state == State::session) &&
-                (!m_queue.empty() || !m_outbox.empty())) {
+            if (m_in_flight || (m_state != State::handshake && m_state != State::session)) {
+                return;
+            }
+            if (!m_queue.empty() || !m_outbox.empty()) {
                 write();
+            } else if (m_half_close_pending) {
+                shutdown_send();
             }
         });
     }
@@ -339,6 +344,8 @@ void LauncherLink::write() {
         const std::size_t acknowledged = std::exchange(m_acknowledged, 0);
         if (!m_queue.empty() || !m_outbox.empty()) {
             write();
+        } else if (m_half_close_pending) {
+            shutdown_send();
         }
         for (std::size_t i = 0; i < acknowledged; ++i) {
             m_events.written();
@@ -347,6 +354,17 @@ void LauncherLink::write() {
 }
 
 void LauncherLink::half_close() {
+    // What is queued goes first (a leader's last relayed exits, whose write is posted or
+    // behind the one in flight): the EOF follows the last of it.
+    if (m_in_flight || m_write_posted || !m_queue.empty() || !m_outbox.empty()) {
+        m_half_close_pending = true;
+        return;
+    }
+    shutdown_send();
+}
+
+void LauncherLink::shutdown_send() {
+    m_half_close_pending = false;
     ErrorCode ignored;
     m_socket.shutdown(Stream::socket::shutdown_send, ignored);
 }

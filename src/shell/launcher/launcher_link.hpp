@@ -65,7 +65,8 @@ class LauncherLink {
     /// Queue `message` (dropped unless connected). `machine`: the launcher machine's Send,
     /// acknowledged with LinkEvents::written once written (in the session only).
     void send(const protocol::Message& message, bool machine);
-    /// Half-close: nothing more to send; the peer's EOF then comes as LinkEvents::lost.
+    /// Half-close: nothing more to send; the peer's EOF then comes as LinkEvents::lost. What is
+    /// queued is written first.
     void half_close();
     /// Close for good; nothing more is read, written or reported.
     void close();
@@ -84,6 +85,8 @@ class LauncherLink {
     void read();
     void on_read(const ErrorCode& ec, std::size_t n);
     void write();
+    /// The half-close itself (half_close(), once nothing is queued).
+    void shutdown_send();
     /// The session ended (`reason`, `loss`), or the handshake did (told to the Connector).
     void end(const std::string& reason,
              bool connect_error,
@@ -132,6 +135,7 @@ class LauncherLink {
     std::size_t m_acknowledged = 0;                   ///< machine Sends in m_writing
     bool m_in_flight = false;                         ///< a write is in flight
     bool m_write_posted = false;                      ///< a write() is posted
+    bool m_half_close_pending = false;                ///< half_close() waits for what is queued
 };
 
 } // namespace tfslurm::detail
