@@ -920,6 +920,24 @@ TEST_CASE("coordinator_server: a batch is handled message by message, as if each
                        "\"[{{\\\"type\\\":\\\"heartbeat\\\",\\\"v\\\":7}}]\"\n",
                        peer)));
     }
+    SECTION("before the welcome, unsealed, a batch is no hello: refused, nothing registered") {
+        protocol::FrameDecoder in;
+        const int fd = connect_to(server.port());
+        const auto challenge = receive(fd, in);
+        REQUIRE(challenge);
+        const std::string hello =
+            protocol::encode_payload(proved_hello(challenge, live.auth(), 3, server.port()));
+        send_raw(fd, protocol::frame_payload("[" + hello + "," + hello + "]"));
+        CHECK(closed_by_coordinator(fd, in));
+        live.stop([](CoordinatorServer& in_its_thread) {
+            CHECK(in_its_thread.state().registered_count() == 3); // the leader's node only
+        });
+        CHECK_THAT(log.text(),
+                   Catch::Contains(fmt::format("warning: coordinator: closing connection from {}: "
+                                               "protocol: not a JSON object: \"[{{",
+                                               peer_name(fd))));
+        ::close(fd);
+    }
     ::close(leader);
 }
 
