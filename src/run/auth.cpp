@@ -3,6 +3,7 @@
 // comparison and random bytes from libsodium (checked against the FIPS 180-4 and RFC 4231
 // vectors in tests/unit/run/test_auth.cpp), the per-job secret, and MUNGE credentials through
 // libmunge.
+#include "common/detail/text.hpp"
 #include "run/detail/sodium.hpp"
 
 #include <tfslurm/common/error.hpp>
@@ -88,19 +89,6 @@ std::string to_hex(const Digest& digest) {
 
 namespace {
 
-int hex_digit(char c) noexcept {
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 /// from_hex() for what is public: a nonce, a peer's MAC (whose own bytes are decoded before the
 /// constant-time comparison). Its time depends on the characters; sodium_hex2bin's, four times
 /// slower, does not, and decodes what is secret (TFSLURM_SECRET, MUNGE key material).
@@ -110,8 +98,8 @@ std::optional<std::string> public_from_hex(std::string_view hex) {
     }
     std::string out(hex.size() / 2, '\0');
     for (std::size_t i = 0; i < out.size(); ++i) {
-        const int high = hex_digit(hex[2 * i]);
-        const int low = hex_digit(hex[2 * i + 1]);
+        const int high = tfslurm::detail::hex_digit(hex[2 * i]);
+        const int low = tfslurm::detail::hex_digit(hex[2 * i + 1]);
         if (high < 0 || low < 0) {
             return std::nullopt;
         }

@@ -30,6 +30,20 @@ enum class Escape {
 /// `style`. Input: '"', json. Output: `\"`. Input: 0x01, json: `\u0001`; log: `\x01`.
 void append_escaped(std::string& out, unsigned char c, Escape style);
 
+/// A hex digit's value (either case), or -1. Input: 'b'. Output: 11. Input: 'g'. Output: -1.
+[[nodiscard]] constexpr int hex_digit(char c) noexcept {
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
 /// The length of the well-formed UTF-8 sequence (RFC 3629: no overlong form, no surrogate,
 /// nothing past U+10FFFF) of the non-ASCII character at `text[i]`, or 0 (a stray continuation
 /// byte, an overlong form, a surrogate, past U+10FFFF, or cut short).

@@ -78,19 +78,6 @@ bool is_digit(char c) noexcept {
     return c >= '0' && c <= '9';
 }
 
-int hex_value(char c) noexcept {
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 /// The power of ten of a number's first significant digit (its text met the grammar and is
 /// not zero): 2 for 123.4, -3 for 0.00125e0, 402 for 1e400.
 std::int64_t decimal_exponent(std::string_view number) noexcept {
@@ -476,7 +463,7 @@ class JsonTape::Reader {
             return false;
         }
         for (std::size_t i = 0; i < 4; ++i) {
-            const int digit = hex_value(m_text[m_at + i]);
+            const int digit = tfslurm::detail::hex_digit(m_text[m_at + i]);
             if (digit < 0) {
                 return false;
             }

@@ -408,6 +408,16 @@ int register_rank(std::uint16_t port,
     return fd;
 }
 
+/// Ranks 0-2 on n1 (0 leads), 3 alone on n2 (flat).
+CoordinatorSettings node_of_three() {
+    CoordinatorSettings s;
+    s.ranks = {Member{Role::worker, 0, "n1"},
+               Member{Role::worker, 1, "n1"},
+               Member{Role::worker, 2, "n1"},
+               Member{Role::worker, 3, "n2"}};
+    return s;
+}
+
 /// A relayed hello of `rank` (its proof was checked by the leader's relay).
 protocol::Relay relayed_hello(std::uint32_t rank) {
     protocol::Hello hello;
@@ -425,13 +435,7 @@ protocol::Relay relayed_hello(std::uint32_t rank) {
 
 TEST_CASE("coordinator_server: a node leader registers and speaks for its node",
           "[coordinator_server][tree]") {
-    CoordinatorSettings s;
-    // Ranks 0-2 on n1 (0 leads), 3 alone on n2 (flat).
-    s.ranks = {Member{Role::worker, 0, "n1"},
-               Member{Role::worker, 1, "n1"},
-               Member{Role::worker, 2, "n1"},
-               Member{Role::worker, 3, "n2"}};
-    LiveServer live(s);
+    LiveServer live(node_of_three());
     const protocol::Authenticator& auth = live.auth();
     CoordinatorServer& server = live.server();
     const auto exit0 = protocol::encode_payload(protocol::Exit{ExitStatus::exited(0), ""});
@@ -848,12 +852,7 @@ void send_batch(int fd, const std::vector<std::string>& payloads) {
 TEST_CASE("coordinator_server: a batch is handled message by message, as if each came alone",
           "[coordinator_server][tree]") {
     const test::LogCapture log(spdlog::level::warn);
-    CoordinatorSettings s;
-    s.ranks = {Member{Role::worker, 0, "n1"},
-               Member{Role::worker, 1, "n1"},
-               Member{Role::worker, 2, "n1"},
-               Member{Role::worker, 3, "n2"}};
-    LiveServer live(s);
+    LiveServer live(node_of_three());
     CoordinatorServer& server = live.server();
     const auto exit0 = protocol::encode_payload(protocol::Exit{ExitStatus::exited(0), ""});
     protocol::FrameDecoder leader_in;
