@@ -75,6 +75,20 @@ class JsonTape {
     std::string_view m_text;
 };
 
+/// Two keys the same, compared in line (keys are a few bytes; a call to memcmp costs more):
+/// the tape's own lookups and duplicate check, and the protocol's field index.
+[[nodiscard]] inline bool same_key(std::string_view a, std::string_view b) noexcept {
+    if (a.size() != b.size()) {
+        return false;
+    }
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        if (a[i] != b[i]) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /// One value of a tape (a cheap handle: a tape and an index).
 class JsonTape::Value {
   public:

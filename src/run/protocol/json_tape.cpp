@@ -68,12 +68,6 @@ std::size_t plain_run(std::string_view text, std::size_t at) noexcept {
     return at;
 }
 
-/// Two keys the same: the first byte tells most apart without a call to memcmp.
-bool same_key(std::string_view a, std::string_view b) noexcept {
-    return a.size() == b.size() && (a.empty() || (a.front() == b.front() &&
-                                                  std::memcmp(a.data(), b.data(), a.size()) == 0));
-}
-
 bool is_digit(char c) noexcept {
     return c >= '0' && c <= '9';
 }

@@ -118,19 +118,6 @@ using Value = JsonTape::Value;
 /// Members of an object that Fields looks up on the tape itself rather than indexing first.
 constexpr std::size_t k_walked_members = 4;
 
-/// Two keys the same, compared in line (keys are a few bytes; a call to memcmp costs more).
-bool same_key(std::string_view a, std::string_view b) noexcept {
-    if (a.size() != b.size()) {
-        return false;
-    }
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        if (a[i] != b[i]) {
-            return false;
-        }
-    }
-    return true;
-}
-
 /// Field readers: each names the field and the message type in its error.
 class Fields {
   public:
@@ -159,7 +146,7 @@ class Fields {
         }
         for (std::size_t i = 0; i < m_count; ++i) {
             const Member& member = m_members[i];
-            if (same_key(std::string_view(member.key, member.length), key)) {
+            if (detail::same_key(std::string_view(member.key, member.length), key)) {
                 return member.value;
             }
         }
