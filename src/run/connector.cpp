@@ -23,8 +23,11 @@ NodePlace node_place(const std::vector<Member>& ranks, std::uint32_t rank, Tree 
     const auto leaders = node_leaders(ranks);
     place.leader = leaders.at(rank);
     for (std::uint32_t other = 0; other < leaders.size(); ++other) {
-        if (leaders[other] == rank && other != rank) {
-            place.followers.insert(other);
+        if (leaders[other] == place.leader && other != place.leader) {
+            ++place.node_followers;
+            if (place.leader == rank) {
+                place.followers.insert(other);
+            }
         }
     }
     return place;
@@ -225,8 +228,9 @@ void Connector::close_attempt() {
 }
 
 bool Connector::quick_poll_next(Clock::time_point now) const {
-    return m_settings.relay_path.empty() && m_settings.dialers <= k_quick_poll_dialers &&
-           m_first_refused && !m_first_answered && now < m_started + k_quick_window;
+    // The control ports (a node leader) or the relay's socket (a follower): the first candidate.
+    return m_settings.dialers <= k_quick_poll_dialers && m_first_refused && !m_first_answered &&
+           now < m_started + k_quick_window;
 }
 
 void Connector::retry(const std::string& why, Clock::time_point now) {

@@ -27,17 +27,19 @@ namespace tfslurm {
 /// exercised there).
 enum class Tree { flat, per_node };
 
-/// Where one rank sits in the tree: its node's leader, and the ranks it relays for when it leads
-/// a node of several ranks.
+/// Where one rank sits in the tree: its node's leader, the ranks it relays for when it leads
+/// a node of several ranks, and how many follow its node's leader (itself included when it
+/// follows: the launchers that dial that relay).
 struct NodePlace {
     std::uint32_t leader = 0;
     std::set<std::uint32_t> followers; ///< empty unless this rank leads a node of several
+    std::size_t node_followers = 0;    ///< its node's followers (0: alone, or Tree::flat)
 };
 
 /// Rank `rank`'s place: its leader by node_leaders(), and the other ranks that name it leader.
 /// Tree::flat: every rank leads itself alone.
-/// Input: hosts n1, n1, n2, n1; rank 0; Tree::per_node. Output: {0, {1, 3}}.
-/// Input: the same, rank 3. Output: {0, {}}.
+/// Input: hosts n1, n1, n2, n1; rank 0; Tree::per_node. Output: {0, {1, 3}, 2}.
+/// Input: the same, rank 3. Output: {0, {}, 2}.
 [[nodiscard]] NodePlace node_place(const std::vector<Member>& ranks, std::uint32_t rank, Tree tree);
 
 /// The uid foreign_peer() names when the kernel would not say whose a socket is.
@@ -63,12 +65,17 @@ inline constexpr Millis k_max_backoff{1000};
 /// waited 1 to 5 ms after it listened (issue #33). A quick poll is one refused connection on
 /// rank 0's node; the dialers bound how many of them it gets (32 a millisecond at most). Once
 /// something answers on the first candidate, or after the window, the rounds are as above.
+/// A follower on a node of at most k_quick_poll_dialers followers polls its leader's relay
+/// socket the same way (each poll one refused `connect` on its own node): a follower that
+/// Slurm started before its leader waited out back-offs of 1, 2, 4, 8 ms... and came up to
+/// half its wait late (issue #33).
 inline constexpr Millis k_quick_poll{1};
 inline constexpr Millis k_quick_window{100};
 inline constexpr std::size_t k_quick_poll_dialers = 32;
-/// The first back-off towards a node leader's relay: a Unix socket on the follower's own node,
-/// which appears within milliseconds as the leader starts, and whose refusal costs a system
-/// call, not a packet on the network (issue #33).
+/// The first back-off towards a node leader's relay (after the quick polls, or on a node of more
+/// than k_quick_poll_dialers followers): a Unix socket on the follower's own node, which
+/// appears within milliseconds as the leader starts, and whose refusal costs a system call,
+/// not a packet on the network (issue #33).
 inline constexpr Millis k_first_relay_backoff{1};
 /// The back-off's cap towards a node leader's relay: its socket appears as the leader starts
 /// (and accepts once it registered), so a follower looks again soon.
@@ -89,8 +96,9 @@ struct ConnectorSettings {
     /// The ports tried in order (control_port_candidates(); rank 0: its coordinator's only; a
     /// follower: the plan's, to name it).
     std::vector<std::uint16_t> candidates;
-    /// How many launchers of the step dial the control ports (its node leaders; every launcher
-    /// of a flat `--local` step): quick polls only for at most k_quick_poll_dialers.
+    /// How many launchers dial what this one dials: the control ports (the step's node leaders;
+    /// every launcher of a flat `--local` step), or, for a follower, its leader's relay (the
+    /// node's followers). Quick polls only for at most k_quick_poll_dialers.
     std::size_t dialers = 1;
     /// A follower's node leader and the leader's relay socket; empty: the control ports.
     std::uint32_t leader = 0;

@@ -430,8 +430,11 @@ void LauncherShell::start_connecting(Clock::time_point now) {
     settings.control_address = m_plan.control_address;
     settings.control_port = m_plan.control_port;
     settings.candidates = m_candidates;
-    // In the tree a node's leader alone dials the control ports; `--local` stays flat.
-    settings.dialers = m_options.slurm_step ? m_plan.hosts.size() : m_plan.ranks.size();
+    // In the tree a node's leader alone dials the control ports, and its node's followers its
+    // relay; `--local` stays flat.
+    settings.dialers = !m_relay_path.empty()  ? m_place.node_followers
+                       : m_options.slurm_step ? m_plan.hosts.size()
+                                              : m_plan.ranks.size();
     settings.leader = m_place.leader;
     settings.relay_path = m_relay_path;
     settings.connect_timeout = connect_timeout_for(m_options.run, m_plan.hosts.size());

@@ -344,9 +344,11 @@ TEST_CASE("connector: no quick poll once the first candidate answered, in a larg
          });
 }
 
-TEST_CASE("connector: a follower looks for its leader's relay again after 1 ms then within 100 ms",
+TEST_CASE("connector: a follower on a node of many looks for its leader's relay again after 1 ms "
+          "then within 100 ms",
           "[connector]") {
-    // 1, 2, 4, ... 64 ms, then the cap of 100 ms.
+    // 33 followers (follower()'s dialers): no quick polls. 1, 2, 4, ... 64 ms, then the cap of
+    // 100 ms.
     std::vector<Step> steps{
         {0, "start", {"arm deadline 10000", "connect @tfslurm-0/relay-12.0-2"}}};
     int now = 0;
@@ -357,6 +359,40 @@ TEST_CASE("connector: a follower looks for its leader's relay again after 1 ms t
     }
     const auto c = play(follower(), steps);
     CHECK(c.control() == "rank 2's relay @tfslurm-0/relay-12.0-2");
+}
+
+TEST_CASE("connector: a follower on a node of few looks for its leader's relay every 1 ms, then "
+          "backs off",
+          "[connector]") {
+    // Its leader has not bound the relay's socket yet (Slurm started the follower first): one
+    // refused connect on its own node each millisecond for the first 100 ms, then 1, 2, 4 ms...
+    ConnectorSettings few = follower();
+    few.dialers = 1;
+    std::vector<Step> steps{{0, "start", {"arm deadline 10000", "connect @tfslurm-0/relay-12.0-2"}},
+                            {0, "refused Connection refused", retry(1)}};
+    for (int now = 1; now < 100; ++now) {
+        steps.push_back({now, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}});
+        steps.push_back({now, "refused Connection refused", retry(now + 1)});
+    }
+    int now = 100;
+    for (const int backoff : {1, 2, 4}) {
+        steps.push_back({now, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}});
+        steps.push_back({now, "refused Connection refused", retry(now + backoff)});
+        now += backoff;
+    }
+    play(few, steps);
+    // Once the socket answered (the leader listens and will challenge once it registered), a
+    // connection lost before the welcome is made again after the back-off, not polled for.
+    play(few,
+         {
+             {0, "start", {"arm deadline 10000", "connect @tfslurm-0/relay-12.0-2"}},
+             {0, "refused Connection refused", retry(1)},
+             {1, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}},
+             {1, "connected", {"arm challenge 2001"}},
+             {5, "closed Connection reset by peer", retry(6)},
+             {6, "timer retry", {"connect @tfslurm-0/relay-12.0-2"}},
+             {6, "refused Connection refused", retry(8)},
+         });
 }
 
 TEST_CASE("connector: an endpoint that cannot be resolved is tried again after the back-off",
@@ -536,20 +572,22 @@ TEST_CASE("connector: each rank's place in the tree", "[connector]") {
         Tree tree;
         std::uint32_t leader;
         std::set<std::uint32_t> followers;
+        std::size_t node_followers;
     };
     for (const auto& c : std::vector<Case>{
-             {0, Tree::per_node, 0, {1, 3}},
-             {1, Tree::per_node, 0, {}},
-             {3, Tree::per_node, 0, {}},
-             {2, Tree::per_node, 2, {}}, // alone on n2: flat
-             {4, Tree::per_node, 4, {}},
-             {0, Tree::flat, 0, {}},
-             {3, Tree::flat, 3, {}},
+             {0, Tree::per_node, 0, {1, 3}, 2},
+             {1, Tree::per_node, 0, {}, 2},
+             {3, Tree::per_node, 0, {}, 2},
+             {2, Tree::per_node, 2, {}, 0}, // alone on n2: flat
+             {4, Tree::per_node, 4, {}, 0},
+             {0, Tree::flat, 0, {}, 0},
+             {3, Tree::flat, 3, {}, 0},
          }) {
         INFO("rank " << c.rank << (c.tree == Tree::flat ? " flat" : " per node"));
         const NodePlace place = node_place(ranks, c.rank, c.tree);
         CHECK(place.leader == c.leader);
         CHECK(place.followers == c.followers);
+        CHECK(place.node_followers == c.node_followers);
     }
 }
 
