@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -124,15 +123,20 @@ std::string read_text_file(const std::string& path, std::string_view subject) {
     if (fd < 0) {
         throw io_error("cannot open", errno);
     }
-    std::string text;
-    std::array<char, 65536> buffer{};
+    // Straight into the string, which doubles from 4 KiB as it fills: no buffer on the stack
+    // (a zeroed 64 KiB one cost every launcher 16 page faults to read its 2 KiB slurm.conf).
+    std::string text(4096, '\0');
+    std::size_t used = 0;
     int error = 0;
     struct stat info {};
     if (::fstat(fd, &info) == 0 && S_ISDIR(info.st_mode)) {
         error = EISDIR;
     }
-    while (error == 0 && text.size() <= k_max_text_file) {
-        const ssize_t got = ::read(fd, buffer.data(), buffer.size());
+    while (error == 0 && used <= k_max_text_file) {
+        if (used == text.size()) {
+            text.resize(std::min(2 * text.size(), k_max_text_file + 1));
+        }
+        const ssize_t got = ::read(fd, text.data() + used, text.size() - used);
         if (got == 0) {
             break;
         }
@@ -142,9 +146,10 @@ std::string read_text_file(const std::string& path, std::string_view subject) {
             }
             continue;
         }
-        text.append(buffer.data(), static_cast<std::size_t>(got));
+        used += static_cast<std::size_t>(got);
     }
     ::close(fd);
+    text.resize(used);
     if (error != 0) {
         throw io_error("cannot read", error);
     }

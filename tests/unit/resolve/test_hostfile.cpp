@@ -2,12 +2,14 @@
 // The hostfile of an arbitrary distribution (src/resolve/hostfile.cpp): Slurm's grammar, and the
 // errors that quote the line.
 #include "fixtures.hpp"
+#include "temp_dir.hpp"
 
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/resolve/hostfile.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -66,4 +68,29 @@ TEST_CASE("hostfile: malformed hostfiles are errors that quote the line", "[host
     require_error([] { (void)parse_hostfile("# nothing\n\n", std::nullopt, k_hostfile_subject); },
                   Errc::invalid_hostlist,
                   R"(SLURM_HOSTFILE (hf): names no host: "# nothing\n\n")");
+}
+
+TEST_CASE("hostfile: a text file is read whole up to 16 MiB, a byte more is refused",
+          "[hostfile]") {
+    // read_text_file() reads into its string, which grows from 4 KiB: each size around a step.
+    const tfslurm::test::TempDir dir("read-text");
+    for (const std::size_t size : {std::size_t{0},
+                                   std::size_t{1},
+                                   std::size_t{4095},
+                                   std::size_t{4096},
+                                   std::size_t{4097},
+                                   std::size_t{65537},
+                                   tfslurm::k_max_text_file}) {
+        INFO("size " << size);
+        std::string text(size, 'x');
+        for (std::size_t i = 0; i < size; i += 97) {
+            text[i] = static_cast<char>('a' + i % 26); // not one repeated byte: order matters
+        }
+        const std::string file = dir.write("f" + std::to_string(size), text);
+        CHECK(tfslurm::read_text_file(file, "HF") == text);
+    }
+    const std::string over = dir.write("over", std::string(tfslurm::k_max_text_file + 1, 'x'));
+    require_error([&] { (void)tfslurm::read_text_file(over, "HF"); },
+                  Errc::too_large,
+                  "HF: \"" + over + "\" has more than 16777216 bytes");
 }
