@@ -28,8 +28,8 @@ namespace tfslurm {
 enum class Tree { flat, per_node };
 
 /// Where one rank sits in the tree: its node's leader, the ranks it relays for when it leads
-/// a node of several ranks, and how many follow its node's leader (itself included when it
-/// follows: the launchers that dial that relay).
+/// a node of several ranks, and how many ranks of its node follow that leader (the launchers
+/// that dial the leader's relay).
 struct NodePlace {
     std::uint32_t leader = 0;
     std::set<std::uint32_t> followers; ///< empty unless this rank leads a node of several
