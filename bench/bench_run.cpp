@@ -5,6 +5,8 @@
 //   bench_run [--cli PATH] [--runs N] [--tasks N] [--fanin N]
 //   bench_run --shape NODESxPER_NODE[,exchange] [--no-floor]   (only that fan-in, e.g. 12500x8,
 //                                                  and its floor: for profiling)
+//   bench_run --shape NODESxPER_NODE --runs N       (N rounds of that fan-in, each followed by
+//                                                  its floor: medians and each round's ratio)
 //
 // 1. completion: --local 16 (4 ps, 12 workers): time from the last worker's exit to the last
 //    ps receiving SIGTERM, and to the whole job having exited (median and max over --runs).
@@ -1030,13 +1032,9 @@ FaninResult floor_fanin(const Shape& shape, const Traffic& traffic) {
     return two_processes("floor server", serve, clients);
 }
 
-/// The floor's line under a fan-in's: its times and tfslurm's ratio to them.
-void print_floor(const Shape& shape, const FaninResult& real) {
-    if (real.traffic.hello == 0) {
-        fmt::print("  {:<44} (no traffic measured)\n", "floor");
-        return;
-    }
-    const FaninResult floor = floor_fanin(shape, real.traffic);
+/// The floor's line under a fan-in's (`floor`, measured with its Traffic): its times and
+/// tfslurm's ratio to them.
+void print_floor_line(const Shape& shape, const FaninResult& real, const FaninResult& floor) {
     const std::uint64_t bytes = real.traffic.challenge + real.traffic.hello + real.traffic.welcome +
                                 real.traffic.reports + real.traffic.relay_welcomes +
                                 real.traffic.stops;
@@ -1051,6 +1049,15 @@ void print_floor(const Shape& shape, const FaninResult& real) {
                static_cast<double>(bytes) / (1024.0 * 1024.0),
                shape.nodes,
                floor.ok ? "ok" : "FAILED");
+}
+
+/// The floor measured after a fan-in, with the bytes it counted, and its line.
+void print_floor(const Shape& shape, const FaninResult& real) {
+    if (real.traffic.hello == 0) {
+        fmt::print("  {:<44} (no traffic measured)\n", "floor");
+        return;
+    }
+    print_floor_line(shape, real, floor_fanin(shape, real.traffic));
 }
 
 void print_fanin(const std::string& what,
@@ -1179,8 +1186,70 @@ void snapshots(std::uint32_t tasks) {
                decode[2]);
 }
 
-/// `--shape NODESxPER_NODE`: that one fan-in, for a profiler.
-int only_fanin(const std::string& text, bool no_floor) {
+/// `--shape ... --runs N` (N > 1): N rounds of the fan-in, each followed by its floor, so that
+/// both meet the same minutes of a machine whose speed moves (bench/README.md: the floor alone
+/// moved by half from one run to the next); then the medians and each round's ratio.
+int fanin_rounds(const Shape& shape, int rounds) {
+    std::vector<double> walls;
+    std::vector<double> floors;
+    std::vector<double> ratios;
+    std::vector<double> cpus;
+    std::vector<double> rss;
+    bool ok = true;
+    for (int round = 1; round <= rounds; ++round) {
+        const FaninResult real = fanin(shape);
+        if (real.traffic.hello == 0) {
+            fmt::print("  round {}: no traffic measured\n", round);
+            return 1;
+        }
+        const FaninResult floor = floor_fanin(shape, real.traffic);
+        ok = ok && real.ok && floor.ok;
+        fmt::print("  round {:<3} tfslurm {:8.1f} ms (coordinator CPU {:6.0f} ms)   floor {:8.1f} "
+                   "ms   {:.2f}x   {}\n",
+                   round,
+                   real.wall_ms,
+                   real.cpu_ms,
+                   floor.wall_ms,
+                   real.wall_ms / floor.wall_ms,
+                   real.ok && floor.ok ? "ok" : "FAILED");
+        walls.push_back(real.wall_ms);
+        floors.push_back(floor.wall_ms);
+        ratios.push_back(real.wall_ms / floor.wall_ms);
+        cpus.push_back(real.cpu_ms);
+        rss.push_back(real.rss_kib);
+    }
+    const auto under = std::count_if(ratios.begin(), ratios.end(), [](double r) { return r < 2; });
+    const auto range = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return std::array<double, 3>{v.front(), v[v.size() / 2], v.back()};
+    };
+    const auto wall = range(walls);
+    const auto floor = range(floors);
+    const auto ratio = range(ratios);
+    fmt::print("  {} tasks, {} rounds: tfslurm median {:.1f} ms ({:.1f} to {:.1f}), floor median "
+               "{:.1f} ms ({:.1f} to {:.1f}); ratio median {:.2f}x ({:.2f} to {:.2f}x, {} of {} "
+               "under 2x); coordinator CPU median {:.0f} ms, peak RSS {:.1f} MiB   {}\n",
+               shape.ranks(),
+               rounds,
+               wall[1],
+               wall[0],
+               wall[2],
+               floor[1],
+               floor[0],
+               floor[2],
+               ratio[1],
+               ratio[0],
+               ratio[2],
+               under,
+               rounds,
+               range(cpus)[1],
+               range(rss)[2] / 1024.0,
+               ok ? "ok" : "FAILED");
+    return ok ? 0 : 1;
+}
+
+/// `--shape NODESxPER_NODE`: that one fan-in, for a profiler (with `--runs N`, N rounds).
+int only_fanin(const std::string& text, bool no_floor, int rounds) {
     unsigned nodes = 0;
     unsigned per_node = 0;
     char x = 0;
@@ -1193,6 +1262,9 @@ int only_fanin(const std::string& text, bool no_floor) {
     // `12500x8,exchange`: hellos with addresses and a `cluster` to every task (issue #9).
     const bool exchange = text.size() > 9 && text.compare(text.size() - 9, 9, ",exchange") == 0;
     const Shape one{nodes, per_node, exchange};
+    if (rounds > 1 && !exchange && !no_floor) {
+        return fanin_rounds(one, rounds);
+    }
     const auto result = fanin(one);
     print_fanin(
         fmt::format("{} tasks ({} nodes x {})", one.ranks(), nodes, per_node), one, result, "");
@@ -1211,6 +1283,7 @@ int bench_main(int argc, char** argv) {
     }
     std::string cli;
     int runs = 10;
+    std::optional<std::string> runs_text; ///< as typed, for its message
     int tasks = 16;
     std::uint32_t fanin_n = 10000;
     std::string shape;
@@ -1231,6 +1304,7 @@ int bench_main(int argc, char** argv) {
             cli = argv[i + 1];
         } else if (option == "--runs") {
             runs = std::atoi(argv[i + 1]);
+            runs_text = argv[i + 1];
         } else if (option == "--tasks") {
             tasks = std::atoi(argv[i + 1]);
         } else if (option == "--shape") {
@@ -1242,12 +1316,18 @@ int bench_main(int argc, char** argv) {
         } else {
             std::cerr << "usage: bench_run [--cli PATH] [--runs N] [--tasks N] [--fanin N]\n"
                          "       bench_run --shape NODESxPER_NODE[,exchange] [--no-floor]\n"
+                         "       bench_run --shape NODESxPER_NODE --runs N\n"
                          "       bench_run --top RANKS\n";
             return 2;
         }
     }
     if (!shape.empty()) {
-        return only_fanin(shape, no_floor);
+        if (runs_text && runs < 1) {
+            std::cerr << "bench_run: --runs: expected a count of 1 or more, got '" << *runs_text
+                      << "'\n";
+            return 2;
+        }
+        return only_fanin(shape, no_floor, runs_text ? runs : 1);
     }
     if (top_only > 0) {
         snapshots(top_only);
