@@ -45,8 +45,11 @@ bool plain(char c) noexcept {
 }
 
 /// Where the run of plain() characters from `at` ends: eight bytes at a time while none of them
-/// is a quote, a backslash, below 0x20 or from 0x80 (each test exact for a word, never for a
-/// byte: a word with a hit is walked byte by byte), then byte by byte. A hello is mostly such runs.
+/// is a quote, a backslash, below 0x20 or from 0x80, then byte by byte. In a word with a hit
+/// the lowest flagged byte is exact: a borrow starts only at a hit, so none crosses the plain
+/// bytes before the first one (a byte above it may be flagged wrongly, never one below). Where
+/// the first byte in memory is the word's lowest, that byte is the run's end (its bit counted);
+/// elsewhere the word is walked. A hello is mostly such runs.
 std::size_t plain_run(std::string_view text, std::size_t at) noexcept {
     constexpr std::uint64_t k_ones = 0x0101010101010101ULL;
     constexpr std::uint64_t k_highs = k_ones * 0x80U;
@@ -55,10 +58,15 @@ std::size_t plain_run(std::string_view text, std::size_t at) noexcept {
         std::uint64_t word = 0;
         std::memcpy(&word, text.data() + at, sizeof word);
         const std::uint64_t below_space = (word - k_ones * 0x20U) & ~word;
-        if (((below_space | has_zero(word ^ (k_ones * '"')) | has_zero(word ^ (k_ones * '\\')) |
-              word) &
-             k_highs) != 0) {
+        const std::uint64_t hits = (below_space | has_zero(word ^ (k_ones * '"')) |
+                                    has_zero(word ^ (k_ones * '\\')) | word) &
+                                   k_highs;
+        if (hits != 0) {
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            return at + static_cast<std::size_t>(__builtin_ctzll(hits)) / 8;
+#else
             break;
+#endif
         }
         at += 8;
     }
