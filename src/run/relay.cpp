@@ -148,8 +148,7 @@ void RelayMachine::received(SessionId id, const std::string& payload, Clock::tim
             // Anything else passes through: only its form is checked, so that one bad frame
             // costs this launcher its connection, not the node its leader's.
             protocol::check_relayable(payload);
-            m_actions.emplace_back(
-                relay_action::Upstream{protocol::Relay{{session.hello.rank}, payload, {}}});
+            up(protocol::Relay{{session.hello.rank}, payload, {}});
             return;
         case State::verifying:
         case State::pending:
@@ -206,8 +205,7 @@ void RelayMachine::verified(SessionId id,
         session.state = State::pending;
         m_by_rank[rank] = id;
         m_unseen.erase(rank);
-        m_actions.emplace_back(
-            relay_action::Upstream{protocol::Relay{{rank}, std::move(session.hello_payload), {}}});
+        up(protocol::Relay{{rank}, std::move(session.hello_payload), {}});
         session.hello_payload.clear();
     }
 }
@@ -251,8 +249,7 @@ void RelayMachine::end(SessionId id, const std::string& why, bool close_it) {
         m_actions.emplace_back(relay_action::CloseLocal{id, relay_action::CloseWhen::now});
     }
     if (announced && !m_closed) {
-        m_actions.emplace_back(
-            relay_action::Upstream{protocol::Relay{{session.hello.rank}, {}, why}});
+        up(protocol::Relay{{session.hello.rank}, {}, why});
     }
     if (session.forwarded) {
         const auto owner = m_by_rank.find(session.hello.rank);
@@ -339,6 +336,21 @@ std::vector<protocol::RankStartup> RelayMachine::take_follower_startups() {
     return out;
 }
 
+void RelayMachine::upstream_open(Clock::time_point /*now*/) {
+    m_settings.upstream_waits = false;
+    for (auto& message : std::exchange(m_held_upstream, {})) {
+        m_actions.emplace_back(relay_action::Upstream{std::move(message)});
+    }
+}
+
+void RelayMachine::up(protocol::Message message) {
+    if (m_settings.upstream_waits) {
+        m_held_upstream.push_back(std::move(message));
+    } else {
+        m_actions.emplace_back(relay_action::Upstream{std::move(message)});
+    }
+}
+
 void RelayMachine::pulse(Clock::time_point /*now*/) {
     for (const auto& [id, session] : m_sessions) {
         if (session.state == State::registered) {
@@ -357,7 +369,7 @@ void RelayMachine::timer_fired(RelayTimer timer, Clock::time_point now) {
     }
     if (timer == RelayTimer::node_heartbeat) {
         if (busy()) {
-            m_actions.emplace_back(relay_action::Upstream{protocol::Heartbeat{}});
+            up(protocol::Heartbeat{});
             m_actions.emplace_back(
                 relay_action::ArmTimer{RelayTimer::node_heartbeat, now + m_settings.heartbeat});
         }
@@ -390,6 +402,7 @@ void RelayMachine::close(Clock::time_point /*now*/) {
     }
     m_closed = true;
     m_waiting = false;
+    m_held_upstream.clear(); // the leader's connection is gone, or it never came
     m_actions.emplace_back(relay_action::StopListening{});
     std::vector<SessionId> all;
     for (const auto& entry : m_sessions) {

@@ -628,6 +628,11 @@ void NodeRelay::serve() {
     m_impl->accept();
 }
 
+void NodeRelay::upstream_open() {
+    m_impl->machine.upstream_open(Clock::now());
+    m_impl->perform();
+}
+
 std::vector<protocol::RankUsage> NodeRelay::follower_usages() const {
     return m_impl->machine.follower_usages();
 }

@@ -34,6 +34,9 @@ struct RelaySettings {
     /// The connect timeout's end: ranks that did not come by then are not waited for
     /// (stop_waiting()); nullopt: until stop_waiting().
     std::optional<Clock::time_point> wait_until;
+    /// The leader serves before it is registered: what goes upstream waits, in its order, for
+    /// upstream_open(), while its followers' handshakes run (issue #33).
+    bool upstream_waits = false;
 };
 
 /// One local connection, as the shell numbers them (each accepted connection a new one).
@@ -116,9 +119,11 @@ using RelayAction = std::variant<relay_action::ToLocal,
 ///   registered already; otherwise it gets a `refused` reject and is closed once that is
 ///   written, and the coordinator never hears of it.
 /// - An accepted hello goes upstream unchanged in a `relay` envelope for its rank; anything
-///   else before the coordinator's answer is a protocol error. The answer comes down: a welcome
-///   is proved by the leader to the local launcher (Welcome), a reject is passed on and the
-///   connection closed once it is written.
+///   else before the coordinator's answer is a protocol error. While the leader is not
+///   registered (RelaySettings::upstream_waits), what goes upstream waits and goes, in its
+///   order, at upstream_open(): the followers' handshakes need not wait for the leader's. The
+///   answer comes down: a welcome is proved by the leader to the local launcher (Welcome), a reject
+///   is passed on and the connection closed once it is written.
 /// - After the welcome every frame passes through unchanged (only its form is checked: one bad
 ///   frame costs its launcher its connection, not the node its leader's), except the local
 ///   launchers' heartbeats: the leader's own heartbeat stands for its node, so the relay keeps
@@ -157,6 +162,9 @@ class RelayMachine {
     void unreadable(SessionId session, const std::string& what, Clock::time_point now);
     /// An envelope from the coordinator: each of its ranks gets the message.
     void downstream(const protocol::Relay& relay, Clock::time_point now);
+    /// The leader is registered: what waited to go upstream goes, in its order, and from now
+    /// on everything goes at once.
+    void upstream_open(Clock::time_point now);
     /// The coordinator answered the leader's heartbeat: every registered local launcher gets
     /// a heartbeat (its proof that the coordinator is alive).
     void pulse(Clock::time_point now);
@@ -211,6 +219,8 @@ class RelayMachine {
     /// when its hello went there.
     void end(SessionId id, const std::string& why, bool close_it);
     void check_idle();
+    /// Send `message` upstream, or keep it for upstream_open().
+    void up(protocol::Message message);
 
     RelaySettings m_settings;
     std::set<std::uint32_t> m_unseen; ///< local ranks that never sent a valid hello
@@ -223,6 +233,8 @@ class RelayMachine {
     bool m_closed = false;
     bool m_holding = false;
     bool m_idle = false; ///< Idle was emitted and nothing was accepted since
+    /// What waits for upstream_open() (RelaySettings::upstream_waits), in its order.
+    std::vector<protocol::Message> m_held_upstream;
     std::vector<RelayAction> m_actions;
 };
 

@@ -61,14 +61,17 @@ class NodeRelay {
     NodeRelay& operator=(const NodeRelay&) = delete;
 
     /// Bind `path` (relay_path()) and listen, without accepting yet: the leader does it when it
-    /// starts, so that its followers' connections wait in the backlog while it registers
-    /// instead of being refused and backing off (issue #33), and the name is this job's early.
+    /// starts, so that its followers' connections are never refused and backing off (issue
+    /// #33), and the name is this job's early.
     /// \throws Error (Errc::auth) when another process holds the name (`relay:
     /// @tfslurm-0/relay-12.0-2 is held by uid 65534 (pid 812), not by this job's user (uid
     /// 0)`, naming the holder when it answers), (Errc::io) when it cannot listen.
     void listen(const std::string& path);
-    /// Accept the local launchers (once the leader registered; after listen()).
+    /// Accept the local launchers (after listen()); the leader serves as it starts, with
+    /// RelaySettings::upstream_waits until it registered (upstream_open()).
     void serve();
+    /// The leader registered: its followers' checked hellos go upstream (RelayMachine).
+    void upstream_open();
     /// An envelope from the coordinator: each of its ranks gets the message.
     void downstream(const protocol::Relay& relay);
     /// The coordinator answered the leader's heartbeat: every registered local launcher gets

@@ -529,6 +529,7 @@ void LauncherShell::listen_relay() {
     settings.heartbeat = m_options.run.heartbeat;
     settings.heartbeat_timeout = m_options.run.heartbeat_timeout;
     settings.wait_until = m_connect_deadline;
+    settings.upstream_waits = true; // until start_relay()
     m_listening_relay = std::make_unique<NodeRelay>(
         m_io,
         *m_auth,
@@ -549,7 +550,13 @@ void LauncherShell::listen_relay() {
         // Said once registered (start_relay()), where the step fails with it at once.
         m_relay_error = e;
         m_listening_relay.reset();
+        return;
     }
+    // The followers' handshakes while we register (issue #33): by our welcome their hellos
+    // are checked and held, instead of their challenges only starting then (their MUNGE round
+    // trips off the step's critical path). None is welcomed before the coordinator says so:
+    // the relay proves itself to a follower with the coordinator's welcome only.
+    m_listening_relay->serve();
 }
 
 void LauncherShell::start_relay() {
@@ -562,7 +569,7 @@ void LauncherShell::start_relay() {
         return;
     }
     m_relay = std::move(m_listening_relay);
-    m_relay->serve();
+    m_relay->upstream_open();
     logger().debug("{}: relaying for ranks {}", label(), fmt::join(m_place.followers, ","));
 }
 
@@ -601,8 +608,10 @@ void LauncherShell::finish() {
     }
     timer(LauncherTimer::grace).cancel();
     m_signals.cancel();
-    if (m_relay) {
-        m_relay->close();
+    for (auto* relay : {m_relay.get(), m_listening_relay.get()}) {
+        if (relay != nullptr) {
+            relay->close();
+        }
     }
     if (m_server) {
         m_server->close();

@@ -101,11 +101,12 @@ class LauncherShell {
     void on_opened(const std::string& control);
     void on_message(const protocol::Message& message);
     void on_lost(const std::string& reason, CoordinatorLoss loss);
-    /// A leader, as it starts: its relay bound and listening (m_listening_relay), or why not
+    /// A leader, as it starts: its relay bound, listening and serving (m_listening_relay), its
+    /// followers' handshakes running while it registers and their hellos held, or why not
     /// (m_relay_error, said once it registered, as before).
     void listen_relay();
-    /// A leader, once registered: its relay accepts (m_relay), or the step fails with the
-    /// reason listen_relay() kept.
+    /// A leader, once registered: its relay's held hellos go upstream and it carries its node
+    /// (m_relay), or the step fails with the reason listen_relay() kept.
     void start_relay();
     /// Whether `action` must wait until the relay has no local launcher left.
     [[nodiscard]] bool defer(const LauncherAction& action);

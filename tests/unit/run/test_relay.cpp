@@ -70,7 +70,7 @@ StartupTimes relay_phases() {
 /// (a local launcher's frame), `unreadable S <what>`, `closed S <why>`, `down R,R
 /// welcome|reject|stop|heartbeat` (from the coordinator), `pulse`, `timer watch|node
 /// heartbeat|wait`, `stop waiting`, `close`, `hold` (its answer is shown as `held` or `not
-/// held`).
+/// held`), `upstream open` (the leader registered).
 std::vector<std::string> feed(RelayMachine& m, const std::string& event, Clock::time_point now) {
     std::istringstream in(event);
     std::string word;
@@ -133,6 +133,8 @@ std::vector<std::string> feed(RelayMachine& m, const std::string& event, Clock::
         m.downstream({ranks, protocol::encode_payload(message), {}}, now);
     } else if (word == "pulse") {
         m.pulse(now);
+    } else if (word == "upstream") {
+        m.upstream_open(now);
     } else if (word == "timer") {
         text = rest();
         m.timer_fired(text == "watch"            ? RelayTimer::watch
@@ -207,6 +209,46 @@ TEST_CASE("relay: followers register through the leader and then every frame pas
                      {40, "closed 1 connection closed", {"up relay [1] closed: connection closed"}},
                  });
     CHECK(m.busy()); // rank 2 never came
+}
+
+TEST_CASE("relay: before the leader registered its followers' hellos are checked and wait, then "
+          "go up in their order",
+          "[relay]") {
+    auto waiting = settings();
+    waiting.upstream_waits = true;
+    play(waiting,
+         {
+             {0, "listening", {"arm watch 250", "arm wait 60000"}},
+             {1, "accept 1", {"to 1 challenge"}},
+             {1, "accept 2", {"to 2 challenge"}},
+             {2, "hello 2 2", {"verify 2 rank 2"}},
+             {2, "verified 2", {}},
+             {3, "hello 1 1", {"verify 1 rank 1"}},
+             {3, "verified 1", {}},
+             {4, "closed 2 connection closed", {}},
+             // The leader's welcome: what waited goes, as it came: rank 2's hello before its end.
+             {5,
+              "upstream open",
+              {"up relay [2] hello",
+               "up relay [1] hello",
+               "up relay [2] closed: connection closed"}},
+             {6, "down 1 welcome", {"welcome 1 rank 1"}},
+             {7, "send 1 exit", {"up relay [1] exit"}},
+             {8, "upstream open", {}},
+         });
+}
+
+TEST_CASE("relay: a relay closed before its leader registered sends nothing up", "[relay]") {
+    auto waiting = settings();
+    waiting.upstream_waits = true;
+    play(waiting,
+         {
+             {0, "accept 1", {"to 1 challenge"}},
+             {1, "hello 1 1", {"verify 1 rank 1"}},
+             {1, "verified 1", {}},
+             {2, "close", {"stop listening", "close 1", "idle"}},
+             {3, "upstream open", {}},
+         });
 }
 
 TEST_CASE("relay: the local heartbeats stay here and the coordinator's answer comes down",

@@ -201,21 +201,24 @@ struct LiveRelay {
               const protocol::Authenticator& auth,
               std::set<std::uint32_t> ranks,
               unsigned name,
-              Millis heartbeat_timeout = k_default_heartbeat_timeout)
+              Millis heartbeat_timeout = k_default_heartbeat_timeout,
+              bool upstream_waits = false)
         : path(detail::relay_path(k_step, name + static_cast<unsigned>(::getpid()))),
           relay(io,
                 auth,
-                settings(std::move(ranks), heartbeat_timeout),
+                settings(std::move(ranks), heartbeat_timeout, upstream_waits),
                 [this](const protocol::Message& m) { up.push_back(std::get<protocol::Relay>(m)); },
                 {}) {
         relay.listen(path);
     }
 
-    static RelaySettings settings(std::set<std::uint32_t> ranks, Millis heartbeat_timeout) {
+    static RelaySettings
+    settings(std::set<std::uint32_t> ranks, Millis heartbeat_timeout, bool upstream_waits) {
         RelaySettings out;
         out.step = k_step;
         out.ranks = std::move(ranks);
         out.heartbeat_timeout = heartbeat_timeout;
+        out.upstream_waits = upstream_waits;
         return out;
     }
 
@@ -491,12 +494,12 @@ TEST_CASE("node relay: another user's connection is closed before its first byte
     relay.close();
 }
 
-TEST_CASE("node relay: a follower that comes before the leader registered waits for its challenge",
+TEST_CASE("node relay: a follower that comes before the relay serves waits for its challenge",
           "[node_relay]") {
     asio::io_context io;
     const auto auth = secret_auth('c');
-    // The leader listens as it starts: the follower's connection is made (it waits in the
-    // backlog) but nothing comes before the relay serves, and nothing goes up.
+    // A relay that listens: the follower's connection is made (it waits in the backlog) but
+    // nothing comes before the relay serves, and nothing goes up.
     LiveRelay live(io, auth, {1}, 940000);
     auto& relay = live.relay;
     auto& up = live.up;
@@ -509,13 +512,41 @@ TEST_CASE("node relay: a follower that comes before the leader registered waits 
     CHECK(one.received.empty());
     CHECK_FALSE(one.eof);
     CHECK(up.empty());
-    // Registered: the relay serves, and the waiting follower gets its challenge and registers.
+    // It serves: the waiting follower gets its challenge and registers.
     relay.serve();
     REQUIRE(run_until(io, [&] { return got<protocol::Challenge>(one); }));
     one.hello(auth, 1);
     REQUIRE(run_until(io, [&] { return up.size() == 1; }));
     CHECK(std::get<protocol::Hello>(protocol::decode_payload(up[0].message)).rank == 1);
     relay.close();
+}
+
+TEST_CASE("node relay: a leader not yet registered checks its followers and holds their hellos "
+          "until it is",
+          "[node_relay]") {
+    asio::io_context io;
+    const auto auth = secret_auth('c');
+    // As a leader serves while it registers (LauncherShell::listen_relay()).
+    LiveRelay live(io, auth, {1, 2}, 950000, k_default_heartbeat_timeout, true);
+    live.relay.serve();
+    Follower one(io, live.path);
+    REQUIRE(run_until(io, [&] { return got<protocol::Challenge>(one); }));
+    one.hello(auth, 1);
+    // Another follower's hello that does not prove itself is refused meanwhile, here.
+    Follower impostor(io, live.path);
+    REQUIRE(run_until(io, [&] { return got<protocol::Challenge>(impostor); }));
+    impostor.hello(secret_auth('d'), 2);
+    REQUIRE(run_until(io, [&] { return got<protocol::Reject>(impostor); }));
+    CHECK(live.up.empty());
+    CHECK(one.received.size() == 1); // its challenge only: nobody welcomes it yet
+    // Registered: the checked hello goes up at once, then the welcome comes down as usual.
+    live.relay.upstream_open();
+    REQUIRE(live.up.size() == 1);
+    CHECK(live.up[0].ranks == std::vector<std::uint32_t>{1});
+    CHECK(std::get<protocol::Hello>(protocol::decode_payload(live.up[0].message)).rank == 1);
+    live.relay.downstream({{1}, protocol::encode_payload(protocol::Welcome{3, {}}), {}});
+    REQUIRE(run_until(io, [&] { return got<protocol::Welcome>(one); }));
+    live.relay.close();
 }
 
 TEST_CASE("node relay: MUNGE proofs are made off the io thread: a stopped munged holds up no "
