@@ -290,8 +290,9 @@ bool kill_if_child(pid_t pid, pid_t parent, pid_t keeper) noexcept {
     bool settled = false;
     sigset_t during_wait;
     ::sigemptyset(&during_wait);
+    bool no_child = false;
     for (;;) {
-        const bool no_child = reap_children(command, command_status, command_ended);
+        no_child = reap_children(command, command_status, command_ended);
         if (command_ended) {
             if (!stop_noted() && !settled && killed_by_stop_signal(command_status)) {
                 await_stop_signal(); // perhaps the step's cancel, which reached T before us
@@ -313,7 +314,12 @@ bool kill_if_child(pid_t pid, pid_t parent, pid_t keeper) noexcept {
             end_orphaned(keeper);
         }
     }
-    kill_descendants(command, command_status, command_ended);
+    if (!no_child) {
+        // No child left means no descendant left: an orphan comes to us (a subreaper), so each
+        // descendant is a child of ours or below one. Then the walk of /proc is not made (a
+        // small step's every trainer ends so, issue #33).
+        kill_descendants(command, command_status, command_ended);
+    }
     end_like(command_status);
 }
 
