@@ -307,12 +307,17 @@ bool munge_available(const std::string& socket) {
     }
 }
 
-// One switch over the three methods, each case with its own message (~60 lines): split, the
-// messages would drift apart.
 Authenticator Authenticator::create(const AuthSettings& settings) {
+    Authenticator auth = create_unresolved(settings);
+    auth.resolve_method();
+    return auth;
+}
+
+Authenticator Authenticator::create_unresolved(const AuthSettings& settings) {
     Authenticator auth;
     auth.m_requested = settings.method;
     auth.m_munge_socket = settings.munge_socket;
+    auth.m_munge_socket_origin = settings.munge_socket_origin;
     if (settings.secret_hex && settings.method != AuthMethod::munge) {
         const auto raw = from_hex(*settings.secret_hex);
         // The value itself is never printed: it is a credential.
@@ -325,6 +330,19 @@ Authenticator Authenticator::create(const AuthSettings& settings) {
         auth.m_secret = *raw;
         auth.m_secret_hmac = HmacKey(auth.m_secret);
     }
+    return auth;
+}
+
+// One switch over the three methods, each case with its own message (~50 lines): split, the
+// messages would drift apart.
+void Authenticator::resolve_method() {
+    if (m_resolved) {
+        return;
+    }
+    AuthSettings settings;
+    settings.method = m_requested;
+    settings.munge_socket = m_munge_socket;
+    settings.munge_socket_origin = m_munge_socket_origin;
     std::string munge_error;
     const auto munge_works = [&] {
         return munge_encode_payload(settings.munge_socket, "tfslurm/1 probe", munge_error)
@@ -340,23 +358,23 @@ Authenticator Authenticator::create(const AuthSettings& settings) {
                 "is munged running on this node? Slurm's AuthInfo=socket=... in slurm.conf "
                 "names its socket; TFSLURM_MUNGE_SOCKET overrides it");
         }
-        auth.m_method = AuthMethod::munge;
+        m_method = AuthMethod::munge;
         break;
     case AuthMethod::secret:
-        if (auth.m_secret.empty()) {
+        if (m_secret.empty()) {
             throw errors::make(Errc::auth,
                                setting_ref("auth", "secret"),
                                "TFSLURM_SECRET is not set",
                                "export TFSLURM_SECRET=$(openssl rand -hex 32) before srun");
         }
-        auth.m_method = AuthMethod::secret;
+        m_method = AuthMethod::secret;
         break;
     case AuthMethod::automatic:
         if (munge_works()) {
-            auth.m_method = AuthMethod::munge;
-        } else if (!auth.m_secret.empty()) {
+            m_method = AuthMethod::munge;
+        } else if (!m_secret.empty()) {
             logger().debug("auth: munge unavailable ({}); using TFSLURM_SECRET", munge_error);
-            auth.m_method = AuthMethod::secret;
+            m_method = AuthMethod::secret;
         } else {
             throw errors::make(
                 Errc::auth,
@@ -371,7 +389,7 @@ Authenticator Authenticator::create(const AuthSettings& settings) {
         }
         break;
     }
-    return auth;
+    m_resolved = true;
 }
 
 void Authenticator::host_own_coordinator(std::uint32_t rank) {

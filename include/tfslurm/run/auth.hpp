@@ -159,6 +159,14 @@ class Authenticator {
     /// `--auth secret` without a valid TFSLURM_SECRET (hex, >= 16 bytes), or `--auth munge`
     /// when munged cannot be reached.
     [[nodiscard]] static Authenticator create(const AuthSettings& settings);
+    /// create() without resolving the method yet (TFSLURM_SECRET is checked): verify() and
+    /// the proofs of host_own_coordinator()'s rank work at once, resolve_method() makes the
+    /// rest of create()'s checks. Rank 0 starts its coordinator in between (issue #33: the
+    /// `automatic` method's MUNGE round trip is then off the other launchers' path, and rank 0
+    /// registers with its own key). 	hrows Error as create() for TFSLURM_SECRET.
+    [[nodiscard]] static Authenticator create_unresolved(const AuthSettings& settings);
+    /// create()'s resolution and its errors, once (create() does it itself).
+    void resolve_method();
 
     /// The method prove() uses: munge or secret.
     [[nodiscard]] AuthMethod method() const noexcept { return m_method; }
@@ -264,6 +272,8 @@ class Authenticator {
     HmacKey m_own_hmac;           ///< m_own_key's, when there is one
     std::uint32_t m_own_rank = 0; ///< and the rank it proves
     std::string m_munge_socket;
+    std::string m_munge_socket_origin; ///< AuthSettings::munge_socket_origin, for messages
+    bool m_resolved = false;           ///< resolve_method() was made
 };
 
 /// Whether a MUNGE credential can be encoded now (munged reachable). Touches the OS.

@@ -215,13 +215,19 @@ void LauncherShell::start_metrics(const MetricsEndpoint& endpoint) {
 // The launcher's life in order: coordinator, held port, signals, the connector (the tree, the
 // connect deadline), then the event loop and the cleanup after it; the order is the point.
 LaunchResult LauncherShell::run() {
-    m_auth = protocol::Authenticator::create(m_options.auth);
-    logger().debug("{}: authentication: {}", label(), protocol::to_string(m_auth->method()));
     if (m_rank == 0) {
-        // Our own registration is proved with this process's key, not through munged.
+        // Our own registration is proved with this process's key, not through munged, and the
+        // coordinator verifies the others' hellos whatever our method: it listens first, and
+        // the method is resolved after (the `auto` method's MUNGE probe off the path of every
+        // launcher that dials it; its errors are create()'s).
+        m_auth = protocol::Authenticator::create_unresolved(m_options.auth);
         m_auth->host_own_coordinator(m_rank);
         start_coordinator(m_plan.job_id.value_or(0));
+        m_auth->resolve_method();
+    } else {
+        m_auth = protocol::Authenticator::create(m_options.auth);
     }
+    logger().debug("{}: authentication: {}", label(), protocol::to_string(m_auth->method()));
     if (!m_options.port_candidates.empty()) {
         // Exact mode: held from before the hello that reports it until just before the trainer
         // starts (start_trainer()).

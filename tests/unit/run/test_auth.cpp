@@ -348,6 +348,45 @@ TEST_CASE("auth: authentication must be available", "[auth]") {
     }
 }
 
+TEST_CASE("auth: rank 0 verifies and proves its own rank before its method is resolved, which "
+          "then says create()'s errors",
+          "[auth]") {
+    const StepId step{77, 0};
+    SECTION("auto without munged and without a secret: the coordinator's work first, the error "
+            "after") {
+        auto host =
+            Authenticator::create_unresolved({AuthMethod::automatic, std::nullopt, k_no_munge});
+        host.host_own_coordinator(0);
+        const Hello own = secret_hello(host, 77, 0);
+        CHECK_FALSE(host.verify(own, k_nonce, step, k_endpoint));
+        CHECK_FALSE(host.verify_coordinator(
+            host.prove_coordinator(AuthMethod::secret, k_nonce, step, 0, k_endpoint),
+            k_nonce,
+            step,
+            0,
+            k_endpoint));
+        CHECK_THROWS_WITH(host.resolve_method(),
+                          Catch::StartsWith("auth: no authentication available: munged at " +
+                                            std::string(k_no_munge)));
+    }
+    SECTION("auto with a secret: resolved as create() resolves it, once") {
+        auto host =
+            Authenticator::create_unresolved({AuthMethod::automatic, k_secret_hex, k_no_munge});
+        host.host_own_coordinator(0);
+        host.resolve_method();
+        host.resolve_method();
+        CHECK(host.method() == AuthMethod::secret);
+        CHECK(host.method_for(0) == AuthMethod::secret);
+        const auto holder = Authenticator::create({AuthMethod::secret, k_secret_hex, k_no_munge});
+        CHECK_FALSE(host.verify(secret_hello(holder, 77, 3), k_nonce, step, k_endpoint));
+    }
+    SECTION("a bad TFSLURM_SECRET is said at once") {
+        CHECK_THROWS_WITH(
+            Authenticator::create_unresolved({AuthMethod::automatic, "abcd", k_no_munge}),
+            "TFSLURM_SECRET: must be at least 32 hex digits (16 bytes)");
+    }
+}
+
 namespace {} // namespace
 
 TEST_CASE("auth: munge authentication with a private munged", "[auth][munge]") {
