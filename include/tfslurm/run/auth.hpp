@@ -163,7 +163,7 @@ class Authenticator {
     /// the proofs of host_own_coordinator()'s rank work at once, resolve_method() makes the
     /// rest of create()'s checks. Rank 0 starts its coordinator in between (issue #33: the
     /// `automatic` method's MUNGE round trip is then off the other launchers' path, and rank 0
-    /// registers with its own key). 	hrows Error as create() for TFSLURM_SECRET.
+    /// registers with its own key). \throws Error as create() for TFSLURM_SECRET.
     [[nodiscard]] static Authenticator create_unresolved(const AuthSettings& settings);
     /// create()'s resolution and its errors, once (create() does it itself).
     void resolve_method();
