@@ -137,7 +137,8 @@ bool await_children(std::chrono::milliseconds within) noexcept;
 /// SIGKILL every child of this process (and, as they die, the orphans re-parented to it),
 /// reaping all of them; repeats until no child is left or `max_rounds` rounds passed.
 /// Returns the number of processes signalled. Used by a launcher right before it exits so that
-/// no trainer, grandchild or zombie outlives it.
+/// no trainer, grandchild or zombie outlives it. Without any child (waitid: ECHILD) it returns 0
+/// at once, without a walk of /proc.
 std::size_t kill_all_children(int max_rounds = 50) noexcept;
 
 } // namespace tfslurm

@@ -19,10 +19,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -248,6 +250,50 @@ TEST_CASE("spawn: kill_all_children kills and reaps every child", "[spawn]") {
     for (const pid_t pid : pids) {
         CHECK_FALSE(alive(pid));
     }
+}
+
+TEST_CASE("spawn: kill_all_children finds another thread's child and an ended one, and none "
+          "when there is none",
+          "[spawn]") {
+    // Nothing to kill: 0 at once (no walk of /proc: waitid says ECHILD first).
+    REQUIRE(list_children(::getpid()).empty());
+    CHECK(kill_all_children() == 0);
+    // A child of another, still running, thread of ours, and one that already ended and waits
+    // to be reaped: waitid's check sees both (a launcher's MUNGE threads never fork, but
+    // nothing here may depend on that).
+    SpawnRequest request;
+    request.argv = {"sleep", "30"};
+    request.env = base_env();
+    pid_t threads_child = -1;
+    bool spawned = false;
+    bool release = false;
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::thread other([&] {
+        std::unique_lock<std::mutex> lock(mutex);
+        threads_child = spawn_process(request);
+        spawned = true;
+        changed.notify_all();
+        changed.wait(lock, [&] { return release; });
+    });
+    {
+        std::unique_lock<std::mutex> lock(mutex);
+        changed.wait(lock, [&] { return spawned; });
+    }
+    request.argv = {"true"};
+    const pid_t ended = spawn_process(request);
+    siginfo_t info{};
+    REQUIRE(::waitid(P_PID, static_cast<id_t>(ended), &info, WEXITED | WNOWAIT) == 0);
+    CHECK(kill_all_children() >= 1);
+    CHECK_FALSE(alive(threads_child));
+    CHECK(::waitpid(ended, nullptr, WNOHANG) < 0); // reaped by kill_all_children
+    {
+        const std::lock_guard<std::mutex> lock(mutex);
+        release = true;
+    }
+    changed.notify_all();
+    other.join();
+    CHECK(kill_all_children() == 0);
 }
 
 TEST_CASE("spawn: list_children reads each thread's children as the scan of /proc finds them",
