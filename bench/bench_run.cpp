@@ -123,6 +123,7 @@ int trainer(const std::string& dir) {
 struct Stats {
     double median = 0;
     double max = 0;
+    double min = 0;
 };
 
 Stats stats(std::vector<double> values) {
@@ -130,7 +131,7 @@ Stats stats(std::vector<double> values) {
     if (values.empty()) {
         return {};
     }
-    return {values[values.size() / 2], values.back()};
+    return {values[values.size() / 2], values.back(), values.front()};
 }
 
 std::vector<std::string> base_env() {
@@ -1219,31 +1220,27 @@ int fanin_rounds(const Shape& shape, int rounds) {
         rss.push_back(real.rss_kib);
     }
     const auto under = std::count_if(ratios.begin(), ratios.end(), [](double r) { return r < 2; });
-    const auto range = [](std::vector<double> v) {
-        std::sort(v.begin(), v.end());
-        return std::array<double, 3>{v.front(), v[v.size() / 2], v.back()};
-    };
-    const auto wall = range(walls);
-    const auto floor = range(floors);
-    const auto ratio = range(ratios);
+    const Stats wall = stats(walls);
+    const Stats floor = stats(floors);
+    const Stats ratio = stats(ratios);
     fmt::print("  {} tasks, {} rounds: tfslurm median {:.1f} ms ({:.1f} to {:.1f}), floor median "
                "{:.1f} ms ({:.1f} to {:.1f}); ratio median {:.2f}x ({:.2f} to {:.2f}x, {} of {} "
                "under 2x); coordinator CPU median {:.0f} ms, peak RSS {:.1f} MiB   {}\n",
                shape.ranks(),
                rounds,
-               wall[1],
-               wall[0],
-               wall[2],
-               floor[1],
-               floor[0],
-               floor[2],
-               ratio[1],
-               ratio[0],
-               ratio[2],
+               wall.median,
+               wall.min,
+               wall.max,
+               floor.median,
+               floor.min,
+               floor.max,
+               ratio.median,
+               ratio.min,
+               ratio.max,
                under,
                rounds,
-               range(cpus)[1],
-               range(rss)[2] / 1024.0,
+               stats(cpus).median,
+               stats(rss).max / 1024.0,
                ok ? "ok" : "FAILED");
     return ok ? 0 : 1;
 }

@@ -259,8 +259,8 @@ MungeContext make_context(const std::string& socket) {
 
 /// `munged at /run/munge/munge.socket.2 (libmunge's default)`: which munged was asked, and
 /// where its socket path came from, for the messages of a munge failure.
-std::string munged_at(const AuthSettings& settings) {
-    std::string socket = settings.munge_socket;
+std::string munged_at(const std::string& munge_socket, const std::string& origin) {
+    std::string socket = munge_socket;
     if (socket.empty()) {
         // libmunge's compiled-in default, as the library itself reports it.
         const MungeContext ctx(munge_ctx_create());
@@ -270,8 +270,7 @@ std::string munged_at(const AuthSettings& settings) {
             socket = path;
         }
     }
-    return fmt::format(
-        "munged at {} ({})", socket.empty() ? "?" : socket, settings.munge_socket_origin);
+    return fmt::format("munged at {} ({})", socket.empty() ? "?" : socket, origin);
 }
 
 /// Encode `payload`; the error text (munge's own) when it fails.
@@ -339,22 +338,19 @@ void Authenticator::resolve_method() {
     if (m_resolved) {
         return;
     }
-    AuthSettings settings;
-    settings.method = m_requested;
-    settings.munge_socket = m_munge_socket;
-    settings.munge_socket_origin = m_munge_socket_origin;
     std::string munge_error;
     const auto munge_works = [&] {
-        return munge_encode_payload(settings.munge_socket, "tfslurm/1 probe", munge_error)
-            .has_value();
+        return munge_encode_payload(m_munge_socket, "tfslurm/1 probe", munge_error).has_value();
     };
-    switch (settings.method) {
+    switch (m_requested) {
     case AuthMethod::munge:
         if (!munge_works()) {
             throw errors::make(
                 Errc::auth,
                 setting_ref("auth", "munge"),
-                fmt::format("{} is not reachable: {}", munged_at(settings), munge_error),
+                fmt::format("{} is not reachable: {}",
+                            munged_at(m_munge_socket, m_munge_socket_origin),
+                            munge_error),
                 "is munged running on this node? Slurm's AuthInfo=socket=... in slurm.conf "
                 "names its socket; TFSLURM_MUNGE_SOCKET overrides it");
         }
@@ -381,7 +377,7 @@ void Authenticator::resolve_method() {
                 setting_ref("auth"),
                 fmt::format("no authentication available: {} is not reachable ({}) and "
                             "TFSLURM_SECRET is not set",
-                            munged_at(settings),
+                            munged_at(m_munge_socket, m_munge_socket_origin),
                             munge_error),
                 "start munged (Slurm's AuthInfo=socket=... in slurm.conf names its socket; "
                 "TFSLURM_MUNGE_SOCKET overrides it), or export TFSLURM_SECRET=$(openssl rand "

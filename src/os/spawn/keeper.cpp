@@ -164,6 +164,12 @@ bool reap_children(pid_t command, int& command_status, bool& command_ended) noex
 /// (kill_if_child(): a number read from /proc may be another process's by the time of the
 /// signal).
 void kill_descendants(pid_t command, int& command_status, bool& command_ended) noexcept {
+    // No child left means no descendant left: an orphan comes to us (a subreaper), so each
+    // descendant is a child of ours or below one. Then no walk of /proc is made (a small
+    // step's every trainer ends so, issue #33).
+    if (reap_children(command, command_status, command_ended)) {
+        return;
+    }
     const pid_t self = ::getpid();
     for (;;) {
         std::size_t count = append_children(self, 0);
@@ -290,9 +296,8 @@ bool kill_if_child(pid_t pid, pid_t parent, pid_t keeper) noexcept {
     bool settled = false;
     sigset_t during_wait;
     ::sigemptyset(&during_wait);
-    bool no_child = false;
     for (;;) {
-        no_child = reap_children(command, command_status, command_ended);
+        const bool no_child = reap_children(command, command_status, command_ended);
         if (command_ended) {
             if (!stop_noted() && !settled && killed_by_stop_signal(command_status)) {
                 await_stop_signal(); // perhaps the step's cancel, which reached T before us
@@ -314,12 +319,7 @@ bool kill_if_child(pid_t pid, pid_t parent, pid_t keeper) noexcept {
             end_orphaned(keeper);
         }
     }
-    if (!no_child) {
-        // No child left means no descendant left: an orphan comes to us (a subreaper), so each
-        // descendant is a child of ours or below one. Then the walk of /proc is not made (a
-        // small step's every trainer ends so, issue #33).
-        kill_descendants(command, command_status, command_ended);
-    }
+    kill_descendants(command, command_status, command_ended);
     end_like(command_status);
 }
 
