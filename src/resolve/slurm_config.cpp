@@ -72,26 +72,59 @@ struct ConfSetting {
     std::string value;
 };
 
+/// The `Key=Value` words of one line of slurm.conf: its comment dropped, words without '='
+/// skipped.
+std::vector<ConfSetting> line_settings(std::string_view raw_line) {
+    const std::string line = without_comment(raw_line);
+    std::vector<ConfSetting> settings;
+    std::size_t pos = 0;
+    for (std::string word = next_word(line, pos); !word.empty(); word = next_word(line, pos)) {
+        const auto eq = word.find('=');
+        if (eq != std::string::npos) {
+            settings.push_back({word.substr(0, eq), word.substr(eq + 1)});
+        }
+    }
+    return settings;
+}
+
+/// Calls `visit(line)` with each line of `text`, without its newline.
+template <typename Visit> void for_each_line(std::string_view text, Visit&& visit) {
+    std::size_t start = 0;
+    while (start < text.size()) {
+        const auto end = std::min(text.find('\n', start), text.size());
+        visit(text.substr(start, end - start));
+        start = end + 1;
+    }
+}
+
 /// The `Key=Value` words of slurm.conf `text`, line by line: comments dropped, words without
 /// '=' skipped (the one walk over the file's lines that its readers share).
 std::vector<std::vector<ConfSetting>> conf_lines(std::string_view text) {
     std::vector<std::vector<ConfSetting>> lines;
-    std::size_t start = 0;
-    while (start < text.size()) {
-        const auto end = std::min(text.find('\n', start), text.size());
-        const std::string line = without_comment(text.substr(start, end - start));
-        start = end + 1;
-        std::vector<ConfSetting> settings;
-        std::size_t pos = 0;
-        for (std::string word = next_word(line, pos); !word.empty(); word = next_word(line, pos)) {
-            const auto eq = word.find('=');
-            if (eq != std::string::npos) {
-                settings.push_back({word.substr(0, eq), word.substr(eq + 1)});
-            }
-        }
-        lines.push_back(std::move(settings));
-    }
+    for_each_line(text, [&](std::string_view line) { lines.push_back(line_settings(line)); });
     return lines;
+}
+
+/// Whether `line` can hold a word whose key is `key`: it holds `key` in some case, or a quote
+/// or a backslash (which line_settings() takes out of words). Skipping the other lines unparsed
+/// gives the same values (issue #33: the launcher reads two keys of a whole slurm.conf at every
+/// start, and parsing every line of it took a fifth of a follower's instructions).
+bool may_hold(std::string_view line, std::string_view key) noexcept {
+    // Plain loops over bytes, ASCII case: this runs over every byte of the file.
+    const auto fold = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
+    if (std::any_of(line.begin(), line.end(), [](char c) { return c == '"' || c == '\\'; })) {
+        return true;
+    }
+    for (std::size_t at = 0; at + key.size() <= line.size(); ++at) {
+        std::size_t i = 0;
+        while (i < key.size() && fold(line[at + i]) == fold(key[i])) {
+            ++i;
+        }
+        if (i == key.size()) {
+            return true;
+        }
+    }
+    return false;
 }
 
 bool is_flat_plugin(std::string_view plugin) noexcept {
@@ -232,13 +265,16 @@ std::optional<std::string> partition_topology(std::string_view conf,
 
 std::optional<std::string> slurm_conf_value(std::string_view text, std::string_view key) {
     std::optional<std::string> found;
-    for (const auto& line : conf_lines(text)) {
-        for (const auto& setting : line) {
+    for_each_line(text, [&](std::string_view line) {
+        if (!may_hold(line, key)) {
+            return;
+        }
+        for (auto& setting : line_settings(line)) {
             if (equal_ignoring_case(setting.key, key)) {
-                found = setting.value;
+                found = std::move(setting.value);
             }
         }
-    }
+    });
     return found;
 }
 

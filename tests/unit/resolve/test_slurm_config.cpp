@@ -44,6 +44,14 @@ TEST_CASE("slurm_config: parameters are read as Slurm reads slurm.conf", "[slurm
             Row{"AuthInfoX=socket=/a\n", "AuthInfo", std::nullopt},
             Row{"", "AuthInfo", std::nullopt},
             Row{"AuthInfo=socket=/last", "AuthInfo", "socket=/last"},
+            // Quotes and backslashes come out of words: such lines are parsed even when they
+            // do not hold the key as it is spelled.
+            Row{"\"Auth\"Info=socket=/q\n", "AuthInfo", "socket=/q"},
+            Row{"AuthInfo=socket=/a\nNodeName=n1 Weight=1\nPartitionName=p Nodes=ALL\n",
+                "AuthInfo",
+                "socket=/a"},
+            Row{"NodeName=n1 Feature=authinfo\n", "AuthInfo", std::nullopt},
+            Row{"Auth", "AuthInfo", std::nullopt},
         }));
     CAPTURE(text, key);
     CHECK(slurm_conf_value(text, key) == expected);
