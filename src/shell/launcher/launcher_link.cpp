@@ -24,13 +24,40 @@ namespace tfslurm::detail {
 namespace asio = boost::asio;
 namespace connect_action = connector_action;
 
+namespace {
+
+/// `name`'s address by the system's resolver (the first IPv4 one: the coordinator listens on
+/// IPv4; else the first one), or nullopt and why not. Synchronous on purpose: Asio's
+/// asynchronous resolver would add a thread.
+std::optional<asio::ip::address>
+resolve_host(asio::io_context& io, const std::string& name, std::string& error) {
+    boost::system::error_code ec;
+    asio::ip::tcp::resolver resolver(io);
+    const auto endpoints = resolver.resolve(name, "", ec);
+    if (ec) {
+        error = ec.message();
+        return std::nullopt;
+    }
+    for (const auto& entry : endpoints) {
+        if (entry.endpoint().address().is_v4()) {
+            return entry.endpoint().address();
+        }
+    }
+    return endpoints.begin()->endpoint().address();
+}
+
+} // namespace
+
 LauncherLink::LauncherLink(asio::io_context& io,
                            const protocol::Authenticator& auth,
                            protocol::StepId step,
                            std::uint32_t rank,
                            LinkEvents events)
     : m_io(io), m_auth(auth), m_step(step), m_rank(rank), m_events(std::move(events)), m_socket(io),
-      m_timers(make_timers(io, std::make_index_sequence<k_connector_timer_count>{})) {}
+      m_timers(make_timers(io, std::make_index_sequence<k_connector_timer_count>{})),
+      m_host([&io](const std::string& name, std::string& error) {
+          return resolve_host(io, name, error);
+      }) {}
 
 void LauncherLink::start(ConnectorSettings settings, Clock::time_point now) {
     m_connector.emplace(std::move(settings));
@@ -132,24 +159,15 @@ void LauncherLink::connect(const connector_action::Connect& target) {
         // A follower registers through its node leader's relay (the tree).
         endpoint = relay_endpoint(target.path);
     } else {
-        asio::ip::tcp::resolver resolver(m_io);
-        // Synchronous on purpose: Asio's async resolver would add a thread.
-        const auto endpoints = resolver.resolve(target.address, std::to_string(target.port), ec);
-        if (ec) {
-            m_connector->unreachable(
-                fmt::format("cannot resolve {}: {}", target.address, ec.message()), Clock::now());
+        std::string why;
+        const auto address = m_host.address(target.address, why);
+        if (!address) {
+            m_connector->unreachable(fmt::format("cannot resolve {}: {}", target.address, why),
+                                     Clock::now());
             perform();
             return;
         }
-        // The first IPv4 endpoint (the coordinator listens on IPv4), else the first one.
-        auto tcp = endpoints.begin()->endpoint();
-        for (const auto& entry : endpoints) {
-            if (entry.endpoint().address().is_v4()) {
-                tcp = entry.endpoint();
-                break;
-            }
-        }
-        endpoint = tcp;
+        endpoint = asio::ip::tcp::endpoint(*address, target.port);
     }
     m_socket = Stream::socket(m_io);
     m_socket.open(endpoint.protocol(), ec);

@@ -7,6 +7,8 @@
 /// proofs, its timers, the failure), then carries sealed frames both ways. Socket plumbing only:
 /// what the frames mean is the launcher's machine's, told through LinkEvents.
 
+#include "shell/detail/resolved_host.hpp"
+
 #include <tfslurm/common/error.hpp>
 #include <tfslurm/run/auth.hpp>
 #include <tfslurm/run/channel.hpp>
@@ -103,6 +105,8 @@ class LauncherLink {
     std::optional<Connector> m_connector;
     Stream::socket m_socket;
     std::array<boost::asio::steady_timer, k_connector_timer_count> m_timers; ///< by ConnectorTimer
+    /// The coordinator's host, resolved once for every candidate port and every retry.
+    ResolvedHost m_host;
 
     /// The connection's state, set by performing the Connector's actions (and close()); after
     /// `welcome` (session) the launcher's machine decides.
