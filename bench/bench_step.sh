@@ -5,6 +5,9 @@
 # each shape (default: 3 nodes x 2 tasks), RUNS steps of each kind, interleaved (one of each per
 # round, so that a busy moment of the machine falls on all of them alike):
 # - `srun -N3 -n6 true`, the yardstick;
+# - `srun -N3 -n6 timeout 600 true`: a minimal supervisor in every task (coreutils' timeout: a
+#   small process that forks, runs the command as its child and waits for it), the floor of any
+#   launcher that keeps its trainer as a child, as tfslurm's keeper does;
 # - `srun -N3 -n6 tfslurm env --only tf`: tfslurm started in every task and its plan made, no
 #   coordinator (what the process start, the dynamic loading and the plan cost);
 # - `srun -N3 -n6 tfslurm run -- true`: the whole launcher: the plan, the coordinator, the
@@ -82,7 +85,7 @@ for shape in "${shapes[@]}"; do
     step=(srun -N"$nodes" -n"$tasks" --ntasks-per-node="${BASH_REMATCH[2]}")
     # Filled by timed (through a nameref).
     # shellcheck disable=SC2034
-    t_plain=() t_env=() t_run=() t_before=()
+    t_plain=() t_keep=() t_env=() t_run=() t_before=()
     # One round first, not counted: the nodes' page cache and slurmd's first step.
     timed t_plain "${step[@]}" true
     timed t_run "${step[@]}" "$bin" run -- true
@@ -90,18 +93,20 @@ for shape in "${shapes[@]}"; do
     t_plain=() t_run=()
     for ((r = 0; r < runs; r++)); do
         timed t_plain "${step[@]}" true
+        timed t_keep "${step[@]}" timeout 600 true
         timed t_env "${step[@]}" "$bin" env --only tf
         timed t_run "${step[@]}" "$bin" run -- true
         [[ -z $before ]] || timed t_before "${step[@]}" "$before" run -- true
     done
     read -r base lo hi < <(printf '%s\n' "${t_plain[@]}" | stats)
     printf '%-7s %-34s %14s ms (%s to %s) %8s\n' "$shape" "srun true" "$base" "$lo" "$hi" 1.00
-    kinds=(env run)
+    kinds=(keep env run)
     [[ -z $before ]] || kinds+=(before)
     for kind in "${kinds[@]}"; do
         declare -n figures=t_$kind
         read -r med lo hi < <(printf '%s\n' "${figures[@]}" | stats)
         case $kind in
+        keep) what="srun timeout 600 true" ;;
         env) what="srun tfslurm env --only tf" ;;
         run) what="srun tfslurm run -- true" ;;
         before) what="the same with --before's tfslurm" ;;
