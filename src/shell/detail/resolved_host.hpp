@@ -17,7 +17,7 @@
 namespace tfslurm::detail {
 
 /// A name's address, asked of `resolve` the first time and kept; asked again only for another
-/// name, or after `resolve` failed (it throws, or returns nullopt with the reason in `error`).
+/// name, or after `resolve` found none (nullopt, with the reason in `error`).
 class ResolvedHost {
   public:
     /// The address of a name (the first IPv4 one, else the first one), or nullopt and why not.
