@@ -13,10 +13,13 @@
 namespace tfslurm {
 namespace {
 
+/// ASCII case, as Slurm compares its keys (and as std::tolower does in the C locale, which
+/// tfslurm never leaves), without a library call per byte: may_hold() runs it at every byte of
+/// slurm.conf.
 bool equal_ignoring_case(std::string_view a, std::string_view b) noexcept {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               return std::tolower(static_cast<unsigned char>(x)) ==
-                      std::tolower(static_cast<unsigned char>(y));
+    const auto fold = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [&](char x, char y) {
+               return fold(x) == fold(y);
            });
 }
 
@@ -110,17 +113,11 @@ std::vector<std::vector<ConfSetting>> conf_lines(std::string_view text) {
 /// gives the same values (issue #33: the launcher reads two keys of a whole slurm.conf at every
 /// start, and parsing every line of it took a fifth of a follower's instructions).
 bool may_hold(std::string_view line, std::string_view key) noexcept {
-    // Plain loops over bytes, ASCII case: this runs over every byte of the file.
-    const auto fold = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
     if (std::any_of(line.begin(), line.end(), [](char c) { return c == '"' || c == '\\'; })) {
         return true;
     }
     for (std::size_t at = 0; at + key.size() <= line.size(); ++at) {
-        std::size_t i = 0;
-        while (i < key.size() && fold(line[at + i]) == fold(key[i])) {
-            ++i;
-        }
-        if (i == key.size()) {
+        if (equal_ignoring_case(line.substr(at, key.size()), key)) {
             return true;
         }
     }
